@@ -1,0 +1,101 @@
+"""Read speed of hspz.sequence.read_records on FASTA, 2bit (and optionally FASTA.gz).
+
+Writes a deterministic random genome (a few records with soft-masked runs and N runs) in each
+format, checks that every format decodes to the same records, and prints the median of three
+timed reads per format:
+
+    python benchmarks/read_speed.py --mbp 100 --workdir /tmp/read_speed [--gzip]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from hspz.sequence import Record, read_records, records_digest, write_2bit, write_fasta
+
+RECORD_SHARES = (0.4, 0.25, 0.2, 0.1, 0.05)  # a few records of unequal length
+RUN_MEAN = {"lower": 300, "N": 2000}  # mean run lengths
+RUNS_PER_MBP = {"lower": 500, "N": 5}
+
+
+def random_record(rng: np.random.Generator, name: str, length: int) -> Record:
+    """Random ACGT with soft-masked runs and N runs (N runs may fall inside masked runs)."""
+    seq = np.frombuffer(b"ACGT", dtype=np.uint8)[rng.integers(0, 4, length, dtype=np.uint8)]
+    for kind in ("lower", "N"):
+        count = max(1, RUNS_PER_MBP[kind] * length // 1_000_000)
+        starts = rng.integers(0, length, count)
+        ends = np.minimum(starts + rng.geometric(1 / RUN_MEAN[kind], count), length)
+        delta = np.zeros(length + 1, dtype=np.int32)
+        np.add.at(delta, starts, 1)
+        np.add.at(delta, ends, -1)
+        inside = np.cumsum(delta[:-1]) > 0
+        if kind == "lower":
+            seq[inside] |= 0x20
+        else:
+            seq[inside] = np.where(seq[inside] >= ord("a"), ord("n"), ord("N"))
+    return Record(name, seq)
+
+
+def random_genome(mbp: float, seed: int) -> list[Record]:
+    rng = np.random.default_rng(seed)
+    total = int(mbp * 1_000_000)
+    return [
+        random_record(rng, f"chr{i + 1}", int(total * share))
+        for i, share in enumerate(RECORD_SHARES)
+    ]
+
+
+def median_seconds(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), result
+
+
+def write_inputs(records: list[Record], workdir: Path, with_gzip: bool) -> dict[str, Path]:
+    paths = {"fasta": workdir / "genome.fa", "2bit": workdir / "genome.2bit"}
+    write_fasta(paths["fasta"], records)
+    write_2bit(paths["2bit"], records)
+    if with_gzip:
+        paths["fasta.gz"] = workdir / "genome.fa.gz"
+        with open(paths["fasta"], "rb") as src, gzip.open(paths["fasta.gz"], "wb", 1) as dst:
+            shutil.copyfileobj(src, dst, 1 << 24)
+    return paths
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mbp", type=float, default=100.0, help="genome size in Mbp (100)")
+    parser.add_argument("--workdir", type=Path, required=True, help="where the inputs go")
+    parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed reads per format (3)")
+    parser.add_argument("--gzip", action="store_true", help="also time FASTA.gz (level 1)")
+    args = parser.parse_args()
+
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    records = random_genome(args.mbp, args.seed)
+    expected = records_digest(records)
+    total_mbp = sum(len(r) for r in records) / 1e6
+    paths = write_inputs(records, args.workdir, args.gzip)
+
+    print(f"{len(records)} records, {total_mbp:.1f} Mbp, median of {args.repeats} reads")
+    print(f"{'format':<10}{'bytes':>14}{'seconds':>10}{'Mbp/s':>10}  same records")
+    for fmt, path in paths.items():
+        seconds, got = median_seconds(lambda p=path: read_records(p), args.repeats)
+        same = records_digest(got) == expected
+        size = path.stat().st_size
+        print(f"{fmt:<10}{size:>14,}{seconds:>10.3f}{total_mbp / seconds:>10.1f}  {same}")
+
+
+if __name__ == "__main__":
+    main()

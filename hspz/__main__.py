@@ -1,0 +1,3 @@
+from hspz.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""The Seed+Filter contract shared by both backends.
+
+`prepare_reference` and `prepare_query` turn records into the packed arrays a backend needs;
+`run_unit(ctx, ref, qry, unit) -> UnitResult` is implemented by `engine.cpu` and `engine.gpu`.
+A `UnitResult` holds, for each (interval, strand) of the unit, the chunk-ordered HSP records
+(`hsp.HSP_DTYPE`, block-relative, minus lists NOT yet reversed) plus the unit's counts.
+Nothing after the engine knows which backend ran.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hspz.hsp import HSP_DTYPE
+from hspz.options import Options
+from hspz.scoring import resolve_matrix
+from hspz.seed import SeedShape, SeedTable, build_seed_table
+from hspz.sequence import PackedBin, Record, pack_bin, reverse_complement, score_codes, seed_codes
+
+STRANDS = {"plus": ("plus",), "minus": ("minus",), "both": ("plus", "minus")}
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every unit of a run shares: options, seed shape, scoring matrix."""
+
+    options: Options
+    shape: SeedShape
+    matrix: np.ndarray  # int32 8x8
+    keep_raw: bool = False
+
+    @classmethod
+    def from_options(cls, options: Options, keep_raw: bool = False) -> Context:
+        shape = SeedShape.from_pattern(options.pattern)
+        matrix = resolve_matrix(options.xdrop, options.scoring, options.ambiguous)
+        return cls(options, shape, matrix, keep_raw)
+
+    @property
+    def strands(self) -> tuple[str, ...]:
+        return STRANDS[self.options.strand]
+
+
+@dataclass
+class RefBin:
+    index: int
+    packed: PackedBin
+    score: np.ndarray
+    table: SeedTable
+
+
+@dataclass
+class QueryBin:
+    index: int
+    packed: dict[str, PackedBin]
+    seed: dict[str, np.ndarray]
+    score: dict[str, np.ndarray]
+
+    @property
+    def block_len(self) -> int:
+        return self.packed["plus"].block_len
+
+
+def prepare_reference(ctx: Context, index: int, records: list[Record]) -> RefBin:
+    packed = pack_bin(records, ctx.options.target_prefix)
+    table = build_seed_table(seed_codes(packed.buf), packed.block_len, ctx.shape, ctx.options.step)
+    return RefBin(index, packed, score_codes(packed.buf), table)
+
+
+def prepare_query(ctx: Context, index: int, records: list[Record]) -> QueryBin:
+    plus = pack_bin(records, ctx.options.query_prefix)
+    packs = {"plus": plus}
+    if "minus" in ctx.strands:
+        packs["minus"] = reverse_complement(plus)
+    return QueryBin(
+        index,
+        packs,
+        {s: seed_codes(p.buf) for s, p in packs.items()},
+        {s: score_codes(p.buf) for s, p in packs.items()},
+    )
+
+
+@dataclass
+class UnitResult:
+    """One work unit's output: per (interval, strand) HSP arrays in emission order, and counts."""
+
+    ordinal: int
+    ref_bin: int
+    query_bin: int
+    segments: list[tuple[int, str, np.ndarray]] = field(default_factory=list)
+    raw: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    seeds: int = 0
+    hits: int = 0
+    raw_hsps: int = 0
+    hsps: int = 0
+    gpu_ms: float = 0.0
+    host_start_ms: float = 0.0
+    host_end_ms: float = 0.0
+    worker: int = 0
+    device: int = -1
+    job: int = 0
+
+    def to_bytes(self) -> bytes:
+        """A self-contained .npz image (how `hspZ work` hands results to `hspZ merge`)."""
+        arrays = {"meta": _meta_array(self)}
+        for i, (n, strand, h) in enumerate(self.segments):
+            arrays[f"seg{i}_{n}_{strand}"] = h
+        for i, (strand, h) in enumerate(self.raw):
+            arrays[f"raw{i}_{strand}"] = h
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        return buf.getvalue()
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> UnitResult:
+        with np.load(path, allow_pickle=False) as z:
+            meta = dict(zip(_META_FIELDS, z["meta"].tolist(), strict=True))
+            result = cls(**{k: _meta_type(k)(v) for k, v in meta.items()})
+            for key in sorted((k for k in z.files if k.startswith("seg")), key=_key_order):
+                _, n, strand = key.split("_")
+                result.segments.append((int(n), strand, z[key].astype(HSP_DTYPE)))
+            for key in sorted((k for k in z.files if k.startswith("raw")), key=_key_order):
+                result.raw.append((key.split("_")[1], z[key].astype(HSP_DTYPE)))
+        return result
+
+
+_META_FIELDS = (
+    "ordinal", "ref_bin", "query_bin", "seeds", "hits", "raw_hsps", "hsps", "gpu_ms",
+    "host_start_ms", "host_end_ms", "worker", "device", "job",
+)
+_FLOAT_FIELDS = {"gpu_ms", "host_start_ms", "host_end_ms"}
+
+
+def _meta_type(key: str):
+    return float if key in _FLOAT_FIELDS else int
+
+
+def _meta_array(result: UnitResult) -> np.ndarray:
+    return np.array([float(getattr(result, k)) for k in _META_FIELDS], dtype=np.float64)
+
+
+def _key_order(key: str) -> int:
+    return int(key.split("_")[0][3:])

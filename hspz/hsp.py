@@ -1,0 +1,84 @@
+"""HSP filtering and order: the entropy gate, containment dedup and the final sort.
+
+Both backends hand this module the extended hits of one semantic chunk; what it returns is what
+the chunk contributes to the segments files (behaviour.md §3, "Entropy" and "Dedup and order").
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+HSP_DTYPE = np.dtype(
+    [("ref_start", "<u4"), ("query_start", "<u4"), ("len", "<u4"), ("score", "<i4")]
+)
+LN4 = float(np.float32(math.log(4.0)))  # KegAlign divides by a float32 ln 4
+
+
+@numba.njit(cache=True, nogil=True)
+def _entropy(ref, qry, rs, qs, ln):
+    """Base-composition entropy of the exact matches of one HSP, 1.0 when under 20 matches."""
+    c = np.zeros(4, np.int64)
+    for k in range(ln + 1):
+        r = ref[rs + k]
+        if r < 4 and r == qry[qs + k]:
+            c[r] += 1
+    if c[0] + c[1] + c[2] + c[3] < 20:
+        return 1.0
+    total = 0.0
+    for i in range(4):
+        if c[i] > 0:
+            p = c[i] / (ln + 1)
+            total += p * math.log(p)
+    return -total / LN4
+
+
+@numba.njit(cache=True, nogil=True)
+def _gate(ref, qry, total, rs, qs, ln, thresh, use_entropy, keep, score):
+    for i in range(len(total)):
+        t = total[i]
+        ent = 1.0
+        if use_entropy and thresh <= t <= 3 * thresh:
+            ent = _entropy(ref, qry, rs[i], qs[i], ln[i])
+        gate = np.float64(np.float32(t)) * ent
+        keep[i] = int(gate) >= thresh
+        score[i] = int(t * ent)
+
+
+def gate(ref, qry, total, rs, qs, ln, hspthresh: int, entropy: bool) -> np.ndarray:
+    """HSP records (HSP_DTYPE) of the extended hits that pass the score and entropy gate."""
+    keep = np.empty(len(total), np.bool_)
+    score = np.empty(len(total), np.int64)
+    if len(total):
+        _gate(ref, qry, total, rs, qs, ln, hspthresh, entropy, keep, score)
+    out = np.empty(int(keep.sum()), HSP_DTYPE)
+    out["ref_start"] = rs[keep]
+    out["query_start"] = qs[keep]
+    out["len"] = ln[keep]
+    out["score"] = score[keep]
+    return out
+
+
+def diagonal_order(h: np.ndarray) -> np.ndarray:
+    """Sort by diagonal (wrapping u32, unsigned), ref_start, len ascending, score descending."""
+    diag = h["ref_start"] - h["query_start"]  # u32 arithmetic wraps
+    return h[np.lexsort((-h["score"].astype(np.int64), h["len"], h["ref_start"], diag))]
+
+
+def dedup(h: np.ndarray) -> np.ndarray:
+    """Containment dedup of one chunk's HSPs, returned in the final query-major order."""
+    if len(h) == 0:
+        return h
+    s = diagonal_order(h)
+    diag = s["ref_start"] - s["query_start"]
+    a0 = s["ref_start"].astype(np.int64)
+    a1 = a0 + s["len"]
+    inside = (a0[1:] >= a0[:-1]) & (a1[1:] <= a1[:-1])
+    around = (a0[:-1] >= a0[1:]) & (a1[:-1] <= a1[1:])
+    drop = (diag[1:] == diag[:-1]) & (inside | around)
+    s = s[np.concatenate(([True], ~drop))]
+    return s[
+        np.lexsort((-s["score"].astype(np.int64), s["len"], s["ref_start"], s["query_start"]))
+    ]

@@ -1,0 +1,149 @@
+"""Seeds: spaced-seed patterns, the reference seed table and the query seed stream.
+
+A window is valid only when every byte under the whole pattern is uppercase ACGT (seed code < 4).
+Care bases are packed two bits each, the first care position in the most significant bits.  The
+reference table is KegAlign's: `index_table[k]` counts positions whose k-mer is <= k (u32,
+cumulative), `pos_table` lists positions grouped by k-mer, ascending inside a group.  The query
+stream emits, per valid window j in order, `(kmer, j)` and then, with transitions,
+`(kmer ^ (2 << 2t), j)` for t = 0..k-1 (t = 0 is the last care base).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SeedShape:
+    """A spaced seed: its span and the offsets of its care positions."""
+
+    size: int
+    care: tuple[int, ...]
+
+    @classmethod
+    def from_pattern(cls, pattern: str) -> SeedShape:
+        return cls(len(pattern), tuple(i for i, c in enumerate(pattern) if c in "1T"))
+
+    @property
+    def weight(self) -> int:
+        return len(self.care)
+
+    @property
+    def n_kmers(self) -> int:
+        return 4**self.weight
+
+
+@dataclass(frozen=True)
+class SeedTable:
+    """KegAlign's reference seed table for one reference bin."""
+
+    index_table: np.ndarray  # uint32, 4**weight entries, cumulative
+    pos_table: np.ndarray  # uint32 positions grouped by k-mer
+
+    def counts(self, kmers: np.ndarray) -> np.ndarray:
+        """Number of reference positions holding each k-mer (int64)."""
+        hi = self.index_table[kmers].astype(np.int64)
+        lo = np.where(kmers > 0, self.index_table[np.maximum(kmers, 1) - 1], 0).astype(np.int64)
+        return hi - lo
+
+
+def window_kmers(
+    codes: np.ndarray, shape: SeedShape, first: int, end: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(positions int64, kmers uint32) of the valid windows starting in [first, end), ascending.
+
+    `codes` are seed codes (0..3 ACGT, 4 anything else); a window must fit inside `codes`.
+    """
+    end = min(end, len(codes) - shape.size + 1)
+    care = np.asarray(shape.care, dtype=np.int64)
+    if end <= first:
+        return np.empty(0, np.int64), np.empty(0, np.uint32)
+    pos = np.empty(end - first, dtype=np.int64)
+    kmer = np.empty(end - first, dtype=np.uint32)
+    n = _scan_windows(codes, care, shape.size, first, end, 1, pos, kmer)
+    return pos[:n], kmer[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan_windows(codes, care, size, first, end, step, out_pos, out_kmer):
+    """Write the valid windows j = first + i*step < end; return how many."""
+    last_bad = -1
+    for x in range(first, min(first + size - 1, len(codes))):
+        if codes[x] > 3:
+            last_bad = x
+    n = 0
+    edge = first + size - 1
+    for j in range(first, end):
+        x = j + size - 1
+        while edge <= x:
+            if codes[edge] > 3:
+                last_bad = edge
+            edge += 1
+        if last_bad >= j or (j - first) % step != 0:
+            continue
+        k = 0
+        for c in care:
+            k = (k << 2) | codes[j + c]
+        out_pos[n] = j
+        out_kmer[n] = k
+        n += 1
+    return n
+
+
+def build_seed_table(codes: np.ndarray, block_len: int, shape: SeedShape, step: int) -> SeedTable:
+    """The reference table over positions `start_offset + i*step`, i < (len + offset - size)/step."""
+    offset = (shape.size + 1) % step
+    start_offset = step - offset
+    count = max(0, (block_len + offset - shape.size) // step)
+    end = min(start_offset + count * step, len(codes) - shape.size + 1)
+    care = np.asarray(shape.care, dtype=np.int64)
+    hist = np.zeros(shape.n_kmers, dtype=np.int64)
+    _table_histogram(codes, care, shape.size, start_offset, end, step, hist)
+    index_table = np.cumsum(hist).astype(np.uint32)
+    pos_table = np.empty(int(hist.sum()), dtype=np.uint32)
+    _table_fill(codes, care, shape.size, start_offset, end, step, index_table, pos_table)
+    return SeedTable(index_table, pos_table)
+
+
+@numba.njit(cache=True, nogil=True)
+def _table_histogram(codes, care, size, first, end, step, hist):
+    pos = np.empty(16384, dtype=np.int64)
+    kmer = np.empty(16384, dtype=np.uint32)
+    piece = step * 16384  # a multiple of step keeps every piece on the same step grid
+    for lo in range(first, end, piece):
+        n = _scan_windows(codes, care, size, lo, min(lo + piece, end), step, pos, kmer)
+        for i in range(n):
+            hist[kmer[i]] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _table_fill(codes, care, size, first, end, step, index_table, pos_table):
+    """Counting sort of positions by k-mer; positions stay ascending inside a group."""
+    fill = np.empty(len(index_table), dtype=np.int64)
+    fill[0] = 0
+    for k in range(1, len(index_table)):
+        fill[k] = index_table[k - 1]
+    pos = np.empty(16384, dtype=np.int64)
+    kmer = np.empty(16384, dtype=np.uint32)
+    piece = step * 16384  # a multiple of step keeps every piece on the same step grid
+    for lo in range(first, end, piece):
+        n = _scan_windows(codes, care, size, lo, min(lo + piece, end), step, pos, kmer)
+        for i in range(n):
+            pos_table[fill[kmer[i]]] = pos[i]
+            fill[kmer[i]] += 1
+
+
+def query_seeds(
+    codes: np.ndarray, shape: SeedShape, first: int, end: int, transition: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The seed stream of one chunk: (kmers uint32, query positions int64) in stream order."""
+    pos, kmer = window_kmers(codes, shape, first, end)
+    if not transition:
+        return kmer, pos
+    flips = (np.uint32(2) << (2 * np.arange(shape.weight, dtype=np.uint32))).astype(np.uint32)
+    variants = np.concatenate(([np.uint32(0)], flips)).astype(np.uint32)
+    kmers = (kmer[:, None] ^ variants[None, :]).ravel()
+    return kmers, np.repeat(pos, len(variants))

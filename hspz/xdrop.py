@@ -1,0 +1,221 @@
+"""Ungapped x-drop extension of seed hits (behaviour.md §3), two exact ways.
+
+`extend_plain` walks every hit on its own, exactly as the spec reads: the readable reference.
+`extend_hits` gives the same answers but walks each diagonal stretch once.  Why that is exact:
+on one diagonal, two walks that have passed the same base add the same scores from then on, so
+their drop below their own maximum ("drawdown") differs only by how far apart their maxima are.
+The moment two walks have equal maxima (in absolute prefix-sum terms) they have equal drawdowns
+and therefore stop at the same base, gain the same further maximum and move their best position
+together; one of them can stop walking and copy the other's outcome.  A new hit whose start lies
+on a walk sitting at its maximum is that case at its first base.  The sweep keeps a stack of
+distinct walks (maxima strictly decreasing from oldest to newest), merges walks whose maxima meet
+and retires the oldest once its drawdown passes x-drop.
+
+Anchors are the first base after the seed.  Right walks score anchor, anchor+1, ... (best position
+starts at -1); left walks score anchor-1, anchor-2, ... (best position counted in steps, starts at 0).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _sub(ref, qry, mat, p, diag):
+    return mat[ref[p] * 8 + qry[p - diag]]
+
+
+@numba.njit(cache=True, nogil=True)
+def walk_right(ref, qry, ref_len, qry_len, mat, xdrop, r, q):
+    """(best score, best step or -1) of the right walk from anchor (r, q)."""
+    s = 0
+    m = 0
+    pos = -1
+    k = 0
+    while r + k < ref_len and q + k < qry_len:
+        s += mat[ref[r + k] * 8 + qry[q + k]]
+        if s > m:
+            m = s
+            pos = k
+        if m - s > xdrop:
+            break
+        k += 1
+    return m, pos
+
+
+@numba.njit(cache=True, nogil=True)
+def walk_left(ref, qry, mat, xdrop, r, q):
+    """(best score, best step or 0) of the left walk from anchor (r, q)."""
+    s = 0
+    m = 0
+    pos = 0
+    k = 1
+    lim = min(r, q)
+    while k <= lim:
+        s += mat[ref[r - k] * 8 + qry[q - k]]
+        if s > m:
+            m = s
+            pos = k
+        if m - s > xdrop:
+            break
+        k += 1
+    return m, pos
+
+
+@numba.njit(cache=True, parallel=True)
+def extend_plain(ref, qry, ref_len, qry_len, mat, xdrop, R, Q):  # mat: flat 8x8
+    """Every hit walked on its own: (score, ref_start, query_start, len) per anchor."""
+    n = len(R)
+    score = np.empty(n, np.int64)
+    rs = np.empty(n, np.int64)
+    qs = np.empty(n, np.int64)
+    ln = np.empty(n, np.int64)
+    for i in prange(n):
+        mr, pr = walk_right(ref, qry, ref_len, qry_len, mat, xdrop, R[i], Q[i])
+        ml, pl = walk_left(ref, qry, mat, xdrop, R[i], Q[i])
+        score[i] = mr + ml
+        rs[i] = R[i] - pl
+        qs[i] = Q[i] - pl
+        ln[i] = pr + pl
+    return score, rs, qs, ln
+
+
+@numba.njit(cache=True, nogil=True)
+def _sweep(ref, qry, mat, xdrop, diag, first, direction, lo_bound, hi_bound, out_m, out_p):
+    """Walk one diagonal once for anchors whose first scored bases are `first` (traversal order).
+
+    `direction` is +1 (right walks) or -1 (left walks); positions outside [lo_bound, hi_bound)
+    end every walk.  Writes each anchor's best score and the absolute position of its maximum
+    (first - direction when no base raised it).
+    """
+    n = len(first)
+    st_id = np.empty(n, np.int64)  # stack of live walks, oldest at `bot`
+    st_max = np.empty(n, np.int64)
+    st_pos = np.empty(n, np.int64)
+    base = np.empty(n, np.int64)
+    parent = np.full(n, -1, np.int64)
+    merge_max = np.empty(n, np.int64)
+    fin_max = np.empty(n, np.int64)
+    fin_pos = np.empty(n, np.int64)
+    events = np.empty(n, np.int64)
+    n_events = 0
+    bot = 0
+    top = 0  # exclusive
+    g = 0
+    i = 0
+    p = first[0]
+    while i < n or top > bot:
+        if top == bot and (p - first[i]) * direction < 0:
+            p = first[i]
+        while i < n and first[i] == p:
+            base[i] = g
+            if top > bot and st_max[top - 1] == g:
+                parent[i] = st_id[top - 1]
+                merge_max[i] = g
+                fin_pos[i] = p - direction
+                events[n_events] = i
+                n_events += 1
+            else:
+                st_id[top] = i
+                st_max[top] = g
+                st_pos[top] = p - direction
+                top += 1
+            i += 1
+        if p < lo_bound or p >= hi_bound:
+            for j in range(bot, top):
+                fin_max[st_id[j]] = st_max[j]
+                fin_pos[st_id[j]] = st_pos[j]
+            bot = top
+            if i < n:
+                p = first[i]
+            continue
+        g += _sub(ref, qry, mat, p, diag)
+        keep = top
+        while keep > bot and st_max[keep - 1] <= g:
+            keep -= 1
+            if st_max[keep] < g:
+                st_max[keep] = g
+                st_pos[keep] = p
+        if top - keep > 1:
+            for j in range(keep + 1, top):
+                c = st_id[j]
+                parent[c] = st_id[keep]
+                merge_max[c] = g
+                fin_pos[c] = st_pos[j]
+                events[n_events] = c
+                n_events += 1
+            top = keep + 1
+        while top > bot and st_max[bot] - g > xdrop:
+            fin_max[st_id[bot]] = st_max[bot]
+            fin_pos[st_id[bot]] = st_pos[bot]
+            bot += 1
+        p += direction
+    for e in range(n_events - 1, -1, -1):
+        c = events[e]
+        s = parent[c]
+        if fin_max[s] > merge_max[c]:
+            fin_pos[c] = fin_pos[s]
+        fin_max[c] = fin_max[s]
+    for j in range(n):
+        out_m[j] = fin_max[j] - base[j]
+        out_p[j] = fin_pos[j]
+
+
+@numba.njit(cache=True, parallel=True)
+def _extend_groups(ref, qry, ref_len, qry_len, mat, xdrop, R, Q, diag, starts):
+    """Right and left sweeps for every diagonal group; R sorted ascending inside a group."""
+    n = len(R)
+    mr = np.empty(n, np.int64)
+    pr = np.empty(n, np.int64)
+    ml = np.empty(n, np.int64)
+    pl = np.empty(n, np.int64)
+    for g in prange(len(starts) - 1):
+        a, b = starts[g], starts[g + 1]
+        d = diag[a]
+        if b - a == 1:
+            mr[a], pr[a] = walk_right(ref, qry, ref_len, qry_len, mat, xdrop, R[a], Q[a])
+            ml[a], pl[a] = walk_left(ref, qry, mat, xdrop, R[a], Q[a])
+            continue
+        hi = min(ref_len, qry_len + d)
+        lo = max(0, d)
+        first = R[a:b].copy()
+        _sweep(ref, qry, mat, xdrop, d, first, 1, lo, hi, mr[a:b], pr[a:b])
+        for j in range(a, b):
+            pr[j] -= R[j]
+        first = R[a:b][::-1] - 1
+        m_rev = np.empty(b - a, np.int64)
+        p_rev = np.empty(b - a, np.int64)
+        _sweep(ref, qry, mat, xdrop, d, first, -1, lo, hi, m_rev, p_rev)
+        for j in range(b - a):
+            k = b - 1 - j
+            ml[k] = m_rev[j]
+            pl[k] = R[k] - p_rev[j]
+    return mr, pr, ml, pl
+
+
+def extend_hits(ref, qry, ref_len, qry_len, mat, xdrop, R, Q):
+    """Same results as `extend_plain`, walking each diagonal stretch once."""
+    R = np.asarray(R, np.int64)
+    Q = np.asarray(Q, np.int64)
+    n = len(R)
+    if n == 0:
+        e = np.empty(0, np.int64)
+        return e, e, e, e
+    diag = R - Q
+    order = np.lexsort((R, diag))
+    Rs, Qs, ds = R[order], Q[order], diag[order]
+    starts = np.flatnonzero(np.concatenate(([True], ds[1:] != ds[:-1], [True])))
+    mr, pr, ml, pl = _extend_groups(
+        ref, qry, ref_len, qry_len, mat.ravel().astype(np.int32), int(xdrop), Rs, Qs, ds, starts
+    )
+    score = np.empty(n, np.int64)
+    rs = np.empty(n, np.int64)
+    qs = np.empty(n, np.int64)
+    ln = np.empty(n, np.int64)
+    score[order] = mr + ml
+    rs[order] = Rs - pl
+    qs[order] = Qs - pl
+    ln[order] = pr + pl
+    return score, rs, qs, ln
