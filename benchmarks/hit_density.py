@@ -53,19 +53,22 @@ for _a, _b in zip(b"ACGTacgt", b"TGCAtgca", strict=True):
     _COMPLEMENT[_a] = _b
 
 
-def kmer_codes(seq: np.ndarray) -> np.ndarray:
-    """Codes (uint32) of the seedable positions of one sequence (all 19 bytes uppercase ACGT)."""
+def kmer_codes(seq: np.ndarray, positions: bool = False):
+    """Codes (uint32) of the seedable positions of one sequence (all 19 bytes uppercase ACGT);
+    with `positions`, (positions, codes)."""
     n = seq.size - SPAN + 1
-    if n <= 0:
-        return np.empty(0, dtype=np.uint32)
-    out = []
-    for start in range(0, n, _CHUNK):
+    pos_parts, code_parts = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.uint32)]
+    for start in range(0, max(n, 0), _CHUNK):
         stop = min(n, start + _CHUNK)
-        out.append(_chunk_codes(seq[start : stop + SPAN - 1]))
-    return np.concatenate(out)
+        valid, code = _chunk_codes(seq[start : stop + SPAN - 1])
+        code_parts.append(code[valid])
+        if positions:
+            pos_parts.append(start + np.flatnonzero(valid))
+    codes = np.concatenate(code_parts)
+    return (np.concatenate(pos_parts), codes) if positions else codes
 
 
-def _chunk_codes(window: np.ndarray) -> np.ndarray:
+def _chunk_codes(window: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     vals = _CODE[window]
     bad = np.concatenate([[0], np.cumsum(vals > 3, dtype=np.int32)])
     n = window.size - SPAN + 1
@@ -75,7 +78,7 @@ def _chunk_codes(window: np.ndarray) -> np.ndarray:
     for offset in CARE:
         code <<= 2
         code |= vals[offset : offset + n]
-    return code[valid]
+    return valid, code
 
 
 def kmer_histogram(records: Iterable[np.ndarray], minus: bool = False) -> np.ndarray:
@@ -159,6 +162,91 @@ def count_hits(reference: Records, query: Records) -> HitCount:
     )
 
 
+HOXD70 = np.array(
+    [[91, -114, -31, -123], [-114, 100, -125, -31], [-31, -125, 100, -114], [-123, -31, -114, 91]]
+)
+
+
+@dataclass(frozen=True)
+class GateEstimate:
+    """Hits of sampled query positions (plus strand) and how many reach the score gate."""
+
+    sampled_positions: int
+    hits: int
+    passed: int
+
+    @property
+    def fraction(self) -> float:
+        return self.passed / max(1, self.hits)
+
+
+def _padded(seqs: list[np.ndarray], pad: int) -> tuple[np.ndarray, list[int]]:
+    """Scoring codes (ACGT 0..3, anything else 4) of the records, each with `pad` 4s around."""
+    parts, starts, at = [np.full(pad, 4, dtype=np.uint8)], [], pad
+    for seq in seqs:
+        starts.append(at)
+        parts += [_CODE[seq], np.full(pad, 4, dtype=np.uint8)]
+        at += seq.size + pad
+    return np.concatenate(parts), starts
+
+
+def _indexed(seqs: list[np.ndarray], starts: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(positions in the padded buffer, codes) of every seedable window of the records."""
+    pairs = [kmer_codes(s, positions=True) for s in seqs]
+    pos = np.concatenate([p + off for (p, _), off in zip(pairs, starts, strict=True)])
+    return pos, np.concatenate([c for _, c in pairs])
+
+
+def _best(ref: np.ndarray, qry: np.ndarray, r: np.ndarray, q: np.ndarray, steps: np.ndarray, xdrop: int):
+    """Best x-drop score of walks scoring (r + s, q + s) for s in `steps`; lowercase/N: -1000."""
+    table = np.full((5, 5), -1000, dtype=np.int32)
+    table[:4, :4] = HOXD70
+    score = table.ravel()[ref[r[:, None] + steps] * 5 + qry[q[:, None] + steps]]
+    run = np.cumsum(score, axis=1)
+    top = np.maximum.accumulate(np.maximum(run, 0), axis=1)
+    stop = (top - run) > xdrop
+    last = np.where(stop.any(axis=1), stop.argmax(axis=1), steps.size - 1)
+    return top[np.arange(r.size), last]
+
+
+def estimate_gate(
+    reference: Records, query: Records, sample: int = 20000, seed: int = 0,
+    xdrop: int = 910, gate: int = 3000, window: int = 256,
+) -> GateEstimate:
+    """Rough share of plus-strand hits whose ungapped x-drop score (HOXD70, behaviour.md §3:
+    anchor after the seed, right walk + left walk, lowercase and N score -1000) reaches `gate`,
+    from all hits of `sample` random seedable query positions; walks are cut at `window` bp a
+    side (enough to reach the gate).  Not the engine: an estimate for tuning the simulator."""
+    ref_seqs, qry_seqs = _seqs(reference), _seqs(query)
+    ref_buf, ref_starts = _padded(ref_seqs, window + SPAN)
+    qry_buf, qry_starts = _padded(qry_seqs, window + SPAN)
+    ref_pos, ref_code = _indexed(ref_seqs, ref_starts)
+    order = np.argsort(ref_code, kind="stable")
+    ref_code, ref_pos = ref_code[order], ref_pos[order]
+    qry_pos, qry_code = _indexed(qry_seqs, qry_starts)
+    pick = np.random.default_rng(seed).choice(qry_pos.size, min(sample, qry_pos.size), replace=False)
+    hits = passed = 0
+    for mask in VARIANT_MASKS:
+        codes = qry_code[pick] ^ np.uint32(mask)
+        lo = np.searchsorted(ref_code, codes, side="left")
+        count = np.searchsorted(ref_code, codes, side="right") - lo
+        r_all = ref_pos[_ranges(lo, count)] + SPAN
+        q_all = np.repeat(qry_pos[pick], count) + SPAN
+        hits += r_all.size
+        for at in range(0, r_all.size, 8192):
+            r, q = r_all[at : at + 8192], q_all[at : at + 8192]
+            right = _best(ref_buf, qry_buf, r, q, np.arange(window), xdrop)
+            left = _best(ref_buf, qry_buf, r, q, -np.arange(1, window + 1), xdrop)
+            passed += int(np.count_nonzero(right + left >= gate))
+    return GateEstimate(int(pick.size), hits, passed)
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    counts = counts.astype(np.int64)
+    offsets = np.cumsum(counts) - counts
+    return np.repeat(starts - offsets, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+
+
 def lowercase_fraction(records: Records) -> float:
     """Share of bytes that are lowercase (soft-masked)."""
     seqs = _seqs(records)
@@ -181,6 +269,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("files", nargs="*", type=Path, help="REF QUERY (FASTA, .gz or 2bit)")
     parser.add_argument("--simulate", nargs=2, type=float, metavar=("REF_MBP", "QUERY_MBP"))
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    parser.add_argument(
+        "--gate-sample", type=int, default=0, metavar="N",
+        help="also estimate the share of hits reaching the score gate from N query positions",
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     if args.simulate:
@@ -200,6 +292,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"lower_ref={lowercase_fraction(ref):.3f} lower_query={lowercase_fraction(query):.3f} "
         f"load_s={loaded - start:.1f} count_s={time.perf_counter() - loaded:.1f}"
     )
+    if args.gate_sample:
+        est = estimate_gate(ref, query, sample=args.gate_sample)
+        print(
+            f"gate_estimate: positions={est.sampled_positions} hits={est.hits} "
+            f"passed={est.passed} fraction={est.fraction:.3g}"
+        )
     return 0
 
 

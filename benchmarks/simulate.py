@@ -88,6 +88,7 @@ class PairSpec:
     repeat_unmasked_fraction: float = 0.10  # interspersed copies the masker misses
     simple_unmasked_fraction: float = 0.30  # microsatellites the masker misses
     tandem_unmasked_fraction: float = 0.10
+    mask_min_bp: int = 25  # repeat pieces shorter than this are never masked
     segdup_fraction: float = 0.03
     segdup_divergence: float = 0.03  # mean; copies drawn in [0.1x, 2x]
     inversions_per_100mbp: float = 30.0  # query only
@@ -327,9 +328,10 @@ def _copy_lengths(rng: np.random.Generator, fam: _Families, spec: PairSpec, coun
     return f, keep, full
 
 
-def _soft_mask(rng: np.random.Generator, payload: np.ndarray, lengths: np.ndarray, missed: float) -> None:
-    """Lowercase every segment except a share `missed` of them."""
-    masked = rng.random(lengths.size) >= missed
+def _soft_mask(rng: np.random.Generator, payload: np.ndarray, lengths: np.ndarray, missed: float, min_bp: int) -> None:
+    """Lowercase every segment except those shorter than `min_bp` and a share `missed` of the
+    others (the masker misses short fragments and some diverged or impure copies)."""
+    masked = (rng.random(lengths.size) >= missed) & (lengths >= min_bp)
     payload[np.repeat(masked, lengths)] |= np.uint8(LOWER)
 
 
@@ -348,7 +350,7 @@ def _interspersed(rng, fam: _Families, total: int, divergence: float, spec: Pair
     payload[rc] = COMPLEMENT[payload[rc]]
     rates = rng.uniform(0.5, 1.5, k) * divergence
     _mutate_segments(rng, payload, lengths, rates, spec.ts_tv)
-    _soft_mask(rng, payload, lengths, spec.repeat_unmasked_fraction)
+    _soft_mask(rng, payload, lengths, spec.repeat_unmasked_fraction, spec.mask_min_bp)
     return payload, lengths
 
 
@@ -367,7 +369,7 @@ def _microsatellites(rng: np.random.Generator, total: int, spec: PairSpec):
     k = lengths.size
     payload = _tiled(units[:k], unit_len[:k], lengths)
     _mutate_segments(rng, payload, lengths, rng.uniform(0, 0.12, k), spec.ts_tv)
-    _soft_mask(rng, payload, lengths, spec.simple_unmasked_fraction)
+    _soft_mask(rng, payload, lengths, spec.simple_unmasked_fraction, spec.mask_min_bp)
     return payload, lengths
 
 
@@ -381,7 +383,7 @@ def _tandem(rng: np.random.Generator, total: int, spec: PairSpec):
     k = lengths.size
     payload = _tiled(units[:k], unit_len[:k], lengths)
     _mutate_segments(rng, payload, lengths, rng.uniform(0.02, 0.15, k), spec.ts_tv)
-    _soft_mask(rng, payload, lengths, spec.tandem_unmasked_fraction)
+    _soft_mask(rng, payload, lengths, spec.tandem_unmasked_fraction, spec.mask_min_bp)
     return payload, lengths
 
 
@@ -606,8 +608,9 @@ def _portion(rng, ancestor: list[np.ndarray], needs: np.ndarray, spec: PairSpec)
     return [material[o : o + n].copy() for o, n in zip(_offsets(needs), needs, strict=True)]
 
 
-def _turnover(rng: np.random.Generator, seq: np.ndarray, spec: PairSpec) -> None:
-    """Replace a share 1 - ancestral_kept of the sequence (1-100 kbp blocks) by new sequence."""
+def _turnover(rng: np.random.Generator, seq: np.ndarray, spec: PairSpec, lib) -> None:
+    """Replace a share 1 - ancestral_kept of the sequence (100 bp-100 kbp blocks) by new
+    query-lineage sequence (ancestral DNA lost, lineage-specific DNA gained)."""
     total = int((1 - spec.ancestral_kept) * seq.size)
     if total <= 0:
         return
@@ -616,7 +619,16 @@ def _turnover(rng: np.random.Generator, seq: np.ndarray, spec: PairSpec) -> None
     starts = rng.integers(0, np.maximum(1, seq.size - lengths + 1))
     idx = _ranges(starts, lengths)
     idx = idx[idx < seq.size]
-    seq[idx] = _background(rng, idx.size, spec.gc_mean, spec.gc_sd, spec.isochore_kbp * 1000)
+    seq[idx] = _filler(rng, idx.size, spec, lib)
+
+
+def _filler(rng: np.random.Generator, n: int, spec: PairSpec, lib) -> np.ndarray:
+    """n bp of query-lineage sequence: background plus young repeats in the usual shares."""
+    repeats = spec.sine_fraction + spec.line_fraction + spec.simple_fraction + spec.tandem_fraction
+    seq = _background(rng, int(n * (1 - repeats)), spec.gc_mean, spec.gc_sd, spec.isochore_kbp * 1000)
+    seq = _insert_repeats(rng, seq, spec, lib, "query", n * repeats / _lineage_share(spec))
+    _deplete_cpg(rng, seq, spec.cpg_depletion)
+    return np.resize(seq, n)
 
 
 def _query_chromosome_count(spec: PairSpec) -> int:
@@ -632,7 +644,7 @@ def _query(spec: PairSpec, lib, ancestor: list[np.ndarray], query_seed: int) -> 
     needs = np.array([_ancestral_need(spec, t) * _SURPLUS for t in targets])
     chroms = _portion(rng, ancestor, needs, spec)
     for seq in chroms:
-        _turnover(rng, seq, spec)
+        _turnover(rng, seq, spec, lib)
     chroms = _evolve_bases(rng, chroms, spec, query_rate)
     chroms = _finish(rng, chroms, spec, lib, "query", targets, rearrange=True)
     return [(f"qchr{i + 1}", seq) for i, seq in enumerate(chroms)]

@@ -147,3 +147,48 @@ def query_seeds(
     variants = np.concatenate(([np.uint32(0)], flips)).astype(np.uint32)
     kmers = (kmer[:, None] ^ variants[None, :]).ravel()
     return kmers, np.repeat(pos, len(variants))
+
+
+@numba.njit(cache=True, nogil=True)
+def _batch(codes, care, size, first, end, transition, index_table, kmers, qpos, lo, counts):
+    """Seed stream of one chunk with each seed's first pos_table index and hit count."""
+    weight = len(care)
+    n = 0
+    last_bad = -1
+    edge = first
+    for j in range(first, end):
+        x = j + size - 1
+        while edge <= x:
+            if codes[edge] > 3:
+                last_bad = edge
+            edge += 1
+        if last_bad >= j:
+            continue
+        k = np.uint32(0)
+        for c in care:
+            k = (k << np.uint32(2)) | np.uint32(codes[j + c])
+        for t in range(-1, weight if transition else 0):
+            v = k if t < 0 else k ^ np.uint32(2 << (2 * t))
+            start = index_table[v - 1] if v > 0 else np.uint32(0)
+            kmers[n] = v
+            qpos[n] = j
+            lo[n] = start
+            counts[n] = index_table[v] - start
+            n += 1
+    return n
+
+
+def batch_hits(codes: np.ndarray, shape: SeedShape, first: int, end: int, transition: bool,
+               table: SeedTable):
+    """(kmers, qpos, lo, counts) of one chunk's seed stream: the same stream as `query_seeds`,
+    with each seed's first index into `pos_table` and its number of hits."""
+    end = min(end, len(codes) - shape.size + 1)
+    m = max(end - first, 0) * ((shape.weight + 1) if transition else 1)
+    kmers = np.empty(m, np.uint32)
+    qpos = np.empty(m, np.int64)
+    lo = np.empty(m, np.int64)
+    counts = np.empty(m, np.int64)
+    care = np.asarray(shape.care, dtype=np.int64)
+    n = _batch(codes, care, shape.size, first, max(end, first), transition, table.index_table,
+               kmers, qpos, lo, counts) if m else 0
+    return kmers[:n], qpos[:n], lo[:n], counts[:n]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba import prange
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -64,7 +63,7 @@ def walk_left(ref, qry, mat, xdrop, r, q):
     return m, pos
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def extend_plain(ref, qry, ref_len, qry_len, mat, xdrop, R, Q):  # mat: flat 8x8
     """Every hit walked on its own: (score, ref_start, query_start, len) per anchor."""
     n = len(R)
@@ -72,7 +71,7 @@ def extend_plain(ref, qry, ref_len, qry_len, mat, xdrop, R, Q):  # mat: flat 8x8
     rs = np.empty(n, np.int64)
     qs = np.empty(n, np.int64)
     ln = np.empty(n, np.int64)
-    for i in prange(n):
+    for i in range(n):
         mr, pr = walk_right(ref, qry, ref_len, qry_len, mat, xdrop, R[i], Q[i])
         ml, pl = walk_left(ref, qry, mat, xdrop, R[i], Q[i])
         score[i] = mr + ml
@@ -163,7 +162,7 @@ def _sweep(ref, qry, mat, xdrop, diag, first, direction, lo_bound, hi_bound, out
         out_p[j] = fin_pos[j]
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _extend_groups(ref, qry, ref_len, qry_len, mat, xdrop, R, Q, diag, starts):
     """Right and left sweeps for every diagonal group; R sorted ascending inside a group."""
     n = len(R)
@@ -171,7 +170,7 @@ def _extend_groups(ref, qry, ref_len, qry_len, mat, xdrop, R, Q, diag, starts):
     pr = np.empty(n, np.int64)
     ml = np.empty(n, np.int64)
     pl = np.empty(n, np.int64)
-    for g in prange(len(starts) - 1):
+    for g in range(len(starts) - 1):
         a, b = starts[g], starts[g + 1]
         d = diag[a]
         if b - a == 1:
@@ -196,7 +195,7 @@ def _extend_groups(ref, qry, ref_len, qry_len, mat, xdrop, R, Q, diag, starts):
 
 
 def extend_hits(ref, qry, ref_len, qry_len, mat, xdrop, R, Q):
-    """Same results as `extend_plain`, walking each diagonal stretch once."""
+    """Same results as `extend_plain`, walking each diagonal stretch once (sorts by diagonal)."""
     R = np.asarray(R, np.int64)
     Q = np.asarray(Q, np.int64)
     n = len(R)
@@ -219,3 +218,93 @@ def extend_hits(ref, qry, ref_len, qry_len, mat, xdrop, R, Q):
     qs[order] = Qs - pl
     ln[order] = pr + pl
     return score, rs, qs, ln
+
+
+CAP = 64  # steps a first, plain walk may take before a hit is handed to the diagonal sweep
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk_right_capped(ref, qry, ref_len, qry_len, mat, xdrop, r, q, cap):
+    """`walk_right` that gives up (ok=False) after `cap` bases."""
+    s = 0
+    m = 0
+    pos = -1
+    lim = min(ref_len - r, qry_len - q)
+    end = min(lim, cap)
+    for k in range(end):
+        s += mat[ref[r + k] * 8 + qry[q + k]]
+        if s > m:
+            m = s
+            pos = k
+        elif m - s > xdrop:
+            return m, pos, True
+    return m, pos, end == lim
+
+
+@numba.njit(cache=True, nogil=True)
+def _walk_left_capped(ref, qry, mat, xdrop, r, q, cap):
+    """`walk_left` that gives up (ok=False) after `cap` bases."""
+    s = 0
+    m = 0
+    pos = 0
+    lim = min(r, q)
+    end = min(lim, cap)
+    for k in range(1, end + 1):
+        s += mat[ref[r - k] * 8 + qry[q - k]]
+        if s > m:
+            m = s
+            pos = k
+        elif m - s > xdrop:
+            return m, pos, True
+    return m, pos, end == lim
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size, cap,
+                keep_from, score, rs, qs, ln, late_r, late_q):
+    """Expand every seed's hits and walk each plainly for at most `cap` bases a side.
+
+    Finished hits scoring at least `keep_from` go to (score, rs, qs, ln); unfinished ones to
+    (late_r, late_q).  Returns both counts.
+    """
+    n = 0
+    n_late = 0
+    for s in range(len(lo)):
+        q = qpos[s] + size
+        for j in range(counts[s]):
+            r = np.int64(pos_table[lo[s] + j]) + size
+            mr, pr, ok = _walk_right_capped(ref, qry, ref_len, qry_len, mat, xdrop, r, q, cap)
+            if ok:
+                ml, pl, ok = _walk_left_capped(ref, qry, mat, xdrop, r, q, cap)
+            if not ok:
+                late_r[n_late] = r
+                late_q[n_late] = q
+                n_late += 1
+            elif mr + ml >= keep_from:
+                score[n] = mr + ml
+                rs[n] = r - pl
+                qs[n] = q - pl
+                ln[n] = pr + pl
+                n += 1
+    return n, n_late
+
+
+def extend_seeds(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size,
+                 keep_from: int):
+    """Extend every hit of these seeds; return (score, ref_start, query_start, len) of the hits
+    scoring at least `keep_from` (in no particular order: dedup sorts fully).
+
+    Most hits die within a few dozen bases, so each is first walked plainly for `CAP` bases; the
+    rest, the hits inside long HSPs, go to the diagonal sweep.  Both paths are exact.
+    """
+    total = int(counts.sum())
+    score, rs, qs, ln = (np.empty(total, np.int64) for _ in range(4))
+    late_r, late_q = np.empty(total, np.int64), np.empty(total, np.int64)
+    flat = mat.ravel().astype(np.int32)
+    n, n_late = _first_pass(ref, qry, ref_len, qry_len, flat, int(xdrop), pos_table, lo, qpos,
+                            counts, size, CAP, keep_from, score, rs, qs, ln, late_r, late_q)
+    t, a, b, c = extend_hits(ref, qry, ref_len, qry_len, mat, xdrop, late_r[:n_late],
+                             late_q[:n_late])
+    keep = t >= keep_from
+    return (np.concatenate((score[:n], t[keep])), np.concatenate((rs[:n], a[keep])),
+            np.concatenate((qs[:n], b[keep])), np.concatenate((ln[:n], c[keep])))

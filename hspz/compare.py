@@ -1,0 +1,117 @@
+"""`hspZ compare`: run `lastz --nogapped` with the same settings beside hspZ and judge parity.
+
+LASTZ reads neither gzip nor names past `|`, so both inputs are rewritten as plain FASTA with
+hspZ's record names and handed over as `FILE[multiple,nameparse=darkspace]`.  Both line sets are
+sorted and classified (behaviour.md §7): EXACT, DUPLICATES-ONLY, CONTAINED-EXTRA or DIFFERENT.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from hspz import backends, pipeline
+from hspz.errors import RunError, UsageError
+from hspz.options import Options
+from hspz.sequence import write_fasta
+
+FORMAT = "general-:name1,start1,end1,name2,start2,end2,strand2,score"
+
+
+def lastz_args(options: Options) -> list[str]:
+    """The lastz flags that match these options."""
+    o = options
+    args = ["--nogapped", f"--format={FORMAT}", f"--strand={o.strand}", f"--step={o.step}",
+            f"--xdrop={o.xdrop}", f"--hspthresh={o.hspthresh}"]
+    args.append(f"--seed={o.seed}" if o.seed in ("12of19", "14of22") else f"--seed=match{o.seed}")
+    if o.seed not in ("12of19", "14of22"):
+        args[-1] = f"--seed={o.pattern.replace('T', '1')}"
+    args.append("--transition" if o.transition else "--notransition")
+    args.append("--entropy" if o.entropy else "--noentropy")
+    if o.ambiguous:
+        args.append(f"--ambiguous={o.ambiguous}")
+    if o.scoring:
+        args.append(f"--scores={o.scoring}")
+    return args
+
+
+def run_lastz(lastz: str, options: Options, ref_fa: Path, qry_fa: Path) -> list[bytes]:
+    if shutil.which(lastz) is None:
+        raise UsageError(f"--lastz: '{lastz}' is not an executable on PATH")
+    cmd = [lastz, f"{ref_fa}[multiple,nameparse=darkspace]", f"{qry_fa}[nameparse=darkspace]"]
+    proc = subprocess.run(cmd + lastz_args(options), capture_output=True)
+    if proc.returncode != 0:
+        msg = proc.stderr.decode(errors="replace").strip().splitlines()
+        raise RunError(f"lastz failed: {msg[0] if msg else proc.returncode}")
+    return sorted(proc.stdout.splitlines())
+
+
+def _fields(line: bytes):
+    f = line.split(b"\t")
+    return (f[0], f[3], f[6]), int(f[1]), int(f[2]), int(f[4])
+
+
+def _nested_in(line: bytes, others: list[bytes]) -> bool:
+    (pair, r0, r1, q0) = _fields(line)
+    for other in others:
+        (opair, o0, o1, oq0) = _fields(other)
+        same_diag = (r0 - q0) == (o0 - oq0)
+        if opair == pair and same_diag and ((o0 <= r0 and r1 <= o1) or (r0 <= o0 and o1 <= r1)):
+            return True
+    return False
+
+
+def verdict(ours: list[bytes], theirs: list[bytes]) -> tuple[str, list[bytes], list[bytes]]:
+    """(verdict, lines only hspZ has, lines only LASTZ has), multiset-wise."""
+    if ours == theirs:
+        return "EXACT", [], []
+    count_o, count_t = defaultdict(int), defaultdict(int)
+    for line in ours:
+        count_o[line] += 1
+    for line in theirs:
+        count_t[line] += 1
+    only_o = [k for k in sorted(count_o) for _ in range(count_o[k] - count_t.get(k, 0))]
+    only_t = [k for k in sorted(count_t) for _ in range(count_t[k] - count_o.get(k, 0))]
+    if set(count_o) == set(count_t):
+        return "DUPLICATES-ONLY", only_o, only_t
+    by_pair = defaultdict(list)
+    for line in ours + theirs:
+        by_pair[_fields(line)[0]].append(line)
+    extras_o = [x for x in only_o if x not in count_t]
+    extras_t = [x for x in only_t if x not in count_o]
+    if all(_nested_in(x, [y for y in by_pair[_fields(x)[0]] if y in count_t]) for x in extras_o) \
+            and all(_nested_in(x, [y for y in by_pair[_fields(x)[0]] if y in count_o])
+                    for x in extras_t):
+        return "CONTAINED-EXTRA", only_o, only_t
+    return "DIFFERENT", only_o, only_t
+
+
+def main(options: Options, reference: str, query: str, lastz: str, keep: str | None) -> int:
+    engine = backends.select(options)
+    inputs = pipeline.read_inputs(options, reference, query)
+    with tempfile.TemporaryDirectory(prefix="hspz-compare-") as tmp:
+        t = Path(tmp)
+        summary = pipeline.run(options, inputs, t / "out", engine)
+        ours = sorted(b"".join(p.read_bytes() for p in (t / "out").glob("*.segments")).splitlines())
+        write_fasta(t / "ref.fa", inputs.reference)
+        write_fasta(t / "qry.fa", inputs.query)
+        theirs = run_lastz(lastz, options, t / "ref.fa", t / "qry.fa")
+    name, only_o, only_t = verdict(ours, theirs)
+    shared = len(ours) - len(only_o)
+    print(f"compare: hspZ {len(ours)} lines, lastz {len(theirs)} lines, shared {shared}")
+    print(f"compare: hspZ digest {summary.digest}")
+    print(f"verdict: {name}" + ("" if name == "EXACT" else
+                               f" (only hspZ: {len(only_o)}, only lastz: {len(only_t)})"))
+    for tag, lines in (("only hspZ", only_o), ("only lastz", only_t)):
+        for line in lines[:5]:
+            print(f"  {tag}: {line.decode()}", file=sys.stdout)
+    if keep:
+        k = Path(keep)
+        k.mkdir(parents=True, exist_ok=True)
+        (k / "hspz.sorted").write_bytes(b"".join(x + b"\n" for x in ours))
+        (k / "lastz.sorted").write_bytes(b"".join(x + b"\n" for x in theirs))
+    return 0
