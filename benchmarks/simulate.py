@@ -65,7 +65,7 @@ class PairSpec:
     query_chromosomes: int | None = None  # None: chromosomes * query/ref, at least 1
     query_sampling: str = "contiguous"  # or "sampled": pieces from all over the ancestor
     query_piece_kbp: float = 500.0  # piece size when sampled
-    ancestral_kept: float = 0.9  # share of the query's ancestral portion kept (rest: new)
+    ancestral_kept: float = 0.5  # share of the query's ancestral portion kept (rest: new)
     ref_branch: float = 0.015  # substitutions/site on the reference branch (<= divergence/2)
     ts_tv: float = 2.0  # transitions per transversion
     indel_ratio: float = 0.1  # small indels per substitution (half insertions, half deletions)
@@ -74,10 +74,11 @@ class PairSpec:
     gc_sd: float = 0.04  # between isochore windows
     isochore_kbp: float = 300.0  # mean window length
     cpg_depletion: float = 0.75  # share of CpG dinucleotides mutated away in the ancestor
-    sine_fraction: float = 0.13
-    line_fraction: float = 0.30  # also stands in for LTR and DNA transposons
+    sine_fraction: float = 0.14
+    line_fraction: float = 0.32  # also stands in for LTR and DNA transposons
     simple_fraction: float = 0.025  # microsatellites
     tandem_fraction: float = 0.01
+    tract_fraction: float = 0.0035  # short A/T-rich low-complexity tracts, never masked
     shared_repeat_share: float = 0.45  # share of the interspersed repeats older than the split
     families: int = 5  # SINE and LINE families per lineage (and shared)
     shared_repeat_divergence: float = 0.2  # mean copy-vs-consensus divergence, old families
@@ -85,9 +86,9 @@ class PairSpec:
     lineage_family_divergence: float = 0.2  # young consensus vs the old one it descends from
     line_mean_copy_bp: float = 900.0  # mean length of a 5'-truncated LINE copy
     line_full_share: float = 0.08  # share of LINE copies that are full length
-    repeat_unmasked_fraction: float = 0.10  # interspersed copies the masker misses
-    simple_unmasked_fraction: float = 0.30  # microsatellites the masker misses
-    tandem_unmasked_fraction: float = 0.10
+    repeat_unmasked_fraction: float = 0.02  # interspersed copies the masker misses
+    simple_unmasked_fraction: float = 0.01  # microsatellites the masker misses
+    tandem_unmasked_fraction: float = 0.02
     mask_min_bp: int = 25  # repeat pieces shorter than this are never masked
     segdup_fraction: float = 0.03
     segdup_divergence: float = 0.03  # mean; copies drawn in [0.1x, 2x]
@@ -109,16 +110,21 @@ class PairSpec:
             raise ValueError("repeat and segdup fractions leave no room for background")
 
 
+def _low_complexity(spec: PairSpec) -> float:
+    return spec.simple_fraction + spec.tract_fraction + spec.tandem_fraction
+
+
 def _lineage_share(spec: PairSpec) -> float:
-    """Fraction of a final genome inserted on its own branch (young repeats)."""
+    """Fraction of a final genome inserted on its own branch: young interspersed repeats and
+    all low-complexity repeats (they turn over fast, so each genome has its own, at steady
+    state whatever the divergence)."""
     interspersed = (spec.sine_fraction + spec.line_fraction) * (1 - spec.shared_repeat_share)
-    return interspersed + (spec.simple_fraction + spec.tandem_fraction) / 2
+    return interspersed + _low_complexity(spec)
 
 
 def _shared_share(spec: PairSpec) -> float:
     """Fraction of a final genome made of repeats inserted before the split."""
-    interspersed = (spec.sine_fraction + spec.line_fraction) * spec.shared_repeat_share
-    return interspersed + (spec.simple_fraction + spec.tandem_fraction) / 2
+    return (spec.sine_fraction + spec.line_fraction) * spec.shared_repeat_share
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,17 +209,52 @@ def _bernoulli_positions(rng: np.random.Generator, n: int, rate: float) -> np.nd
     return pos[pos < n]
 
 
-def _substitute(rng: np.random.Generator, seq: np.ndarray, pos: np.ndarray, ts_tv: float) -> None:
-    """Substitute seq[pos] in place: transitions with odds ts_tv : 1, case kept, N kept."""
-    ts_share = ts_tv / (ts_tv + 1)
+@dataclass(frozen=True)
+class _Model:
+    """HKY substitution model at equilibrium GC `gc`, indexed by byte (case kept, N inert):
+    for base a the target is its transition partner with weight kappa * pi(partner), else
+    a transversion partner with weight pi(partner); a's rate out, relative to the fastest
+    base, is `accept[a]`.  kappa = ts_tv / (2 gc (1 - gc)) makes transitions : transversions
+    = ts_tv at equilibrium, and the base composition stays at `gc`."""
+
+    cum_ts: np.ndarray  # P(transition | a mutates)
+    cum_tv1: np.ndarray  # P(transition or transversion 1 | a mutates)
+    accept: np.ndarray
+    mean_accept: float
+
+
+def _model(ts_tv: float, gc: float) -> _Model:
+    kappa = ts_tv / (2 * gc * (1 - gc))
+    pi = np.zeros(256)
+    for base, share in zip(b"ACGTacgt", [1 - gc, gc, gc, 1 - gc] * 2, strict=True):
+        pi[base] = share / 2
+    codes = np.arange(256)
+    w_ts = kappa * pi[TRANSITION[codes]]
+    w_tv1, w_tv2 = pi[_TRANSVERSION_1[codes]], pi[_TRANSVERSION_2[codes]]
+    total = w_ts + w_tv1 + w_tv2
+    safe = np.where(total > 0, total, 1.0)
+    accept = total / total.max()
+    mean = float(sum(pi[b] * accept[b] for b in b"ACGT"))
+    return _Model(w_ts / safe, (w_ts + w_tv1) / safe, accept, mean)
+
+
+def _substitute(rng: np.random.Generator, seq: np.ndarray, pos: np.ndarray, model: _Model) -> None:
+    """Substitute every seq[pos] in place (target chosen by the model; case kept, N kept)."""
     base = seq[pos]
     u = rng.random(pos.size)
-    tv = np.where(u < (1 + ts_share) / 2, _TRANSVERSION_1[base], _TRANSVERSION_2[base])
-    seq[pos] = np.where(u < ts_share, TRANSITION[base], tv)
+    tv = np.where(u < model.cum_tv1[base], _TRANSVERSION_1[base], _TRANSVERSION_2[base])
+    seq[pos] = np.where(u < model.cum_ts[base], TRANSITION[base], tv)
+
+
+def _substitute_at_rate(rng: np.random.Generator, seq: np.ndarray, rate: float, model: _Model) -> None:
+    """HKY substitutions at `rate` per site on average (per base by the model's rates)."""
+    pos = _bernoulli_positions(rng, seq.size, min(1.0, rate / model.mean_accept))
+    pos = pos[rng.random(pos.size) < model.accept[seq[pos]]]
+    _substitute(rng, seq, pos, model)
 
 
 def _mutate_segments(
-    rng: np.random.Generator, payload: np.ndarray, lengths: np.ndarray, rates: np.ndarray, ts_tv: float
+    rng: np.random.Generator, payload: np.ndarray, lengths: np.ndarray, rates: np.ndarray, model: _Model
 ) -> None:
     """Substitute each base of segment i with probability rates[i]."""
     ends = np.cumsum(lengths)
@@ -221,7 +262,7 @@ def _mutate_segments(
         stop = min(payload.size, start + _CHUNK)
         seg = np.searchsorted(ends, np.arange(start, stop), side="right")
         hit = rng.random(stop - start, dtype=np.float32) < rates[seg].astype(np.float32)
-        _substitute(rng, payload, start + np.flatnonzero(hit), ts_tv)
+        _substitute(rng, payload, start + np.flatnonzero(hit), model)
 
 
 def _random_bases(rng: np.random.Generator, n: int, gc: float) -> np.ndarray:
@@ -310,7 +351,7 @@ def _library(spec: PairSpec) -> dict[tuple[str, str], _Families]:
         for group in ("ref", "query"):
             young = [c.copy() for c in old]
             for c in young:
-                _substitute(rng, c, _bernoulli_positions(rng, c.size, spec.lineage_family_divergence), spec.ts_tv)
+                _substitute_at_rate(rng, c, spec.lineage_family_divergence, _model(spec.ts_tv, 0.5))
             lib[kind, group] = _families_from(kind, young)
     return lib
 
@@ -349,7 +390,7 @@ def _interspersed(rng, fam: _Families, total: int, divergence: float, spec: Pair
     del src, w
     payload[rc] = COMPLEMENT[payload[rc]]
     rates = rng.uniform(0.5, 1.5, k) * divergence
-    _mutate_segments(rng, payload, lengths, rates, spec.ts_tv)
+    _mutate_segments(rng, payload, lengths, rates, _model(spec.ts_tv, spec.gc_mean))
     _soft_mask(rng, payload, lengths, spec.repeat_unmasked_fraction, spec.mask_min_bp)
     return payload, lengths
 
@@ -360,16 +401,22 @@ def _tiled(units: np.ndarray, unit_len: np.ndarray, lengths: np.ndarray) -> np.n
     return units[seg, _within(lengths) % unit_len[seg]]
 
 
-def _microsatellites(rng: np.random.Generator, total: int, spec: PairSpec):
-    """Simple repeats: 1-6 bp units, AT-rich, 12-150 bp, a few % impure."""
-    count = int(1.5 * total / 40) + 8
-    unit_len = rng.choice(np.arange(1, 7), count, p=[0.25, 0.3, 0.1, 0.2, 0.1, 0.05])
-    units = rng.choice(np.frombuffer(b"ACGT", np.uint8), (count, 6), p=[0.32, 0.18, 0.18, 0.32])
-    lengths = _cut_to_total(np.minimum(150, 11 + rng.geometric(1 / 29, count)), total)
+def _microsatellites(rng: np.random.Generator, total: int, spec: PairSpec, short: bool = False):
+    """Simple repeats: 1-6 bp units, AT-rich, 12-150 bp, up to 12% impure.  `short`: A/T-rich
+    low-complexity tracts (1-2 bp units, 10-24 bp, up to 8% impure) that no masker flags."""
+    mean = 16 if short else 40
+    count = int(1.5 * total / mean) + 8
+    sizes = [0.6, 0.4, 0, 0, 0, 0] if short else [0.25, 0.3, 0.1, 0.2, 0.1, 0.05]
+    unit_len = rng.choice(np.arange(1, 7), count, p=sizes)
+    bases = [0.4, 0.1, 0.1, 0.4] if short else [0.32, 0.18, 0.18, 0.32]
+    units = rng.choice(np.frombuffer(b"ACGT", np.uint8), (count, 6), p=bases)
+    raw = np.minimum(24, 9 + rng.geometric(1 / 7, count)) if short else np.minimum(150, 11 + rng.geometric(1 / 29, count))
+    lengths = _cut_to_total(raw, total)
     k = lengths.size
     payload = _tiled(units[:k], unit_len[:k], lengths)
-    _mutate_segments(rng, payload, lengths, rng.uniform(0, 0.12, k), spec.ts_tv)
-    _soft_mask(rng, payload, lengths, spec.simple_unmasked_fraction, spec.mask_min_bp)
+    _mutate_segments(rng, payload, lengths, rng.uniform(0, 0.08 if short else 0.12, k), _model(spec.ts_tv, 0.5))
+    if not short:
+        _soft_mask(rng, payload, lengths, spec.simple_unmasked_fraction, spec.mask_min_bp)
     return payload, lengths
 
 
@@ -382,7 +429,7 @@ def _tandem(rng: np.random.Generator, total: int, spec: PairSpec):
     lengths = _cut_to_total(np.minimum(unit_len * np.minimum(copies, 40), 8000), total)
     k = lengths.size
     payload = _tiled(units[:k], unit_len[:k], lengths)
-    _mutate_segments(rng, payload, lengths, rng.uniform(0.02, 0.15, k), spec.ts_tv)
+    _mutate_segments(rng, payload, lengths, rng.uniform(0.02, 0.15, k), _model(spec.ts_tv, 0.5))
     _soft_mask(rng, payload, lengths, spec.tandem_unmasked_fraction, spec.mask_min_bp)
     return payload, lengths
 
@@ -390,13 +437,16 @@ def _tandem(rng: np.random.Generator, total: int, spec: PairSpec):
 def _repeat_payload(rng, spec: PairSpec, lib, group: str, size: float):
     """All repeats of one branch ("shared" = ancestral) for a chromosome whose final size is
     `size`: (payload, lengths) in random order."""
-    share = spec.shared_repeat_share if group == "shared" else 1 - spec.shared_repeat_share
-    div = spec.shared_repeat_divergence if group == "shared" else spec.lineage_repeat_divergence
+    old = group == "shared"
+    share = spec.shared_repeat_share if old else 1 - spec.shared_repeat_share
+    div = spec.shared_repeat_divergence if old else spec.lineage_repeat_divergence
+    low = 0.0 if old else size
     parts = [
         _interspersed(rng, lib["sine", group], int(size * spec.sine_fraction * share), div, spec),
         _interspersed(rng, lib["line", group], int(size * spec.line_fraction * share), div, spec),
-        _microsatellites(rng, int(size * spec.simple_fraction / 2), spec),
-        _tandem(rng, int(size * spec.tandem_fraction / 2), spec),
+        _microsatellites(rng, int(low * spec.simple_fraction), spec),
+        _microsatellites(rng, int(low * spec.tract_fraction), spec, short=True),
+        _tandem(rng, int(low * spec.tandem_fraction), spec),
     ]
     payload = np.concatenate([p for p, _ in parts])
     lengths = np.concatenate([n for _, n in parts])
@@ -461,7 +511,7 @@ def _small_indels(rng: np.random.Generator, seq: np.ndarray, rate: float, mean_b
 def _evolve_bases(rng, chroms: list[np.ndarray], spec: PairSpec, rate: float) -> list[np.ndarray]:
     out = []
     for seq in chroms:
-        _substitute(rng, seq, _bernoulli_positions(rng, seq.size, rate), spec.ts_tv)
+        _substitute_at_rate(rng, seq, rate, _model(spec.ts_tv, spec.gc_mean))
         out.append(_small_indels(rng, seq, rate * spec.indel_ratio, spec.indel_mean_bp))
     return out
 
@@ -485,7 +535,7 @@ def _segmental_duplications(rng, chroms: list[np.ndarray], spec: PairSpec) -> li
     lengths = np.array([p.size for p in pieces], dtype=np.int64)
     payload = np.concatenate(pieces)
     rates = rng.uniform(0.1, 2.0, lengths.size) * spec.segdup_divergence
-    _mutate_segments(rng, payload, lengths, rates, spec.ts_tv)
+    _mutate_segments(rng, payload, lengths, rates, _model(spec.ts_tv, spec.gc_mean))
     offs = _offsets(lengths)
     out = []
     for c, seq in enumerate(chroms):
@@ -624,7 +674,7 @@ def _turnover(rng: np.random.Generator, seq: np.ndarray, spec: PairSpec, lib) ->
 
 def _filler(rng: np.random.Generator, n: int, spec: PairSpec, lib) -> np.ndarray:
     """n bp of query-lineage sequence: background plus young repeats in the usual shares."""
-    repeats = spec.sine_fraction + spec.line_fraction + spec.simple_fraction + spec.tandem_fraction
+    repeats = _lineage_share(spec) + _shared_share(spec)
     seq = _background(rng, int(n * (1 - repeats)), spec.gc_mean, spec.gc_sd, spec.isochore_kbp * 1000)
     seq = _insert_repeats(rng, seq, spec, lib, "query", n * repeats / _lineage_share(spec))
     _deplete_cpg(rng, seq, spec.cpg_depletion)

@@ -105,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(cmp)
     cmp.add_argument("--lastz", default="lastz")
     cmp.add_argument("--keep", help="keep both sorted line sets in this directory")
+    bench = sub.add_parser("benchmark", help="cold + warm timed passes of one single-bin pair")
+    _add_run_options(bench)
+    bench.add_argument("--warmup", default="1")
+    bench.add_argument("--iterations", default="3")
+    bench.add_argument("--json", help="append one JSON record per pass to this file")
     return parser
 
 
@@ -163,4 +168,14 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     return compare.main(options, ns.reference, ns.query, ns.lastz, ns.keep)
 
 
-COMMANDS = {"run": cmd_run, "compare": cmd_compare}
+def cmd_benchmark(ns: argparse.Namespace) -> int:
+    from hspz import bench
+
+    options = options_from_args(ns)
+    _need(ns, "--reference", "--query")
+    warmup = parse_int("--warmup", ns.warmup, 0)
+    iterations = parse_int("--iterations", ns.iterations, 1)
+    return bench.main(options, ns.reference, ns.query, warmup, iterations, ns.json)
+
+
+COMMANDS = {"run": cmd_run, "compare": cmd_compare, "benchmark": cmd_benchmark}

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hspz.hsp import HSP_DTYPE
+from hspz import plan
+from hspz.hsp import HSP_DTYPE, dedup, diagonal_order
 from hspz.options import Options
 from hspz.scoring import resolve_matrix
 from hspz.seed import SeedShape, SeedTable, build_seed_table
@@ -46,10 +47,21 @@ class Context:
 
 @dataclass
 class RefBin:
+    """A packed reference bin; its seed table is built on first use (the GPU builds its own)."""
+
     index: int
     packed: PackedBin
     score: np.ndarray
-    table: SeedTable
+    shape: SeedShape
+    step: int
+    _table: SeedTable | None = None
+
+    @property
+    def table(self) -> SeedTable:
+        if self._table is None:
+            codes = seed_codes(self.packed.buf)
+            self._table = build_seed_table(codes, self.packed.block_len, self.shape, self.step)
+        return self._table
 
 
 @dataclass
@@ -66,8 +78,7 @@ class QueryBin:
 
 def prepare_reference(ctx: Context, index: int, records: list[Record]) -> RefBin:
     packed = pack_bin(records, ctx.options.target_prefix)
-    table = build_seed_table(seed_codes(packed.buf), packed.block_len, ctx.shape, ctx.options.step)
-    return RefBin(index, packed, score_codes(packed.buf), table)
+    return RefBin(index, packed, score_codes(packed.buf), ctx.shape, ctx.options.step)
 
 
 def prepare_query(ctx: Context, index: int, records: list[Record]) -> QueryBin:
@@ -125,6 +136,52 @@ class UnitResult:
             for key in sorted((k for k in z.files if k.startswith("raw")), key=_key_order):
                 result.raw.append((key.split("_")[1], z[key].astype(HSP_DTYPE)))
         return result
+
+
+@dataclass
+class BatchOut:
+    """What one seed batch (wga chunk) contributes: counts and its HSP lists in chunk order."""
+
+    seeds: int = 0
+    hits: int = 0
+    raw_hsps: int = 0
+    hsps: list = field(default_factory=list)
+    raw: list = field(default_factory=list)
+
+
+def unit_batches(ctx: Context, qry: QueryBin) -> list[tuple[int, str, tuple[int, int]]]:
+    """(interval number, strand, chunk) of every seed batch of a unit, in plan order."""
+    o, size = ctx.options, ctx.shape.size
+    jobs = []
+    for n, iv in enumerate(plan.intervals(qry.block_len, size, o.interval_size), 1):
+        for strand in ctx.strands:
+            span = iv if strand == "plus" else plan.minus_interval(iv, qry.block_len, size)
+            jobs += [(n, strand, c) for c in plan.wga_chunks(span, o.wga_chunk_size)]
+    return jobs
+
+
+def assemble(result: UnitResult, jobs: list, outs: list[BatchOut]) -> UnitResult:
+    """Put batch outputs back in plan order: one HSP array per (interval, strand)."""
+    segments: dict[tuple[int, str], list] = {}
+    for (n, strand, _), out in zip(jobs, outs, strict=True):
+        segments.setdefault((n, strand), []).extend(out.hsps)
+        result.seeds += out.seeds
+        result.hits += out.hits
+        result.raw_hsps += out.raw_hsps
+        result.raw.extend(out.raw)
+    for (n, strand), parts in segments.items():
+        h = np.concatenate(parts) if parts else np.empty(0, HSP_DTYPE)
+        result.hsps += len(h)
+        result.segments.append((n, strand, h))
+    return result
+
+
+def finish_chunk(ctx: Context, raw, out: BatchOut, strand: str) -> None:
+    """Record one semantic chunk's gated HSPs: counts, optional raw dump, dedup."""
+    out.raw_hsps += len(raw)
+    if ctx.keep_raw:
+        out.raw.append((strand, diagonal_order(raw)))
+    out.hsps.append(dedup(raw))
 
 
 _META_FIELDS = (

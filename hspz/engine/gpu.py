@@ -1,0 +1,319 @@
+"""The GPU backend: the Seed+Filter contract in CuPy with CUDA C kernels (kernels/*.cu).
+
+Per reference bin the seed table is built on the device (one key per indexed position, a device
+sort, a histogram).  Per seed batch: the seed stream (device seeder, or the CPU seeder's arrays
+uploaded), hit counts and their prefix sum, the semantic `--max-hits` walk, then per semantic
+chunk, in physical pieces of at most `PIECE` hits (how many fit never changes bytes):
+
+    fill_seed_ids -> first_pass (thread per hit, capped x-drop walks, warp-aggregated appends)
+                  -> sweep_groups (thread per diagonal, for hits inside long HSPs)
+
+Only hits scoring at least `--hspthresh` leave the device.  The entropy gate, dedup and final order
+of those survivors (about 0.02% of hits on real genomes) run on the host through `hspz.hsp`, the
+same code as the CPU backend: entropy needs the host's correctly rounded `log` to give the same
+bytes, and the survivors are few.
+
+This module imports CuPy at import time; `hspz.backends` imports it only when a GPU is chosen.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+
+from hspz import hsp, knobs, plan
+from hspz.engine import (
+    BatchOut,
+    Context,
+    QueryBin,
+    RefBin,
+    UnitResult,
+    assemble,
+    finish_chunk,
+    unit_batches,
+)
+from hspz.seed import SeedShape, batch_hits
+from hspz.sequence import SCORE_TABLE, SEED_TABLE
+
+KERNELS = Path(__file__).with_name("kernels")
+BLOCK = 256  # threads per block: 8 warps, enough to hide the walks' load latency
+CAP = 64  # bases a first-pass walk may take per side before the hit goes to the sweep
+PIECE = 1 << 26  # hits processed at once inside one semantic chunk (device memory, not bytes)
+SWEEP_BUFFERS = 11  # scratch arrays sweep_groups needs per late hit
+
+_state = {"workers": 1, "threads": 1}
+
+
+def set_threads(threads: int) -> None:
+    _state["threads"] = max(threads, 1)
+
+
+def set_workers(workers: int) -> None:
+    """How many workers the run has; it picks the default seeder (device when more than one)."""
+    _state["workers"] = workers
+
+
+def device_properties() -> list[dict]:
+    """SM count, L2 size, clock and name of every visible device (for the scheduler)."""
+    out = []
+    for d in range(cp.cuda.runtime.getDeviceCount()):
+        p = cp.cuda.runtime.getDeviceProperties(d)
+        out.append(dict(sm_count=p["multiProcessorCount"], l2_bytes=p["l2CacheSize"],
+                        clock_khz=p.get("clockRate", 0), name=p["name"].decode()))
+    return out
+
+
+def use_device(device: int) -> None:
+    cp.cuda.Device(device).use()
+
+
+@functools.lru_cache(maxsize=8)
+def _module(name: str, size: int, care: tuple[int, ...]) -> cp.RawModule:
+    """One compiled module per kernel file and seed shape (CuPy caches the binary on disk)."""
+    preamble = (f"#define SEED_SIZE {size}\n#define WEIGHT {len(care)}\n"
+                f"#define CARE_LIST {','.join(map(str, care))}\n")
+    source = preamble + (KERNELS / f"{name}.cu").read_text()
+    return cp.RawModule(code=source, options=("--std=c++17",))
+
+
+def _kernel(shape: SeedShape, module: str, name: str):
+    return _module(module, shape.size, shape.care).get_function(name)
+
+
+def _grid(n: int) -> tuple[int]:
+    return (max(1, (n + BLOCK - 1) // BLOCK),)
+
+
+def _ptr(array):
+    """A device array, or a null pointer for an optional kernel argument."""
+    return np.uint64(0) if array is None else array
+
+
+def _luts():
+    return cp.asarray(SEED_TABLE), cp.asarray(SCORE_TABLE)
+
+
+# ------------------------------------------------------------------------------------------
+# Bins on the device
+# ------------------------------------------------------------------------------------------
+
+
+class DeviceRef:
+    """A reference bin on the device: score codes and KegAlign's seed table."""
+
+    def __init__(self, ctx: Context, ref: RefBin):
+        seed_lut, score_lut = _luts()
+        buf = cp.asarray(ref.packed.buf)
+        codes = seed_lut[buf]
+        self.score = score_lut[buf]
+        self.len = ref.packed.block_len
+        self.index_table, self.pos_table = build_table(ctx.shape, ctx.options.step, codes,
+                                                       self.len)
+
+
+def build_table(shape: SeedShape, step: int, codes, block_len: int):
+    """(index_table, pos_table) on the device, equal to `hspz.seed.build_seed_table`."""
+    offset = (shape.size + 1) % step
+    start = step - offset
+    count = max(0, (block_len + offset - shape.size) // step)
+    count = max(0, min(count, (len(codes) - shape.size - start) // step + 1))
+    keys = cp.empty(count, cp.uint64)
+    if count:
+        _kernel(shape, "seed", "ref_keys")(
+            _grid(count), (BLOCK,), (codes, np.int64(start), np.int64(step), np.int64(count), keys))
+    keys.sort()
+    n_valid = int(count - cp.count_nonzero(keys == np.uint64(2**64 - 1)))
+    keys = keys[:n_valid]
+    kmers = (keys >> np.uint64(32)).astype(cp.int64)
+    hist = cp.bincount(kmers, minlength=shape.n_kmers) if n_valid else cp.zeros(
+        shape.n_kmers, cp.int64)
+    index_table = cp.cumsum(hist).astype(cp.uint32)
+    pos_table = (keys & np.uint64(0xFFFFFFFF)).astype(cp.uint32)
+    return index_table, pos_table
+
+
+def _device_ref(ctx: Context, ref: RefBin) -> DeviceRef:
+    dev = getattr(ref, "_device", None)
+    if dev is None:
+        dev = DeviceRef(ctx, ref)
+        ref._device = dev
+    return dev
+
+
+def _device_query(qry: QueryBin) -> dict:
+    dev = getattr(qry, "_device", None)
+    if dev is None:
+        seed_lut, score_lut = _luts()
+        dev = {}
+        for strand, packed in qry.packed.items():
+            buf = cp.asarray(packed.buf)
+            dev[strand] = (seed_lut[buf], score_lut[buf])
+        qry._device = dev
+    return dev
+
+
+# ------------------------------------------------------------------------------------------
+# One seed batch
+# ------------------------------------------------------------------------------------------
+
+
+def _device_seeds(ctx: Context, dref: DeviceRef, codes, first: int, end: int):
+    """Dense seed stream on the device: (lo, counts, qpos=None, variants, real seed count)."""
+    variants = ctx.shape.weight + 1 if ctx.options.transition else 1
+    n = max(end - first, 0)
+    lo = cp.empty(n * variants, cp.uint32)
+    counts = cp.empty(n * variants, cp.uint32)
+    valid = cp.empty(n, cp.uint8)
+    if n:
+        _kernel(ctx.shape, "seed", "query_seeds")(
+            _grid(n), (BLOCK,),
+            (codes, np.int64(first), np.int64(n), dref.index_table, np.int32(variants), lo,
+             counts, valid))
+    seeds = int(cp.count_nonzero(valid)) * variants
+    return lo, counts, None, variants, seeds
+
+
+def _host_seeds(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, first: int, end: int):
+    """The CPU seeder's compact stream, uploaded."""
+    kmers, qpos, lo, counts = batch_hits(qry.seed[strand], ctx.shape, first, end,
+                                         ctx.options.transition, ref.table)
+    return (cp.asarray(lo.astype(np.uint32)), cp.asarray(counts.astype(np.uint32)),
+            cp.asarray(qpos), 1, len(kmers))
+
+
+def _use_device_seeder() -> bool:
+    choice = knobs.read().device_seeds
+    return _state["workers"] > 1 if choice is None else choice
+
+
+class _Batch:
+    """Device arrays of one seed batch, shared by its semantic chunks and pieces."""
+
+    def __init__(self, ctx, ref, dref, qry, dqry, strand, chunk):
+        self.ctx, self.dref, self.strand = ctx, dref, strand
+        self.qcodes, self.qscore = dqry[strand]
+        self.qlen = qry.packed[strand].block_len
+        first = chunk[0]
+        end = min(chunk[1], len(qry.seed[strand]) - ctx.shape.size + 1)
+        self.first = first
+        if _use_device_seeder():
+            seeds = _device_seeds(ctx, dref, self.qcodes, first, end)
+        else:
+            seeds = _host_seeds(ctx, ref, qry, strand, first, end)
+        self.lo, self.counts, self.qpos, self.variants, self.n_seeds = seeds
+        self.cum = cp.cumsum(self.counts, dtype=cp.int64)
+
+    def hit_range(self, s0: int, s1: int) -> tuple[int, int]:
+        a = int(self.cum[s0 - 1]) if s0 > 0 else 0
+        return a, int(self.cum[s1])
+
+    def survivors(self, h0: int, h1: int, buckets: int | None):
+        """Extend hits [h0, h1); (score, rs, qs, len) device arrays of those scoring >= K."""
+        ctx, o, n = self.ctx, self.ctx.options, h1 - h0
+        s_first = _search(self.cum, h0)
+        s_last = _search(self.cum, h1 - 1)
+        seed_id = cp.empty(n, cp.int32)
+        _kernel(ctx.shape, "seed", "fill_seed_ids")(
+            _grid(s_last - s_first + 1), (BLOCK,),
+            (self.cum, self.counts, np.int64(s_first), np.int64(s_last), np.int64(h0),
+             np.int64(h1), seed_id))
+        order = None if buckets is None else self._bucket_order(seed_id, h0, n, buckets)
+        out = [cp.empty(n, cp.int64) for _ in range(4)]
+        late_r, late_q = cp.empty(n, cp.int64), cp.empty(n, cp.int64)
+        counters = cp.zeros(2, cp.uint32)
+        mat = cp.asarray(ctx.matrix.ravel().astype(np.int32))
+        _kernel(ctx.shape, "extend", "first_pass")(
+            _grid(n), (BLOCK,),
+            (self.dref.score, self.qscore, np.int64(self.dref.len), np.int64(self.qlen), mat,
+             np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(CAP), self.dref.pos_table,
+             self.lo, self.cum, self.counts, seed_id, _ptr(self.qpos), _ptr(order), np.int64(h0), np.int64(n), np.int64(self.first), np.int32(self.variants),
+             np.int32(ctx.shape.size), out[1], out[2], out[3], out[0], counters[0:1],
+             late_r, late_q, counters[1:2]))
+        n_out, n_late = (int(x) for x in counters.get())
+        done = [a[:n_out] for a in out]
+        if not n_late:
+            return done
+        late = sweep(ctx, self.dref, self.qscore, self.qlen, mat, late_r[:n_late],
+                     late_q[:n_late])
+        keep = late[0] >= o.hspthresh
+        return [cp.concatenate((d, x[keep])) for d, x in zip(done, late, strict=True)]
+
+    def _bucket_order(self, seed_id, h0: int, n: int, shift: int):
+        """Visit hits in reference windows of 2**shift bases (locality; never changes bytes)."""
+        j = cp.arange(h0, h0 + n, dtype=cp.int64) - (self.cum[seed_id] - self.counts[seed_id])
+        r = self.dref.pos_table[self.lo[seed_id].astype(cp.int64) + j]
+        return cp.argsort(r >> shift).astype(cp.int64)
+
+
+def _search(cum, value: int) -> int:
+    """Index of the seed owning hit `value` (first cumulative count above it)."""
+    probe = cp.asarray([value], dtype=cp.int64)
+    return int(cp.searchsorted(cum, probe, side="right")[0])
+
+
+def semantic_chunks(cum, max_hits: int, full: bool) -> list[tuple[int, int]]:
+    """The `--max-hits` walk.  A batch under H hits is one chunk and its counts stay on the
+    device; otherwise (or with HSPZ_CHUNK_WALK=full) the counts are copied and walked on the
+    host by `plan.chunk_walk`, the one definition of the walk."""
+    n = len(cum)
+    if n and not full and int(cum[-1]) < max_hits:
+        return [(0, n - 1)]
+    return plan.chunk_walk(cum.get(), max_hits)
+
+
+def sweep(ctx: Context, dref: DeviceRef, qscore, qlen: int, mat, R, Q):
+    """Exact extension of the hits the first pass left unfinished: (score, rs, qs, len)."""
+    order = cp.lexsort(cp.stack((R, R - Q)))
+    R, Q = R[order], Q[order]
+    diag = R - Q
+    edges = cp.flatnonzero(diag[1:] != diag[:-1]) + 1
+    starts = cp.concatenate((cp.zeros(1, cp.int64), edges, cp.asarray([len(R)], cp.int64)))
+    n, groups = len(R), len(starts) - 1
+    scratch = cp.empty(SWEEP_BUFFERS * n, cp.int64)
+    res = [cp.empty(n, cp.int64) for _ in range(4)]
+    _kernel(ctx.shape, "extend", "sweep_groups")(
+        _grid(groups), (BLOCK,),
+        (dref.score, qscore, np.int64(dref.len), np.int64(qlen), mat, np.int32(ctx.options.xdrop),
+         R, Q, starts, np.int64(groups), scratch, np.int64(n), *res))
+    return res
+
+
+def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk, walk_full: bool,
+              buckets: int | None) -> BatchOut:
+    """One seed batch on the device; same BatchOut as the CPU backend."""
+    b = _Batch(ctx, ref, _device_ref(ctx, ref), qry, _device_query(qry), strand, chunk)
+    out = BatchOut(seeds=b.n_seeds, hits=int(b.cum[-1]) if len(b.cum) else 0)
+    for s0, s1 in semantic_chunks(b.cum, ctx.options.max_hits, walk_full):
+        h_a, h_b = b.hit_range(s0, s1)
+        parts = [b.survivors(h0, min(h0 + PIECE, h_b), buckets) for h0 in range(h_a, h_b, PIECE)]
+        host = [np.concatenate([p[i].get() for p in parts]) if parts else np.empty(0, np.int64)
+                for i in range(4)]
+        raw = hsp.gate(ref.score, qry.score[strand], host[0], host[1], host[2], host[3],
+                       ctx.options.hspthresh, ctx.options.entropy)
+        finish_chunk(ctx, raw, out, strand)
+    return out
+
+
+def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResult:
+    """Every batch of the unit on the current device; GPU time from events around it."""
+    k = knobs.read()
+    dref = _device_ref(ctx, ref)
+    buckets = k.bucket_shift if knobs.buckets_on(k, dref.len) else None
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    t0 = time.perf_counter()
+    start.record()
+    jobs = unit_batches(ctx, qry)
+    outs = [run_batch(ctx, ref, qry, strand, chunk, k.chunk_walk_full, buckets)
+            for _, strand, chunk in jobs]
+    stop.record()
+    stop.synchronize()
+    result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, outs)
+    result.gpu_ms = cp.cuda.get_elapsed_time(start, stop)
+    result.device = cp.cuda.Device().id
+    result.host_start_ms = t0 * 1e3
+    result.host_end_ms = time.perf_counter() * 1e3
+    return result

@@ -1,0 +1,183 @@
+// Extension kernels: the capped first-pass x-drop walk of every hit (thread per hit) and the
+// diagonal sweep for the hits inside long HSPs (thread per diagonal).  Both give exactly the
+// results of behaviour.md's per-hit walk; see hspz/xdrop.py for the argument.
+
+typedef unsigned char u8;
+typedef unsigned int u32;
+typedef long long i64;
+
+#define SUB(r, q) (mat[(int)(r) * 8 + (int)(q)])
+
+// Appends one element per voting lane with a single atomic per warp; returns the slot.
+__device__ __forceinline__ u32 warp_append(bool vote, u32* counter)
+{
+    unsigned mask = __activemask();
+    unsigned ballot = __ballot_sync(mask, vote);
+    int lane = threadIdx.x & 31;
+    int leader = __ffs(mask) - 1;
+    u32 base = 0;
+    if (lane == leader && ballot) base = atomicAdd(counter, __popc(ballot));
+    base = __shfl_sync(mask, base, leader);
+    return base + __popc(ballot & ((1u << lane) - 1));
+}
+
+// First pass, one thread per hit: walk right then left for at most CAP bases each.  Finished
+// hits scoring >= thresh are appended to (rs, qs, len, score); unfinished ones to (late_r, late_q).
+extern "C" __global__ void first_pass(
+    const u8* __restrict__ ref, const u8* __restrict__ qry, i64 ref_len, i64 qry_len,
+    const int* __restrict__ mat_g, int xdrop, int thresh, int cap,
+    const u32* __restrict__ pos_table, const u32* __restrict__ lo, const i64* __restrict__ cum,
+    const u32* __restrict__ counts, const int* __restrict__ seed_id, const i64* __restrict__ qpos,
+    const i64* __restrict__ order, i64 h0, i64 n, i64 first, int variants, int size,
+    i64* __restrict__ out_rs, i64* __restrict__ out_qs, i64* __restrict__ out_len,
+    i64* __restrict__ out_score, u32* __restrict__ n_out,
+    i64* __restrict__ late_r, i64* __restrict__ late_q, u32* __restrict__ n_late)
+{
+    __shared__ int mat[64];
+    if (threadIdx.x < 64) mat[threadIdx.x] = mat_g[threadIdx.x];
+    __syncthreads();
+    i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    i64 h = order ? order[t] : t;
+    int s = seed_id[h];
+    i64 j = (h + h0) - (cum[s] - counts[s]);
+    i64 r = (i64)pos_table[lo[s] + j] + size;
+    i64 q = (qpos ? qpos[s] : first + s / variants) + size;
+
+    int sc = 0, mr = 0, pr = -1;
+    bool done = true;
+    i64 lim = min(ref_len - r, qry_len - q);
+    i64 end = min(lim, (i64)cap);
+    i64 k = 0;
+    for (; k < end; ++k) {
+        sc += SUB(ref[r + k], qry[q + k]);
+        if (sc > mr) { mr = sc; pr = (int)k; }
+        else if (mr - sc > xdrop) break;
+    }
+    if (k == end && end != lim) done = false;
+    int ml = 0, pl = 0;
+    if (done) {
+        sc = 0;
+        lim = min(r, q);
+        end = min(lim, (i64)cap);
+        for (k = 1; k <= end; ++k) {
+            sc += SUB(ref[r - k], qry[q - k]);
+            if (sc > ml) { ml = sc; pl = (int)k; }
+            else if (ml - sc > xdrop) break;
+        }
+        if (k == end + 1 && end != lim) done = false;
+    }
+    bool keep = done && mr + ml >= thresh;
+    u32 slot = warp_append(keep, n_out);
+    if (keep) {
+        out_rs[slot] = r - pl;
+        out_qs[slot] = q - pl;
+        out_len[slot] = pr + pl;
+        out_score[slot] = mr + ml;
+    }
+    slot = warp_append(!done, n_late);
+    if (!done) {
+        late_r[slot] = r;
+        late_q[slot] = q;
+    }
+}
+
+// One diagonal's sweep (see hspz/xdrop.py::_sweep); local anchor j has first scored base
+// first(j).  Scratch arrays are this group's slice [a, a + n) of shared buffers.
+__device__ void sweep(const u8* __restrict__ ref, const u8* __restrict__ qry, const int* mat,
+                      int xdrop, i64 diag, const i64* R, i64 a, i64 n, int dir, i64 lo_b, i64 hi_b,
+                      i64* st_id, i64* st_max, i64* st_pos, i64* base, i64* parent, i64* merge_max,
+                      i64* fin_max, i64* fin_pos, i64* events, i64* out_m, i64* out_p)
+{
+#define FIRST(j) (dir > 0 ? R[a + (j)] : R[a + n - 1 - (j)] - 1)
+    st_id += a; st_max += a; st_pos += a; base += a; parent += a; merge_max += a;
+    fin_max += a; fin_pos += a; events += a;
+    i64 n_events = 0, bot = 0, top = 0, g = 0, i = 0;
+    i64 p = FIRST(0);
+    while (i < n || top > bot) {
+        if (top == bot && (p - FIRST(i)) * dir < 0) p = FIRST(i);
+        while (i < n && FIRST(i) == p) {
+            base[i] = g;
+            parent[i] = -1;
+            if (top > bot && st_max[top - 1] == g) {
+                parent[i] = st_id[top - 1];
+                merge_max[i] = g;
+                fin_pos[i] = p - dir;
+                events[n_events++] = i;
+            } else {
+                st_id[top] = i; st_max[top] = g; st_pos[top] = p - dir; ++top;
+            }
+            ++i;
+        }
+        if (p < lo_b || p >= hi_b) {
+            for (i64 k = bot; k < top; ++k) { fin_max[st_id[k]] = st_max[k]; fin_pos[st_id[k]] = st_pos[k]; }
+            bot = top;
+            if (i < n) p = FIRST(i);
+            continue;
+        }
+        g += SUB(ref[p], qry[p - diag]);
+        i64 keep = top;
+        while (keep > bot && st_max[keep - 1] <= g) {
+            --keep;
+            if (st_max[keep] < g) { st_max[keep] = g; st_pos[keep] = p; }
+        }
+        if (top - keep > 1) {
+            for (i64 k = keep + 1; k < top; ++k) {
+                i64 c = st_id[k];
+                parent[c] = st_id[keep]; merge_max[c] = g; fin_pos[c] = st_pos[k];
+                events[n_events++] = c;
+            }
+            top = keep + 1;
+        }
+        while (top > bot && st_max[bot] - g > xdrop) {
+            fin_max[st_id[bot]] = st_max[bot]; fin_pos[st_id[bot]] = st_pos[bot]; ++bot;
+        }
+        p += dir;
+    }
+    for (i64 e = n_events - 1; e >= 0; --e) {
+        i64 c = events[e], s = parent[c];
+        if (fin_max[s] > merge_max[c]) fin_pos[c] = fin_pos[s];
+        fin_max[c] = fin_max[s];
+    }
+    for (i64 j = 0; j < n; ++j) {
+        i64 at = dir > 0 ? j : n - 1 - j;
+        out_m[a + at] = fin_max[j] - base[j];
+        out_p[a + at] = fin_pos[j];
+    }
+#undef FIRST
+}
+
+// Thread per diagonal group of the late hits (sorted by diagonal, then R ascending).
+// Writes (score, ref_start, query_start, len) per late hit.
+extern "C" __global__ void sweep_groups(
+    const u8* __restrict__ ref, const u8* __restrict__ qry, i64 ref_len, i64 qry_len,
+    const int* __restrict__ mat_g, int xdrop, const i64* __restrict__ R, const i64* __restrict__ Q,
+    const i64* __restrict__ starts, i64 n_groups, i64* scratch, i64 n,
+    i64* __restrict__ score, i64* __restrict__ rs, i64* __restrict__ qs, i64* __restrict__ len)
+{
+    __shared__ int mat[64];
+    if (threadIdx.x < 64) mat[threadIdx.x] = mat_g[threadIdx.x];
+    __syncthreads();
+    i64 gi = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (gi >= n_groups) return;
+    i64 a = starts[gi], b = starts[gi + 1], m = b - a;
+    i64 diag = R[a] - Q[a];
+    i64 hi = min(ref_len, qry_len + diag);
+    i64 lo = diag > 0 ? diag : 0;
+    i64* S = scratch;  // 11 buffers of n entries each
+    i64 *mr = S + 9 * n, *pr = S + 10 * n;
+    sweep(ref, qry, mat, xdrop, diag, R, a, m, 1, lo, hi, S, S + n, S + 2 * n, S + 3 * n,
+          S + 4 * n, S + 5 * n, S + 6 * n, S + 7 * n, S + 8 * n, mr, pr);
+    // the left sweep reuses the first nine buffers; right results wait in mr/pr
+    i64 *ml = score, *pl = len;
+    sweep(ref, qry, mat, xdrop, diag, R, a, m, -1, lo, hi, S, S + n, S + 2 * n, S + 3 * n,
+          S + 4 * n, S + 5 * n, S + 6 * n, S + 7 * n, S + 8 * n, ml, pl);
+    for (i64 j = a; j < b; ++j) {
+        i64 left = R[j] - pl[j];
+        i64 right = pr[j] - R[j];
+        score[j] = mr[j] + ml[j];
+        rs[j] = R[j] - left;
+        qs[j] = Q[j] - left;
+        len[j] = right + left;
+    }
+}

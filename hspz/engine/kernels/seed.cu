@@ -1,0 +1,72 @@
+// Seeding kernels: the reference seed table and the query seed stream.
+// Compiled with a preamble defining SEED_SIZE, WEIGHT and CARE_LIST (see engine/gpu.py).
+// A window is valid only when all SEED_SIZE bytes are ACGT (seed code < 4); care bases are packed
+// two bits each, the first care position in the most significant bits.
+
+typedef unsigned char u8;
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+
+__constant__ int CARE[WEIGHT] = {CARE_LIST};
+
+__device__ __forceinline__ bool window_kmer(const u8* __restrict__ codes, i64 j, u32* kmer)
+{
+    for (int i = 0; i < SEED_SIZE; ++i)
+        if (codes[j + i] > 3) return false;
+    u32 k = 0;
+    for (int c = 0; c < WEIGHT; ++c) k = (k << 2) | codes[j + CARE[c]];
+    *kmer = k;
+    return true;
+}
+
+// One key per indexed reference position: (kmer << 32 | position), or all ones when invalid.
+// Sorting the keys groups positions by k-mer, ascending inside a group, as KegAlign's table.
+extern "C" __global__ void ref_keys(const u8* __restrict__ codes, i64 start, i64 step, i64 count,
+                                    u64* __restrict__ keys)
+{
+    i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    i64 p = start + i * step;
+    u32 k;
+    keys[i] = window_kmer(codes, p, &k) ? (((u64)k << 32) | (u64)p) : ~0ull;
+}
+
+// The dense seed stream of one chunk: VARIANTS slots per window start j = first + i (slot 0 the
+// exact k-mer, slot t + 1 the transition at care base t counted from the last).  Invalid windows
+// keep their slots with zero hits, which leaves every cumulative hit count, and so the semantic
+// chunk walk, exactly as over the compact stream.
+extern "C" __global__ void query_seeds(const u8* __restrict__ codes, i64 first, i64 n,
+                                       const u32* __restrict__ index_table, int variants,
+                                       u32* __restrict__ lo, u32* __restrict__ counts,
+                                       u8* __restrict__ valid)
+{
+    i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    u32 k = 0;
+    bool ok = window_kmer(codes, first + i, &k);
+    valid[i] = ok;
+    for (int t = 0; t < variants; ++t) {
+        u32 v = t == 0 ? k : k ^ (2u << (2 * (t - 1)));
+        u32 a = 0, b = 0;
+        if (ok) {
+            b = __ldg(index_table + v);
+            a = v ? __ldg(index_table + v - 1) : 0u;
+        }
+        lo[i * variants + t] = a;
+        counts[i * variants + t] = b - a;
+    }
+}
+
+// seed_id[h - h0] = the seed owning hit h, for hits h in [h0, h1) of seeds s0..s1 (inclusive).
+extern "C" __global__ void fill_seed_ids(const i64* __restrict__ cum, const u32* __restrict__ counts,
+                                         i64 s0, i64 s1, i64 h0, i64 h1, int* __restrict__ seed_id)
+{
+    i64 s = s0 + blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (s > s1) return;
+    i64 end = cum[s];
+    i64 beg = end - counts[s];
+    i64 a = beg > h0 ? beg : h0;
+    i64 b = end < h1 ? end : h1;
+    for (i64 h = a; h < b; ++h) seed_id[h - h0] = (int)s;
+}

@@ -1,0 +1,70 @@
+"""Environment knobs (behaviour.md §1): parsed and validated in one place.
+
+Every knob is exact: it may change speed, never bytes.  An unrecognised value of
+HSPZ_UNIT_PARTITION, HSPZ_REF_BUCKETS or HSPZ_REF_BUCKET_SHIFT is an error; HSPZ_DEVICE_SEEDS,
+HSPZ_CHUNK_WALK and HSPZ_LAYOUT_FORCE_WORKERS ignore values they do not know.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from hspz.errors import UsageError
+
+DEFAULT_BUCKET_SHIFT = 20
+
+
+@dataclass(frozen=True)
+class Knobs:
+    unit_partition: bool | None  # None = automatic
+    device_seeds: bool | None  # None = default (device seeder when workers > 1)
+    ref_buckets: bool | None  # None = auto
+    bucket_shift: int
+    chunk_walk_full: bool
+    layout_force_workers: int | None
+
+
+def read(env: dict | None = None) -> Knobs:
+    """The knobs of this environment; UsageError for a value the spec calls an error."""
+    env = os.environ if env is None else env
+    return Knobs(
+        unit_partition=_strict(env, "HSPZ_UNIT_PARTITION", {"0": False, "1": True}),
+        device_seeds={"0": False, "1": True}.get(env.get("HSPZ_DEVICE_SEEDS", "")),
+        ref_buckets=_strict(env, "HSPZ_REF_BUCKETS", {"auto": None, "0": False, "1": True}),
+        bucket_shift=_shift(env),
+        chunk_walk_full=env.get("HSPZ_CHUNK_WALK") == "full",
+        layout_force_workers=_positive(env.get("HSPZ_LAYOUT_FORCE_WORKERS")),
+    )
+
+
+def _strict(env, name: str, values: dict):
+    text = env.get(name)
+    if text is None or text == "":
+        return None
+    if text not in values:
+        allowed = ", ".join(values)
+        raise UsageError(f"{name}={text} is not one of: unset, {allowed}")
+    return values[text]
+
+
+def _shift(env) -> int:
+    text = env.get("HSPZ_REF_BUCKET_SHIFT")
+    if text is None or text == "":
+        return DEFAULT_BUCKET_SHIFT
+    if not text.isdigit() or not 16 <= int(text) <= 31:
+        raise UsageError(f"HSPZ_REF_BUCKET_SHIFT={text} must be an integer from 16 to 31")
+    return int(text)
+
+
+def _positive(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() and int(text) >= 1 else None
+
+
+def buckets_on(knobs: Knobs, ref_len: int) -> bool:
+    """Whether hits are visited in reference-window order (a shift alone turns bucketing on)."""
+    if knobs.ref_buckets is not None:
+        return knobs.ref_buckets
+    if "HSPZ_REF_BUCKET_SHIFT" in os.environ and os.environ["HSPZ_REF_BUCKET_SHIFT"]:
+        return True
+    return False

@@ -1,0 +1,168 @@
+"""GPU backend: byte identity with the CPU backend on every case, knob and a random property sweep.
+
+Skipped where CuPy sees no CUDA device (CI has none); run on the device machine with
+`pytest -m gpu`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hspz.cli import main
+
+pytestmark = pytest.mark.gpu
+
+
+def _gpu_visible() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+if not _gpu_visible():
+    pytest.skip("no CUDA device visible", allow_module_level=True)
+
+EXAMPLES = Path("/usr/share/doc/lastz/examples/test_data")
+RNG_SEED = 20261129
+
+
+def related_pair(rng: np.random.Generator, n: int = 6000) -> tuple[bytes, bytes]:
+    """A reference and a query derived from it: substitutions, indels, a repeat, N, lowercase."""
+    base = rng.choice(np.frombuffer(b"ACGT", np.uint8), n)
+    unit = rng.choice(np.frombuffer(b"ACGT", np.uint8), int(rng.integers(20, 60)))
+    at = int(rng.integers(0, n - 1500))
+    base[at : at + 20 * len(unit)] = np.tile(unit, 20)[: len(base[at : at + 20 * len(unit)])]
+    q = base.copy()
+    subs = rng.random(n) < rng.uniform(0.01, 0.12)
+    q[subs] = rng.choice(np.frombuffer(b"ACGT", np.uint8), int(subs.sum()))
+    cut = int(rng.integers(100, n - 100))
+    q = np.concatenate((q[:cut], q[cut + int(rng.integers(1, 9)) :]))
+    ins = int(rng.integers(100, len(q) - 100))
+    q = np.concatenate((q[:ins], rng.choice(np.frombuffer(b"ACGT", np.uint8), 7), q[ins:]))
+    nrun = int(rng.integers(0, len(q) - 60))
+    q[nrun : nrun + 40] = ord("N")
+    low = int(rng.integers(0, n - 300))
+    base[low : low + 200] = np.char.lower(base[low : low + 200].view("S1")).view(np.uint8)
+    if rng.random() < 0.5:
+        q = q[::-1].copy()
+        q = np.frombuffer(bytes(q).translate(bytes.maketrans(b"ACGTN", b"TGCAN")), np.uint8)
+    return bytes(base), bytes(q)
+
+
+def write_fa(path: Path, records: list[tuple[str, bytes]]) -> Path:
+    path.write_bytes(b"".join(b">" + n.encode() + b"\n" + s + b"\n" for n, s in records))
+    return path
+
+
+def run_both(tmp: Path, ref: Path, qry: Path, *flags: str, env: dict | None = None) -> None:
+    """Run the CPU and the GPU backend; assert identical file names and bytes."""
+    outs = {}
+    for backend in ("cpu", "gpu"):
+        out = tmp / f"out-{backend}"
+        shutil.rmtree(out, ignore_errors=True)
+        saved = dict(os.environ)
+        os.environ.update(env if backend == "gpu" and env else {})
+        try:
+            assert main(["run", "-r", str(ref), "-q", str(qry), "-o", str(out),
+                         "--backend", backend, *flags]) == 0
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        outs[backend] = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    assert outs["gpu"] == outs["cpu"]
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory) -> dict[str, Path]:
+    if not EXAMPLES.is_dir():
+        pytest.skip("lastz-examples not installed")
+    d = tmp_path_factory.mktemp("examples")
+    out = {}
+    for name in ("pseudocat.fa", "pseudopig.fa"):
+        out[name] = d / name
+        out[name].write_bytes(gzip.decompress((EXAMPLES / f"{name}.gz").read_bytes()))
+    return out
+
+
+def test_gpu_seed_table_equals_cpu_seed_table():
+    import cupy as cp
+
+    from hspz.engine import gpu
+    from hspz.seed import SeedShape, build_seed_table
+    from hspz.sequence import seed_codes
+
+    rng = np.random.default_rng(RNG_SEED)
+    buf = rng.choice(np.frombuffer(b"ACGTacgtN&", np.uint8), 200_000, p=[.22] * 4 + [.02] * 4 + [.03, .05])
+    for pattern, step in (("TTT0T00TT00T0T0TTTT", 1), ("TTT0T00TT00T0T0TTTT", 3), ("1101", 2)):
+        shape = SeedShape.from_pattern(pattern)
+        codes = seed_codes(buf)
+        cpu = build_seed_table(codes, len(buf) - 1, shape, step)
+        it, pt = gpu.build_table(shape, step, cp.asarray(codes), len(buf) - 1)
+        assert np.array_equal(it.get(), cpu.index_table)
+        assert np.array_equal(pt.get(), cpu.pos_table)
+
+
+def test_gpu_equals_cpu_on_lastz_examples(tmp_path, examples):
+    run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"])
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"HSPZ_DEVICE_SEEDS": "1"},
+        {"HSPZ_DEVICE_SEEDS": "0"},
+        {"HSPZ_CHUNK_WALK": "full"},
+        {"HSPZ_REF_BUCKETS": "1"},
+        {"HSPZ_REF_BUCKET_SHIFT": "16"},
+        {"HSPZ_REF_BUCKETS": "0"},
+    ],
+    ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()),
+)
+def test_gpu_equals_cpu_under_every_knob(tmp_path, examples, env):
+    run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"], "-m", "300", env=env)
+
+
+def test_gpu_physical_pieces_never_change_bytes(tmp_path, examples, monkeypatch):
+    from hspz.engine import gpu
+
+    monkeypatch.setattr(gpu, "PIECE", 97)
+    run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"], "-m", "400")
+
+
+@pytest.mark.parametrize("flags", [
+    (), ("--notransition",), ("--step", "3"), ("--seed", "14of22"), ("--seed", "1110110111"),
+    ("--noentropy",), ("--strand", "minus"), ("-C", "700", "-I", "1500"), ("-m", "50"),
+    ("--ambiguous", "iupac,50,100"), ("-H", "1500", "-x", "400"),
+])
+def test_gpu_equals_cpu_for_each_option(tmp_path, flags):
+    rng = np.random.default_rng(hash(flags) % 2**32)
+    ref, qry = related_pair(rng)
+    r = write_fa(tmp_path / "r.fa", [("r1", ref), ("r2", ref[::-1])])
+    q = write_fa(tmp_path / "q.fa", [("q1", qry)])
+    run_both(tmp_path, r, q, "-H", "2000", *flags)
+
+
+def test_gpu_equals_cpu_on_random_related_pairs(tmp_path):
+    rng = np.random.default_rng(RNG_SEED)
+    for i in range(25):
+        ref, qry = related_pair(rng, int(rng.integers(2000, 9000)))
+        r = write_fa(tmp_path / f"r{i}.fa", [("chrA", ref)])
+        q = write_fa(tmp_path / f"q{i}.fa", [("qA", qry[: len(qry) // 2]), ("qB", qry[len(qry) // 2 :])])
+        run_both(tmp_path, r, q, "-H", str(int(rng.integers(1200, 3500))), "-m", str(int(rng.integers(50, 5000))))
+
+
+def test_gpu_long_identical_hsp_uses_the_sweep_and_matches(tmp_path):
+    rng = np.random.default_rng(7)
+    seq = bytes(rng.choice(np.frombuffer(b"ACGT", np.uint8), 60_000))
+    r = write_fa(tmp_path / "r.fa", [("r", seq)])
+    q = write_fa(tmp_path / "q.fa", [("q", seq[1000:50_000])])
+    run_both(tmp_path, r, q)

@@ -1,0 +1,18 @@
+rule hspz_merge:
+    input:
+        plan="results/{job}/plan.txt",
+        results=work_results,
+    output:
+        segments=directory("results/{job}/segments"),
+        digest="results/{job}/digest.txt",
+    log:
+        "logs/hspz_merge/{job}.log",
+    params:
+        flags=merge_flags,
+    threads: 1
+    conda:
+        "../envs/hspz.yaml"
+    shell:
+        "hspZ merge --plan {input.plan} --output {output.segments} {params.flags}"
+        " {input.results} > {log} 2>&1"
+        " && grep '^digest: ' {log} > {output.digest}"
