@@ -39,9 +39,9 @@ import numpy as np
 
 Records = list[tuple[str, np.ndarray]]
 
+SIMULATOR_VERSION = 1  # bump when the same spec would give other bytes (invalidates caches)
 LOWER = 0x20
 _CHUNK = 1 << 24
-_SURPLUS = 1.03  # build this much more than the target, then trim to the exact size
 _TAIL_MAX = 40  # longest poly-A tail of a SINE/LINE copy
 
 # Query-only fields: changing them never changes the reference (see module docstring).
@@ -87,7 +87,7 @@ class PairSpec:
     line_mean_copy_bp: float = 900.0  # mean length of a 5'-truncated LINE copy
     line_full_share: float = 0.08  # share of LINE copies that are full length
     repeat_unmasked_fraction: float = 0.02  # interspersed copies the masker misses
-    simple_unmasked_fraction: float = 0.01  # microsatellites the masker misses
+    simple_unmasked_fraction: float = 0.0  # microsatellites >= mask_min_bp the masker misses
     tandem_unmasked_fraction: float = 0.02
     mask_min_bp: int = 25  # repeat pieces shorter than this are never masked
     segdup_fraction: float = 0.03
@@ -120,6 +120,12 @@ def _lineage_share(spec: PairSpec) -> float:
     state whatever the divergence)."""
     interspersed = (spec.sine_fraction + spec.line_fraction) * (1 - spec.shared_repeat_share)
     return interspersed + _low_complexity(spec)
+
+
+def _surplus(spec: PairSpec) -> float:
+    """Build this much more than the target, then trim to the exact size (segmental
+    duplications land unevenly on chromosomes, so their share is added)."""
+    return 1.03 + spec.segdup_fraction
 
 
 def _shared_share(spec: PairSpec) -> float:
@@ -377,21 +383,25 @@ def _soft_mask(rng: np.random.Generator, payload: np.ndarray, lengths: np.ndarra
 
 
 def _interspersed(rng, fam: _Families, total: int, divergence: float, spec: PairSpec):
-    """Copies of `fam` (random strand, 5'-truncated) adding up to `total` bp."""
+    """Copies of `fam` (random strand, 5'-truncated) adding up to `total` bp.  Poly-A tails
+    are masked even on copies the masker misses (a simple-repeat finder catches them)."""
     mean = fam.sizes.mean() if fam.kind == "sine" else spec.line_mean_copy_bp
     f, keep, full = _copy_lengths(rng, fam, spec, int(1.5 * total / mean) + 8)
     lengths = _cut_to_total(keep, total)
     k = lengths.size
     f, full = f[:k], full[:k]
-    src = np.repeat(fam.starts[f] + full - lengths, lengths)
     w = _within(lengths)
     rc = np.repeat(rng.random(k) < 0.5, lengths)
-    payload = fam.seq[src + np.where(rc, np.repeat(lengths, lengths) - 1 - w, w)]
-    del src, w
+    src = np.repeat(fam.starts[f] + full - lengths, lengths) + np.where(rc, np.repeat(lengths, lengths) - 1 - w, w)
+    del w
+    payload = fam.seq[src]
+    tail = src >= np.repeat(fam.starts[f] + fam.sizes[f], lengths)
+    del src
     payload[rc] = COMPLEMENT[payload[rc]]
     rates = rng.uniform(0.5, 1.5, k) * divergence
     _mutate_segments(rng, payload, lengths, rates, _model(spec.ts_tv, spec.gc_mean))
     _soft_mask(rng, payload, lengths, spec.repeat_unmasked_fraction, spec.mask_min_bp)
+    payload[tail] |= np.uint8(LOWER)
     return payload, lengths
 
 
@@ -480,7 +490,7 @@ def _ancestor(spec: PairSpec, lib, final_sizes: np.ndarray) -> list[np.ndarray]:
     chroms = []
     for i, size in enumerate(final_sizes):
         rng = np.random.default_rng([spec.seed, _STREAM_ANCESTOR, i])
-        scaled = float(size) * _SURPLUS
+        scaled = float(size) * _surplus(spec)
         n_bg = int(scaled * (own - _shared_share(spec)))
         seq = _background(rng, n_bg, spec.gc_mean, spec.gc_sd, spec.isochore_kbp * 1000)
         seq = _insert_repeats(rng, seq, spec, lib, "shared", scaled)
@@ -494,13 +504,15 @@ def _ancestor(spec: PairSpec, lib, final_sizes: np.ndarray) -> list[np.ndarray]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _small_indels(rng: np.random.Generator, seq: np.ndarray, rate: float, mean_bp: float) -> np.ndarray:
-    """Insert, then delete, short runs (geometric lengths, mean `indel_mean_bp`), each at
-    `rate` / 2 events per site."""
-    p = 1 / max(1.0, mean_bp)
+def _small_indels(rng: np.random.Generator, seq: np.ndarray, rate: float, spec: PairSpec) -> np.ndarray:
+    """Insert, then delete, short runs (geometric lengths, mean `indel_mean_bp`, at most 50),
+    each at `rate` / 2 events per site; inserted bases take the case of the base before."""
+    p = 1 / max(1.0, spec.indel_mean_bp)
     pos = _bernoulli_positions(rng, seq.size, rate / 2)
     lengths = np.minimum(rng.geometric(p, pos.size), 50)
-    seq = _insert(seq, pos, _random_bases(rng, int(lengths.sum()), 0.41), lengths)
+    payload = _random_bases(rng, int(lengths.sum()), spec.gc_mean)
+    payload |= np.repeat(seq[np.maximum(pos - 1, 0)] & np.uint8(LOWER), lengths)
+    seq = _insert(seq, pos, payload, lengths)
     pos = _bernoulli_positions(rng, seq.size, rate / 2)
     gone = _ranges(pos, np.minimum(rng.geometric(p, pos.size), 50))
     keep = np.ones(seq.size, dtype=bool)
@@ -512,7 +524,7 @@ def _evolve_bases(rng, chroms: list[np.ndarray], spec: PairSpec, rate: float) ->
     out = []
     for seq in chroms:
         _substitute_at_rate(rng, seq, rate, _model(spec.ts_tv, spec.gc_mean))
-        out.append(_small_indels(rng, seq, rate * spec.indel_ratio, spec.indel_mean_bp))
+        out.append(_small_indels(rng, seq, rate * spec.indel_ratio, spec))
     return out
 
 
@@ -590,7 +602,7 @@ def _add_gaps(rng: np.random.Generator, seq: np.ndarray, spec: PairSpec) -> None
 def _finish(rng, chroms, spec: PairSpec, lib, group: str, targets, rearrange: bool) -> list[np.ndarray]:
     """Branch-specific insertions, segmental duplications, trimming, rearrangements, gaps."""
     chroms = [
-        _insert_repeats(rng, seq, spec, lib, group, float(t) * _SURPLUS)
+        _insert_repeats(rng, seq, spec, lib, group, float(t) * _surplus(spec))
         for seq, t in zip(chroms, targets, strict=True)
     ]
     chroms = _segmental_duplications(rng, chroms, spec)
@@ -673,11 +685,13 @@ def _turnover(rng: np.random.Generator, seq: np.ndarray, spec: PairSpec, lib) ->
 
 
 def _filler(rng: np.random.Generator, n: int, spec: PairSpec, lib) -> np.ndarray:
-    """n bp of query-lineage sequence: background plus young repeats in the usual shares."""
-    repeats = _lineage_share(spec) + _shared_share(spec)
-    seq = _background(rng, int(n * (1 - repeats)), spec.gc_mean, spec.gc_sd, spec.isochore_kbp * 1000)
-    seq = _insert_repeats(rng, seq, spec, lib, "query", n * repeats / _lineage_share(spec))
+    """n bp of sequence the reference lacks: background with old repeats (CpG-depleted, as in
+    the ancestor) plus young query-lineage repeats, in the usual shares."""
+    own = 1 - _lineage_share(spec) - _shared_share(spec)
+    seq = _background(rng, int(n * own), spec.gc_mean, spec.gc_sd, spec.isochore_kbp * 1000)
+    seq = _insert_repeats(rng, seq, spec, lib, "shared", n)
     _deplete_cpg(rng, seq, spec.cpg_depletion)
+    seq = _insert_repeats(rng, seq, spec, lib, "query", n)
     return np.resize(seq, n)
 
 
@@ -691,11 +705,10 @@ def _query(spec: PairSpec, lib, ancestor: list[np.ndarray], query_seed: int) -> 
     rng = np.random.default_rng([spec.seed, _STREAM_QUERY, query_seed])
     _, query_rate = _branch_rates(spec)
     targets = _chromosome_sizes(rng, spec.query_mbp * 1e6, _query_chromosome_count(spec))
-    needs = np.array([_ancestral_need(spec, t) * _SURPLUS for t in targets])
-    chroms = _portion(rng, ancestor, needs, spec)
+    needs = np.array([_ancestral_need(spec, t) * _surplus(spec) for t in targets])
+    chroms = _evolve_bases(rng, _portion(rng, ancestor, needs, spec), spec, query_rate)
     for seq in chroms:
         _turnover(rng, seq, spec, lib)
-    chroms = _evolve_bases(rng, chroms, spec, query_rate)
     chroms = _finish(rng, chroms, spec, lib, "query", targets, rearrange=True)
     return [(f"qchr{i + 1}", seq) for i, seq in enumerate(chroms)]
 
@@ -732,7 +745,7 @@ def simulate_queries(spec: PairSpec, query_seeds: Sequence[int]) -> tuple[Record
 
 def spec_digest(spec: PairSpec, reference_only: bool = False) -> str:
     """Short stable hash of the spec (only the fields the reference depends on, if asked)."""
-    fields = dataclasses.asdict(spec)
+    fields = {**dataclasses.asdict(spec), "simulator_version": SIMULATOR_VERSION}
     if reference_only:
         fields = {k: v for k, v in fields.items() if k not in QUERY_FIELDS}
         fields["query_mbp_over_ref"] = max(spec.query_mbp, spec.ref_mbp)

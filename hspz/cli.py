@@ -1,15 +1,23 @@
 """Command line: argument parsing and validation only; each command calls into the stages.
 
-Every value is checked before any work; a bad one is a single `hspZ: ...` line and exit status 2.
-No traceback reaches the user unless HSPZ_DEBUG=1.
+Every value is checked before any work; a bad one is a single `hspZ: ...` line and exit status 2,
+and nothing is written.  No traceback reaches the user unless HSPZ_DEBUG=1.
+
+    hspZ run            reference x query -> segments files (workers, -D, -Z, --time, manifests)
+    hspZ plan           freeze the plan and the schedule for --gpus workers into a plan file
+    hspZ work           run worker K of a plan file into one results file
+    hspZ merge          replay results files into the outputs, byte-identical to `run`
+    hspZ hits-estimate  exact seed hits per work unit, on the CPU, before any GPU work
+    hspZ compare        lastz --nogapped beside hspZ, and the parity verdict
+    hspZ benchmark      cold + warm timed passes of one single-bin pair
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
-import time
 import traceback
 from collections.abc import Sequence
 
@@ -24,6 +32,10 @@ from hspz.options import (
     parse_size,
 )
 
+# argparse dest -> Options field, for the flags that decide what is computed
+FIELDS = {"notransition": "transition", "noentropy": "entropy",
+          "lastz_interval_size": "interval_size"}
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, exit 2, via the common handler
@@ -31,59 +43,97 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    """Flags that decide what is computed (shared by run, compare, hits-estimate, plan)."""
+    """Flags that decide what is computed (shared by run, plan, hits-estimate, compare,
+    benchmark).  Defaults are applied in `options_from_args`, so a flag given explicitly can be
+    told from a default (a manifest replay checks the explicit ones)."""
     d = Options()
     a = p.add_argument
-    a("-r", "--reference")
-    a("-q", "--query")
-    a("-S", "--strand", default=d.strand)
-    a("-s", "--seed", default=d.seed)
-    a("-e", "--step", default=str(d.step))
-    a("-n", "--notransition", action="store_true")
-    a("-x", "--xdrop", default=str(d.xdrop))
-    a("-H", "--hspthresh", default=str(d.hspthresh))
-    a("-E", "--noentropy", action="store_true")
-    a("-a", "--ambiguous")
-    a("-c", "--scoring")
-    a("-T", "--target-prefix", default="")
-    a("-Q", "--query-prefix", default="")
-    a("-C", "--wga-chunk-size", default=str(d.wga_chunk_size))
-    a("-I", "--lastz-interval-size", default=str(d.interval_size))
-    a("-B", "--seq-block-size", default=str(d.seq_block_size))
-    a("--query-block-size")
-    a("-m", "--max-hits", default=str(d.max_hits))
-    a("-t", "--threads", default=str(d.threads))
-    a("-G", "--gpus", default=str(d.gpus))
-    a("--backend", default=d.backend)
-    a("--kegalign-bins", action="store_true")
+    a("-r", "--reference", help="reference FASTA, FASTA.gz or 2bit")
+    a("-q", "--query", help="query FASTA, FASTA.gz or 2bit")
+    a("-S", "--strand", help=f"plus, minus or both ({d.strand})")
+    a("-s", "--seed", help=f"12of19, 14of22 or a pattern of 1/T and 0 ({d.seed})")
+    a("-e", "--step", help=f"reference seed step ({d.step})")
+    a("-n", "--notransition", action="store_true", default=None, help="no transition seeds")
+    a("-x", "--xdrop", help=f"x-drop ({d.xdrop})")
+    a("-H", "--hspthresh", help=f"score threshold ({d.hspthresh})")
+    a("-E", "--noentropy", action="store_true", default=None, help="no entropy adjustment")
+    a("-a", "--ambiguous", help="n, iupac, n,R,P or iupac,R,P")
+    a("-c", "--scoring", help="LASTZ score-set file")
+    a("-T", "--target-prefix", help="prefix for reference names in the output")
+    a("-Q", "--query-prefix", help="prefix for query names in the output")
+    a("-C", "--wga-chunk-size", help=f"bases per seed batch ({d.wga_chunk_size})")
+    a("-I", "--lastz-interval-size", help=f"bases per output interval ({d.interval_size})")
+    a("-B", "--seq-block-size", help=f"reference bin target; 0 = automatic layout "
+                                     f"({d.seq_block_size})")
+    a("--query-block-size", help="query bin target (= --seq-block-size)")
+    a("-m", "--max-hits", help=f"hits per semantic chunk; 0 = KegAlign's 4194304 x device GiB, "
+                               f"the CPU backend assuming a 16 GiB device ({d.max_hits})")
+    a("-t", "--threads", help="host threads, shared by the workers; 0 = all cores (0)")
+    a("-G", "--gpus", help="workers, one device each where there are enough (1)")
+    a("--backend", help="auto, gpu or cpu (auto: the GPU when one is visible)")
+    a("--kegalign-bins", action="store_true", default=None,
+      help="KegAlign's sequential bins (never shrunk by the memory preflight)")
+
+
+def _given(ns: argparse.Namespace, name: str, default):
+    value = getattr(ns, name, None)
+    return default if value is None else value
+
+
+def _text(ns: argparse.Namespace, name: str, default) -> str:
+    return str(_given(ns, name, default))
 
 
 def options_from_args(ns: argparse.Namespace) -> Options:
     """Validate every flag value into an Options (UsageError names the flag)."""
-    qbs = ns.query_block_size
+    d = Options()
+    g = functools.partial(_text, ns)  # g(name, default): the flag's text, or the default's
+    qbs = getattr(ns, "query_block_size", None)
+    amb = getattr(ns, "ambiguous", None)
     return Options(
-        strand=parse_choice("--strand", ns.strand, ("plus", "minus", "both")),
-        seed=parse_pattern("--seed", ns.seed),
-        step=parse_int("--step", ns.step, 1),
-        transition=not ns.notransition,
-        xdrop=parse_int("--xdrop", ns.xdrop, 1),
-        hspthresh=parse_int("--hspthresh", ns.hspthresh, 1),
-        entropy=not ns.noentropy,
-        ambiguous=None if ns.ambiguous is None else parse_ambiguous("--ambiguous", ns.ambiguous),
-        scoring=ns.scoring,
-        target_prefix=ns.target_prefix,
-        query_prefix=ns.query_prefix,
-        wga_chunk_size=parse_size("--wga-chunk-size", ns.wga_chunk_size, 1),
-        interval_size=parse_size("--lastz-interval-size", ns.lastz_interval_size, 1),
-        seq_block_size=parse_size("--seq-block-size", ns.seq_block_size, 0),
+        strand=parse_choice("--strand", g("strand", d.strand), ("plus", "minus", "both")),
+        seed=parse_pattern("--seed", g("seed", d.seed)),
+        step=parse_int("--step", g("step", d.step), 1),
+        transition=not getattr(ns, "notransition", None),
+        xdrop=parse_int("--xdrop", g("xdrop", d.xdrop), 1),
+        hspthresh=parse_int("--hspthresh", g("hspthresh", d.hspthresh), 1),
+        entropy=not getattr(ns, "noentropy", None),
+        ambiguous=None if amb is None else parse_ambiguous("--ambiguous", amb),
+        scoring=getattr(ns, "scoring", None),
+        target_prefix=_given(ns, "target_prefix", ""),
+        query_prefix=_given(ns, "query_prefix", ""),
+        wga_chunk_size=parse_size("--wga-chunk-size", g("wga_chunk_size", d.wga_chunk_size), 1),
+        interval_size=parse_size("--lastz-interval-size",
+                                 g("lastz_interval_size", d.interval_size), 1),
+        seq_block_size=parse_size("--seq-block-size", g("seq_block_size", d.seq_block_size), 0),
         query_block_size=None if qbs is None else parse_size("--query-block-size", qbs, 1),
-        max_hits=parse_size("--max-hits", ns.max_hits, 0),
-        threads=parse_int("--threads", ns.threads, 0),
-        gpus=parse_int("--gpus", ns.gpus, 1),
-        backend=parse_choice("--backend", ns.backend, ("auto", "gpu", "cpu")),
-        kegalign_bins=ns.kegalign_bins,
-        diagonal_partition=getattr(ns, "diagonal_partition", False),
+        max_hits=parse_size("--max-hits", g("max_hits", d.max_hits), 0),
+        threads=parse_int("--threads", g("threads", d.threads), 0),
+        gpus=parse_int("--gpus", g("gpus", d.gpus), 1),
+        backend=parse_choice("--backend", g("backend", d.backend), ("auto", "gpu", "cpu")),
+        kegalign_bins=bool(getattr(ns, "kegalign_bins", None)),
+        diagonal_partition=bool(getattr(ns, "diagonal_partition", False)),
     )
+
+
+def explicit_flags(ns: argparse.Namespace) -> set[str]:
+    """Options fields whose flags were given on the command line."""
+    names = {f for f in vars(ns) if getattr(ns, f) is not None}
+    return {FIELDS.get(n, n) for n in names}
+
+
+def _add_outputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-D", "--diagonal-partition", action="store_true",
+                   help="split each segments file as KegAlign's diagonal_partition.py")
+    p.add_argument("-Z", "--tarball", nargs="?", const="", metavar="PATH",
+                   help="one byte-reproducible .tar.gz instead of files "
+                        "(default OUT/segments.tar.gz)")
+
+
+def _add_manifest_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dump-plan", metavar="F", help="record -> bin table")
+    p.add_argument("--dump-manifest", metavar="F", help="write the frozen plan")
+    p.add_argument("--from-manifest", metavar="F", help="replay a frozen plan (validated)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,13 +143,40 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="one reference against one query; writes segments files")
     _add_run_options(run)
-    run.add_argument("-o", "--output", default=".")
-    run.add_argument("-y", "--time", action="store_true")
-    run.add_argument("-u", "--cpu-only", action="store_true")
-    run.add_argument("-Z", "--tarball", nargs="?", const="")
-    run.add_argument("--dump-raw")
-    run.add_argument("--dump-plan")
-    run.add_argument("-D", "--diagonal-partition", action="store_true")
+    run.add_argument("-o", "--output", default=".", help="output directory (.)")
+    run.add_argument("-y", "--time", action="store_true",
+                     help="phase times, lifecycle, peak RSS and the unit ledger")
+    run.add_argument("-d", "--hit-stats", action="store_true", help="hits-per-seed histogram")
+    run.add_argument("-u", "--cpu-only", action="store_true",
+                     help="stop after CPU preprocessing; print seed and hit counts")
+    run.add_argument("--dump-raw", metavar="F", help="every pre-dedup HSP")
+    _add_manifest_flags(run)
+    _add_outputs(run)
+
+    plan = sub.add_parser("plan", help="freeze the plan and schedule for --gpus workers")
+    _add_run_options(plan)
+    plan.add_argument("-o", "--output", required=True, help="the plan file to write")
+    _add_manifest_flags(plan)
+
+    work = sub.add_parser("work", help="run one worker of a plan file")
+    work.add_argument("--plan", required=True)
+    work.add_argument("--worker", required=True)
+    work.add_argument("-o", "--output", required=True, help="the results file to write")
+    work.add_argument("--backend", default="auto")
+    work.add_argument("-t", "--threads", default="0")
+    work.add_argument("--device", help="device to use (default: worker mod visible devices)")
+
+    merge = sub.add_parser("merge", help="emit a plan's results files, as run would")
+    merge.add_argument("--plan", required=True)
+    merge.add_argument("-o", "--output", default=".")
+    _add_outputs(merge)
+    merge.add_argument("results", nargs="+", metavar="RESULT")
+
+    est = sub.add_parser("hits-estimate", help="exact seed hits per work unit (CPU only)")
+    _add_run_options(est)
+    est.add_argument("--stride", default="1", help="count every N-th query window, scale by N")
+    est.add_argument("--dump-plan", metavar="F")
+    est.add_argument("--from-manifest", metavar="F")
 
     cmp = sub.add_parser("compare", help="run lastz --nogapped beside hspZ and report parity")
     _add_run_options(cmp)
@@ -133,31 +210,95 @@ def _need(ns: argparse.Namespace, *flags: str) -> None:
             raise UsageError(f"{flag} is required")
 
 
+def _writable_file(flag: str, path: str | None) -> None:
+    """The directory a file will be written into must exist (or be creatable) and be writable."""
+    from hspz.pipeline import check_output_dir
+
+    if path:
+        if os.path.isdir(path):
+            raise UsageError(f"{flag}: {path} is a directory")
+        check_output_dir(os.path.dirname(os.path.abspath(path)), flag)
+
+
+def _request(ns: argparse.Namespace, options: Options):
+    """Cross-flag checks shared by run and plan, then the pipeline request."""
+    from hspz import knobs, pipeline
+
+    _need(ns, "--reference", "--query")
+    if options.seq_block_size == 0 and options.kegalign_bins:
+        raise UsageError("-B 0 (automatic layout) cannot be combined with --kegalign-bins")
+    knobs.read()  # a knob value the spec calls an error stops the run before any work
+    for flag in ("dump_plan", "dump_manifest"):
+        _writable_file("--" + flag.replace("_", "-"), getattr(ns, flag, None))
+    return pipeline.Request(options, explicit_flags(ns), ns.reference, ns.query, ns.output,
+                            from_manifest=ns.from_manifest, dump_manifest=ns.dump_manifest,
+                            dump_plan=ns.dump_plan)
+
+
+def _tarball(ns: argparse.Namespace) -> str | None:
+    from hspz import pipeline
+
+    if ns.tarball is None:
+        return None
+    path = ns.tarball or os.path.join(ns.output, pipeline.DEFAULT_TARBALL)
+    _writable_file("--tarball", path)
+    return path
+
+
 def cmd_run(ns: argparse.Namespace) -> int:
-    from hspz import backends, pipeline, report
+    from hspz import backends, pipeline
+
+    options = options_from_args(ns)
+    req = _request(ns, options)
+    pipeline.check_output_dir(ns.output)
+    req.tarball = _tarball(ns)
+    _writable_file("--dump-raw", ns.dump_raw)
+    req.dump_raw, req.time, req.hit_stats, req.cpu_only = (ns.dump_raw, ns.time, ns.hit_stats,
+                                                           ns.cpu_only)
+    return pipeline.run_command(req, backends.select(options))
+
+
+def cmd_plan(ns: argparse.Namespace) -> int:
+    from hspz import backends, pipeline
+
+    options = options_from_args(ns)
+    req = _request(ns, options)
+    _writable_file("--output", ns.output)
+    return pipeline.plan_command(req, backends.select(options))
+
+
+def cmd_work(ns: argparse.Namespace) -> int:
+    from hspz import backends, pipeline
+
+    worker = parse_int("--worker", ns.worker, 0)
+    threads = parse_int("--threads", ns.threads, 0)
+    backend = parse_choice("--backend", ns.backend, ("auto", "gpu", "cpu"))
+    device = None if ns.device is None else parse_int("--device", ns.device, 0)
+    _writable_file("--output", ns.output)
+    engine = backends.select(Options(backend=backend, threads=threads))
+    return pipeline.work_command(ns.plan, worker, ns.output, engine, threads, device)
+
+
+def cmd_merge(ns: argparse.Namespace) -> int:
+    from hspz import pipeline
+
+    pipeline.check_output_dir(ns.output)
+    tarball = _tarball(ns)
+    return pipeline.merge_command(ns.plan, ns.output, tarball, ns.diagonal_partition, ns.results)
+
+
+def cmd_estimate(ns: argparse.Namespace) -> int:
+    from hspz import pipeline
 
     options = options_from_args(ns)
     _need(ns, "--reference", "--query")
-    pipeline.check_output_dir(ns.output)
-    engine = backends.select(options)
-    t0 = time.perf_counter()
-    inputs = pipeline.read_inputs(options, ns.reference, ns.query)
-    if ns.dump_plan:
-        report.write_plan(ns.dump_plan, inputs, options)
-    if ns.cpu_only:
-        return report.cpu_only(options, inputs)
-    tarball = None
-    if ns.tarball is not None:
-        tarball = ns.tarball or os.path.join(ns.output, pipeline.DEFAULT_TARBALL)
-    summary = pipeline.run(options, inputs, ns.output, engine, tarball,
-                           progress=report.progress_printer())
-    pipeline.print_counts(summary)
-    if ns.dump_raw:
-        report.write_raw(ns.dump_raw, summary)
-    if ns.time:
-        report.print_time(summary, time.perf_counter() - t0)
-    print(f"digest: {summary.digest}")
-    return 0
+    if options.seq_block_size == 0 and options.kegalign_bins:
+        raise UsageError("-B 0 (automatic layout) cannot be combined with --kegalign-bins")
+    stride = parse_int("--stride", ns.stride, 1)
+    _writable_file("--dump-plan", ns.dump_plan)
+    req = pipeline.Request(options, explicit_flags(ns), ns.reference, ns.query,
+                           from_manifest=ns.from_manifest, dump_plan=ns.dump_plan)
+    return pipeline.estimate_command(req, stride)
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
@@ -178,4 +319,5 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
     return bench.main(options, ns.reference, ns.query, warmup, iterations, ns.json)
 
 
-COMMANDS = {"run": cmd_run, "compare": cmd_compare, "benchmark": cmd_benchmark}
+COMMANDS = {"run": cmd_run, "plan": cmd_plan, "work": cmd_work, "merge": cmd_merge,
+            "hits-estimate": cmd_estimate, "compare": cmd_compare, "benchmark": cmd_benchmark}

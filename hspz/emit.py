@@ -1,14 +1,19 @@
 """The emitter: replays unit results in planned ordinal order into segments files.
 
-Results may arrive in any order (several workers, several processes); each carries its ordinal.
-A duplicate or out-of-plan ordinal is an error, and `finish` checks that every unit arrived.
-Files are staged in a hidden directory inside OUT and moved into place only when the whole run
-has succeeded, so a failed run leaves nothing that looks complete.
+Results may arrive in any order (several workers, several processes, `hspZ merge`); each carries
+its ordinal.  A duplicate ordinal, one outside the plan, or one whose bins are not the plan's is an
+error, and `finish` checks that every unit arrived.  Emission order is units by ordinal and,
+inside a unit, interval 1 plus, 1 minus, 2 plus, …; only non-empty files are written; a minus
+list is printed reversed.  With `-D` each file is split as `partition` says, its history running
+in emission order.  Files are staged in a hidden directory inside OUT and moved into place (or
+archived into the `-Z` tarball) only when the whole run has succeeded, so a failed run leaves
+nothing that looks complete.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import os
 import shutil
@@ -18,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hspz import partition
 from hspz.engine import UnitResult
 from hspz.errors import RunError
 from hspz.plan import WorkUnit
@@ -35,13 +41,18 @@ class Emitter:
     """Ordinal replay into OUT; one per job."""
 
     def __init__(self, units: Iterable[WorkUnit], tables: TableLookup, outdir: str | Path,
-                 tarball: str | Path | None = None):
+                 tarball: str | Path | None = None, diagonal: bool = False,
+                 on_emit: Callable[[UnitResult], None] | None = None):
         self.units = {u.ordinal: u for u in units}
         self.tables = tables
         self.outdir = Path(outdir)
         self.tarball = Path(tarball) if tarball else None
         self.stage = self.outdir / f".hspz-partial-{os.getpid()}"
+        self.created = not self.outdir.exists()  # removed again if the run fails
+        self.partitioner = partition.Partitioner() if diagonal else None
+        self.on_emit = on_emit
         self.pending: dict[int, UnitResult] = {}
+        self.done: set[int] = set()
         self.order = sorted(self.units)
         self.next = 0
         self.written: list[str] = []
@@ -51,14 +62,22 @@ class Emitter:
     def add(self, result: UnitResult) -> None:
         """Accept one unit's result; write every unit that is now next in order."""
         o = result.ordinal
-        if o not in self.units:
-            raise RunError(f"unit {o} is not in the plan")
-        if o in self.pending or (self.next > 0 and o in self.order[: self.next]):
-            raise RunError(f"unit {o} arrived twice")
+        unit = self.units.get(o)
+        if unit is None:
+            raise RunError(f"work unit {o} is not in the plan ({len(self.units)} units)")
+        if (unit.ref_bin, unit.query_bin) != (result.ref_bin, result.query_bin):
+            raise RunError(f"work unit {o} arrived as R{result.ref_bin} Q{result.query_bin} "
+                           f"but the plan has R{unit.ref_bin} Q{unit.query_bin}")
+        if o in self.pending or o in self.done:
+            raise RunError(f"work unit {o} arrived twice")
         self.pending[o] = result
         while self.next < len(self.order) and self.order[self.next] in self.pending:
-            self._write(self.pending.pop(self.order[self.next]))
+            ready = self.pending.pop(self.order[self.next])
+            self._write(ready)
+            self.done.add(ready.ordinal)
             self.next += 1
+            if self.on_emit:
+                self.on_emit(ready)
 
     def _write(self, result: UnitResult) -> None:
         self.stage.mkdir(parents=True, exist_ok=True)
@@ -70,17 +89,28 @@ class Emitter:
                 continue
             qry = self.tables("query", result.query_bin, strand)
             ordered = h if strand == "plus" else h[::-1]
-            data = format_lines(ordered, ref, qry, strand)
             name = segments_name(n, result.query_bin, result.ref_bin, strand)
-            (self.stage / name).write_bytes(data)
-            self.written.append(name)
-            self.lines.append(data)
+            for file_name, rows in self._pieces(name, ordered, ref, qry, strand):
+                data = format_lines(rows, ref, qry, strand)
+                (self.stage / file_name).write_bytes(data)
+                self.written.append(file_name)
+                self.lines.append(data)
+
+    def _pieces(self, name: str, h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str):
+        """(file name, HSP rows) of one logical segments file: itself, or its -D splits."""
+        chunk = self.partitioner.chunk_for(len(h)) if self.partitioner else None
+        if chunk is None:
+            return [(name, h)]
+        base = name[: -len(".segments")]
+        parts = split_file(h, ref, qry, strand, chunk)
+        return [(f"{base}.split{k}.segments", h[idx]) for k, idx in enumerate(parts, 1)]
 
     def finish(self) -> str:
         """Check completeness, publish the files (or the archive); return the digest."""
-        missing = [o for o in self.order[self.next :]]
+        missing = [o for o in self.order[self.next:] if o not in self.pending]
         if missing:
-            raise RunError(f"{len(missing)} work unit(s) never arrived, first {missing[0]}")
+            raise RunError(f"{len(missing)} of {len(self.order)} work unit(s) never arrived "
+                           f"(first missing: {missing[0]})")
         digest = digest_of(self.lines)
         self.outdir.mkdir(parents=True, exist_ok=True)
         if self.tarball is not None:
@@ -93,12 +123,26 @@ class Emitter:
 
     def abort(self) -> None:
         shutil.rmtree(self.stage, ignore_errors=True)
+        if self.created and self.outdir.is_dir() and not any(self.outdir.iterdir()):
+            self.outdir.rmdir()
+
+
+def split_file(h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str,
+               chunk: int) -> list[np.ndarray]:
+    """KegAlign's diagonal partition of one file's HSP rows (in file order)."""
+    rs = h["ref_start"].astype(np.int64)
+    qs = h["query_start"].astype(np.int64)
+    half = h["len"].astype(np.int64) // 2
+    ri, qi = ref.record_at(rs), qry.record_at(qs)
+    ref_mid = rs + 1 - ref.starts[ri] + half
+    qry_mid = qs + 1 - qry.starts[qi] + half
+    ref_name = partition.name_ids(ref.names)[ri]
+    qry_name = partition.name_ids(qry.names)[qi]
+    return partition.split(ref_name, qry_name, ref_mid, qry_mid, strand, chunk)
 
 
 def digest_of(chunks: list[bytes]) -> str:
     """First 16 hex digits of sha256 over all lines sorted bytewise (LC_ALL=C sort)."""
-    import hashlib
-
     data = b"".join(chunks)
     h = hashlib.sha256()
     if data:
@@ -110,7 +154,8 @@ def digest_of(chunks: list[bytes]) -> str:
 
 def write_tarball(path: Path, stage: Path, names: list[str]) -> None:
     """A byte-reproducible .tar.gz: entries in emission order, mode 0644, mtime 0, bare names."""
-    tmp = path.with_name(path.name + ".partial")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
             for name in names:

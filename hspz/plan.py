@@ -1,10 +1,15 @@
-"""The plan: bins, work units, intervals, wga chunks and the semantic `--max-hits` chunk walk.
+"""The plan: bins, work units, intervals, wga chunks, the semantic `--max-hits` chunk walk, the
+automatic `-B 0` layout and the working-memory preflight.
 
-Pure functions of the inputs and the options (behaviour.md §2-3).  A bin is a tuple of record
-indices in input order; a work unit is one (reference bin, query bin) pair with the dense ordinal
-`r * Q + q`.  Intervals and chunks are half-open or inclusive exactly as KegAlign has them, so a
-boundary window may be seeded twice and the last window of a bin never: that is reproduced on
-purpose.
+Pure functions of the inputs and the options (behaviour.md §2-3, gpus-and-seeding.txt "Choosing
+-B").  A bin is a tuple of record indices in input order; a work unit is one (reference bin,
+query bin) pair with the dense ordinal `r * Q + q`.  Intervals and chunks are half-open or
+inclusive exactly as KegAlign has them, so a boundary window may be seeded twice and the last
+window of a bin never: that is reproduced on purpose.
+
+The memory model (`unit_bytes`) is an estimate of one worker's peak working set for one unit;
+`plan_within_budget` halves the block sizes until the largest unit fits a worker's budget, and
+`auto_layout` resolves `-B 0`.  Neither ever runs for `--kegalign-bins` or a frozen manifest.
 """
 
 from __future__ import annotations
@@ -12,13 +17,18 @@ from __future__ import annotations
 import hashlib
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 MAX_BIN_BP = 4_294_967_295
 DEFAULT_BLOCK = 500_000_000
+MAX_HITS_PER_GIB = 4_194_304  # KegAlign's seed_filter.cu MAX_HITS_PER_GB
+CPU_DEVICE_GIB = 16  # the device size `--max-hits 0` assumes on the CPU backend
+HEADROOM = 64 << 20  # bytes the memory model adds for what it does not itemise
+
+Bins = tuple[tuple[int, ...], ...]
 
 
 @dataclass(frozen=True)
@@ -32,8 +42,8 @@ class WorkUnit:
 class Plan:
     """The frozen grid: which records form each bin, and the units over them."""
 
-    ref_bins: tuple[tuple[int, ...], ...]
-    query_bins: tuple[tuple[int, ...], ...]
+    ref_bins: Bins
+    query_bins: Bins
 
     @property
     def units(self) -> list[WorkUnit]:
@@ -43,12 +53,25 @@ class Plan:
         ]
 
 
-def balanced_bins(lengths: Sequence[int], target: int) -> tuple[tuple[int, ...], ...]:
-    """Longest records first into the currently lightest bin; bins ordered by first record."""
+def bin_bp(bins: Bins, lengths: Sequence[int]) -> list[int]:
+    """Total record length of every bin (separators excluded)."""
+    return [sum(lengths[i] for i in b) for b in bins]
+
+
+def layout_n_bins(total_bp: int, target: int, n_records: int) -> int:
+    """`clamp(ceil(total / target), 1, n_records)`: the balanced planner's bin count."""
+    if n_records == 0:
+        return 0
+    return min(max(math.ceil(total_bp / max(target, 1)), 1), n_records)
+
+
+def balanced_bins_n(lengths: Sequence[int], n_bins: int) -> Bins:
+    """Longest records first into the currently lightest of `n_bins` bins (ties: input order,
+    lowest bin); records back in input order; bins ordered by their first record."""
     n = len(lengths)
     if n == 0:
         return ()
-    n_bins = min(max(math.ceil(sum(lengths) / target), 1), n)
+    n_bins = min(max(n_bins, 1), n)
     order = sorted(range(n), key=lambda i: (-lengths[i], i))
     heap = [(0, b) for b in range(n_bins)]
     members: list[list[int]] = [[] for _ in range(n_bins)]
@@ -60,7 +83,12 @@ def balanced_bins(lengths: Sequence[int], target: int) -> tuple[tuple[int, ...],
     return tuple(sorted(bins, key=lambda b: b[0]))
 
 
-def kegalign_bins(lengths: Sequence[int], target: int) -> tuple[tuple[int, ...], ...]:
+def balanced_bins(lengths: Sequence[int], target: int) -> Bins:
+    """The default planner: `layout_n_bins` bins, filled by `balanced_bins_n`."""
+    return balanced_bins_n(lengths, layout_n_bins(sum(lengths), target, len(lengths)))
+
+
+def kegalign_bins(lengths: Sequence[int], target: int) -> Bins:
     """Sequential fill in input order; a bin closes once its total is greater than the target."""
     bins, current, total = [], [], 0
     for i, length in enumerate(lengths):
@@ -74,8 +102,15 @@ def kegalign_bins(lengths: Sequence[int], target: int) -> tuple[tuple[int, ...],
     return tuple(bins)
 
 
-def make_bins(lengths: Sequence[int], target: int, kegalign: bool) -> tuple[tuple[int, ...], ...]:
+def make_bins(lengths: Sequence[int], target: int, kegalign: bool) -> Bins:
     return kegalign_bins(lengths, target) if kegalign else balanced_bins(lengths, target)
+
+
+def make_plan(ref_lengths: Sequence[int], qry_lengths: Sequence[int], target: int,
+              query_target: int, kegalign: bool = False) -> Plan:
+    """Both sides binned with their own targets."""
+    return Plan(make_bins(ref_lengths, target, kegalign),
+                make_bins(qry_lengths, query_target, kegalign))
 
 
 def intervals(block_len: int, seed_size: int, interval_size: int) -> list[tuple[int, int]]:
@@ -95,6 +130,17 @@ def wga_chunks(interval: tuple[int, int], chunk_size: int) -> list[tuple[int, in
     """Half-open chunks [i, min(i + C, e + 1)) for i = s, s + C, ... < e."""
     s, e = interval
     return [(i, min(i + chunk_size, e + 1)) for i in range(s, e, chunk_size)]
+
+
+def seed_batches(block_len: int, seed_size: int, interval_size: int, chunk_size: int,
+                 strands: Sequence[str]) -> list[tuple[int, str, tuple[int, int]]]:
+    """Every seed batch of one query bin in plan order: (interval number, strand, chunk)."""
+    out = []
+    for n, iv in enumerate(intervals(block_len, seed_size, interval_size), 1):
+        for strand in strands:
+            span = iv if strand == "plus" else minus_interval(iv, block_len, seed_size)
+            out += [(n, strand, c) for c in wga_chunks(span, chunk_size)]
+    return out
 
 
 def chunk_walk(cum: np.ndarray, max_hits: int) -> list[tuple[int, int]]:
@@ -128,3 +174,156 @@ def digest_lines(lines: Sequence[bytes]) -> str:
     for line in sorted(lines):
         h.update(line)
     return h.hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------------------------
+# --max-hits 0
+# --------------------------------------------------------------------------------------------
+
+
+def kegalign_max_hits(device_bytes: int) -> int:
+    """KegAlign's `MAX_HITS = MAX_HITS_PER_GB * (float)(totalGlobalMem / 1073741824.0f)`, with
+    its float32 arithmetic and truncation."""
+    gib = np.float32(np.float32(device_bytes) / np.float32(1073741824.0))
+    return int(np.float32(MAX_HITS_PER_GIB) * gib)
+
+
+# --------------------------------------------------------------------------------------------
+# Working memory model and the preflight
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """What the working-memory estimate of one unit depends on besides the bin sizes."""
+
+    backend: str  # "cpu" (host bytes) or "gpu" (device bytes)
+    weight: int  # care positions of the seed
+    step: int
+    max_hits: int
+    chunk_size: int
+    transition: bool
+    threads: int = 1
+
+
+def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) -> int:
+    """Estimated peak bytes one worker needs for a unit of these packed sizes.
+
+    GPU (device memory): index table 4·4^k, positions 4·R/step, encoded reference R, both query
+    strands 2Q (+Q while a query bin is swapped), seed batch buffers 24 B per seed, 36 B per hit
+    of one semantic chunk, scan scratch, plus 64 MiB headroom.  CPU (host memory): the table
+    and its build histogram 12·4^k, positions 4·R/step, reference bytes and both codes 3R, both
+    query strands with their codes 6Q, one seed batch per thread (36 B per seed) and one
+    semantic chunk's extension arrays (48 B per hit), plus the same headroom.
+    """
+    seeds = m.chunk_size * ((m.weight + 1) if m.transition else 1)
+    positions = 4 * math.ceil(ref_bp / max(m.step, 1))
+    table = 4 ** m.weight
+    if m.backend == "gpu":
+        swap = query_bp if query_bins > 1 else 0
+        scan = 12 * math.ceil(m.chunk_size / 256) + 8 * math.ceil(seeds / 256) \
+            + 8 * math.ceil(m.max_hits / 256)
+        return (4 * table + positions + ref_bp + 2 * query_bp + swap + 36 * m.max_hits
+                + 24 * seeds + 4 * m.chunk_size + scan + HEADROOM)
+    return (12 * table + positions + 3 * ref_bp + 6 * query_bp
+            + max(m.threads, 1) * 36 * seeds + 48 * m.max_hits + HEADROOM)
+
+
+def worst_unit_bytes(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
+                     qry_lengths: Sequence[int]) -> int:
+    """The estimate for the largest reference bin against the largest query bin."""
+    if not plan.ref_bins or not plan.query_bins:
+        return 0
+    packed = [max(bin_bp(bins, lengths)[i] + len(b) - 1 for i, b in enumerate(bins))
+              for bins, lengths in ((plan.ref_bins, ref_lengths), (plan.query_bins, qry_lengths))]
+    return unit_bytes(m, packed[0], packed[1], len(plan.query_bins))
+
+
+def can_split(plan: Plan) -> bool:
+    """Whether halving the targets can still make a bin smaller (records are never split)."""
+    return any(len(b) > 1 for b in plan.ref_bins + plan.query_bins)
+
+
+@dataclass
+class Layout:
+    """A resolved plan and the block-size targets that reproduce it."""
+
+    plan: Plan
+    seq_block_size: int
+    query_block_size: int
+    notes: list[str]
+    fell_back: bool = False  # -B 0 fell back to the default policy (its own layout: line)
+
+
+def plan_within_budget(ref_lengths: Sequence[int], qry_lengths: Sequence[int], target: int,
+                       query_target: int, fits: Callable[[Plan], bool],
+                       describe: Callable[[Plan], str]) -> Layout:
+    """The plan at these targets, halving both until `fits` holds; ValueError when even bins
+    of single records do not fit (records are never split)."""
+    notes: list[str] = []
+    for _ in range(64):
+        plan = make_plan(ref_lengths, qry_lengths, target, query_target)
+        if fits(plan):
+            return Layout(plan, target, query_target, notes)
+        if not can_split(plan) or target <= 1:
+            raise ValueError(describe(plan))
+        notes.append(f"note: {describe(plan)}; halving --seq-block-size to {target // 2} and "
+                     f"--query-block-size to {max(query_target // 2, 1)} (this changes the "
+                     f"plan and its digest)")
+        target, query_target = target // 2, max(query_target // 2, 1)
+    raise ValueError(describe(plan))
+
+
+def auto_ref_bin_count(n_records: int, default_bins: int, workers: int) -> int:
+    """The smallest multiple of W not coarser than the default layout, at most one bin per
+    record."""
+    if n_records == 0:
+        return 0
+    return min(n_records, math.ceil(max(default_bins, 1) / workers) * workers)
+
+
+def auto_layout(ref_lengths: Sequence[int], qry_lengths: Sequence[int], workers: int,
+                query_target: int | None, fits: Callable[[Plan], bool],
+                describe: Callable[[Plan], str]) -> Layout:
+    """`-B 0`: at one worker exactly the default plan; at W >= 2 a count-balanced reference of
+    a multiple of W bins and, when it fits, the whole query in one bin."""
+    ref_total, qry_total = sum(ref_lengths), sum(qry_lengths)
+    if workers <= 1:
+        q = query_target or DEFAULT_BLOCK
+        return plan_within_budget(ref_lengths, qry_lengths, DEFAULT_BLOCK, q, fits, describe)
+    r_def = layout_n_bins(ref_total, DEFAULT_BLOCK, len(ref_lengths))
+    r = auto_ref_bin_count(len(ref_lengths), r_def, workers)
+    ref_bins = balanced_bins_n(ref_lengths, r)
+    seq_target = max(math.ceil(ref_total / r), 1)
+    if query_target is not None:
+        plan = Plan(ref_bins, balanced_bins(qry_lengths, query_target))
+        if not fits(plan):
+            raise ValueError(f"automatic layout (R={r} Q={len(plan.query_bins)}) with the "
+                             f"explicit --query-block-size: {describe(plan)}; drop "
+                             f"--query-block-size or give -B explicitly")
+        return Layout(plan, seq_target, query_target, [])
+    single = Plan(ref_bins, balanced_bins_n(qry_lengths, 1))
+    if fits(single):
+        return Layout(single, seq_target, max(qry_total, 1), [])
+    candidate = Plan(ref_bins, balanced_bins(qry_lengths, DEFAULT_BLOCK))
+    if fits(candidate):
+        return Layout(candidate, seq_target, DEFAULT_BLOCK, [])
+    layout = plan_within_budget(ref_lengths, qry_lengths, DEFAULT_BLOCK, DEFAULT_BLOCK, fits,
+                                describe)
+    layout.notes.insert(0, f"layout: auto W={workers} -> default --seq-block-size "
+                           f"{DEFAULT_BLOCK} --query-block-size {DEFAULT_BLOCK} (candidate "
+                           f"R={r} Q={len(candidate.query_bins)} did not fit the budget)")
+    layout.fell_back = True
+    return layout
+
+
+def layout_line(workers: int, layout: Layout, ref_lengths: Sequence[int]) -> str:
+    """`layout: auto W=… -> --seq-block-size S --query-block-size Q (R=r Q=q, U units)`."""
+    p = layout.plan
+    line = (f"layout: auto W={workers} -> --seq-block-size {layout.seq_block_size} "
+            f"--query-block-size {layout.query_block_size} (R={len(p.ref_bins)} "
+            f"Q={len(p.query_bins)}, {len(p.units)} units)")
+    if layout_n_bins(sum(ref_lengths), layout.seq_block_size, len(ref_lengths)) \
+            != len(p.ref_bins):
+        line += " [these flags do not reproduce R on this input; use --dump-manifest]"
+    return line

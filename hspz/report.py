@@ -1,18 +1,26 @@
-"""Reports: counts, progress, --time tables, --dump-plan / --dump-raw files, --cpu-only counts."""
+"""Reports: progress, `--time` (phase table, `lifecycle:`, peak RSS, the unit ledger and each
+worker's finish and busy times), `--hit-stats`, `--dump-plan`, `--dump-raw`, `--cpu-only`.
+
+Everything here goes to stderr except the files it is asked to write; nothing here decides what
+is computed.
+"""
 
 from __future__ import annotations
 
 import os
+import resource
 import sys
 import time
 
 import numpy as np
 
-from hspz.engine import Context, prepare_query, prepare_reference
-from hspz.options import Options
+from hspz.engine import prepare_query, prepare_reference
+
+LEDGER_COLUMNS = ("ordinal", "worker", "device", "ref_bin", "query_bin", "ref_bp", "query_bp",
+                  "gpu_ms", "host_start_ms", "host_end_ms", "seeds", "hits", "raw_hsps", "hsps")
 
 
-def progress_printer(stream=sys.stderr, every_s: float = 10.0):
+def progress_printer(stream=None, every_s: float = 10.0):
     """A callback printing `progress: k/n units` at most every few seconds, and at the end."""
     last = [time.perf_counter()]
     done = [0]
@@ -21,7 +29,7 @@ def progress_printer(stream=sys.stderr, every_s: float = 10.0):
         done[0] += 1
         now = time.perf_counter()
         if done[0] == total or now - last[0] >= every_s:
-            print(f"progress: {done[0]}/{total} units", file=stream)
+            print(f"progress: {done[0]}/{total} units", file=stream or sys.stderr)
             last[0] = now
 
     return report
@@ -34,22 +42,28 @@ def _atomic_write(path: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def write_plan(path: str, inputs, options: Options) -> None:
-    """`reference|query<TAB>bin<TAB>name<TAB>bp` per record, reference first, unprefixed."""
-    rows = []
-    for side, bins, records in (
-        ("reference", inputs.plan.ref_bins, inputs.reference),
-        ("query", inputs.plan.query_bins, inputs.query),
-    ):
-        for b, members in enumerate(bins):
-            rows += [f"{side}\t{b}\t{records[i].name}\t{len(records[i])}\n" for i in members]
+def write_plan(path: str, source, options=None) -> None:
+    """`reference|query<TAB>bin<TAB>name<TAB>bp` per record, reference first, unprefixed.
+    `source` is a Manifest (names and lengths) or an `Inputs` (records)."""
+    if hasattr(source, "ref_names"):
+        sides = (("reference", source.plan.ref_bins, source.ref_names, source.ref_lengths),
+                 ("query", source.plan.query_bins, source.qry_names, source.qry_lengths))
+    else:
+        sides = tuple((side, bins, [r.name for r in recs], [len(r) for r in recs])
+                      for side, bins, recs in (("reference", source.plan.ref_bins,
+                                                source.reference),
+                                               ("query", source.plan.query_bins, source.query)))
+    rows = [f"{side}\t{b}\t{names[i]}\t{lengths[i]}\n"
+            for side, bins, names, lengths in sides for b, members in enumerate(bins)
+            for i in members]
     _atomic_write(path, "".join(rows).encode())
 
 
 def write_raw(path: str, summary) -> None:
-    """Every pre-dedup HSP: `strand ref_start query_start len score`, block-relative, 0-based."""
+    """Every pre-dedup HSP in ordinal order: `strand ref_start query_start len score`,
+    block-relative, 0-based."""
     parts = []
-    for result in summary.results:
+    for result in sorted(summary.results, key=lambda r: r.ordinal):
         for strand, h in result.raw:
             if len(h):
                 cols = np.stack([h["ref_start"], h["query_start"], h["len"]]).T.astype(np.int64)
@@ -61,19 +75,15 @@ def write_raw(path: str, summary) -> None:
     _atomic_write(path, "".join(parts).encode())
 
 
-def cpu_only(options: Options, inputs) -> int:
+def cpu_only(ctx, plan, ref_records, qry_records) -> int:
     """`-u`: seed and hit counts after CPU preprocessing, without extending."""
     from hspz.engine.cpu import count_unit
 
-    ctx = Context.from_options(options)
-    p = inputs.plan
     seeds = hits = 0
-    queries = [
-        prepare_query(ctx, q, [inputs.query[i] for i in members])
-        for q, members in enumerate(p.query_bins)
-    ]
-    for r, members in enumerate(p.ref_bins):
-        ref = prepare_reference(ctx, r, [inputs.reference[i] for i in members])
+    queries = [prepare_query(ctx, q, [qry_records[i] for i in members])
+               for q, members in enumerate(plan.query_bins)]
+    for r, members in enumerate(plan.ref_bins):
+        ref = prepare_reference(ctx, r, [ref_records[i] for i in members])
         for qry in queries:
             s, h = count_unit(ctx, ref, qry)
             seeds += s
@@ -83,13 +93,62 @@ def cpu_only(options: Options, inputs) -> int:
     return 0
 
 
-def print_time(summary, wall_s: float, stream=sys.stderr) -> None:
-    """The wall-time table by phase and the unit ledger."""
-    print(f"time: wall {wall_s:.3f} s", file=stream)
+def peak_rss_mib() -> tuple[float, float]:
+    """(this process, the largest finished child) peak resident set size in MiB."""
+    me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return me, kids
+
+
+def time_lines(summary, wall_s: float) -> list[str]:
+    """The phase table: main-process phases against wall time, then worker phases summed over
+    workers (they overlap in time when there are several)."""
+    lines = [f"time: {'phase':<28} {'seconds':>9} {'% wall':>7}"]
     for phase, seconds in summary.phases.items():
-        print(f"time: {phase} {seconds:.3f} s", file=stream)
-    print("ledger: ordinal worker device ref_bin query_bin gpu_ms seeds hits raw_hsps hsps",
-          file=stream)
-    for r in sorted(summary.results, key=lambda r: r.ordinal):
-        print(f"ledger: {r.ordinal} {r.worker} {r.device} {r.ref_bin} {r.query_bin} "
-              f"{r.gpu_ms:.3f} {r.seeds} {r.hits} {r.raw_hsps} {r.hsps}", file=stream)
+        lines.append(f"time: {phase:<28} {seconds:>9.3f} {seconds / max(wall_s, 1e-9):>6.1%}")
+    lines.append(f"time: {'wall':<28} {wall_s:>9.3f} {1:>6.1%}")
+    summed: dict[str, float] = {}
+    for rep in summary.reports:
+        for phase, seconds in rep.phases.items():
+            summed[phase] = summed.get(phase, 0.0) + seconds
+    for phase, seconds in summed.items():
+        lines.append(f"time: {'workers: ' + phase:<28} {seconds:>9.3f}  (summed over "
+                     f"{len(summary.reports)} worker(s))")
+    me, kids = peak_rss_mib()
+    worst = max([me, kids] + [r.peak_rss_kib / 1024 for r in summary.reports])
+    lines.append(f"time: peak RSS {me:.1f} MiB (main), {worst:.1f} MiB (largest process)")
+    return lines
+
+
+def lifecycle_line(summary) -> str:
+    """`lifecycle:` ref bins, work units, builds, uploads, query swaps."""
+    reps, m = summary.reports, summary.manifest
+    return (f"lifecycle: {len(m.plan.ref_bins)} ref bins, {len(m.plan.units)} work units, "
+            f"{sum(r.builds for r in reps)} builds, {sum(r.uploads for r in reps)} uploads, "
+            f"{sum(r.query_swaps for r in reps)} query swaps")
+
+
+def ledger_lines(summary) -> list[str]:
+    """The unit ledger in ordinal order, then each worker's finish and busy times."""
+    lines = ["unit ledger:\t" + "\t".join(LEDGER_COLUMNS)]
+    for row in sorted(summary.ledger, key=lambda r: r["ordinal"]):
+        cells = []
+        for c in LEDGER_COLUMNS:
+            v = row[c]
+            cells.append(f"{v:.3f}" if c == "gpu_ms" else f"{v:.2f}" if c.endswith("_ms")
+                         else str(v))
+        lines.append("unit ledger:\t" + "\t".join(cells))
+    for rep in summary.reports:
+        lines.append(f"unit ledger: worker {rep.worker} finished at {rep.finished_ms:.2f} ms, "
+                     f"busy {rep.busy_ms:.2f} ms ({rep.units} units)")
+    return lines
+
+
+def print_time(summary, wall_s: float, stream=None) -> None:
+    for line in time_lines(summary, wall_s) + [lifecycle_line(summary)] + ledger_lines(summary):
+        print(line, file=stream or sys.stderr)
+
+
+def print_hit_stats(hist, stream=None) -> None:
+    for line in hist.report():
+        print(line, file=stream or sys.stderr)

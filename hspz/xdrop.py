@@ -202,22 +202,25 @@ def extend_hits(ref, qry, ref_len, qry_len, mat, xdrop, R, Q):
     if n == 0:
         e = np.empty(0, np.int64)
         return e, e, e, e
-    diag = R - Q
-    order = np.lexsort((R, diag))
-    Rs, Qs, ds = R[order], Q[order], diag[order]
-    starts = np.flatnonzero(np.concatenate(([True], ds[1:] != ds[:-1], [True])))
-    mr, pr, ml, pl = _extend_groups(
-        ref, qry, ref_len, qry_len, mat.ravel().astype(np.int32), int(xdrop), Rs, Qs, ds, starts
-    )
-    score = np.empty(n, np.int64)
-    rs = np.empty(n, np.int64)
-    qs = np.empty(n, np.int64)
-    ln = np.empty(n, np.int64)
-    score[order] = mr + ml
-    rs[order] = Rs - pl
-    qs[order] = Qs - pl
-    ln[order] = pr + pl
-    return score, rs, qs, ln
+    order = np.lexsort((R, R - Q))
+    score, rs, qs, ln = extend_sorted(ref, qry, ref_len, qry_len, mat, xdrop, R[order], Q[order],
+                                      diagonal_starts(R[order] - Q[order]))
+    out = [np.empty(n, np.int64) for _ in range(4)]
+    for dst, src in zip(out, (score, rs, qs, ln), strict=True):
+        dst[order] = src
+    return tuple(out)
+
+
+def diagonal_starts(diag: np.ndarray) -> np.ndarray:
+    """Group boundaries of a diagonal-sorted array (first index of each group, then len)."""
+    return np.flatnonzero(np.concatenate(([True], diag[1:] != diag[:-1], [True])))
+
+
+def extend_sorted(ref, qry, ref_len, qry_len, mat, xdrop, Rs, Qs, starts):
+    """Extension of hits already sorted by (diagonal, R); results in that order."""
+    mr, pr, ml, pl = _extend_groups(ref, qry, ref_len, qry_len, mat.ravel().astype(np.int32),
+                                    int(xdrop), Rs, Qs, Rs - Qs, starts)
+    return mr + ml, Rs - pl, Qs - pl, pr + pl
 
 
 CAP = 64  # steps a first, plain walk may take before a hit is handed to the diagonal sweep

@@ -19,13 +19,15 @@ This module imports CuPy at import time; `hspz.backends` imports it only when a 
 from __future__ import annotations
 
 import functools
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import cupy as cp
 import numpy as np
 
-from hspz import hsp, knobs, plan
+from hspz import hsp, knobs, plan, xdrop
 from hspz.engine import (
     BatchOut,
     Context,
@@ -36,7 +38,7 @@ from hspz.engine import (
     finish_chunk,
     unit_batches,
 )
-from hspz.seed import SeedShape, batch_hits
+from hspz.seed import SeedShape, SeedTable, batch_hits
 from hspz.sequence import SCORE_TABLE, SEED_TABLE
 
 KERNELS = Path(__file__).with_name("kernels")
@@ -49,7 +51,8 @@ _state = {"workers": 1, "threads": 1}
 
 
 def set_threads(threads: int) -> None:
-    _state["threads"] = max(threads, 1)
+    """Host threads for the CPU seeder (`--threads`; 0 = every core)."""
+    _state["threads"] = threads if threads > 0 else (os.cpu_count() or 1)
 
 
 def set_workers(workers: int) -> None:
@@ -177,12 +180,28 @@ def _device_seeds(ctx: Context, dref: DeviceRef, codes, first: int, end: int):
     return lo, counts, None, variants, seeds
 
 
-def _host_seeds(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, first: int, end: int):
-    """The CPU seeder's compact stream, uploaded."""
-    kmers, qpos, lo, counts = batch_hits(qry.seed[strand], ctx.shape, first, end,
-                                         ctx.options.transition, ref.table)
+def _host_seeds(ctx: Context, table: SeedTable, qry: QueryBin, strand: str, chunk):
+    """The CPU seeder's compact stream of one batch (runs on a host thread)."""
+    return batch_hits(qry.seed[strand], ctx.shape, chunk[0], chunk[1], ctx.options.transition,
+                      table)
+
+
+def _upload_seeds(seeds):
+    kmers, qpos, lo, counts = seeds
     return (cp.asarray(lo.astype(np.uint32)), cp.asarray(counts.astype(np.uint32)),
             cp.asarray(qpos), 1, len(kmers))
+
+
+def _prefetched(fn, items: list, depth: int):
+    """fn(item) for each item, in order, computed `depth` ahead on host threads."""
+    with ThreadPoolExecutor(max_workers=max(1, depth)) as pool:
+        pending = [pool.submit(fn, x) for x in items[:depth]]
+        for i in range(len(items)):
+            result = pending[i].result()
+            pending[i] = None
+            if i + depth < len(items):
+                pending.append(pool.submit(fn, items[i + depth]))
+            yield result
 
 
 def _use_device_seeder() -> bool:
@@ -193,17 +212,17 @@ def _use_device_seeder() -> bool:
 class _Batch:
     """Device arrays of one seed batch, shared by its semantic chunks and pieces."""
 
-    def __init__(self, ctx, ref, dref, qry, dqry, strand, chunk):
+    def __init__(self, ctx, ref, dref, qry, dqry, strand, chunk, host_seeds=None):
         self.ctx, self.dref, self.strand = ctx, dref, strand
         self.qcodes, self.qscore = dqry[strand]
         self.qlen = qry.packed[strand].block_len
         first = chunk[0]
         end = min(chunk[1], len(qry.seed[strand]) - ctx.shape.size + 1)
         self.first = first
-        if _use_device_seeder():
-            seeds = _device_seeds(ctx, dref, self.qcodes, first, end)
+        if host_seeds is not None:
+            seeds = _upload_seeds(host_seeds)
         else:
-            seeds = _host_seeds(ctx, ref, qry, strand, first, end)
+            seeds = _device_seeds(ctx, dref, self.qcodes, first, end)
         self.lo, self.counts, self.qpos, self.variants, self.n_seeds = seeds
         self.cum = cp.cumsum(self.counts, dtype=cp.int64)
 
@@ -234,13 +253,8 @@ class _Batch:
              np.int32(ctx.shape.size), out[1], out[2], out[3], out[0], counters[0:1],
              late_r, late_q, counters[1:2]))
         n_out, n_late = (int(x) for x in counters.get())
-        done = [a[:n_out] for a in out]
-        if not n_late:
-            return done
-        late = sweep(ctx, self.dref, self.qscore, self.qlen, mat, late_r[:n_late],
-                     late_q[:n_late])
-        keep = late[0] >= o.hspthresh
-        return [cp.concatenate((d, x[keep])) for d, x in zip(done, late, strict=True)]
+        done = [a[:n_out].get() for a in out]
+        return done, sort_late(late_r[:n_late], late_q[:n_late])
 
     def _bucket_order(self, seed_id, h0: int, n: int, shift: int):
         """Visit hits in reference windows of 2**shift bases (locality; never changes bytes)."""
@@ -265,41 +279,64 @@ def semantic_chunks(cum, max_hits: int, full: bool) -> list[tuple[int, int]]:
     return plan.chunk_walk(cum.get(), max_hits)
 
 
-def sweep(ctx: Context, dref: DeviceRef, qscore, qlen: int, mat, R, Q):
-    """Exact extension of the hits the first pass left unfinished: (score, rs, qs, len)."""
+def sort_late(R, Q):
+    """Late hits sorted by (diagonal, R) on the device, with their group starts, on the host."""
+    if len(R) == 0:
+        return None
     order = cp.lexsort(cp.stack((R, R - Q)))
     R, Q = R[order], Q[order]
     diag = R - Q
     edges = cp.flatnonzero(diag[1:] != diag[:-1]) + 1
     starts = cp.concatenate((cp.zeros(1, cp.int64), edges, cp.asarray([len(R)], cp.int64)))
+    return R.get(), Q.get(), starts.get()
+
+
+def sweep_on_device(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q, starts):
+    """The sweep as a device kernel (thread per diagonal).  Exact, but a long HSP is one
+    thread's serial walk, which the host does about 20x faster: kept for tests and comparison."""
     n, groups = len(R), len(starts) - 1
     scratch = cp.empty(SWEEP_BUFFERS * n, cp.int64)
     res = [cp.empty(n, cp.int64) for _ in range(4)]
+    mat = cp.asarray(ctx.matrix.ravel().astype(np.int32))
     _kernel(ctx.shape, "extend", "sweep_groups")(
         _grid(groups), (BLOCK,),
         (dref.score, qscore, np.int64(dref.len), np.int64(qlen), mat, np.int32(ctx.options.xdrop),
-         R, Q, starts, np.int64(groups), scratch, np.int64(n), *res))
-    return res
+         cp.asarray(R), cp.asarray(Q), cp.asarray(starts), np.int64(groups), scratch, np.int64(n),
+         *res))
+    return [x.get() for x in res]
+
+
+def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, pieces) -> list:
+    """Host half of one semantic chunk: sweep the late hits, gate, dedup (runs on a thread)."""
+    o = ctx.options
+    parts = []
+    for done, late in pieces:
+        parts.append(done)
+        if late is not None:
+            res = xdrop.extend_sorted(ref.score, qry.score[strand], ref.packed.block_len,
+                                      qry.packed[strand].block_len, ctx.matrix, o.xdrop, *late)
+            keep = res[0] >= o.hspthresh
+            parts.append([x[keep] for x in res])
+    cols = [np.concatenate([p[i] for p in parts]) for i in range(4)]
+    return hsp.gate(ref.score, qry.score[strand], *cols, o.hspthresh, o.entropy)
 
 
 def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk, walk_full: bool,
-              buckets: int | None) -> BatchOut:
-    """One seed batch on the device; same BatchOut as the CPU backend."""
-    b = _Batch(ctx, ref, _device_ref(ctx, ref), qry, _device_query(qry), strand, chunk)
+              buckets: int | None, host_seeds, pool: ThreadPoolExecutor):
+    """Device half of one seed batch; returns (counts, futures of its semantic chunks' HSPs)."""
+    b = _Batch(ctx, ref, _device_ref(ctx, ref), qry, _device_query(qry), strand, chunk,
+               host_seeds)
     out = BatchOut(seeds=b.n_seeds, hits=int(b.cum[-1]) if len(b.cum) else 0)
+    futures = []
     for s0, s1 in semantic_chunks(b.cum, ctx.options.max_hits, walk_full):
         h_a, h_b = b.hit_range(s0, s1)
-        parts = [b.survivors(h0, min(h0 + PIECE, h_b), buckets) for h0 in range(h_a, h_b, PIECE)]
-        host = [np.concatenate([p[i].get() for p in parts]) if parts else np.empty(0, np.int64)
-                for i in range(4)]
-        raw = hsp.gate(ref.score, qry.score[strand], host[0], host[1], host[2], host[3],
-                       ctx.options.hspthresh, ctx.options.entropy)
-        finish_chunk(ctx, raw, out, strand)
-    return out
+        pieces = [b.survivors(h0, min(h0 + PIECE, h_b), buckets) for h0 in range(h_a, h_b, PIECE)]
+        futures.append(pool.submit(host_finish, ctx, ref, qry, strand, pieces))
+    return out, futures
 
 
 def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResult:
-    """Every batch of the unit on the current device; GPU time from events around it."""
+    """Every batch of the unit on the current device, the host halves overlapping on threads."""
     k = knobs.read()
     dref = _device_ref(ctx, ref)
     buckets = k.bucket_shift if knobs.buckets_on(k, dref.len) else None
@@ -307,9 +344,21 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResu
     t0 = time.perf_counter()
     start.record()
     jobs = unit_batches(ctx, qry)
-    outs = [run_batch(ctx, ref, qry, strand, chunk, k.chunk_walk_full, buckets)
-            for _, strand, chunk in jobs]
-    stop.record()
+    if _use_device_seeder():
+        seeds = [None] * len(jobs)
+    else:  # the CPU seeder runs ahead of the device on host threads; it needs counts only
+        table = SeedTable(dref.index_table.get(), np.empty(0, np.uint32))
+        seeds = _prefetched(lambda j: _host_seeds(ctx, table, qry, j[1], j[2]), jobs,
+                            _state["threads"])
+    with ThreadPoolExecutor(max_workers=_state["threads"]) as pool:
+        pending = [run_batch(ctx, ref, qry, strand, chunk, k.chunk_walk_full, buckets, s, pool)
+                   for (_, strand, chunk), s in zip(jobs, seeds, strict=True)]
+        stop.record()
+        outs = []
+        for (_, strand, _), (out, futures) in zip(jobs, pending, strict=True):
+            for f in futures:
+                finish_chunk(ctx, f.result(), out, strand)
+            outs.append(out)
     stop.synchronize()
     result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, outs)
     result.gpu_ms = cp.cuda.get_elapsed_time(start, stop)

@@ -4,7 +4,6 @@
 # plan -> work[0..W-1] -> merge under results/<chain>/, where <chain> is the job name for a
 # single query and <name>/000001, <name>/000002, ... (list order) for a list, the numbering
 # `hspZ run --query-list` uses for its job directories.
-import re
 import shlex
 
 
@@ -55,36 +54,30 @@ def plan_input(wildcards):
 
 
 def planned_workers(plan):
-    """Workers in a written plan: `--gpus W` is an upper bound, the plan never uses more workers
-    than it has reference bins, so the work jobs can only be known once the plan exists."""
+    """The `workers N` line of a plan file: `--gpus W` is only an upper bound (never more workers
+    than reference bins), so the work jobs are known once the plan exists."""
     with open(plan) as lines:
-        workers = {m[1] for m in (re.match(r"schedule: worker (\d+)", s) for s in lines) if m}
-    return len(workers)
+        for line in lines:
+            if line.startswith("workers "):
+                return int(line.split()[1])
+    raise ValueError(f"{plan}: no 'workers' line")
 
 
 def work_results(wildcards):
     plan = checkpoints.hspz_plan.get(job=wildcards.job).output.plan
-    return expand(
-        "results/{job}/work/{k}.result", job=wildcards.job, k=range(planned_workers(plan))
-    )
+    workers = range(planned_workers(plan))
+    return expand("results/{job}/work/{k}.result", job=wildcards.job, k=workers)
 
 
-def work_gpus(wildcards):
+def gpus(wildcards):
+    """GPUs for a plan or work job: one, unless the job's backend is cpu."""
     return 0 if CHAINS[wildcards.job][0]["backend"] == "cpu" else 1
-
-
-def device_env(wildcards):
-    """Pins work job k to one of config `gpu_devices` (round robin) when the list is set;
-    otherwise the environment is left alone (SLURM sets CUDA_VISIBLE_DEVICES per job)."""
-    devices = config["gpu_devices"]
-    if not devices or not work_gpus(wildcards):
-        return ""
-    return f"CUDA_VISIBLE_DEVICES={devices[int(wildcards.k) % len(devices)]}"
 
 
 def merge_flags(wildcards):
     job = CHAINS[wildcards.job][0]
-    return "-D" if job["diagonal_partition"] else ""
+    flags = {"-D": job["diagonal_partition"], "-Z": job["tarball"]}
+    return " ".join(flag for flag, wanted in flags.items() if wanted)
 
 
 def final_outputs():

@@ -1,3 +1,4 @@
+# The flags follow the results: -Z takes an optional path and would swallow the first result.
 rule hspz_merge:
     input:
         plan="results/{job}/plan.txt",
@@ -13,6 +14,6 @@ rule hspz_merge:
     conda:
         "../envs/hspz.yaml"
     shell:
-        "hspZ merge --plan {input.plan} --output {output.segments} {params.flags}"
-        " {input.results} > {log} 2>&1"
+        "hspZ merge --plan {input.plan} --output {output.segments} {input.results}"
+        " {params.flags} > {log} 2>&1"
         " && grep '^digest: ' {log} > {output.digest}"

@@ -1,4 +1,6 @@
-# A checkpoint: how many work jobs a chain has is read from the plan it writes.
+# A checkpoint: the number of work jobs is read from the plan it writes. It plans on the kind of
+# device its work jobs get, because the memory preflight sizes bins to the device it sees;
+# HSPZ_LAYOUT_FORCE_WORKERS makes -B 0 lay out for W workers although it sees one GPU.
 checkpoint hspz_plan:
     input:
         unpack(plan_input),
@@ -9,9 +11,13 @@ checkpoint hspz_plan:
     params:
         flags=run_flags,
         workers=setting("workers"),
+        backend=setting("backend"),
     threads: 1
+    resources:
+        gpu=gpus,
     conda:
         "../envs/hspz.yaml"
     shell:
-        "hspZ plan {params.flags} --reference {input.reference} --query {input.query}"
-        " --gpus {params.workers} --output {output.plan} > {log} 2>&1"
+        "HSPZ_LAYOUT_FORCE_WORKERS={params.workers} hspZ plan {params.flags}"
+        " --reference {input.reference} --query {input.query} --gpus {params.workers}"
+        " --backend {params.backend} --output {output.plan} > {log} 2>&1"

@@ -1,3 +1,4 @@
+# Worker k uses device k mod (visible GPUs): one GPU per job under SLURM, spread locally.
 rule hspz_work:
     input:
         plan="results/{job}/plan.txt",
@@ -7,12 +8,11 @@ rule hspz_work:
         "logs/hspz_work/{job}/{k}.log",
     params:
         backend=setting("backend"),
-        device=device_env,
     threads: setting("threads")
     resources:
-        gpu=work_gpus,
+        gpu=gpus,
     conda:
         "../envs/hspz.yaml"
     shell:
-        "{params.device} hspZ work --plan {input.plan} --worker {wildcards.k}"
-        " --output {output.result} --backend {params.backend} --threads {threads} > {log} 2>&1"
+        "hspZ work --plan {input.plan} --worker {wildcards.k} --output {output.result}"
+        " --backend {params.backend} --threads {threads} > {log} 2>&1"

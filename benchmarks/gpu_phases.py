@@ -1,0 +1,62 @@
+"""Time the device phases of one seed batch (GPU events), to see where a batch's time goes.
+
+    python benchmarks/gpu_phases.py REF QUERY [--chunk 0] [--repeat 5]
+
+Prints the median ms of: seeds (device seeder), cumsum, seed ids, first pass, late sort; and the
+hits, survivors and late hits of that batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import cupy as cp
+
+from hspz.engine import Context, gpu, prepare_query, prepare_reference, unit_batches
+from hspz.options import Options
+from hspz.sequence import read_records
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("reference")
+    ap.add_argument("query")
+    ap.add_argument("--chunk", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=5)
+    a = ap.parse_args()
+    ctx = Context.from_options(Options())
+    ref = prepare_reference(ctx, 0, read_records(a.reference))
+    qry = prepare_query(ctx, 0, read_records(a.query))
+    dref, dqry = gpu._device_ref(ctx, ref), gpu._device_query(qry)
+    _, strand, chunk = unit_batches(ctx, qry)[a.chunk]
+    times: dict[str, list[float]] = {}
+
+    def timed(name, fn):
+        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+        e0.record()
+        out = fn()
+        e1.record()
+        e1.synchronize()
+        times.setdefault(name, []).append(cp.cuda.get_elapsed_time(e0, e1))
+        return out
+
+    gpu.set_workers(2)  # device seeder
+    for _ in range(a.repeat):
+        b = timed("batch setup (seeds+cumsum)",
+                  lambda: gpu._Batch(ctx, ref, dref, qry, dqry, strand, chunk))
+        h_b = int(b.cum[-1])
+        done, late = timed("survivors (ids+first pass+late sort)",
+                           lambda b=b, h_b=h_b: b.survivors(0, h_b, None))
+        if late is not None:
+            timed("host sweep+gate", lambda d=done, x=late: gpu.host_finish(
+                ctx, ref, qry, strand, [(d, x)]))
+    print(f"batch {a.chunk} {strand} {chunk}: hits {h_b}, survivors {len(done[0])}, "
+          f"late {0 if late is None else len(late[0])}")
+    for name, t in times.items():
+        med = statistics.median(t[1:] or t)
+        print(f"  {name:40s} {med:8.3f} ms  {med * 1e6 / max(h_b, 1):.3f} ns/hit")
+
+
+if __name__ == "__main__":
+    main()

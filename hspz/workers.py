@@ -1,0 +1,242 @@
+"""Workers: each runs its visits of the schedule on its device and hands every UnitResult back.
+
+One worker runs in the calling process.  Several run one process each (multiprocessing "spawn",
+so each can own a CUDA context): the records are shared through one block of shared memory,
+each process picks its device (`hspz.engine.gpu.use_device`, when the GPU engine offers it) and
+its share of `--threads`, and results travel back as `UnitResult.to_bytes()` images on a queue.
+The caller's `sink` receives results in completion order; the emitter restores plan order.
+
+A worker builds each visited reference bin once and reuses it across the visit's query slice;
+the current query bin is kept until a unit needs another one.  Its report carries the
+lifecycle counts (builds, uploads, query swaps), its busy and finish times and its peak RSS.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import os
+import queue as queue_module
+import resource
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing import shared_memory
+
+import numpy as np
+
+from hspz.engine import Context, UnitResult, prepare_query, prepare_reference
+from hspz.errors import HspzError, RunError
+from hspz.plan import Plan
+from hspz.schedule import Visit
+from hspz.sequence import Record
+
+Sink = Callable[[UnitResult, object], None]  # (result, hit histogram or None)
+
+
+@dataclass
+class WorkerJob:
+    """Everything one worker needs besides the records (picklable)."""
+
+    worker: int
+    device: int
+    visits: list[Visit]
+    ctx: Context
+    plan: Plan
+    engine: str  # module name: hspz.engine.cpu or hspz.engine.gpu
+    threads: int
+    t0: float  # time.perf_counter() origin of the run (CLOCK_MONOTONIC: one clock for all)
+    hit_stats: bool = False
+    workers: int = 1  # how many workers the run has (the GPU engine's default seeder)
+
+
+@dataclass
+class WorkerReport:
+    worker: int
+    device: int
+    units: int = 0
+    builds: int = 0
+    uploads: int = 0
+    query_swaps: int = 0
+    busy_ms: float = 0.0
+    finished_ms: float = 0.0
+    peak_rss_kib: int = 0
+    phases: dict = field(default_factory=dict)
+
+
+def load_engine(job: WorkerJob):
+    """Import the engine, bind this process to its device, tell it its threads and how many
+    workers the run has (each call only where the engine offers it)."""
+    engine = importlib.import_module(job.engine)
+    for name, value in (("use_device", job.device), ("set_threads", job.threads),
+                        ("set_workers", job.workers)):
+        setter = getattr(engine, name, None)
+        if setter is not None:
+            setter(value)
+    return engine
+
+
+def _ms_since(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e3
+
+
+def _add(phases: dict, name: str, t: float) -> None:
+    phases[name] = phases.get(name, 0.0) + (time.perf_counter() - t)
+
+
+def run_worker(job: WorkerJob, ref_records: Sequence[Record], qry_records: Sequence[Record],
+               sink: Sink) -> WorkerReport:
+    """Run one worker's visits in order, handing each result to `sink`."""
+    from hspz.estimate import unit_hit_histogram
+
+    engine = load_engine(job)
+    rep = WorkerReport(job.worker, job.device)
+    ctx, plan = job.ctx, job.plan
+    current = None
+    for visit in job.visits:
+        t = time.perf_counter()
+        members = [ref_records[i] for i in plan.ref_bins[visit.ref_bin]]
+        ref = prepare_reference(ctx, visit.ref_bin, members)
+        _add(rep.phases, "reference build", t)
+        rep.builds += 1
+        rep.uploads += 1
+        for q in range(visit.first, visit.end):
+            if current is None or current.index != q:
+                t = time.perf_counter()
+                current = prepare_query(ctx, q, [qry_records[i] for i in plan.query_bins[q]])
+                _add(rep.phases, "query prepare", t)
+                rep.query_swaps += 1
+            start = _ms_since(job.t0)
+            result = engine.run_unit(ctx, ref, current, visit.ref_bin * len(plan.query_bins) + q)
+            result.host_start_ms, result.host_end_ms = start, _ms_since(job.t0)
+            result.worker, result.device = job.worker, job.device
+            rep.phases["engine"] = rep.phases.get("engine", 0.0) + result.gpu_ms / 1e3
+            rep.busy_ms += result.gpu_ms
+            rep.units += 1
+            extras = None
+            if job.hit_stats:
+                t = time.perf_counter()
+                extras = unit_hit_histogram(ctx, ref, current)
+                _add(rep.phases, "hit stats", t)
+            sink(result, extras)
+    rep.finished_ms = _ms_since(job.t0)
+    rep.peak_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rep
+
+
+# --------------------------------------------------------------------------------------------
+# Several workers: one process each
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SharedRecords:
+    """Records whose bases live in a shared-memory block (names and offsets pickled)."""
+
+    shm_name: str
+    names: list[str]
+    offsets: list[int]
+    lengths: list[int]
+    _shm: object = None
+
+    def attach(self) -> SharedRecords:
+        self._shm = shared_memory.SharedMemory(name=self.shm_name)
+        return self
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, i: int) -> Record:
+        buf = np.ndarray((self.lengths[i],), np.uint8, self._shm.buf, self.offsets[i])
+        return Record(self.names[i], buf)
+
+    def __getstate__(self):
+        return dict(self.__dict__, _shm=None)
+
+
+def share(sides: Sequence[Sequence[Record]]) -> tuple[shared_memory.SharedMemory,
+                                                       list[SharedRecords]]:
+    """Copy every record's bases into one shared-memory block."""
+    total = sum(len(r) for side in sides for r in side)
+    shm = shared_memory.SharedMemory(create=True, size=max(total, 1))
+    out, at = [], 0
+    for side in sides:
+        offsets = []
+        for rec in side:
+            shm.buf[at:at + len(rec)] = rec.seq.tobytes() if len(rec) else b""
+            offsets.append(at)
+            at += len(rec)
+        out.append(SharedRecords(shm.name, [r.name for r in side], offsets,
+                                 [len(r) for r in side]))
+    return shm, out
+
+
+def _child(job: WorkerJob, ref: SharedRecords, qry: SharedRecords, out) -> None:
+    """A worker process: run the job, stream results, then report (or report the failure)."""
+    try:
+        ref.attach()
+        qry.attach()
+
+        def send(result: UnitResult, extras) -> None:
+            out.put(("unit", job.worker, result.to_bytes(), extras))
+
+        out.put(("done", job.worker, run_worker(job, ref, qry, send)))
+    except BaseException as exc:  # reported to the parent, which turns it into one line
+        detail = traceback.format_exc() if os.environ.get("HSPZ_DEBUG") == "1" else ""
+        message = str(exc) if isinstance(exc, HspzError) else f"{type(exc).__name__}: {exc}"
+        out.put(("error", job.worker, message, detail))
+
+
+def run_workers(jobs: Sequence[WorkerJob], ref_records: Sequence[Record],
+                qry_records: Sequence[Record], sink: Sink) -> list[WorkerReport]:
+    """Run every job; one in this process, several in one spawned process each."""
+    if len(jobs) == 1:
+        return [run_worker(jobs[0], ref_records, qry_records, sink)]
+    import multiprocessing
+
+    mp = multiprocessing.get_context("spawn")
+    shm, (ref, qry) = share([ref_records, qry_records])
+    out = mp.Queue()
+    procs = [mp.Process(target=_child, args=(job, ref, qry, out), daemon=True) for job in jobs]
+    try:
+        for p in procs:
+            p.start()
+        return _collect(procs, out, sink, len(jobs))
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+            p.join()
+        shm.close()
+        shm.unlink()
+
+
+def _collect(procs, out, sink: Sink, n: int) -> list[WorkerReport]:
+    reports: dict[int, WorkerReport] = {}
+    suspects: set[int] = set()
+    while len(reports) < n:
+        try:
+            msg = out.get(timeout=1.0)
+        except queue_module.Empty:
+            suspects = _check_alive(procs, reports, suspects)
+            continue
+        kind, worker = msg[0], msg[1]
+        if kind == "unit":
+            sink(UnitResult.from_file(io.BytesIO(msg[2])), msg[3])
+        elif kind == "done":
+            reports[worker] = msg[2]
+        else:
+            if msg[3]:
+                print(msg[3], end="", file=sys.stderr)
+            raise RunError(f"worker {worker} failed: {msg[2]}")
+    return [reports[k] for k in sorted(reports)]
+
+
+def _check_alive(procs, reports: dict, suspects: set[int]) -> set[int]:
+    """Workers found dead twice in a row with nothing left on the queue died unreported."""
+    dead = {k for k, p in enumerate(procs) if k not in reports and p.exitcode is not None}
+    for k in sorted(dead & suspects):
+        raise RunError(f"worker {k} died without reporting (exit code {procs[k].exitcode})")
+    return dead

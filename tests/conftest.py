@@ -1,0 +1,66 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from pathlib import Path
+
+import pytest
+from oracle import cli_args, oracle_run
+
+from hspz.cli import main
+
+Records = list[tuple[str, bytes]]
+
+
+def _write_fasta(path: Path, records: Records) -> None:
+    """Plain FASTA, 70 bases a line (so line joining is exercised too)."""
+    with path.open("wb") as fh:
+        for name, seq in records:
+            fh.write(b">" + name.encode() + b" some description\n")
+            for i in range(0, len(seq), 70):
+                fh.write(seq[i:i + 70] + b"\n")
+
+
+def _describe(got: dict[str, bytes], expected: dict[str, bytes]) -> str:
+    """A unified diff per differing file, hspZ (got) against the oracle (expected)."""
+    parts = []
+    for name in sorted(set(got) | set(expected)):
+        a = expected.get(name, b"").decode().splitlines(keepends=True)
+        b = got.get(name, b"").decode().splitlines(keepends=True)
+        if a != b:
+            parts.append("".join(difflib.unified_diff(a, b, f"oracle/{name}", f"hspZ/{name}")))
+    return "\n".join(parts)
+
+
+class EngineCase:
+    """Runs one input pair through `hspZ run` and through the oracle, under tmp_path."""
+
+    def __init__(self, tmp_path: Path):
+        self.tmp_path = tmp_path
+        self.counter = itertools.count(1)
+
+    def outputs(self, ref: Records, qry: Records, **options):
+        """(hspZ files, oracle files) as {file name: bytes}."""
+        case = self.tmp_path / f"case{next(self.counter)}"
+        case.mkdir()
+        _write_fasta(case / "ref.fa", ref)
+        _write_fasta(case / "qry.fa", qry)
+        out = case / "out"
+        argv = ["run", "-r", str(case / "ref.fa"), "-q", str(case / "qry.fa"), "-o", str(out)]
+        assert main(argv + cli_args(**options)) == 0
+        got = {p.name: p.read_bytes() for p in sorted(out.glob("*.segments"))}
+        return got, oracle_run(case / "ref.fa", case / "qry.fa", **options)
+
+    def __call__(self, ref: Records, qry: Records, **options) -> dict[str, bytes]:
+        """The segments files, after asserting hspZ and the oracle agree byte for byte."""
+        got, expected = self.outputs(ref, qry, **options)
+        assert got == expected, _describe(got, expected)
+        return got
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> EngineCase:
+    """``engine(ref_records, query_records, **oracle_options)`` -> agreed segments files."""
+    return EngineCase(tmp_path)

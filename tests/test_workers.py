@@ -1,0 +1,133 @@
+"""Workers and the schedule end to end (behaviour.md §6): 1 vs 2 vs 3 workers, both partition
+policies, time-sliced workers and thread counts all write the same bytes, `-D` splits and `-Z`
+archives included; the `--time` ledger and lifecycle account for every unit."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from multibin import FLAGS, outputs, write_pair
+
+from hspz.cli import main
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return write_pair(tmp_path_factory.mktemp("pair"))
+
+
+def hspz(capsys, monkeypatch, args, env=None):
+    """Run the CLI in this process; (exit status, stdout, stderr)."""
+    for key in ("HSPZ_UNIT_PARTITION", "HSPZ_CPU_DEVICES"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in (env or {}).items():
+        monkeypatch.setenv(key, value)
+    status = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def baseline(pair, tmp_path_factory):
+    """One worker, in this process: plain files, -D -Z archive and --dump-raw."""
+    out = tmp_path_factory.mktemp("base")
+    ref, qry = pair
+    common = [str(a) for a in ("run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu")]
+    assert main(common + ["-o", str(out / "plain"), "--dump-raw", str(out / "raw.txt")]) == 0
+    assert main(common + ["-o", str(out / "dz"), "-D", "-Z", str(out / "dz.tar.gz")]) == 0
+    return dict(files=outputs(out / "plain"), tar=(out / "dz.tar.gz").read_bytes(),
+                raw=(out / "raw.txt").read_bytes())
+
+
+def ledger(err: str) -> list[dict]:
+    rows = [line.split("\t")[1:] for line in err.splitlines() if line.startswith("unit ledger:\t")]
+    head, body = rows[0], rows[1:]
+    return [dict(zip(head, row, strict=True)) for row in body]
+
+
+def count(err: str, name: str) -> int:
+    return int(re.search(rf"^#{name}: (\d+)$", err, re.M).group(1))
+
+
+@pytest.mark.parametrize("gpus, env, policy", [
+    (2, {"HSPZ_UNIT_PARTITION": "0"}, "whole-bin"),
+    (2, {"HSPZ_UNIT_PARTITION": "1"}, "unit-partition"),
+    (3, {}, "unit-partition"),  # auto: 3 CPU devices of one class
+    (3, {"HSPZ_CPU_DEVICES": "1"}, "whole-bin"),  # time-sliced: 3 workers on one device
+])
+def test_several_workers_write_the_bytes_of_one(pair, baseline, tmp_path, capsys, monkeypatch,
+                                                gpus, env, policy):
+    ref, qry = pair
+    args = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "--gpus", gpus, "-y",
+            "-o", tmp_path / "out", "-D", "-Z", tmp_path / "dz.tar.gz", "-t", "2"]
+    status, _, err = hspz(capsys, monkeypatch, args, env)
+    assert status == 0, err
+    assert (tmp_path / "dz.tar.gz").read_bytes() == baseline["tar"]
+    head = re.search(r"^schedule: policy=(\S+) W=(\d+) visits=(\d+) extra_replicas=(\d+)",
+                     err, re.M)
+    assert head.group(1) == policy and int(head.group(2)) == gpus
+    rows = ledger(err)
+    assert [int(r["ordinal"]) for r in rows] == list(range(10))
+    assert len({r["worker"] for r in rows}) == gpus
+    if "HSPZ_CPU_DEVICES" in env:
+        assert {r["device"] for r in rows} == {"cpu0"}
+        assert "time-slice 1 device" in err
+    assert sum(int(r["hits"]) for r in rows) == count(err, "seed hits")
+    life = re.search(r"^lifecycle: 5 ref bins, 10 work units, (\d+) builds, (\d+) uploads, "
+                     r"(\d+) query swaps$", err, re.M)
+    assert life.group(1) == life.group(2) == head.group(3)
+    assert int(head.group(3)) - 5 == int(head.group(4))
+    assert len(re.findall(r"^unit ledger: worker \d+ finished at [\d.]+ ms, busy [\d.]+ ms",
+                          err, re.M)) == gpus
+
+
+def test_two_workers_plain_files_and_raw_dump_match_one(pair, baseline, tmp_path, capsys,
+                                                        monkeypatch):
+    ref, qry = pair
+    args = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "--gpus", "2",
+            "-o", tmp_path / "out", "--dump-raw", tmp_path / "raw.txt"]
+    status, out, err = hspz(capsys, monkeypatch, args)
+    assert status == 0, err
+    assert outputs(tmp_path / "out") == baseline["files"]
+    assert (tmp_path / "raw.txt").read_bytes() == baseline["raw"]
+    assert re.fullmatch(r"digest: [0-9a-f]{16}\n", out)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_thread_counts_write_the_same_bytes(pair, baseline, tmp_path, capsys, monkeypatch,
+                                            threads):
+    ref, qry = pair
+    args = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-t", threads,
+            "-o", tmp_path / "out"]
+    assert hspz(capsys, monkeypatch, args)[0] == 0
+    assert outputs(tmp_path / "out") == baseline["files"]
+
+
+def test_schedule_lines_have_the_specified_shape(pair, tmp_path, capsys, monkeypatch):
+    ref, qry = pair
+    args = ["plan", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "--gpus", "2",
+            "-o", tmp_path / "plan.txt"]
+    status, _, err = hspz(capsys, monkeypatch, args, {"HSPZ_UNIT_PARTITION": "1"})
+    assert status == 0, err
+    lines = [line for line in err.splitlines() if line.startswith("schedule:")]
+    assert re.fullmatch(r"schedule: policy=unit-partition W=2 visits=6 extra_replicas=1 "
+                        r"\(forced by HSPZ_UNIT_PARTITION=1\)", lines[0])
+    visit = r"R\d+\[\d+\.\.\d+\)"
+    for k, line in enumerate(lines[1:3]):
+        assert re.fullmatch(rf"schedule: worker {k} device cpu{k}: {visit}( {visit})* "
+                            rf"units=5 visits=\d+", line), line
+    assert lines[3] == "schedule: device mapping: worker0->cpu0 worker1->cpu1"
+
+
+def test_hit_stats_count_every_seed_and_hit(pair, tmp_path, capsys, monkeypatch):
+    ref, qry = pair
+    args = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-d",
+            "-o", tmp_path / "out"]
+    status, _, err = hspz(capsys, monkeypatch, args)
+    assert status == 0, err
+    rows = re.findall(r"^hit-stats: (\S+) +(\d+) +[\d.]+%$", err, re.M)
+    assert [label for label, _ in rows] == ["0", "1", "2-4", "5-32", "33-256", ">256"]
+    assert sum(int(n) for _, n in rows) == count(err, "seeds")
+    assert re.search(r"^hit-stats: non-empty seeds: mean [\d.]+  median \d+  p95 \d+  p99 \d+  "
+                     r"max \d+$", err, re.M)
