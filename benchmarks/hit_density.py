@@ -1,7 +1,8 @@
 """Exact seed-hit count of a (reference, query) pair for the default hspZ seed, vectorised.
 
-Owns `count_hits`, `kmer_histogram`, `kmer_codes`, `transition_neighbourhood` and the CLI
-(`python benchmarks/hit_density.py REF QUERY` or `--simulate REF_MBP QUERY_MBP`).
+Owns `count_hits`, `kmer_histogram`, `kmer_codes`, `transition_neighbourhood`, the rough
+`estimate_gate` and the CLI (`python benchmarks/hit_density.py REF QUERY`, or
+`--simulate REF_MBP QUERY_MBP [--set FIELD=VALUE ...]`; `--gate-sample N` adds the estimate).
 
 The seed is the 12of19 spaced seed `TTT0T00TT00T0T0TTTT` with one transition allowed: every
 query position whose 19 bytes are all uppercase ACGT emits its 12-care-base k-mer and the 12
@@ -14,7 +15,9 @@ bytes: lowercase and N never seed).  So
 with both histograms over the 4^12 codes (2 bits a base, A=0 C=1 G=2 T=3, so a transition is
 XOR 2 at a care position).  `count_hits` gives the plus strand of the query and, separately, its
 minus strand (the reverse complement of each query record seeded the same way).  Density is
-hits / (reference bp x query bp).
+hits / (reference bp x query bp); hspZ and LASTZ search both strands by default, so compare
+real runs with `density_both`.  Not modelled: the reference table's skipped position 0 of
+each bin (behaviour.md: at step 1 the first position is never indexed), a few hits per bin.
 """
 
 from __future__ import annotations

@@ -3,24 +3,34 @@
 Owns `PairSpec`, `simulate_pair`, `simulate_queries`, `write_pair`, `spec_digest` and the CLI
 (`python benchmarks/simulate.py --help`).  Both genomes come from one ancestor:
 
-* ancestor: background with isochore-like GC windows and CpG depletion, plus "shared" repeats
-  that predate the split: SINE-like (~300 bp, poly-A tail) and LINE-like (~6 kbp, mostly
-  5'-truncated) families, microsatellites and tandem repeats.  Repeat copies are soft-masked
-  (lowercase) unless the simulated masker "misses" them (the `*_unmasked_fraction` knobs).
+* ancestor: background with isochore-like GC windows and CpG depletion, plus the interspersed
+  repeats older than the split: SINE-like (~300 bp, poly-A tail) and LINE-like (~6 kbp, mostly
+  5'-truncated) copies of a few families.  Repeat copies are soft-masked (lowercase) unless the
+  simulated masker misses them (`*_unmasked_fraction`, pieces shorter than `mask_min_bp`).
 * reference: every ancestral chromosome, evolved a little (`ref_branch` substitutions/site),
-  plus its own lineage-specific repeat insertions, segmental duplications and N gaps.
-* query: a contiguous (or sampled) portion of the ancestor, with `1 - ancestral_kept` of it
-  replaced by fresh sequence, evolved so that it differs from the reference by `divergence`
-  substitutions/site (transition-biased, ts/tv = `ts_tv`), small indels, its own repeat
-  insertions, segmental duplications, inversions, translocations and N gaps.
+  plus its own young repeats (families descended from the old ones), microsatellites, short
+  A/T-rich tracts, tandem repeats, segmental duplications and N gaps.
+* query: a contiguous (or sampled) portion of the ancestor evolved so that it differs from the
+  reference by `divergence` substitutions/site (HKY, transition-biased, ts/tv = `ts_tv`, GC kept
+  at `gc_mean`) with small indels; `1 - ancestral_kept` of it is then replaced by sequence the
+  reference lacks; then its own repeats, segmental duplications, inversions, translocations and
+  N gaps.  Low-complexity repeats are lineage-specific in both genomes, so seed-hit density
+  hardly depends on `divergence`.
 
 The reference depends only on the fields outside `QUERY_FIELDS` (and on `query_mbp` only when
 it exceeds `ref_mbp`), so queries with other `query_seed`s run against the same reference.
 
 Everything is vectorised numpy on uint8 ASCII arrays (ACGTacgtN); Python loops run once per
 chromosome, per chunk of 16 Mbp, per segmental duplication or per rearrangement, never per base
-or per repeat copy.  The defaults are calibrated (see `benchmarks/hit_density.py`) so that the
-12of19 transition seed hits ~6.3e-7 times per bp² like 4 Mbp of mouse chr19 against human chr20.
+or per repeat copy.
+
+Calibration (benchmarks/hit_density.py): the real hg38 chr20 (64 Mbp) x mm39 4 Mbp run gives
+162e6 hits of the 12of19 transition seed, 6.3e-7 per bp² with both strands (hspZ's default).
+The defaults give 6.3e-7..7.3e-7 (both strands; half that per strand) at 64 x 4 and 20 x 2 Mbp,
+with about half of each genome lowercase.  The share of hits that pass the 3000 score gate
+(real: 0.017%) depends on divergence and ancestral_kept: about 0.3% (64 x 4) to 1% (20 x 2) at
+the default divergence 0.15, about 0.02% at divergence 0.4 (a rough x-drop estimate,
+`hit_density.estimate_gate`; the engine's count is the real one).
 """
 
 from __future__ import annotations

@@ -255,7 +255,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     _writable_file("--dump-raw", ns.dump_raw)
     req.dump_raw, req.time, req.hit_stats, req.cpu_only = (ns.dump_raw, ns.time, ns.hit_stats,
                                                            ns.cpu_only)
-    return pipeline.run_command(req, backends.select(options))
+    return pipeline.run_command(req, lambda: backends.select(options))
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:
@@ -264,7 +264,7 @@ def cmd_plan(ns: argparse.Namespace) -> int:
     options = options_from_args(ns)
     req = _request(ns, options)
     _writable_file("--output", ns.output)
-    return pipeline.plan_command(req, backends.select(options))
+    return pipeline.plan_command(req, lambda: backends.select(options))
 
 
 def cmd_work(ns: argparse.Namespace) -> int:
@@ -275,8 +275,9 @@ def cmd_work(ns: argparse.Namespace) -> int:
     backend = parse_choice("--backend", ns.backend, ("auto", "gpu", "cpu"))
     device = None if ns.device is None else parse_int("--device", ns.device, 0)
     _writable_file("--output", ns.output)
-    engine = backends.select(Options(backend=backend, threads=threads))
-    return pipeline.work_command(ns.plan, worker, ns.output, engine, threads, device)
+    options = Options(backend=backend, threads=threads)
+    return pipeline.work_command(ns.plan, worker, ns.output, lambda: backends.select(options),
+                                 threads, device)
 
 
 def cmd_merge(ns: argparse.Namespace) -> int:

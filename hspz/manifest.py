@@ -313,8 +313,8 @@ def check_flags(m: Manifest, given: Options, explicit: Iterable[str], matrix: np
             continue
         mine, frozen = getattr(given, name), getattr(m.options, name)
         allowed = {frozen, m.requested.get(name, frozen)}
-        if name == "seed":
-            mine, frozen, allowed = given.pattern, m.options.pattern, {m.options.pattern}
+        if name == "seed":  # a named seed and its pattern are the same seed
+            allowed = {frozen, m.options.pattern} if given.pattern == m.options.pattern else set()
         if mine not in allowed:
             raise UsageError(f"{source}: {_flag(name)} ({_value(mine)}) differs from the "
                              f"frozen value ({_value(frozen)}); replay never replans")

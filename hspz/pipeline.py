@@ -338,7 +338,7 @@ def freeze(f: Freeze, ref: list[Record], qry: list[Record]) -> Manifest:
 
 
 def replay(m: Manifest, options: Options, explicit: set[str], ref: list[Record],
-           qry: list[Record], source: str, f: Freeze | None = None) -> Manifest:
+           qry: list[Record], source: str) -> Manifest:
     """Validate a frozen manifest against this run's flags and inputs; fail, never replan."""
     check_version(m, source)
     matrix = None
@@ -346,10 +346,6 @@ def replay(m: Manifest, options: Options, explicit: set[str], ref: list[Record],
         matrix = resolve_matrix(options.xdrop, options.scoring, options.ambiguous)
     check_flags(m, options, explicit, matrix, source)
     check_inputs(m, records_digest(ref), records_digest(qry), source)
-    if f is not None:
-        fits, describe = memory_fits(f, m.options.max_hits, m.ref_lengths, m.qry_lengths)
-        if not fits(m.plan):
-            raise UsageError(f"{source}: {describe(m.plan)}; a frozen plan is never replanned")
     return m
 
 
@@ -503,15 +499,27 @@ def say(lines) -> None:
         print(line, file=sys.stderr)
 
 
-def prepare(req: Request, devices: scheduling.Devices, ref: list[Record], qry: list[Record],
-            digests: bool) -> Manifest:
-    """The frozen job: replayed from --from-manifest, or planned from the flags."""
+def load_manifest(req: Request, ref: list[Record], qry: list[Record]) -> Manifest | None:
+    """--from-manifest, validated against this run's flags and inputs (not yet its budget)."""
     from hspz.manifest import read_manifest
 
-    if req.from_manifest:
-        m = read_manifest(req.from_manifest)
-        f = Freeze(req.options, devices, m.matrix)
-        return replay(m, req.options, req.explicit, ref, qry, req.from_manifest, f)
+    if not req.from_manifest:
+        return None
+    m = read_manifest(req.from_manifest)
+    return replay(m, req.options, req.explicit, ref, qry, req.from_manifest)
+
+
+def prepare(req: Request, devices: scheduling.Devices, ref: list[Record], qry: list[Record],
+            digests: bool, loaded: Manifest | None = None) -> Manifest:
+    """The frozen job: a loaded manifest checked against the budget, or planned from flags."""
+    if loaded is not None:
+        fits, describe = memory_fits(Freeze(req.options, devices, loaded.matrix),
+                                     loaded.options.max_hits, loaded.ref_lengths,
+                                     loaded.qry_lengths)
+        if not fits(loaded.plan):
+            raise UsageError(f"{req.from_manifest}: {describe(loaded.plan)}; a frozen plan is "
+                             f"never replanned")
+        return loaded
     o = req.options
     matrix = resolve_matrix(o.xdrop, o.scoring, o.ambiguous)
     f = Freeze(o, devices, matrix, digests or bool(req.dump_manifest))
@@ -537,18 +545,21 @@ def schedule_for(m: Manifest, gpus: int, devices: scheduling.Devices) -> schedul
     return sched
 
 
-def run_command(req: Request, engine) -> int:
-    """`hspZ run`: plan, schedule, run the workers, emit, report."""
+def run_command(req: Request, select) -> int:
+    """`hspZ run`: read, plan, schedule, run the workers, emit, report.  `select()` picks the
+    engine once the inputs have been read, so bad input is reported before backend notes."""
     from hspz import report
 
     t0 = time.perf_counter()
     summary = Summary()
     o = req.options
-    devices = devices_for(engine, o.gpus)
     with timed(summary.phases, "input"):
         ref, qry = read_side(req.reference, "reference"), read_side(req.query, "query")
     with timed(summary.phases, "plan"):
-        m = prepare(req, devices, ref, qry, False)
+        loaded = load_manifest(req, ref, qry)
+        engine = select()
+        devices = devices_for(engine, o.gpus)
+        m = prepare(req, devices, ref, qry, False, loaded)
     write_dumps(req, m)
     if req.cpu_only:
         return report.cpu_only(context_of(m), m.plan, ref, qry)
@@ -567,13 +578,14 @@ def run_command(req: Request, engine) -> int:
     return 0
 
 
-def plan_command(req: Request, engine) -> int:
+def plan_command(req: Request, select) -> int:
     """`hspZ plan`: freeze the plan and the schedule for --gpus workers into one file."""
     from hspz.manifest import plan_text, write_text
 
-    devices = devices_for(engine, req.options.gpus)
     ref, qry = read_side(req.reference, "reference"), read_side(req.query, "query")
-    m = prepare(req, devices, ref, qry, True)
+    loaded = load_manifest(req, ref, qry)
+    devices = devices_for(select(), req.options.gpus)
+    m = prepare(req, devices, ref, qry, True, loaded)
     write_dumps(req, m)
     sched = schedule_for(m, req.options.gpus, devices)
     text = plan_text(m, sched, os.path.abspath(req.reference), os.path.abspath(req.query))
@@ -584,7 +596,7 @@ def plan_command(req: Request, engine) -> int:
     return 0
 
 
-def work_command(plan_path: str, worker: int, output: str, engine, threads: int,
+def work_command(plan_path: str, worker: int, output: str, select, threads: int,
                  device: int | None = None) -> int:
     """`hspZ work`: run one worker's units of a plan file into one results file."""
     from hspz.manifest import read_plan, write_results
@@ -597,6 +609,7 @@ def work_command(plan_path: str, worker: int, output: str, engine, threads: int,
     check_version(m, plan_path)
     ref, qry = read_side(pf.reference, "reference"), read_side(pf.query, "query")
     check_inputs(m, records_digest(ref), records_digest(qry), plan_path)
+    engine = select()
     if device is None:
         device = worker % devices_for(engine, sched.workers).count
     t0 = time.perf_counter()
@@ -641,11 +654,8 @@ def estimate_command(req: Request, stride: int) -> int:
     """`hspZ hits-estimate`: the exact seed hits of every unit, by histogram dot products."""
     t0 = time.perf_counter()
     ref, qry = read_side(req.reference, "reference"), read_side(req.query, "query")
-    if req.from_manifest:
-        from hspz.manifest import read_manifest
-
-        m = read_manifest(req.from_manifest)
-        replay(m, req.options, req.explicit, ref, qry, req.from_manifest)
+    m = load_manifest(req, ref, qry)
+    if m is not None:
         ctx, p = context_of(m), m.plan
     else:
         ctx = Context(req.options, SeedShape.from_pattern(req.options.pattern),

@@ -262,6 +262,22 @@ def test_soft_masked_bases_neither_seed_nor_extend(engine, rng, masked):
                      + line("r", 401, 1000, "q", 401, 1000, "+", pair_score(seq[400:], seq[400:]))}
 
 
+def test_dedup_compares_with_the_previous_sorted_hsp_not_the_last_kept(engine, rng):
+    a, b, c = dna(rng, 60), dna(rng, 18) + b"A", dna(rng, 60)
+    mid = a + dna(rng, 2) + b + dna(rng, 3) + c
+    ref = dna(rng, 50) + mid + dna(rng, 50)
+    qry = a + b"NN" + b + b"NNN" + c
+    files = engine([("r", ref)], [("q", qry)], xdrop=3000, hspthresh=1000)
+    # one diagonal: A (>2000) NN (-2000) B (19 bp, < 2000) NNN (-3000) C (>3000), x-drop 3000.
+    # anchors in A: right drops 2000 - B + 3000 > 3000 -> [A]
+    # anchors in B: both dips pass, A and C repay them -> [A..C]
+    # anchors in C: left drops 3000 - B + 2000 > 3000 -> [C]
+    # sorted: [A], [A..C] (contains [A]: dropped), [C] (inside its predecessor [A..C]: dropped,
+    # although nothing kept contains it)
+    assert files == {"tmp1.block0.r0.plus.segments": line("r", 51, 110, "q", 1, 60, "+",
+                                                          pair_score(a, a))}
+
+
 def test_scoring_file_plus100_minus50(engine, rng, tmp_path):
     matrix = tmp_path / "score.txt"
     matrix.write_text("# +100/-50\nfill_score = -50\n   A    C    G    T\n"

@@ -96,6 +96,11 @@ def _ptr(array):
     return np.uint64(0) if array is None else array
 
 
+def _padded(codes):
+    """Score codes with 8 spare bytes, so the walks' aligned 4-byte reads stay in bounds."""
+    return cp.concatenate((codes, cp.full(8, 7, cp.uint8)))
+
+
 def _luts():
     return cp.asarray(SEED_TABLE), cp.asarray(SCORE_TABLE)
 
@@ -112,7 +117,7 @@ class DeviceRef:
         seed_lut, score_lut = _luts()
         buf = cp.asarray(ref.packed.buf)
         codes = seed_lut[buf]
-        self.score = score_lut[buf]
+        self.score = _padded(score_lut[buf])
         self.len = ref.packed.block_len
         self.index_table, self.pos_table = build_table(ctx.shape, ctx.options.step, codes,
                                                        self.len)
@@ -154,7 +159,7 @@ def _device_query(qry: QueryBin) -> dict:
         dev = {}
         for strand, packed in qry.packed.items():
             buf = cp.asarray(packed.buf)
-            dev[strand] = (seed_lut[buf], score_lut[buf])
+            dev[strand] = (seed_lut[buf], _padded(score_lut[buf]))
         qry._device = dev
     return dev
 
