@@ -56,14 +56,19 @@ for _a, _b in zip(b"ACGTacgt", b"TGCAtgca", strict=True):
     _COMPLEMENT[_a] = _b
 
 
+def _code_chunks(seq: np.ndarray) -> Iterable[tuple[int, np.ndarray, np.ndarray]]:
+    """(first position, valid mask, codes) over windows of _CHUNK seed positions."""
+    n = seq.size - SPAN + 1
+    for start in range(0, max(n, 0), _CHUNK):
+        stop = min(n, start + _CHUNK)
+        yield (start, *_chunk_codes(seq[start : stop + SPAN - 1]))
+
+
 def kmer_codes(seq: np.ndarray, positions: bool = False):
     """Codes (uint32) of the seedable positions of one sequence (all 19 bytes uppercase ACGT);
     with `positions`, (positions, codes)."""
-    n = seq.size - SPAN + 1
     pos_parts, code_parts = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.uint32)]
-    for start in range(0, max(n, 0), _CHUNK):
-        stop = min(n, start + _CHUNK)
-        valid, code = _chunk_codes(seq[start : stop + SPAN - 1])
+    for start, valid, code in _code_chunks(seq):
         code_parts.append(code[valid])
         if positions:
             pos_parts.append(start + np.flatnonzero(valid))
@@ -90,7 +95,8 @@ def kmer_histogram(records: Iterable[np.ndarray], minus: bool = False) -> np.nda
     for seq in records:
         if minus:
             seq = _COMPLEMENT[seq[::-1]]
-        hist += np.bincount(kmer_codes(seq), minlength=BINS)
+        for _, valid, code in _code_chunks(seq):
+            hist += np.bincount(code[valid], minlength=BINS)
     return hist
 
 

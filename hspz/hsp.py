@@ -37,11 +37,29 @@ def _entropy(ref, qry, rs, qs, ln):
 
 @numba.njit(cache=True, nogil=True)
 def _gate(ref, qry, total, rs, qs, ln, thresh, use_entropy, keep, score):
+    """Score and entropy gate.  Hits on one walk give the same HSP many times, so the entropy
+    of each distinct (ref_start, query_start, len) is counted once (an exact open-address table)."""
+    size = 1
+    while size < 2 * len(total):
+        size *= 2
+    slot_of = np.full(size, -1, np.int64)
+    ent_of = np.ones(len(total), np.float64)
     for i in range(len(total)):
         t = total[i]
         ent = 1.0
         if use_entropy and thresh <= t <= 3 * thresh:
-            ent = _entropy(ref, qry, rs[i], qs[i], ln[i])
+            h = (rs[i] * 0x2545F4914F6CDD1D + qs[i] * 0x165667B19E3779F9 + ln[i]) & (size - 1)
+            while True:
+                j = slot_of[h]
+                if j < 0:
+                    slot_of[h] = i
+                    ent = _entropy(ref, qry, rs[i], qs[i], ln[i])
+                    break
+                if rs[j] == rs[i] and qs[j] == qs[i] and ln[j] == ln[i]:
+                    ent = ent_of[j]
+                    break
+                h = (h + 1) & (size - 1)
+            ent_of[i] = ent
         gate = np.float64(np.float32(t)) * ent
         keep[i] = int(gate) >= thresh
         score[i] = int(t * ent)
