@@ -118,10 +118,12 @@ class Emitter:
         else:
             for name in self.written:
                 os.replace(self.stage / name, self.outdir / name)
-        shutil.rmtree(self.stage, ignore_errors=True)
+            self.created = False  # OUT is the result, even with no files in it
+        self.abort()  # the stage, and an OUT made only for staging a -Z archive elsewhere
         return digest
 
     def abort(self) -> None:
+        """Remove the stage (and OUT when this emitter created it and it is empty)."""
         shutil.rmtree(self.stage, ignore_errors=True)
         if self.created and self.outdir.is_dir() and not any(self.outdir.iterdir()):
             self.outdir.rmdir()

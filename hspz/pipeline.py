@@ -20,6 +20,7 @@ import math
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,7 +202,7 @@ def _cgroup_free() -> int | None:
         while d.is_relative_to(root):
             limit, used = _read_int(d / files[0]), _read_int(d / files[1])
             if limit is not None and used is not None:
-                best = min(best or limit - used, limit - used)
+                best = limit - used if best is None else min(best, limit - used)
             if d == root:
                 break
             d = d.parent
@@ -276,7 +277,8 @@ def memory_fits(f: Freeze, max_hits: int, ref_lengths: list[int], qry_lengths: l
     workers = max(1, o.gpus)
     threads = per_worker_threads(o.threads, workers) or os.cpu_count() or 1
     model = planning.MemoryModel(devices.backend, SeedShape.from_pattern(o.pattern).weight,
-                                 o.step, max_hits, o.wga_chunk_size, o.transition, threads)
+                                 o.step, resident_hits(devices, max_hits), o.wga_chunk_size,
+                                 o.transition, threads)
     budget = device_budget(devices, workers)
 
     def need(p: planning.Plan) -> int:
@@ -292,6 +294,16 @@ def memory_fits(f: Freeze, max_hits: int, ref_lengths: list[int], qry_lengths: l
                 f"worker, over the {budget / 2**30:.2f} GiB budget of {workers} worker(s)")
 
     return fits, describe
+
+
+def resident_hits(devices: scheduling.Devices, max_hits: int) -> int:
+    """Hits of one semantic chunk held at once: all of them on the CPU; on the GPU at most the
+    engine's physical piece (how it streams a chunk never changes bytes)."""
+    if devices.backend != "gpu":
+        return max_hits
+    from hspz.engine import gpu
+
+    return min(max_hits, getattr(gpu, "PIECE", max_hits))
 
 
 def plan_layout(f: Freeze, max_hits: int, ref_lengths: list[int],
@@ -669,31 +681,36 @@ def estimate_command(req: Request, stride: int) -> int:
     sys.stdout.write("".join("\t".join(str(x) for x in row) + "\n" for row in rows))
     me = estimate_peak_mib()
     say(f"hits-estimate: R={len(p.ref_bins)} Q={len(p.query_bins)} stride={stride} "
-        f"query_hist_s={times[0]:.3f} ref_hist_s={times[1]:.3f} dot_s={times[2]:.3f} "
-        f"total_s={time.perf_counter() - t0:.3f} peak_rss_mib={me:.0f}")
+        f"threads={req.options.threads or os.cpu_count()} query_s={times[0]:.3f} "
+        f"reference_s={times[1]:.3f} total_s={time.perf_counter() - t0:.3f} "
+        f"peak_rss_mib={me:.0f}")
     return 0
 
 
 def estimate_rows(ctx: Context, p: planning.Plan, ref: list[Record], qry: list[Record],
                   stride: int) -> tuple[list[tuple[int, ...]], list[float]]:
-    """(ref_bin, query_bin, ref_bp, query_bp, hits) per unit, in ordinal order; phase times."""
-    times = [0.0, 0.0, 0.0]
-    t = time.perf_counter()
-    folded = [estimate.query_histogram(ctx, [qry[i] for i in b], stride) for b in p.query_bins]
-    times[0] = time.perf_counter() - t
+    """(ref_bin, query_bin, ref_bp, query_bp, hits) per unit, in ordinal order, and the wall
+    seconds of the query and reference stages.  Bins run on `--threads` threads (the histogram
+    passes release the GIL); one reference histogram per thread is alive at a time."""
+    threads = ctx.options.threads or os.cpu_count() or 1
     ref_bp = planning.bin_bp(p.ref_bins, [len(r) for r in ref])
     qry_bp = planning.bin_bp(p.query_bins, [len(r) for r in qry])
-    rows = []
-    for r, members in enumerate(p.ref_bins):
-        t = time.perf_counter()
-        hist = estimate.reference_histogram([ref[i] for i in members], ctx.shape,
+
+    def query_side(members: tuple[int, ...]) -> np.ndarray:
+        return estimate.query_histogram(ctx, [qry[i] for i in members], stride)
+
+    def reference_side(r: int) -> list[tuple[int, ...]]:
+        hist = estimate.reference_histogram([ref[i] for i in p.ref_bins[r]], ctx.shape,
                                             ctx.options.step)
-        times[1] += time.perf_counter() - t
+        return [(r, q, ref_bp[r], qry_bp[q], estimate.unit_hits(hist, f) * stride)
+                for q, f in enumerate(folded)]
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
         t = time.perf_counter()
-        rows += [(r, q, ref_bp[r], qry_bp[q], estimate.unit_hits(hist, f) * stride)
-                 for q, f in enumerate(folded)]
-        times[2] += time.perf_counter() - t
-    return rows, times
+        folded = list(pool.map(query_side, p.query_bins))
+        t1 = time.perf_counter()
+        rows = [row for part in pool.map(reference_side, range(len(p.ref_bins))) for row in part]
+    return rows, [t1 - t, time.perf_counter() - t1]
 
 
 def estimate_peak_mib() -> float:

@@ -200,7 +200,7 @@ class MemoryModel:
     backend: str  # "cpu" (host bytes) or "gpu" (device bytes)
     weight: int  # care positions of the seed
     step: int
-    max_hits: int
+    max_hits: int  # hits of one semantic chunk resident at once
     chunk_size: int
     transition: bool
     threads: int = 1

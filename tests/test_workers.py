@@ -131,3 +131,21 @@ def test_hit_stats_count_every_seed_and_hit(pair, tmp_path, capsys, monkeypatch)
     assert sum(int(n) for _, n in rows) == count(err, "seeds")
     assert re.search(r"^hit-stats: non-empty seeds: mean [\d.]+  median \d+  p95 \d+  p99 \d+  "
                      r"max \d+$", err, re.M)
+
+
+def test_a_failing_worker_process_fails_the_run_with_one_line(pair, tmp_path):
+    from hspz.engine import Context
+    from hspz.errors import RunError
+    from hspz.options import Options
+    from hspz.plan import Plan
+    from hspz.schedule import Visit
+    from hspz.sequence import read_records
+    from hspz.workers import WorkerJob, run_workers
+
+    ref, qry = (read_records(p) for p in pair)
+    ctx = Context.from_options(Options())
+    plan = Plan(((0,), (1,)), ((0,),))
+    jobs = [WorkerJob(k, k, [Visit(k, 0, 1)], ctx, plan, "hspz.engine.missing", 1, 0.0)
+            for k in range(2)]
+    with pytest.raises(RunError, match=r"worker \d failed: ModuleNotFoundError"):
+        run_workers(jobs, ref, qry, lambda result, extras: None)

@@ -327,7 +327,7 @@ def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, pieces) -
                                       qry.packed[strand].block_len, ctx.matrix, o.xdrop, *late)
             keep = res[0] >= o.hspthresh
             parts.append([x[keep] for x in res])
-    cols = [np.concatenate([p[i] for p in parts]) for i in range(4)]
+    cols = [np.concatenate([p[i] for p in parts] or [np.empty(0, np.int64)]) for i in range(4)]
     return hsp.gate(ref.score, qry.score[strand], *cols, o.hspthresh, o.entropy)
 
 
