@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import gzip
 import os
-import zlib
 import shutil
+import zlib
 from pathlib import Path
 
 import numpy as np
