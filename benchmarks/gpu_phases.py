@@ -46,13 +46,14 @@ def main() -> None:
         b = timed("batch setup (seeds+cumsum)",
                   lambda: gpu._Batch(ctx, ref, dref, qry, dqry, strand, chunk))
         h_b = int(b.cum[-1])
-        done, late = timed("survivors (ids+first pass+late sort)",
+        done, late = timed("device: ids, first pass, late sweep",
                            lambda b=b, h_b=h_b: b.survivors(0, h_b, None))
         if late is not None:
             timed("host sweep+gate", lambda d=done, x=late: gpu.host_finish(
                 ctx, ref, qry, strand, [(d, x)]))
-    print(f"batch {a.chunk} {strand} {chunk}: hits {h_b}, survivors {len(done[0])}, "
-          f"late {0 if late is None else len(late[0])}")
+    kept = sum(len(part[0]) for part in done)
+    print(f"batch {a.chunk} {strand} {chunk}: hits {h_b}, kept on device {kept}, "
+          f"late for the host {0 if late is None else len(late[0])}")
     for name, t in times.items():
         med = statistics.median(t[1:] or t)
         print(f"  {name:40s} {med:8.3f} ms  {med * 1e6 / max(h_b, 1):.3f} ns/hit")

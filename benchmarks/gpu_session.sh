@@ -10,8 +10,9 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.used --format=csv
 bench() {  # name ref query backend [env...]
   local name=$1 ref=$2 qry=$3 backend=$4; shift 4
   env "$@" timeout 300 python3 -m hspz benchmark -r "$ref" -q "$qry" --backend "$backend" -t 16 \
-    --warmup 1 --iterations 3 --json $OUT/bench.jsonl > $OUT/b_$name.log 2>&1
-  echo "$name $backend $*: $(tail -1 $OUT/b_$name.log)"
+    --warmup 1 --iterations 3 --json $OUT/bench.jsonl > /tmp/b_$name.log 2>&1
+  cat /tmp/b_$name.log >> $OUT/bench.log
+  echo "$name $backend $*: $(tail -1 /tmp/b_$name.log)"
 }
 if [[ $STAGES == *tests* ]]; then
   timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py 2>&1 | tee $OUT/gpu_tests.log | tail -5

@@ -46,6 +46,8 @@ BLOCK = 256  # threads per block: 8 warps, enough to hide the walks' load latenc
 CAP = 64  # bases a first-pass walk may take per side before the hit goes to the sweep
 PIECE = 1 << 26  # hits processed at once inside one semantic chunk (device memory, not bytes)
 SWEEP_BUFFERS = 11  # scratch arrays sweep_groups needs per late hit
+SMALL_GROUP_HITS = 64  # a diagonal with at most this many late hits ...
+SMALL_GROUP_SPAN = 4096  # ... within this many bases is swept on the device
 
 _state = {"workers": 1, "threads": 1}
 
@@ -264,7 +266,9 @@ class _Batch:
              late_r, late_q, counters[1:2]))
         n_out, n_late = (int(x) for x in counters.get())
         done = [a[:n_out].get() for a in out]
-        return done, sort_late(late_r[:n_late], late_q[:n_late])
+        swept, host = split_late(ctx, self.dref, self.qscore, self.qlen, late_r[:n_late],
+                                 late_q[:n_late])
+        return [done] + ([swept] if swept else []), host
 
     def _bucket_order(self, seed_id, h0: int, n: int, shift: int):
         """Visit hits in reference windows of 2**shift bases (locality; never changes bytes)."""
@@ -289,31 +293,51 @@ def semantic_chunks(cum, max_hits: int, full: bool) -> list[tuple[int, int]]:
     return plan.chunk_walk(cum.get(), max_hits)
 
 
-def sort_late(R, Q):
-    """Late hits sorted by (diagonal, R) on the device, with their group starts, on the host."""
+def split_late(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q):
+    """Extend the hits the first pass left unfinished, exactly.
+
+    They are sorted by (diagonal, R) on the device.  Diagonals with few hits over a short span
+    (repeat copies, short HSPs) are swept by the device kernel, a thread each; the rest (long
+    HSPs, where one diagonal holds thousands of hits) go to the host's numba sweep, whose serial
+    walk is about 20x faster than one GPU thread's.  Returns (device survivors as host arrays,
+    host work: sorted R, Q and group starts, or None).
+    """
     if len(R) == 0:
-        return None
+        return None, None
     order = cp.lexsort(cp.stack((R, R - Q)))
     R, Q = R[order], Q[order]
     diag = R - Q
-    edges = cp.flatnonzero(diag[1:] != diag[:-1]) + 1
-    starts = cp.concatenate((cp.zeros(1, cp.int64), edges, cp.asarray([len(R)], cp.int64)))
-    return R.get(), Q.get(), starts.get()
+    edge = cp.concatenate((cp.ones(1, cp.bool_), diag[1:] != diag[:-1]))
+    starts = cp.concatenate((cp.flatnonzero(edge), cp.asarray([len(R)], cp.int64)))
+    begins, ends = starts[:-1], starts[1:]
+    small = (ends - begins <= SMALL_GROUP_HITS) & (R[ends - 1] - R[begins] <= SMALL_GROUP_SPAN)
+    group_of = cp.cumsum(edge) - 1
+    on_device = small[group_of]
+    done = None
+    if bool(small.any()):
+        res = sweep_on_device(ctx, dref, qscore, qlen, R, Q, begins[small], ends[small])
+        keep = on_device & (res[0] >= ctx.options.hspthresh)
+        done = [x[keep].get() for x in res]
+    host = None
+    if not bool(on_device.all()):
+        Rh, Qh = R[~on_device].get(), Q[~on_device].get()
+        host = (Rh, Qh, xdrop.diagonal_starts(Rh - Qh))
+    return done, host
 
 
-def sweep_on_device(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q, starts):
-    """The sweep as a device kernel (thread per diagonal).  Exact, but a long HSP is one
-    thread's serial walk, which the host does about 20x faster: kept for tests and comparison."""
-    n, groups = len(R), len(starts) - 1
+def sweep_on_device(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q, begins, ends):
+    """The sweep kernel over groups [begins[g], ends[g]) of (diagonal, R)-sorted hits;
+    (score, rs, qs, len) device arrays indexed like R (only those groups' entries are set)."""
+    n, groups = len(R), len(begins)
     scratch = cp.empty(SWEEP_BUFFERS * n, cp.int64)
     res = [cp.empty(n, cp.int64) for _ in range(4)]
     mat = cp.asarray(ctx.matrix.ravel().astype(np.int32))
     _kernel(ctx.shape, "extend", "sweep_groups")(
         _grid(groups), (BLOCK,),
         (dref.score, qscore, np.int64(dref.len), np.int64(qlen), mat, np.int32(ctx.options.xdrop),
-         cp.asarray(R), cp.asarray(Q), cp.asarray(starts), np.int64(groups), scratch, np.int64(n),
-         *res))
-    return [x.get() for x in res]
+         cp.asarray(R), cp.asarray(Q), cp.asarray(begins), cp.asarray(ends), np.int64(groups),
+         scratch, np.int64(n), *res))
+    return res
 
 
 def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, pieces) -> list:
@@ -321,7 +345,7 @@ def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, pieces) -
     o = ctx.options
     parts = []
     for done, late in pieces:
-        parts.append(done)
+        parts.extend(done)
         if late is not None:
             res = xdrop.extend_sorted(ref.score, qry.score[strand], ref.packed.block_len,
                                       qry.packed[strand].block_len, ctx.matrix, o.xdrop, *late)

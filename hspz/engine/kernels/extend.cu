@@ -21,15 +21,6 @@ __device__ __forceinline__ u32 warp_append(bool vote, u32* counter)
     return base + __popc(ballot & ((1u << lane) - 1));
 }
 
-// The byte at position p, read through an aligned 4-byte word that the caller refreshes only when
-// p enters a new word: a quarter of the load instructions of byte loads.  Buffers are padded so
-// the last word is inside the allocation.
-__device__ __forceinline__ u32 word_at(const u8* __restrict__ a, u32 p)
-{
-    return __ldg(reinterpret_cast<const u32*>(a + (p & ~3u)));
-}
-__device__ __forceinline__ int byte_of(u32 w, u32 p) { return (w >> ((p & 3u) * 8u)) & 0xffu; }
-
 // First pass, one thread per hit: walk right then left for at most CAP bases each.  Finished
 // hits scoring >= thresh are appended to (rs, qs, len, score); unfinished ones to (late_r, late_q).
 extern "C" __global__ void first_pass(
@@ -50,52 +41,37 @@ extern "C" __global__ void first_pass(
     i64 h = order ? order[t] : t;
     int s = seed_id[h];
     i64 j = (h + h0) - (cum[s] - counts[s]);
-    u32 r = pos_table[lo[s] + j] + (u32)size;
-    u32 q = (u32)((qpos ? qpos[s] : first + s / variants) + size);
+    i64 r = (i64)pos_table[lo[s] + j] + size;
+    i64 q = (qpos ? qpos[s] : first + s / variants) + size;
 
-    // right: bases r, r+1, ... ; `done` is false when the cap, not x-drop or an edge, ended it
     int sc = 0, mr = 0, pr = -1;
-    i64 lim = min(ref_len - (i64)r, qry_len - (i64)q);
-    int end = (int)min(lim, (i64)cap);
     bool done = true;
-    int k = 0;
-    if (end > 0) {
-        u32 rw = word_at(ref, r), qw = word_at(qry, q);
-        for (; k < end; ++k) {
-            u32 rp = r + k, qp = q + k;
-            if ((rp & 3u) == 0 && k) rw = word_at(ref, rp);
-            if ((qp & 3u) == 0 && k) qw = word_at(qry, qp);
-            sc += SUB(byte_of(rw, rp), byte_of(qw, qp));
-            if (sc > mr) { mr = sc; pr = k; }
-            else if (mr - sc > xdrop) break;
-        }
+    i64 lim = min(ref_len - r, qry_len - q);
+    i64 end = min(lim, (i64)cap);
+    i64 k = 0;
+    for (; k < end; ++k) {
+        sc += SUB(ref[r + k], qry[q + k]);
+        if (sc > mr) { mr = sc; pr = (int)k; }
+        else if (mr - sc > xdrop) break;
     }
-    if (k == end && end > 0 && end != lim) done = false;
+    if (k == end && end != lim) done = false;
     int ml = 0, pl = 0;
     if (done) {
-        // left: bases r-1, r-2, ... while k <= min(r, q)
         sc = 0;
-        lim = min((i64)r, (i64)q);
-        end = (int)min(lim, (i64)cap);
-        k = 1;
-        if (end > 0) {
-            u32 rw = word_at(ref, r - 1), qw = word_at(qry, q - 1);
-            for (; k <= end; ++k) {
-                u32 rp = r - k, qp = q - k;
-                if ((rp & 3u) == 3u && k > 1) rw = word_at(ref, rp);
-                if ((qp & 3u) == 3u && k > 1) qw = word_at(qry, qp);
-                sc += SUB(byte_of(rw, rp), byte_of(qw, qp));
-                if (sc > ml) { ml = sc; pl = k; }
-                else if (ml - sc > xdrop) break;
-            }
-            if (k == end + 1 && end != lim) done = false;
+        lim = min(r, q);
+        end = min(lim, (i64)cap);
+        for (k = 1; k <= end; ++k) {
+            sc += SUB(ref[r - k], qry[q - k]);
+            if (sc > ml) { ml = sc; pl = (int)k; }
+            else if (ml - sc > xdrop) break;
         }
+        if (k == end + 1 && end != lim) done = false;
     }
     bool keep = done && mr + ml >= thresh;
     u32 slot = warp_append(keep, n_out);
     if (keep) {
-        out_rs[slot] = (i64)r - pl;
-        out_qs[slot] = (i64)q - pl;
+        out_rs[slot] = r - pl;
+        out_qs[slot] = q - pl;
         out_len[slot] = pr + pl;
         out_score[slot] = mr + ml;
     }
@@ -171,12 +147,12 @@ __device__ void sweep(const u8* __restrict__ ref, const u8* __restrict__ qry, co
 #undef FIRST
 }
 
-// Thread per diagonal group of the late hits (sorted by diagonal, then R ascending).
-// Writes (score, ref_start, query_start, len) per late hit.
+// Thread per diagonal group of the late hits (sorted by diagonal, then R ascending); group g is
+// [begins[g], ends[g]).  Writes (score, ref_start, query_start, len) for the hits of those groups.
 extern "C" __global__ void sweep_groups(
     const u8* __restrict__ ref, const u8* __restrict__ qry, i64 ref_len, i64 qry_len,
     const int* __restrict__ mat_g, int xdrop, const i64* __restrict__ R, const i64* __restrict__ Q,
-    const i64* __restrict__ starts, i64 n_groups, i64* scratch, i64 n,
+    const i64* __restrict__ begins, const i64* __restrict__ ends, i64 n_groups, i64* scratch, i64 n,
     i64* __restrict__ score, i64* __restrict__ rs, i64* __restrict__ qs, i64* __restrict__ len)
 {
     __shared__ int mat[64];
@@ -184,7 +160,7 @@ extern "C" __global__ void sweep_groups(
     __syncthreads();
     i64 gi = blockIdx.x * (i64)blockDim.x + threadIdx.x;
     if (gi >= n_groups) return;
-    i64 a = starts[gi], b = starts[gi + 1], m = b - a;
+    i64 a = begins[gi], b = ends[gi], m = b - a;
     i64 diag = R[a] - Q[a];
     i64 hi = min(ref_len, qry_len + diag);
     i64 lo = diag > 0 ? diag : 0;
