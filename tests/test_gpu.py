@@ -189,7 +189,19 @@ def test_gpu_sweep_kernel_equals_host_sweep():
     starts = diagonal_starts(R - Q)
     host = extend_sorted(ref.score, qry.score["plus"], ref.packed.block_len, qry.block_len,
                          ctx.matrix, 910, R, Q, starts)
-    dev = gpu.sweep_on_device(ctx, gpu._device_ref(ctx, ref), gpu._padded(cp.asarray(
-        qry.score["plus"])), qry.block_len, R, Q, starts[:-1], starts[1:])
+    dev, failed = gpu.sweep_on_device(ctx, gpu._device_ref(ctx, ref), gpu._padded(cp.asarray(
+        qry.score["plus"])), qry.block_len, R, Q, starts[:-1], starts[1:], 10**9)
+    assert not failed.any()
     for a, b in zip(host, dev, strict=True):
         assert np.array_equal(a, b.get())
+
+
+def test_gpu_sweep_budget_hands_long_diagonals_to_the_host(tmp_path, monkeypatch):
+    from hspz.engine import gpu
+
+    monkeypatch.setattr(gpu, "SWEEP_BUDGET", 50)
+    rng = np.random.default_rng(11)
+    seq = bytes(rng.choice(np.frombuffer(b"ACGT", np.uint8), 20_000))
+    r = write_fa(tmp_path / "r.fa", [("r", seq)])
+    q = write_fa(tmp_path / "q.fa", [("q", seq[300:9_000] + seq[12_000:13_000])])
+    run_both(tmp_path, r, q)

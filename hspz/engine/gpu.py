@@ -46,8 +46,7 @@ BLOCK = 256  # threads per block: 8 warps, enough to hide the walks' load latenc
 CAP = 64  # bases a first-pass walk may take per side before the hit goes to the sweep
 PIECE = 1 << 26  # hits processed at once inside one semantic chunk (device memory, not bytes)
 SWEEP_BUFFERS = 11  # scratch arrays sweep_groups needs per late hit
-SMALL_GROUP_HITS = 64  # a diagonal with at most this many late hits ...
-SMALL_GROUP_SPAN = 4096  # ... within this many bases is swept on the device
+SWEEP_BUDGET = 2048  # bases one device thread may sweep per direction before the host takes over
 
 _state = {"workers": 1, "threads": 1}
 
@@ -268,7 +267,7 @@ class _Batch:
         done = [a[:n_out].get() for a in out]
         swept, host = split_late(ctx, self.dref, self.qscore, self.qlen, late_r[:n_late],
                                  late_q[:n_late])
-        return [done] + ([swept] if swept else []), host
+        return [done] + ([swept] if swept is not None else []), host
 
     def _bucket_order(self, seed_id, h0: int, n: int, shift: int):
         """Visit hits in reference windows of 2**shift bases (locality; never changes bytes)."""
@@ -296,11 +295,11 @@ def semantic_chunks(cum, max_hits: int, full: bool) -> list[tuple[int, int]]:
 def split_late(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q):
     """Extend the hits the first pass left unfinished, exactly.
 
-    They are sorted by (diagonal, R) on the device.  Diagonals with few hits over a short span
-    (repeat copies, short HSPs) are swept by the device kernel, a thread each; the rest (long
-    HSPs, where one diagonal holds thousands of hits) go to the host's numba sweep, whose serial
-    walk is about 20x faster than one GPU thread's.  Returns (device survivors as host arrays,
-    host work: sorted R, Q and group starts, or None).
+    They are sorted by (diagonal, R) on the device and every diagonal is swept by the device
+    kernel, a thread each, within a budget of `SWEEP_BUDGET` bases.  Diagonals that run out of
+    budget (long HSPs, where one serial walk covers many kbp) go to the host's numba sweep,
+    which walks about 20x faster than one GPU thread.  Returns (device survivors as host
+    arrays or None, host work: sorted R, Q and group starts, or None).
     """
     if len(R) == 0:
         return None, None
@@ -309,35 +308,33 @@ def split_late(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q):
     diag = R - Q
     edge = cp.concatenate((cp.ones(1, cp.bool_), diag[1:] != diag[:-1]))
     starts = cp.concatenate((cp.flatnonzero(edge), cp.asarray([len(R)], cp.int64)))
-    begins, ends = starts[:-1], starts[1:]
-    small = (ends - begins <= SMALL_GROUP_HITS) & (R[ends - 1] - R[begins] <= SMALL_GROUP_SPAN)
-    group_of = cp.cumsum(edge) - 1
-    on_device = small[group_of]
-    done = None
-    if bool(small.any()):
-        res = sweep_on_device(ctx, dref, qscore, qlen, R, Q, begins[small], ends[small])
-        keep = on_device & (res[0] >= ctx.options.hspthresh)
-        done = [x[keep].get() for x in res]
+    res, failed = sweep_on_device(ctx, dref, qscore, qlen, R, Q, starts[:-1], starts[1:],
+                                  SWEEP_BUDGET)
+    to_host = failed[cp.cumsum(edge) - 1]
+    keep = ~to_host & (res[0] >= ctx.options.hspthresh)
+    done = [x[keep].get() for x in res]
     host = None
-    if not bool(on_device.all()):
-        Rh, Qh = R[~on_device].get(), Q[~on_device].get()
+    if bool(to_host.any()):
+        Rh, Qh = R[to_host].get(), Q[to_host].get()
         host = (Rh, Qh, xdrop.diagonal_starts(Rh - Qh))
     return done, host
 
 
-def sweep_on_device(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q, begins, ends):
-    """The sweep kernel over groups [begins[g], ends[g]) of (diagonal, R)-sorted hits;
-    (score, rs, qs, len) device arrays indexed like R (only those groups' entries are set)."""
+def sweep_on_device(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q, begins, ends,
+                    budget: int):
+    """The sweep kernel over groups [begins[g], ends[g]) of (diagonal, R)-sorted hits:
+    ((score, rs, qs, len) device arrays indexed like R, failed flag per group)."""
     n, groups = len(R), len(begins)
     scratch = cp.empty(SWEEP_BUFFERS * n, cp.int64)
     res = [cp.empty(n, cp.int64) for _ in range(4)]
+    failed = cp.zeros(groups, cp.bool_)
     mat = cp.asarray(ctx.matrix.ravel().astype(np.int32))
     _kernel(ctx.shape, "extend", "sweep_groups")(
         _grid(groups), (BLOCK,),
         (dref.score, qscore, np.int64(dref.len), np.int64(qlen), mat, np.int32(ctx.options.xdrop),
          cp.asarray(R), cp.asarray(Q), cp.asarray(begins), cp.asarray(ends), np.int64(groups),
-         scratch, np.int64(n), *res))
-    return res
+         scratch, np.int64(n), np.int64(budget), failed, *res))
+    return res, failed
 
 
 def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, pieces) -> list:

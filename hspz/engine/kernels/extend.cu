@@ -84,10 +84,12 @@ extern "C" __global__ void first_pass(
 
 // One diagonal's sweep (see hspz/xdrop.py::_sweep); local anchor j has first scored base
 // first(j).  Scratch arrays are this group's slice [a, a + n) of shared buffers.
-__device__ void sweep(const u8* __restrict__ ref, const u8* __restrict__ qry, const int* mat,
+// Returns false, leaving its outputs unset, once it has scored `budget` bases: a long HSP is
+// left to the host, whose serial walk is much faster than one GPU thread's.
+__device__ bool sweep(const u8* __restrict__ ref, const u8* __restrict__ qry, const int* mat,
                       int xdrop, i64 diag, const i64* R, i64 a, i64 n, int dir, i64 lo_b, i64 hi_b,
                       i64* st_id, i64* st_max, i64* st_pos, i64* base, i64* parent, i64* merge_max,
-                      i64* fin_max, i64* fin_pos, i64* events, i64* out_m, i64* out_p)
+                      i64* fin_max, i64* fin_pos, i64* events, i64* out_m, i64* out_p, i64 budget)
 {
 #define FIRST(j) (dir > 0 ? R[a + (j)] : R[a + n - 1 - (j)] - 1)
     st_id += a; st_max += a; st_pos += a; base += a; parent += a; merge_max += a;
@@ -115,6 +117,7 @@ __device__ void sweep(const u8* __restrict__ ref, const u8* __restrict__ qry, co
             if (i < n) p = FIRST(i);
             continue;
         }
+        if (--budget < 0) return false;
         g += SUB(ref[p], qry[p - diag]);
         i64 keep = top;
         while (keep > bot && st_max[keep - 1] <= g) {
@@ -144,6 +147,7 @@ __device__ void sweep(const u8* __restrict__ ref, const u8* __restrict__ qry, co
         out_m[a + at] = fin_max[j] - base[j];
         out_p[a + at] = fin_pos[j];
     }
+    return true;
 #undef FIRST
 }
 
@@ -153,6 +157,7 @@ extern "C" __global__ void sweep_groups(
     const u8* __restrict__ ref, const u8* __restrict__ qry, i64 ref_len, i64 qry_len,
     const int* __restrict__ mat_g, int xdrop, const i64* __restrict__ R, const i64* __restrict__ Q,
     const i64* __restrict__ begins, const i64* __restrict__ ends, i64 n_groups, i64* scratch, i64 n,
+    i64 budget, u8* __restrict__ failed,
     i64* __restrict__ score, i64* __restrict__ rs, i64* __restrict__ qs, i64* __restrict__ len)
 {
     __shared__ int mat[64];
@@ -166,12 +171,15 @@ extern "C" __global__ void sweep_groups(
     i64 lo = diag > 0 ? diag : 0;
     i64* S = scratch;  // 11 buffers of n entries each
     i64 *mr = S + 9 * n, *pr = S + 10 * n;
-    sweep(ref, qry, mat, xdrop, diag, R, a, m, 1, lo, hi, S, S + n, S + 2 * n, S + 3 * n,
-          S + 4 * n, S + 5 * n, S + 6 * n, S + 7 * n, S + 8 * n, mr, pr);
+    bool ok = sweep(ref, qry, mat, xdrop, diag, R, a, m, 1, lo, hi, S, S + n, S + 2 * n, S + 3 * n,
+                    S + 4 * n, S + 5 * n, S + 6 * n, S + 7 * n, S + 8 * n, mr, pr, budget);
     // the left sweep reuses the first nine buffers; right results wait in mr/pr
     i64 *ml = score, *pl = len;
-    sweep(ref, qry, mat, xdrop, diag, R, a, m, -1, lo, hi, S, S + n, S + 2 * n, S + 3 * n,
-          S + 4 * n, S + 5 * n, S + 6 * n, S + 7 * n, S + 8 * n, ml, pl);
+    ok = ok && sweep(ref, qry, mat, xdrop, diag, R, a, m, -1, lo, hi, S, S + n, S + 2 * n,
+                     S + 3 * n, S + 4 * n, S + 5 * n, S + 6 * n, S + 7 * n, S + 8 * n, ml, pl,
+                     budget);
+    failed[gi] = !ok;
+    if (!ok) return;
     for (i64 j = a; j < b; ++j) {
         i64 left = R[j] - pl[j];
         i64 right = pr[j] - R[j];
