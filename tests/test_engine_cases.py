@@ -218,6 +218,24 @@ def test_ambiguous_scores_n_and_iupac_codes(engine, rng, ambiguous, n_vs_base, n
     assert files == {"tmp1.block0.r0.plus.segments": line("r", 1, 1000, "q", 1, 1000, "+", score)}
 
 
+@pytest.mark.parametrize(("ambiguous", "pieces"), [
+    (None, [(0, 300, 0), (303, 600, 0), (601, 1000, 0)]),  # N/L and X/L are -1000: two cuts
+    ("n", [(0, 600, 0), (601, 1000, 0)]),                    # N/L = 0; X/L still -1000
+    ("iupac,10,30", [(0, 1000, -4 * 30)]),                   # N/L and X/L = -30: bridged
+])
+def test_ambiguous_codes_against_lowercase_use_the_ambiguity_penalty(engine, rng, ambiguous, pieces):
+    seq = dna(rng, 1000)
+    ref = seq[:300] + seq[300:303].lower() + seq[303:600] + seq[600:601].lower() + seq[601:]
+    qry = seq[:300] + b"NNN" + seq[303:600] + b"R" + seq[601:]
+    files = engine([("r", ref)], [("q", qry)], ambiguous=ambiguous)
+    plain = [i for i in range(1000) if not 300 <= i < 303 and i != 600]
+    expected = b"".join(
+        line("r", a + 1, b, "q", a + 1, b, "+",
+             extra + sum(HOXD70[CODE[seq[i]]][CODE[seq[i]]] for i in plain if a <= i < b))
+        for a, b, extra in pieces)
+    assert files == {"tmp1.block0.r0.plus.segments": expected}
+
+
 def test_diverged_middle_trips_xdrop_and_a_large_xdrop_bridges_it(engine, rng):
     seq = dna(rng, 1500)
     qry = seq[:500] + dna(rng, 100) + seq[600:]
