@@ -9,6 +9,25 @@ LASTZ=.device/bin/lastz
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv; nproc
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py > $OUT/tests.log 2>&1
 tail -3 $OUT/tests.log
+python3 - <<'PY' > $OUT/identity.log 2>&1  # worker machinery on the GPU: same digest as the CPU
+import os, subprocess, sys
+sys.path.insert(0, "tests")
+from pathlib import Path
+import multibin
+d = Path("/tmp/mb"); d.mkdir(exist_ok=True)
+ref, qry = multibin.write_pair(d)
+for extra, env in [(["--backend", "cpu"], {}), (["--backend", "gpu"], {}),
+                   (["--backend", "gpu", "--gpus", "2"], {}),
+                   (["--backend", "gpu", "--gpus", "2"], {"HSPZ_UNIT_PARTITION": "0"}),
+                   (["--backend", "gpu", "--gpus", "3"], {})]:
+    p = subprocess.run([sys.executable, "-m", "hspz", "run", "-r", ref, "-q", qry, *multibin.FLAGS,
+                        "-o", str(d / ("o" + "_".join(extra) + str(len(env)))), *extra],
+                       capture_output=True, text=True, env={**os.environ, **env})
+    digest = [x for x in p.stdout.splitlines() if x.startswith("digest")]
+    policy = [x for x in p.stderr.splitlines() if x.startswith("schedule: policy")]
+    print(extra, env, p.returncode, digest, policy, p.stderr.splitlines()[-1] if p.returncode else "")
+PY
+cat $OUT/identity.log
 e2e() {  # label command...
   local label=$1; shift
   for i in 1 2 3; do
@@ -32,7 +51,7 @@ for s in "" "HSPZ_REF_BUCKETS=1"; do
 done | tee $OUT/bench.log
 python3 benchmarks/gpu_phases.py $D/simM_ref.2bit $D/simM_query.2bit --chunk 3 | tee -a $OUT/bench.log
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
-  F="-r $D/simM_ref.2bit -q $D/simM_query.2bit -B 25M --backend gpu"
+  F="-r $D/simM_ref.2bit -q $D/simM_query.2bit -B 25M --query-block-size 5M --backend gpu"
   timeout 200 python3 -m hspz run $F -o /tmp/warm --gpus 2 > /dev/null 2>&1
   for g in 1 2 1 2; do
     /usr/bin/time -f "gpus=$g wall %e s" timeout 200 python3 -m hspz run $F -o /tmp/g$g --gpus $g -y \
@@ -41,7 +60,7 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
   done 2>&1 | tee $OUT/gpus.log
   cp /tmp/gpus1.log $OUT/ledger_gpus1.log; cp /tmp/gpus2.log $OUT/ledger_gpus2.log
   /usr/bin/time -f "hits-estimate wall %e s" python3 -m hspz hits-estimate -r $D/simM_ref.2bit \
-    -q $D/simM_query.2bit -B 25M > /tmp/estimate.tsv 2> /tmp/estimate.log
+    -q $D/simM_query.2bit -B 25M --query-block-size 5M > /tmp/estimate.tsv 2> /tmp/estimate.log
   tail -1 /tmp/estimate.log | tee -a $OUT/gpus.log
   python3 - <<'PY' | tee -a $OUT/gpus.log
 est = [l.split("\t")[4].strip() for l in open("/tmp/estimate.tsv").read().splitlines() if l.strip()]
