@@ -202,13 +202,22 @@ def extend_hits(ref, qry, ref_len, qry_len, mat, xdrop, R, Q):
     if n == 0:
         e = np.empty(0, np.int64)
         return e, e, e, e
-    order = np.lexsort((R, R - Q))
+    order = diagonal_order(R, Q)
     score, rs, qs, ln = extend_sorted(ref, qry, ref_len, qry_len, mat, xdrop, R[order], Q[order],
                                       diagonal_starts(R[order] - Q[order]))
     out = [np.empty(n, np.int64) for _ in range(4)]
     for dst, src in zip(out, (score, rs, qs, ln), strict=True):
         dst[order] = src
     return tuple(out)
+
+
+def diagonal_order(R: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """Permutation sorting hits by (diagonal, R): one int64 key when the ranges allow it."""
+    diag = R - Q
+    lo, span = int(diag.min()), int(R.max()) + 1
+    if (int(diag.max()) - lo + 1) * span < 2**62:
+        return np.argsort((diag - lo) * span + R, kind="stable")
+    return np.lexsort((R, diag))
 
 
 def diagonal_starts(diag: np.ndarray) -> np.ndarray:

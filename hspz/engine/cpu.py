@@ -69,8 +69,11 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResu
     start = time.perf_counter()
     jobs = unit_batches(ctx, qry)
     _ = ref.table  # build once, before the threads share it
-    with ThreadPoolExecutor(max_workers=_threads[0]) as pool:
-        outs = list(pool.map(lambda j: run_batch(ctx, ref, qry, j[1], j[2]), jobs))
+    if _threads[0] == 1:
+        outs = [run_batch(ctx, ref, qry, strand, chunk) for _, strand, chunk in jobs]
+    else:
+        with ThreadPoolExecutor(max_workers=_threads[0]) as pool:
+            outs = list(pool.map(lambda j: run_batch(ctx, ref, qry, j[1], j[2]), jobs))
     result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, outs)
     result.gpu_ms = (time.perf_counter() - start) * 1e3
     return result

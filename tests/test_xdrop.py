@@ -1,0 +1,94 @@
+"""The x-drop shortcuts are exact: the diagonal sweep and the capped first pass give, hit for hit,
+what the plain per-hit walk of behaviour.md §3 gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hspz.scoring import build_matrix
+from hspz.sequence import score_codes
+from hspz.xdrop import extend_hits, extend_plain, extend_seeds
+
+MAT = build_matrix(910).ravel().astype(np.int32)
+
+
+def _codes(seq: bytes) -> np.ndarray:
+    return score_codes(np.frombuffer(seq + b"&", np.uint8))
+
+
+def _related(rng, n: int, rate: float) -> tuple[bytes, bytes]:
+    a = rng.choice(np.frombuffer(b"ACGT", np.uint8), n)
+    b = a.copy()
+    mut = rng.random(n) < rate
+    b[mut] = rng.choice(np.frombuffer(b"ACGT", np.uint8), int(mut.sum()))
+    return bytes(a), bytes(b)
+
+
+def _plain(ref, qry, R, Q, xdrop=910):
+    return extend_plain(ref, qry, len(ref) - 1, len(qry) - 1, MAT, xdrop, R, Q)
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.02, 0.1, 0.3])
+def test_diagonal_sweep_equals_plain_walk_on_dense_anchors(rate):
+    rng = np.random.default_rng(int(rate * 100) + 1)
+    a, b = _related(rng, 5000, rate)
+    ref, qry = _codes(a), _codes(b)
+    # every position of the main diagonal, a shifted diagonal, random anchors and duplicates
+    R = np.concatenate((np.arange(0, 5000, 3), np.arange(10, 4000, 7), rng.integers(0, 5001, 2000),
+                        np.full(5, 2500)))
+    Q = np.concatenate((np.arange(0, 5000, 3), np.arange(0, 3990, 7), rng.integers(0, 5001, 2000),
+                        np.full(5, 2500)))
+    got = extend_hits(ref, qry, 5000, 5000, MAT, 910, R, Q)
+    want = _plain(ref, qry, R.astype(np.int64), Q.astype(np.int64))
+    for g, w in zip(got, want, strict=True):
+        assert np.array_equal(g, w)
+
+
+def test_diagonal_sweep_equals_plain_walk_with_small_xdrop_and_separators():
+    rng = np.random.default_rng(5)
+    a, b = _related(rng, 3000, 0.05)
+    a = a[:1000] + b"&" + a[1001:2000] + b"nnnn" + a[2004:]
+    ref, qry = _codes(a), _codes(b)
+    R = rng.integers(0, len(a) + 1, 4000)
+    Q = np.clip(R + rng.integers(-3, 4, 4000), 0, len(b))
+    for xdrop in (5, 100, 910, 5000):
+        got = extend_hits(ref, qry, len(a), len(b), build_matrix(xdrop), xdrop, R, Q)
+        want = extend_plain(ref, qry, len(a), len(b), build_matrix(xdrop).ravel().astype(np.int32),
+                            xdrop, R.astype(np.int64), Q.astype(np.int64))
+        for g, w in zip(got, want, strict=True):
+            assert np.array_equal(g, w)
+
+
+def test_capped_first_pass_plus_sweep_equals_plain_walk_for_every_kept_hit():
+    rng = np.random.default_rng(9)
+    a, b = _related(rng, 20_000, 0.04)
+    ref, qry = _codes(a), _codes(b)
+    # fake seeds: each seed's hits are a run of pos_table entries
+    pos_table = np.sort(rng.integers(0, 19_000, 30_000)).astype(np.uint32)
+    lo = rng.integers(0, 29_000, 500).astype(np.int64)
+    counts = rng.integers(0, 40, 500).astype(np.int64)
+    counts = np.minimum(counts, 30_000 - lo)
+    qpos = rng.integers(0, 19_000, 500).astype(np.int64)
+    size, keep_from = 19, 300
+    score, rs, qs, ln = extend_seeds(ref, qry, 20_000, 20_000, build_matrix(910), 910, pos_table,
+                                     lo, qpos, counts, size, keep_from)
+    R = np.concatenate([pos_table[lo[s]:lo[s] + counts[s]].astype(np.int64) + size
+                        for s in range(500)])
+    Q = np.repeat(qpos + size, counts)
+    p = _plain(ref, qry, R, Q)
+    keep = p[0] >= keep_from
+    want = sorted(zip(*(x[keep].tolist() for x in p), strict=True))
+    got = sorted(zip(score.tolist(), rs.tolist(), qs.tolist(), ln.tolist(), strict=True))
+    assert got == want
+    assert len(got) > 100  # the case exercises both paths: long HSPs and early deaths
+
+
+def test_plain_walk_matches_the_spec_on_a_hand_checked_case():
+    # ACGTACGTAC against itself from anchor (4, 4): right scores A,C,G,T,A,C = 91+100+100+91+91+100
+    # and the left walk scores T,G,C,A backwards: 91+100+100+91.
+    seq = b"ACGTACGTAC"
+    ref = qry = _codes(seq)
+    score, rs, qs, ln = _plain(ref, qry, np.array([4]), np.array([4]))
+    assert score.tolist() == [91 + 100 + 100 + 91 + 91 + 100 + 91 + 100 + 100 + 91]
+    assert (rs.tolist(), qs.tolist(), ln.tolist()) == ([0], [0], [9])
