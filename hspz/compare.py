@@ -39,9 +39,12 @@ def lastz_args(options: Options) -> list[str]:
     return args
 
 
-def run_lastz(lastz: str, options: Options, ref_fa: Path, qry_fa: Path) -> list[bytes]:
+def check_lastz(lastz: str) -> None:
     if shutil.which(lastz) is None:
         raise UsageError(f"--lastz: '{lastz}' is not an executable on PATH")
+
+
+def run_lastz(lastz: str, options: Options, ref_fa: Path, qry_fa: Path) -> list[bytes]:
     cmd = [lastz, f"{ref_fa}[multiple,nameparse=darkspace]", f"{qry_fa}[nameparse=darkspace]"]
     proc = subprocess.run(cmd + lastz_args(options), capture_output=True)
     if proc.returncode != 0:
@@ -91,6 +94,7 @@ def verdict(ours: list[bytes], theirs: list[bytes]) -> tuple[str, list[bytes], l
 
 
 def main(options: Options, reference: str, query: str, lastz: str, keep: str | None) -> int:
+    check_lastz(lastz)  # before any work
     engine = backends.select(options)
     inputs = pipeline.read_inputs(options, reference, query)
     with tempfile.TemporaryDirectory(prefix="hspz-compare-") as tmp:

@@ -1,0 +1,110 @@
+"""Every CUDA kernel file compiles to PTX for sm_90 with the preamble hspz/engine/gpu.py prepends,
+for both named seeds, and exports every kernel gpu.py launches.  Needs `nvcc`, not a GPU or CuPy:
+the preamble is rebuilt here from a SeedShape (importing hspz.engine.gpu would need CuPy)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import hspz
+from hspz.seed import SeedShape
+
+ENGINE = Path(hspz.__file__).parent / "engine"
+KERNELS = ENGINE / "kernels"
+GPU_PY = ENGINE / "gpu.py"
+SHAPES = {"12of19": "TTT0T00TT00T0T0TTTT", "14of22": "TTT0T0TT00TT00T0T0TTTT"}
+NVCC = shutil.which("nvcc")
+
+pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+
+
+def _preamble(shape: SeedShape) -> str:
+    """gpu.py's `_module` preamble."""
+    return (f"#define SEED_SIZE {shape.size}\n#define WEIGHT {len(shape.care)}\n"
+            f"#define CARE_LIST {','.join(map(str, shape.care))}\n")
+
+
+def _launched() -> dict[str, set[str]]:
+    """{kernel file: kernel names} of every `_kernel(shape, "file", "name")` call in gpu.py."""
+    found: dict[str, set[str]] = {}
+    calls = re.findall(r'_kernel\(\s*(?:ctx\.)?shape\s*,\s*"(\w+)"\s*,\s*"(\w+)"\s*\)',
+                       GPU_PY.read_text())
+    for module, name in calls:
+        found.setdefault(module, set()).add(name)
+    return found
+
+
+@pytest.fixture(scope="module")
+def ptx(tmp_path_factory) -> dict[tuple[str, str], str]:
+    """{(seed name, kernel file stem): PTX text}, compiled in parallel."""
+    out = tmp_path_factory.mktemp("ptx")
+    jobs = []
+    for seed, pattern in SHAPES.items():
+        shape = SeedShape.from_pattern(pattern)
+        for cu in sorted(KERNELS.glob("*.cu")):
+            src = out / f"{seed}_{cu.name}"
+            src.write_text(_preamble(shape) + cu.read_text())
+            jobs.append((seed, cu.stem, src, src.with_suffix(".ptx")))
+
+    def compile_one(job):
+        seed, stem, src, dst = job
+        proc = subprocess.run([NVCC, "--ptx", "-arch=sm_90", "--std=c++17", str(src), "-o",
+                               str(dst)], capture_output=True, text=True, timeout=300)
+        return (seed, stem), proc, dst
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(compile_one, jobs))
+    failures = [f"{key}: {proc.stderr}" for key, proc, _ in results if proc.returncode]
+    assert not failures, "\n".join(failures)
+    return {key: dst.read_text() for key, _, dst in results}
+
+
+def test_gpu_py_still_builds_the_preamble_this_test_rebuilds():
+    text = GPU_PY.read_text()
+    assert '#define SEED_SIZE {size}\\n#define WEIGHT {len(care)}\\n' in text
+    assert "#define CARE_LIST {','.join(map(str, care))}\\n" in text
+    assert 'options=("--std=c++17",)' in text
+
+
+def test_the_preamble_names_the_care_positions_of_each_seed():
+    assert _preamble(SeedShape.from_pattern(SHAPES["12of19"])) == (
+        "#define SEED_SIZE 19\n#define WEIGHT 12\n#define CARE_LIST 0,1,2,4,7,8,11,13,15,16,17,18\n")
+
+
+@pytest.mark.parametrize("seed", sorted(SHAPES))
+def test_every_kernel_file_compiles_to_sm_90_ptx(ptx, seed):
+    stems = sorted(cu.stem for cu in KERNELS.glob("*.cu"))
+    assert stems  # there are kernel files to compile
+    for stem in stems:
+        text = ptx[(seed, stem)]
+        assert ".target sm_90" in text
+        assert ".entry" in text
+
+
+@pytest.mark.parametrize("seed", sorted(SHAPES))
+def test_every_kernel_gpu_py_launches_is_an_extern_c_entry_of_its_module(ptx, seed):
+    launched = _launched()
+    assert sum(len(v) for v in launched.values()) >= 5, launched  # the grep really found calls
+    for module, names in launched.items():
+        assert (seed, module) in ptx, f"gpu.py launches from missing kernels/{module}.cu"
+        entries = set(re.findall(r"\.entry\s+(\w+)\s*\(", ptx[(seed, module)]))
+        missing = names - entries
+        assert not missing, f"{module}.cu lacks extern \"C\" kernels {sorted(missing)}"
+
+
+def test_care_positions_reach_the_seed_kernels_constant_table(ptx):
+    # WEIGHT sizes the __constant__ CARE table and CARE_LIST fills it, first care position first
+    for seed, pattern in SHAPES.items():
+        care = SeedShape.from_pattern(pattern).care
+        m = re.search(r"\.const \.align 4 \.b8 CARE\[(\d+)\] = \{([^}]*)\}", ptx[(seed, "seed")])
+        assert m and int(m.group(1)) == 4 * len(care), seed
+        raw = [int(b) for b in m.group(2).split(",")]
+        raw += [0] * (4 * len(care) - len(raw))  # PTX drops trailing zero bytes
+        ints = [int.from_bytes(bytes(raw[i:i + 4]), "little") for i in range(0, len(raw), 4)]
+        assert tuple(ints) == care, seed
