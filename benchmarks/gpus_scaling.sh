@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# --gpus 1 vs --gpus 2 on a workload whose units are long (issue 4): a simulated 500 Mbp x 80 Mbp
+# pair (divergence 0.4), generated on the device, -B 125M -> 4 reference bins.  Logs under $OUT.
+set -uo pipefail
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+nvidia-smi -L
+python3 - <<'PY'
+import time
+from benchmarks.simulate import PairSpec, simulate_pair
+from hspz.sequence import Record, write_2bit
+t = time.time()
+ref, qry = simulate_pair(PairSpec(ref_mbp=500, query_mbp=80, chromosomes=8, divergence=0.4, seed=3))
+write_2bit("/tmp/big_ref.2bit", [Record(n, s) for n, s in ref])
+write_2bit("/tmp/big_qry.2bit", [Record(n, s) for n, s in qry])
+print(f"generated in {time.time() - t:.1f} s:", len(ref), "ref records,", len(qry), "query records")
+PY
+python3 -m hspz run -r .device/data/pseudopig.fa.gz -q .device/data/pseudocat.fa.gz -o /tmp/w --backend gpu > /dev/null 2>&1  # kernels compiled and cached
+F="-r /tmp/big_ref.2bit -q /tmp/big_qry.2bit -B 125M --backend gpu"
+for g in 1 2; do
+  /usr/bin/time -f "gpus=$g wall %e s" timeout 240 python3 -m hspz run $F -o /tmp/g$g --gpus $g -y \
+    > /tmp/gpus$g.log 2>&1
+  grep -E "^schedule:|^lifecycle|^digest|wall|finished at|^#seed hits" /tmp/gpus$g.log
+  cp /tmp/gpus$g.log $OUT/
+done 2>&1 | tee $OUT/scaling.log
