@@ -52,13 +52,14 @@ def _shift(env) -> int:
     text = env.get("HSPZ_REF_BUCKET_SHIFT")
     if text is None or text == "":
         return DEFAULT_BUCKET_SHIFT
-    if not text.isdigit() or not 16 <= int(text) <= 31:
+    if not (text.isascii() and text.isdigit()) or not 16 <= int(text) <= 31:
         raise UsageError(f"HSPZ_REF_BUCKET_SHIFT={text} must be an integer from 16 to 31")
     return int(text)
 
 
 def _positive(text: str | None) -> int | None:
-    return int(text) if text and text.isdigit() and int(text) >= 1 else None
+    ok = text and text.isascii() and text.isdigit() and int(text) >= 1
+    return int(text) if ok else None
 
 
 def buckets_on(knobs: Knobs, ref_len: int) -> bool:

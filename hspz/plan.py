@@ -14,7 +14,6 @@ The memory model (`unit_bytes`) is an estimate of one worker's peak working set 
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import math
 from collections.abc import Callable, Sequence
@@ -166,14 +165,6 @@ def chunk_walk(cum: np.ndarray, max_hits: int) -> list[tuple[int, int]]:
             out.append((start, end))
         start = max(start, end + 1)
     return out
-
-
-def digest_lines(lines: Sequence[bytes]) -> str:
-    """First 16 hex digits of sha256 over all segments lines sorted bytewise."""
-    h = hashlib.sha256()
-    for line in sorted(lines):
-        h.update(line)
-    return h.hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from hspz.emit import digest_of
 from hspz.plan import (
     balanced_bins,
     chunk_walk,
-    digest_lines,
     intervals,
     kegalign_bins,
     minus_interval,
@@ -296,20 +295,6 @@ def test_digest_of_equals_lc_all_c_sort_sha256sum(tmp_path, n):
     assert digest_of(parts) == expected  # one chunk per file, each newline-terminated
 
 
-@pytest.mark.parametrize("n", [1, 300])
-def test_digest_lines_equals_lc_all_c_sort_sha256sum_for_segments_lines(tmp_path, n):
-    lines = _segment_lines(n + 1, n)
-    assert digest_lines(lines) == _sort_sha(tmp_path, b"".join(lines))
-
-
 def test_digest_of_sorts_a_line_before_its_extensions_like_sort(tmp_path):
     data = b"a\tb\nab\na\na b\n"
     assert digest_of([data]) == _sort_sha(tmp_path, data)
-
-
-@pytest.mark.xfail(strict=True, reason="digest_lines sorts newline-terminated lines, so a line "
-                   "that is a prefix of another followed by a byte below '\\n' (TAB) sorts after "
-                   "it, unlike sort(1); digest_of gets this right")
-def test_digest_lines_sorts_a_line_before_its_tab_extension_like_sort(tmp_path):
-    data = b"a\tb\na\n"
-    assert digest_lines(data.splitlines(keepends=True)) == _sort_sha(tmp_path, data)
