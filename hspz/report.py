@@ -12,9 +12,8 @@ import resource
 import sys
 import time
 
-import numpy as np
-
 from hspz.engine import prepare_query, prepare_reference
+from hspz.segments import format_raw
 
 LEDGER_COLUMNS = ("ordinal", "worker", "device", "ref_bin", "query_bin", "ref_bp", "query_bp",
                   "gpu_ms", "host_start_ms", "host_end_ms", "seeds", "hits", "raw_hsps", "hsps")
@@ -62,17 +61,10 @@ def write_plan(path: str, source, options=None) -> None:
 def write_raw(path: str, summary) -> None:
     """Every pre-dedup HSP in ordinal order: `strand ref_start query_start len score`,
     block-relative, 0-based."""
-    parts = []
-    for result in sorted(summary.results, key=lambda r: r.ordinal):
-        for strand, h in result.raw:
-            if len(h):
-                cols = np.stack([h["ref_start"], h["query_start"], h["len"]]).T.astype(np.int64)
-                body = "\n".join(
-                    f"{strand}\t{a}\t{b}\t{c}\t{s}"
-                    for (a, b, c), s in zip(cols.tolist(), h["score"].tolist(), strict=True)
-                )
-                parts.append(body + "\n")
-    _atomic_write(path, "".join(parts).encode())
+    parts = [format_raw(h, strand)
+             for result in sorted(summary.results, key=lambda r: r.ordinal)
+             for strand, h in result.raw]
+    _atomic_write(path, b"".join(parts))
 
 
 def cpu_only(ctx, plan, ref_records, qry_records) -> int:

@@ -90,3 +90,28 @@ def format_lines(h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str) -> 
         ord("+" if strand == "plus" else "-"), h["score"].astype(np.int64), out,
     )
     return out[:end].tobytes()
+
+
+@numba.njit(cache=True, nogil=True)
+def _format_raw(word, rs, qs, ln, score, out):
+    at = 0
+    for i in range(len(rs)):
+        for c in word:
+            out[at] = c
+            at += 1
+        for value in (rs[i], qs[i], ln[i], score[i]):
+            out[at] = 9
+            at = _put_int(out, at + 1, value)
+        out[at] = 10
+        at += 1
+    return at
+
+
+def format_raw(h: np.ndarray, strand: str) -> bytes:
+    """`--dump-raw` lines: `strand ref_start query_start len score`, block-relative, 0-based."""
+    if len(h) == 0:
+        return b""
+    word = np.frombuffer(strand.encode(), np.uint8)
+    out = np.empty(len(h) * (len(word) + 5 + 4 * 21), np.uint8)
+    cols = [h[k].astype(np.int64) for k in ("ref_start", "query_start", "len", "score")]
+    return out[: _format_raw(word, *cols, out)].tobytes()

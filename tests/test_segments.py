@@ -123,3 +123,20 @@ def test_coordinates_beyond_2_to_the_31_print_exactly():
     assert b"\t4294967295\t" not in expected and b"-" not in expected.replace(b"\t+\t", b"")
     first = expected.decode().splitlines()[0].split("\t")
     assert first[1:3] == [str(2**31 + 5), str(2**31 + 5)] and first[4] == str(2**31)
+
+
+def test_format_raw_writes_the_dump_raw_columns_like_python_formatting():
+    from hspz.hsp import HSP_DTYPE
+    from hspz.segments import format_raw
+
+    rng = np.random.default_rng(4)
+    h = np.zeros(500, HSP_DTYPE)
+    h["ref_start"] = rng.integers(0, 2**32 - 1, 500)
+    h["query_start"] = rng.integers(0, 2**31, 500)
+    h["len"] = rng.integers(0, 10**6, 500)
+    h["score"] = rng.integers(3000, 2**31 - 1, 500)
+    want = "".join(f"minus\t{a}\t{b}\t{c}\t{d}\n" for a, b, c, d in
+                   zip(*(h[k].tolist() for k in ("ref_start", "query_start", "len", "score")),
+                       strict=True))
+    assert format_raw(h, "minus") == want.encode()
+    assert format_raw(h[:0], "plus") == b""
