@@ -152,26 +152,18 @@ def query_seeds(
 @numba.njit(cache=True, nogil=True)
 def _batch(codes, care, size, first, end, transition, index_table, kmers, qpos, lo, counts):
     """Seed stream of one chunk with each seed's first pos_table index and hit count."""
-    weight = len(care)
+    win_pos = np.empty(end - first, np.int64)
+    win_kmer = np.empty(end - first, np.uint32)
+    n_win = _scan_windows(codes, care, size, first, end, 1, win_pos, win_kmer)
+    variants = len(care) if transition else 0
     n = 0
-    last_bad = -1
-    edge = first
-    for j in range(first, end):
-        x = j + size - 1
-        while edge <= x:
-            if codes[edge] > 3:
-                last_bad = edge
-            edge += 1
-        if last_bad >= j:
-            continue
-        k = np.uint32(0)
-        for c in care:
-            k = (k << np.uint32(2)) | np.uint32(codes[j + c])
-        for t in range(-1, weight if transition else 0):
+    for w in range(n_win):
+        k = win_kmer[w]
+        for t in range(-1, variants):
             v = k if t < 0 else k ^ np.uint32(2 << (2 * t))
             start = index_table[v - 1] if v > 0 else np.uint32(0)
             kmers[n] = v
-            qpos[n] = j
+            qpos[n] = win_pos[w]
             lo[n] = start
             counts[n] = index_table[v] - start
             n += 1
