@@ -6,12 +6,13 @@ uploaded), hit counts and their prefix sum, the semantic `--max-hits` walk, then
 chunk, in physical pieces of at most `PIECE` hits (how many fit never changes bytes):
 
     fill_seed_ids -> first_pass (thread per hit, capped x-drop walks, warp-aggregated appends)
-                  -> sweep_groups (thread per diagonal, for hits inside long HSPs)
+                  -> sweep_groups (thread per diagonal of the unfinished hits, step budget)
 
-Only hits scoring at least `--hspthresh` leave the device.  The entropy gate, dedup and final order
-of those survivors (about 0.02% of hits on real genomes) run on the host through `hspz.hsp`, the
-same code as the CPU backend: entropy needs the host's correctly rounded `log` to give the same
-bytes, and the survivors are few.
+Only hits scoring at least `--hspthresh` leave the device, plus the diagonals whose sweep ran out
+of budget (long HSPs), which the host sweeps.  That host half of each semantic chunk (long
+sweeps, the entropy gate, dedup, final order; about 0.02% of hits on real genomes) runs on host
+threads through `hspz.xdrop` and `hspz.hsp`, the same code as the CPU backend, overlapping the
+device's next batches: entropy needs the host's correctly rounded `log` to give the same bytes.
 
 This module imports CuPy at import time; `hspz.backends` imports it only when a GPU is chosen.
 """
