@@ -525,8 +525,8 @@ def reverse_complement(packed: PackedBin) -> PackedBin:
     in reversed order with starts block_len - start - len."""
     n = packed.block_len
     buf = np.empty(n + 1, dtype=np.uint8)
-    np.take(COMPLEMENT, packed.buf[:n][::-1], out=buf[:n])
-    buf[n] = SEPARATOR
+    buf[:n] = COMPLEMENT[packed.buf[:n]][::-1]  # look up forwards, then reverse: a strided
+    buf[n] = SEPARATOR  # lookup through the reversed view is several times slower
     lengths = packed.lengths[::-1].copy()
     starts = (n - packed.starts - packed.lengths)[::-1].copy()
     return PackedBin(buf, n, packed.names[::-1], starts, lengths)
