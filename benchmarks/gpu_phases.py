@@ -41,7 +41,6 @@ def main() -> None:
         times.setdefault(name, []).append(cp.cuda.get_elapsed_time(e0, e1))
         return out
 
-    gpu.set_workers(2)  # device seeder
     for _ in range(a.repeat):
         b = timed("batch setup (seeds+cumsum)",
                   lambda: gpu._Batch(ctx, ref, dref, qry, dqry, strand, chunk))

@@ -391,7 +391,7 @@ def worker_jobs(m: Manifest, sched: scheduling.Schedule, engine_name: str, threa
     ctx = context_of(m, keep_raw)
     per = per_worker_threads(threads, sched.workers)
     return [WorkerJob(k, sched.devices[k], sched.visits[k], ctx, m.plan, engine_name, per, t0,
-                      hit_stats, sched.workers) for k in range(sched.workers)]
+                      hit_stats) for k in range(sched.workers)]
 
 
 def ledger_row(m: Manifest, r: UnitResult, label: str) -> dict:
@@ -626,7 +626,7 @@ def work_command(plan_path: str, worker: int, output: str, select, threads: int,
         device = worker % devices_for(engine, sched.workers).count
     t0 = time.perf_counter()
     job = WorkerJob(worker, device, sched.visits[worker], context_of(m), m.plan,
-                    engine.__name__, threads, t0, workers=sched.workers)
+                    engine.__name__, threads, t0)
     results: list[UnitResult] = []
     rep = run_worker(job, ref, qry, lambda r, _: results.append(r))
     write_results(output, results, dict(plan=pf.digest, worker=worker, workers=sched.workers,

@@ -49,7 +49,6 @@ class WorkerJob:
     threads: int
     t0: float  # time.perf_counter() origin of the run (CLOCK_MONOTONIC: one clock for all)
     hit_stats: bool = False
-    workers: int = 1  # how many workers the run has (the GPU engine's default seeder)
 
 
 @dataclass
@@ -67,11 +66,10 @@ class WorkerReport:
 
 
 def load_engine(job: WorkerJob):
-    """Import the engine, bind this process to its device, tell it its threads and how many
-    workers the run has (each call only where the engine offers it)."""
+    """Import the engine, bind this process to its device and tell it its threads (each call
+    only where the engine offers it)."""
     engine = importlib.import_module(job.engine)
-    for name, value in (("use_device", job.device), ("set_threads", job.threads),
-                        ("set_workers", job.workers)):
+    for name, value in (("use_device", job.device), ("set_threads", job.threads)):
         setter = getattr(engine, name, None)
         if setter is not None:
             setter(value)

@@ -49,17 +49,12 @@ PIECE = 1 << 26  # hits processed at once inside one semantic chunk (device memo
 SWEEP_BUFFERS = 11  # scratch arrays sweep_groups needs per late hit
 SWEEP_BUDGET = 2048  # bases one device thread may sweep per direction before the host takes over
 
-_state = {"workers": 1, "threads": 1}
+_state = {"threads": 1}
 
 
 def set_threads(threads: int) -> None:
     """Host threads for the CPU seeder (`--threads`; 0 = every core)."""
     _state["threads"] = threads if threads > 0 else (os.cpu_count() or 1)
-
-
-def set_workers(workers: int) -> None:
-    """How many workers the run has; it picks the default seeder (device when more than one)."""
-    _state["workers"] = workers
 
 
 def device_properties() -> list[dict]:
