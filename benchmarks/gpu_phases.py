@@ -2,8 +2,9 @@
 
     python benchmarks/gpu_phases.py REF QUERY [--chunk 0] [--repeat 5]
 
-Prints the median ms of: seeds (device seeder), cumsum, seed ids, first pass, late sort; and the
-hits, survivors and late hits of that batch.
+Prints the median ms of: seeds (device seeder) and cumsum, seed ids, the counting sort into
+reference order for each --shifts value, and the whole device half (ids, order, first pass, late
+sweep) in seed order ("none") and at each shift; and the hits, survivors and late hits.
 """
 
 from __future__ import annotations
@@ -24,13 +25,18 @@ def main() -> None:
     ap.add_argument("query")
     ap.add_argument("--chunk", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--shifts", default="none,4,6,8,10,16")
+    ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                    help="compile the kernels with this #define (e.g. WALK_UNROLL=1)")
     a = ap.parse_args()
+    gpu.DEFINES.update(d.split("=", 1) for d in a.define)
     ctx = Context.from_options(Options())
     ref = prepare_reference(ctx, 0, read_records(a.reference))
     qry = prepare_query(ctx, 0, read_records(a.query))
     dref, dqry = gpu._device_ref(ctx, ref), gpu._device_query(qry)
     _, strand, chunk = unit_batches(ctx, qry)[a.chunk]
     times: dict[str, list[float]] = {}
+    shifts = [None if x == "none" else int(x) for x in a.shifts.split(",")]
 
     def timed(name, fn):
         e0, e1 = cp.cuda.Event(), cp.cuda.Event()
@@ -45,13 +51,19 @@ def main() -> None:
         b = timed("batch setup (seeds+cumsum)",
                   lambda: gpu._Batch(ctx, ref, dref, qry, dqry, strand, chunk))
         h_b = int(b.cum[-1])
-        done, late = timed("device: ids, first pass, late sweep",
-                           lambda b=b, h_b=h_b: b.survivors(0, h_b, None))
+        seed_id = timed("seed ids", lambda b=b, h_b=h_b: b.seed_ids(0, h_b))
+        for shift in shifts:
+            if shift is not None:
+                timed(f"reference order, shift {shift}",
+                      lambda b=b, s=seed_id, h_b=h_b, w=shift: b.ref_order(s, 0, h_b, w))
+        for shift in shifts:
+            done, late = timed(f"device half, order {shift}",
+                               lambda b=b, h_b=h_b, w=shift: b.survivors(0, h_b, w))
         if late is not None:
             timed("host sweep+gate", lambda d=done, x=late: gpu.host_finish(
                 ctx, ref, qry, strand, [(d, x)]))
     kept = sum(len(part[0]) for part in done)
-    print(f"batch {a.chunk} {strand} {chunk}: hits {h_b}, kept on device {kept}, "
+    print(f"batch {a.chunk} {strand} {chunk} {gpu.DEFINES}: hits {h_b}, kept on device {kept}, "
           f"late for the host {0 if late is None else len(late[0])}")
     for name, t in times.items():
         med = statistics.median(t[1:] or t)

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 
 from hspz.errors import UsageError
 
-DEFAULT_BUCKET_SHIFT = 20
+# Without HSPZ_REF_BUCKET_SHIFT the GPU sorts each piece's hits by 64-base reference windows: finer
+# than the knob's 16..31 allows, because threads of one warp then read the same cache lines
+# (BENCHMARKS.md, "reference order").
+DEFAULT_BUCKET_SHIFT = 6
 
 
 @dataclass(frozen=True)
@@ -63,9 +66,6 @@ def _positive(text: str | None) -> int | None:
 
 
 def buckets_on(knobs: Knobs, ref_len: int) -> bool:
-    """Whether hits are visited in reference-window order (a shift alone turns bucketing on)."""
-    if knobs.ref_buckets is not None:
-        return knobs.ref_buckets
-    if "HSPZ_REF_BUCKET_SHIFT" in os.environ and os.environ["HSPZ_REF_BUCKET_SHIFT"]:
-        return True
-    return False
+    """Whether the GPU visits hits in reference-window order: unless HSPZ_REF_BUCKETS=0 (auto is
+    on: it measured faster on every workload in BENCHMARKS.md)."""
+    return knobs.ref_buckets is not False

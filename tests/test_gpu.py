@@ -205,3 +205,32 @@ def test_gpu_sweep_budget_hands_long_diagonals_to_the_host(tmp_path, monkeypatch
     r = write_fa(tmp_path / "r.fa", [("r", seq)])
     q = write_fa(tmp_path / "q.fa", [("q", seq[300:9_000] + seq[12_000:13_000])])
     run_both(tmp_path, r, q)
+
+
+def test_gpu_reference_order_is_the_seed_order_hits_sorted_by_window():
+    from hspz.engine import Context, gpu, prepare_query, prepare_reference
+    from hspz.options import Options
+    from hspz.seed import batch_hits
+    from hspz.sequence import Record
+
+    rng = np.random.default_rng(5)
+    unit = rng.choice(np.frombuffer(b"ACGT", np.uint8), 300)
+    seq = np.concatenate([rng.choice(np.frombuffer(b"ACGT", np.uint8), 2000) if i % 2 else unit
+                          for i in range(40)])  # 20 repeat copies: many hits per seed
+    ctx = Context.from_options(Options())
+    ref = prepare_reference(ctx, 0, [Record("r", seq)])
+    qry = prepare_query(ctx, 0, [Record("q", seq[5000:30_000].copy())])
+    b = gpu._Batch(ctx, ref, gpu._device_ref(ctx, ref), qry, gpu._device_query(qry), "plus",
+                   (0, qry.block_len))
+    kmers, qpos, lo, counts = batch_hits(qry.seed["plus"], ctx.shape, 0, qry.block_len, True,
+                                         ref.table)
+    owner = np.repeat(np.arange(len(counts)), counts)
+    j = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
+    want = (ref.table.pos_table[lo[owner] + j].astype(np.uint64) << np.uint64(32)) | qpos[owner].astype(np.uint64)
+    n = int(b.cum[-1])
+    assert n == len(want) > 10_000
+    for h0, h1 in ((0, n), (123, n - 77)):
+        for shift in (0, 6, 16):
+            got = b.ref_order(b.seed_ids(h0, h1), h0, h1 - h0, shift).get()
+            assert np.all(np.diff(got >> np.uint64(32 + shift)) >= 0)
+            assert np.array_equal(np.sort(got), np.sort(want[h0:h1]))

@@ -33,7 +33,7 @@ def _preamble(shape: SeedShape) -> str:
 def _launched() -> dict[str, set[str]]:
     """{kernel file: kernel names} of every `_kernel(shape, "file", "name")` call in gpu.py."""
     found: dict[str, set[str]] = {}
-    calls = re.findall(r'_kernel\(\s*(?:ctx\.)?shape\s*,\s*"(\w+)"\s*,\s*"(\w+)"\s*\)',
+    calls = re.findall(r'_kernel\(\s*(?:self\.)?(?:ctx\.)?shape\s*,\s*"(\w+)"\s*,\s*"(\w+)"\s*\)',
                        GPU_PY.read_text())
     for module, name in calls:
         found.setdefault(module, set()).add(name)

@@ -104,6 +104,8 @@ def test_bucket_shift_fullwidth_digits_are_a_usage_error():
 
 
 @pytest.mark.parametrize("env, expected", [
+    ({}, True),  # auto: on
+    ({"HSPZ_REF_BUCKETS": "auto"}, True),
     ({"HSPZ_REF_BUCKET_SHIFT": "18"}, True),  # a shift alone turns bucketing on
     ({"HSPZ_REF_BUCKET_SHIFT": "31", "HSPZ_REF_BUCKETS": "auto"}, True),
     ({"HSPZ_REF_BUCKET_SHIFT": "18", "HSPZ_REF_BUCKETS": "0"}, False),  # ...unless buckets=0
@@ -113,6 +115,8 @@ def test_bucket_shift_fullwidth_digits_are_a_usage_error():
     ({"HSPZ_REF_BUCKET_SHIFT": "", "HSPZ_REF_BUCKETS": "0"}, False),
 ])
 def test_buckets_on_follows_the_knobs(monkeypatch, env, expected):
+    monkeypatch.delenv("HSPZ_REF_BUCKETS", raising=False)
+    monkeypatch.delenv("HSPZ_REF_BUCKET_SHIFT", raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     k = knobs.read()

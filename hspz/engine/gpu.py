@@ -71,17 +71,23 @@ def use_device(device: int) -> None:
     cp.cuda.Device(device).use()
 
 
-@functools.lru_cache(maxsize=8)
-def _module(name: str, size: int, care: tuple[int, ...]) -> cp.RawModule:
-    """One compiled module per kernel file and seed shape (CuPy caches the binary on disk)."""
+# Extra `#define`s for every kernel module (benchmarks compare variants, e.g. WALK_UNROLL).
+DEFINES: dict[str, int] = {}
+
+
+@functools.lru_cache(maxsize=16)
+def _module(name: str, size: int, care: tuple[int, ...], defines: tuple) -> cp.RawModule:
+    """One compiled module per kernel file, seed shape and defines (CuPy caches the binary)."""
     preamble = (f"#define SEED_SIZE {size}\n#define WEIGHT {len(care)}\n"
                 f"#define CARE_LIST {','.join(map(str, care))}\n")
+    preamble += "".join(f"#define {k} {v}\n" for k, v in defines)
     source = preamble + (KERNELS / f"{name}.cu").read_text()
     return cp.RawModule(code=source, options=("--std=c++17",))
 
 
 def _kernel(shape: SeedShape, module: str, name: str):
-    return _module(module, shape.size, shape.care).get_function(name)
+    return _module(module, shape.size, shape.care, tuple(sorted(DEFINES.items()))).get_function(
+        name)
 
 
 def _grid(n: int) -> tuple[int]:
@@ -237,17 +243,11 @@ class _Batch:
         a = int(self.cum[s0 - 1]) if s0 > 0 else 0
         return a, int(self.cum[s1])
 
-    def survivors(self, h0: int, h1: int, buckets: int | None):
+    def survivors(self, h0: int, h1: int, shift: int | None):
         """Extend hits [h0, h1); (score, rs, qs, len) device arrays of those scoring >= K."""
         ctx, o, n = self.ctx, self.ctx.options, h1 - h0
-        s_first = _search(self.cum, h0)
-        s_last = _search(self.cum, h1 - 1)
-        seed_id = cp.empty(n, cp.int32)
-        _kernel(ctx.shape, "seed", "fill_seed_ids")(
-            _grid(s_last - s_first + 1), (BLOCK,),
-            (self.cum, self.counts, np.int64(s_first), np.int64(s_last), np.int64(h0),
-             np.int64(h1), seed_id))
-        order = None if buckets is None else self._bucket_order(seed_id, h0, n, buckets)
+        seed_id = self.seed_ids(h0, h1)
+        pairs = None if shift is None else self.ref_order(seed_id, h0, n, shift)
         out = [cp.empty(n, cp.int64) for _ in range(4)]
         late_r, late_q = cp.empty(n, cp.int64), cp.empty(n, cp.int64)
         counters = cp.zeros(2, cp.uint32)
@@ -256,7 +256,8 @@ class _Batch:
             _grid(n), (BLOCK,),
             (self.dref.score, self.qscore, np.int64(self.dref.len), np.int64(self.qlen), mat,
              np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(CAP), self.dref.pos_table,
-             self.lo, self.cum, self.counts, seed_id, _ptr(self.qpos), _ptr(order), np.int64(h0), np.int64(n), np.int64(self.first), np.int32(self.variants),
+             self.lo, self.cum, self.counts, seed_id, _ptr(self.qpos), _ptr(pairs), np.int64(h0), np.int64(n), np.int64(self.first),
+             np.int32(self.variants),
              np.int32(ctx.shape.size), out[1], out[2], out[3], out[0], counters[0:1],
              late_r, late_q, counters[1:2]))
         n_out, n_late = (int(x) for x in counters.get())
@@ -265,11 +266,32 @@ class _Batch:
                                  late_q[:n_late])
         return [done] + ([swept] if swept is not None else []), host
 
-    def _bucket_order(self, seed_id, h0: int, n: int, shift: int):
-        """Visit hits in reference windows of 2**shift bases (locality; never changes bytes)."""
-        j = cp.arange(h0, h0 + n, dtype=cp.int64) - (self.cum[seed_id] - self.counts[seed_id])
-        r = self.dref.pos_table[self.lo[seed_id].astype(cp.int64) + j]
-        return cp.argsort(r >> shift).astype(cp.int64)
+    def seed_ids(self, h0: int, h1: int):
+        """seed_id[h - h0]: the seed owning hit h, for hits [h0, h1)."""
+        s_first = _search(self.cum, h0)
+        s_last = _search(self.cum, h1 - 1)
+        seed_id = cp.empty(h1 - h0, cp.int32)
+        _kernel(self.ctx.shape, "seed", "fill_seed_ids")(
+            _grid(s_last - s_first + 1), (BLOCK,),
+            (self.cum, self.counts, np.int64(s_first), np.int64(s_last), np.int64(h0),
+             np.int64(h1), seed_id))
+        return seed_id
+
+    def ref_order(self, seed_id, h0: int, n: int, shift: int):
+        """Hits as (r << 32 | q), counting-sorted by reference window of 2**shift bases."""
+        r = cp.empty(n, cp.uint32)
+        hist = cp.zeros((self.dref.len >> shift) + 1, cp.uint32)
+        _kernel(self.ctx.shape, "extend", "hit_refs")(
+            _grid(n), (BLOCK,),
+            (self.dref.pos_table, self.lo, self.cum, self.counts, seed_id, np.int64(h0),
+             np.int64(n), np.int32(shift), r, hist))
+        cursor = cp.cumsum(hist, dtype=cp.uint32) - hist
+        pairs = cp.empty(n, cp.uint64)
+        _kernel(self.ctx.shape, "extend", "scatter_hits")(
+            _grid(n), (BLOCK,),
+            (r, seed_id, _ptr(self.qpos), np.int64(self.first), np.int32(self.variants),
+             np.int64(n), np.int32(shift), cursor, pairs))
+        return pairs
 
 
 def _search(cum, value: int) -> int:

@@ -5,6 +5,7 @@
 typedef unsigned char u8;
 typedef unsigned int u32;
 typedef long long i64;
+typedef unsigned long long u64;
 
 #define SUB(r, q) (mat[(int)(r) * 8 + (int)(q)])
 
@@ -21,14 +22,83 @@ __device__ __forceinline__ u32 warp_append(bool vote, u32* counter)
     return base + __popc(ballot & ((1u << lane) - 1));
 }
 
+// Reference order, a counting sort of one piece's hits by reference window (2^shift bases):
+// hit_refs finds each hit's reference position and counts the windows, scatter_hits places
+// (r << 32 | q) at its window's next slot.  Threads then walk neighbouring reference bases,
+// which the caches share.  Only the visiting order changes, never a result.
+extern "C" __global__ void hit_refs(
+    const u32* __restrict__ pos_table, const u32* __restrict__ lo, const i64* __restrict__ cum,
+    const u32* __restrict__ counts, const int* __restrict__ seed_id, i64 h0, i64 n, int shift,
+    u32* __restrict__ r_out, u32* __restrict__ hist)
+{
+    i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    int s = seed_id[t];
+    u32 r = pos_table[lo[s] + (t + h0) - (cum[s] - counts[s])];
+    r_out[t] = r;
+    atomicAdd(hist + (r >> shift), 1u);
+}
+
+extern "C" __global__ void scatter_hits(
+    const u32* __restrict__ r_in, const int* __restrict__ seed_id, const i64* __restrict__ qpos,
+    i64 first, int variants, i64 n, int shift, u32* __restrict__ cursor, u64* __restrict__ pairs)
+{
+    i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    int s = seed_id[t];
+    u32 r = r_in[t];
+    u64 q = (u64)(qpos ? qpos[s] : first + s / variants);
+    u32 slot = atomicAdd(cursor + (r >> shift), 1u);
+    pairs[slot] = ((u64)r << 32) | q;
+}
+
+#ifndef WALK_UNROLL
+#define WALK_UNROLL 4
+#endif
+
+// One side's capped x-drop walk: scores a[DIR * k] vs b[DIR * k] for k = 0, 1, ... (DIR = -1
+// reads a[-1 - k]); stops at the first k where the running maximum exceeds the sum by more than
+// xdrop, or at end.  Returns that k; *best is the maximum (0 before any gain), *at its first k
+// (-1 if none).  Loads are issued WALK_UNROLL bases ahead: they do not depend on the sum.
+template <int DIR>
+__device__ __forceinline__ i64 walk(const u8* __restrict__ a, const u8* __restrict__ b, i64 end,
+                                    const int* mat, int xdrop, int* best, int* at)
+{
+#define AT(p, k) (DIR > 0 ? (p)[k] : (p)[-1 - (k)])
+    int sc = 0, mr = 0, pr = -1;
+    i64 k = 0;
+    for (; k + WALK_UNROLL <= end; k += WALK_UNROLL) {
+        u8 x[WALK_UNROLL], y[WALK_UNROLL];
+#pragma unroll
+        for (int u = 0; u < WALK_UNROLL; ++u) { x[u] = AT(a, k + u); y[u] = AT(b, k + u); }
+#pragma unroll
+        for (int u = 0; u < WALK_UNROLL; ++u) {
+            sc += SUB(x[u], y[u]);
+            if (sc > mr) { mr = sc; pr = (int)(k + u); }
+            else if (mr - sc > xdrop) { k += u; goto stop; }
+        }
+    }
+    for (; k < end; ++k) {
+        sc += SUB(AT(a, k), AT(b, k));
+        if (sc > mr) { mr = sc; pr = (int)k; }
+        else if (mr - sc > xdrop) break;
+    }
+stop:
+    *best = mr;
+    *at = pr;
+    return k;
+#undef AT
+}
+
 // First pass, one thread per hit: walk right then left for at most CAP bases each.  Finished
 // hits scoring >= thresh are appended to (rs, qs, len, score); unfinished ones to (late_r, late_q).
+// Hit t is pairs[t] when pairs is given (reference order), else hit h0 + t in seed order.
 extern "C" __global__ void first_pass(
     const u8* __restrict__ ref, const u8* __restrict__ qry, i64 ref_len, i64 qry_len,
     const int* __restrict__ mat_g, int xdrop, int thresh, int cap,
     const u32* __restrict__ pos_table, const u32* __restrict__ lo, const i64* __restrict__ cum,
     const u32* __restrict__ counts, const int* __restrict__ seed_id, const i64* __restrict__ qpos,
-    const i64* __restrict__ order, i64 h0, i64 n, i64 first, int variants, int size,
+    const u64* __restrict__ pairs, i64 h0, i64 n, i64 first, int variants, int size,
     i64* __restrict__ out_rs, i64* __restrict__ out_qs, i64* __restrict__ out_len,
     i64* __restrict__ out_score, u32* __restrict__ n_out,
     i64* __restrict__ late_r, i64* __restrict__ late_q, u32* __restrict__ n_late)
@@ -38,35 +108,29 @@ extern "C" __global__ void first_pass(
     __syncthreads();
     i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
     if (t >= n) return;
-    i64 h = order ? order[t] : t;
-    int s = seed_id[h];
-    i64 j = (h + h0) - (cum[s] - counts[s]);
-    i64 r = (i64)pos_table[lo[s] + j] + size;
-    i64 q = (qpos ? qpos[s] : first + s / variants) + size;
-
-    int sc = 0, mr = 0, pr = -1;
-    bool done = true;
-    i64 lim = min(ref_len - r, qry_len - q);
-    i64 end = min(lim, (i64)cap);
-    i64 k = 0;
-    for (; k < end; ++k) {
-        sc += SUB(ref[r + k], qry[q + k]);
-        if (sc > mr) { mr = sc; pr = (int)k; }
-        else if (mr - sc > xdrop) break;
+    i64 r, q;
+    if (pairs) {  // reference order: (r << 32 | q) from scatter_hits
+        u64 p = pairs[t];
+        r = (i64)(p >> 32) + size;
+        q = (i64)(p & 0xFFFFFFFFull) + size;
+    } else {      // seed order
+        int s = seed_id[t];
+        i64 j = (t + h0) - (cum[s] - counts[s]);
+        r = (i64)pos_table[lo[s] + j] + size;
+        q = (qpos ? qpos[s] : first + s / variants) + size;
     }
-    if (k == end && end != lim) done = false;
-    int ml = 0, pl = 0;
+
+    // right from (r, q) on, then left from (r - 1, q - 1) down; a side that walks `cap` bases
+    // without an x-drop stop (and has sequence left) leaves the hit to the sweep
+    int mr, pr, ml = 0, pl = -1;
+    i64 lim = min(ref_len - r, qry_len - q), end = min(lim, (i64)cap);
+    bool done = walk<1>(ref + r, qry + q, end, mat, xdrop, &mr, &pr) < end || end == lim;
     if (done) {
-        sc = 0;
         lim = min(r, q);
         end = min(lim, (i64)cap);
-        for (k = 1; k <= end; ++k) {
-            sc += SUB(ref[r - k], qry[q - k]);
-            if (sc > ml) { ml = sc; pl = (int)k; }
-            else if (ml - sc > xdrop) break;
-        }
-        if (k == end + 1 && end != lim) done = false;
+        done = walk<-1>(ref + r, qry + q, end, mat, xdrop, &ml, &pl) < end || end == lim;
     }
+    pl += 1;  // the left walk's k counts from r - 1
     bool keep = done && mr + ml >= thresh;
     u32 slot = warp_append(keep, n_out);
     if (keep) {
