@@ -176,12 +176,24 @@ def assemble(result: UnitResult, jobs: list, outs: list[BatchOut]) -> UnitResult
     return result
 
 
+def settle(ctx: Context, raw: np.ndarray) -> tuple[int, np.ndarray | None, np.ndarray]:
+    """One semantic chunk's gated HSPs made final: (raw count, raw dump or None, deduped).
+    Pure, so the GPU backend runs it on host threads."""
+    return len(raw), (diagonal_order(raw) if ctx.keep_raw else None), dedup(raw)
+
+
+def record_chunk(out: BatchOut, settled: tuple, strand: str) -> None:
+    """Add one settled semantic chunk to its batch's output, in chunk order."""
+    count, raw, hsps = settled
+    out.raw_hsps += count
+    if raw is not None:
+        out.raw.append((strand, raw))
+    out.hsps.append(hsps)
+
+
 def finish_chunk(ctx: Context, raw, out: BatchOut, strand: str) -> None:
     """Record one semantic chunk's gated HSPs: counts, optional raw dump, dedup."""
-    out.raw_hsps += len(raw)
-    if ctx.keep_raw:
-        out.raw.append((strand, diagonal_order(raw)))
-    out.hsps.append(dedup(raw))
+    record_chunk(out, settle(ctx, raw), strand)
 
 
 _META_FIELDS = (

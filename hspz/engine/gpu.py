@@ -36,7 +36,8 @@ from hspz.engine import (
     RefBin,
     UnitResult,
     assemble,
-    finish_chunk,
+    record_chunk,
+    settle,
     unit_batches,
 )
 from hspz.seed import SeedShape, SeedTable, batch_hits
@@ -100,8 +101,13 @@ def _ptr(array):
 
 
 def _padded(codes):
-    """Score codes with 8 spare bytes, so the walks' aligned 4-byte reads stay in bounds."""
-    return cp.concatenate((codes, cp.full(8, 7, cp.uint8)))
+    """Score codes with 16 spare bytes: the walks read whole aligned 8-byte words."""
+    return cp.concatenate((codes, cp.full(16, 7, cp.uint8)))
+
+
+def _reversed(codes):
+    """Score codes back to front, padded: a left walk is a forward walk of this copy."""
+    return _padded(codes[::-1])
 
 
 def _luts():
@@ -120,7 +126,8 @@ class DeviceRef:
         seed_lut, score_lut = _luts()
         buf = cp.asarray(ref.packed.buf)
         codes = seed_lut[buf]
-        self.score = _padded(score_lut[buf])
+        score = score_lut[buf]
+        self.score, self.score_rev, self.score_n = _padded(score), _reversed(score), len(score)
         self.len = ref.packed.block_len
         self.index_table, self.pos_table = build_table(ctx.shape, ctx.options.step, codes,
                                                        self.len)
@@ -162,7 +169,8 @@ def _device_query(qry: QueryBin) -> dict:
         dev = {}
         for strand, packed in qry.packed.items():
             buf = cp.asarray(packed.buf)
-            dev[strand] = (seed_lut[buf], _padded(score_lut[buf]))
+            score = score_lut[buf]
+            dev[strand] = (seed_lut[buf], _padded(score), _reversed(score))
         qry._device = dev
     return dev
 
@@ -227,7 +235,7 @@ class _Batch:
 
     def __init__(self, ctx, ref, dref, qry, dqry, strand, chunk, host_seeds=None):
         self.ctx, self.dref, self.strand = ctx, dref, strand
-        self.qcodes, self.qscore = dqry[strand]
+        self.qcodes, self.qscore, self.qscore_rev = dqry[strand]
         self.qlen = qry.packed[strand].block_len
         first = chunk[0]
         end = min(chunk[1], len(qry.seed[strand]) - ctx.shape.size + 1)
@@ -252,12 +260,14 @@ class _Batch:
         late_r, late_q = cp.empty(n, cp.int64), cp.empty(n, cp.int64)
         counters = cp.zeros(2, cp.uint32)
         mat = cp.asarray(ctx.matrix.ravel().astype(np.int32))
+        d = self.dref
         _kernel(ctx.shape, "extend", "first_pass")(
             _grid(n), (BLOCK,),
-            (self.dref.score, self.qscore, np.int64(self.dref.len), np.int64(self.qlen), mat,
-             np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(CAP), self.dref.pos_table,
-             self.lo, self.cum, self.counts, seed_id, _ptr(self.qpos), _ptr(pairs), np.int64(h0), np.int64(n), np.int64(self.first),
-             np.int32(self.variants),
+            (d.score, d.score_rev, np.int64(d.score_n), self.qscore, self.qscore_rev,
+             np.int64(len(self.qscore) - 16), np.int64(d.len), np.int64(self.qlen), mat,
+             np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(CAP), d.pos_table, self.lo,
+             self.cum, self.counts, seed_id, _ptr(self.qpos), _ptr(pairs), np.int64(h0),
+             np.int64(n), np.int64(self.first), np.int32(self.variants),
              np.int32(ctx.shape.size), out[1], out[2], out[3], out[0], counters[0:1],
              late_r, late_q, counters[1:2]))
         n_out, n_late = (int(x) for x in counters.get())
@@ -355,8 +365,8 @@ def sweep_on_device(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q, begi
     return res, failed
 
 
-def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, pieces) -> list:
-    """Host half of one semantic chunk: sweep the late hits, gate, dedup (runs on a thread)."""
+def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, pieces) -> tuple:
+    """Host half of one semantic chunk: sweep the late hits, gate, `settle` (on a thread)."""
     o = ctx.options
     parts = []
     for done, late in pieces:
@@ -367,7 +377,7 @@ def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, pieces) -
             keep = res[0] >= o.hspthresh
             parts.append([x[keep] for x in res])
     cols = [np.concatenate([p[i] for p in parts] or [np.empty(0, np.int64)]) for i in range(4)]
-    return hsp.gate(ref.score, qry.score[strand], *cols, o.hspthresh, o.entropy)
+    return settle(ctx, hsp.gate(ref.score, qry.score[strand], *cols, o.hspthresh, o.entropy))
 
 
 def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk, walk_full: bool,
@@ -406,7 +416,7 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResu
         outs = []
         for (_, strand, _), (out, futures) in zip(jobs, pending, strict=True):
             for f in futures:
-                finish_chunk(ctx, f.result(), out, strand)
+                record_chunk(out, f.result(), strand)
             outs.append(out)
     stop.synchronize()
     result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, outs)

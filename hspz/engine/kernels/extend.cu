@@ -52,50 +52,70 @@ extern "C" __global__ void scatter_hits(
     pairs[slot] = ((u64)r << 32) | q;
 }
 
-#ifndef WALK_UNROLL
-#define WALK_UNROLL 4
+#ifndef WALK_WORDS
+#define WALK_WORDS 1
 #endif
 
-// One side's capped x-drop walk: scores a[DIR * k] vs b[DIR * k] for k = 0, 1, ... (DIR = -1
-// reads a[-1 - k]); stops at the first k where the running maximum exceeds the sum by more than
-// xdrop, or at end.  Returns that k; *best is the maximum (0 before any gain), *at its first k
-// (-1 if none).  Loads are issued WALK_UNROLL bases ahead: they do not depend on the sum.
-template <int DIR>
-__device__ __forceinline__ i64 walk(const u8* __restrict__ a, const u8* __restrict__ b, i64 end,
-                                    const int* mat, int xdrop, int* best, int* at)
+// Bases s[p], s[p + 1], ... eight at a time from aligned 8-byte words: one load per eight bases,
+// where byte loads cost the load unit a request per base for each lane's scattered line.  s is
+// 8-byte aligned and padded with 16 bytes, so the word after the last base can be read.
+struct Words {
+    const u64* w;
+    u64 cur;
+    int sh;
+    __device__ __forceinline__ Words(const u8* s, i64 p)
+        : w((const u64*)(s + (p & ~7ll))), sh((int)(p & 7) * 8) { cur = __ldg(w); }
+    __device__ __forceinline__ u64 next()
+    {
+        u64 nxt = __ldg(++w);
+        u64 out = sh ? (cur >> sh) | (nxt << (64 - sh)) : cur;
+        cur = nxt;
+        return out;
+    }
+};
+
+// One side's capped x-drop walk: scores a[pa + k] vs b[pb + k] for k = 0, 1, ... and stops at the
+// first k where the running maximum exceeds the sum by more than xdrop, or at end.  Returns that
+// k; *best is the maximum (0 before any gain), *at its first k (-1 if none).  A left walk is this
+// walk over the reversed copies.  mat is this lane's column of the bank-replicated matrix.
+__device__ __forceinline__ i64 walk(const u8* __restrict__ a, i64 pa, const u8* __restrict__ b,
+                                    i64 pb, i64 end, const int* mat, int xdrop, int* best, int* at)
 {
-#define AT(p, k) (DIR > 0 ? (p)[k] : (p)[-1 - (k)])
     int sc = 0, mr = 0, pr = -1;
     i64 k = 0;
-    for (; k + WALK_UNROLL <= end; k += WALK_UNROLL) {
-        u8 x[WALK_UNROLL], y[WALK_UNROLL];
+#if WALK_WORDS
+    Words A(a, pa), B(b, pb);
+    for (; k < end; k += 8) {
+        u64 z = (A.next() << 3) | B.next();  // each byte (ref code << 3 | query code); codes < 8
 #pragma unroll
-        for (int u = 0; u < WALK_UNROLL; ++u) { x[u] = AT(a, k + u); y[u] = AT(b, k + u); }
-#pragma unroll
-        for (int u = 0; u < WALK_UNROLL; ++u) {
-            sc += SUB(x[u], y[u]);
-            if (sc > mr) { mr = sc; pr = (int)(k + u); }
+        for (int u = 0; u < 8; ++u) {
+            if (k + u >= end) { k = end; goto stop; }
+            sc += mat[((int)(z >> (8 * u)) & 63) * 32];
+            if (sc > mr) { mr = sc; pr = (int)k + u; }
             else if (mr - sc > xdrop) { k += u; goto stop; }
         }
     }
+    k = end;
+#else
     for (; k < end; ++k) {
-        sc += SUB(AT(a, k), AT(b, k));
+        sc += mat[(a[pa + k] * 8 + b[pb + k]) * 32];
         if (sc > mr) { mr = sc; pr = (int)k; }
-        else if (mr - sc > xdrop) break;
+        else if (mr - sc > xdrop) goto stop;
     }
+#endif
 stop:
     *best = mr;
     *at = pr;
     return k;
-#undef AT
 }
 
 // First pass, one thread per hit: walk right then left for at most CAP bases each.  Finished
 // hits scoring >= thresh are appended to (rs, qs, len, score); unfinished ones to (late_r, late_q).
 // Hit t is pairs[t] when pairs is given (reference order), else hit h0 + t in seed order.
 extern "C" __global__ void first_pass(
-    const u8* __restrict__ ref, const u8* __restrict__ qry, i64 ref_len, i64 qry_len,
-    const int* __restrict__ mat_g, int xdrop, int thresh, int cap,
+    const u8* __restrict__ ref, const u8* __restrict__ ref_rev, i64 ref_n,
+    const u8* __restrict__ qry, const u8* __restrict__ qry_rev, i64 qry_n, i64 ref_len,
+    i64 qry_len, const int* __restrict__ mat_g, int xdrop, int thresh, int cap,
     const u32* __restrict__ pos_table, const u32* __restrict__ lo, const i64* __restrict__ cum,
     const u32* __restrict__ counts, const int* __restrict__ seed_id, const i64* __restrict__ qpos,
     const u64* __restrict__ pairs, i64 h0, i64 n, i64 first, int variants, int size,
@@ -103,9 +123,10 @@ extern "C" __global__ void first_pass(
     i64* __restrict__ out_score, u32* __restrict__ n_out,
     i64* __restrict__ late_r, i64* __restrict__ late_q, u32* __restrict__ n_late)
 {
-    __shared__ int mat[64];
-    if (threadIdx.x < 64) mat[threadIdx.x] = mat_g[threadIdx.x];
+    __shared__ int mat_rep[64 * 32];  // entry i for lane l at i * 32 + l: no bank conflicts
+    for (int i = threadIdx.x; i < 64 * 32; i += blockDim.x) mat_rep[i] = mat_g[i >> 5];
     __syncthreads();
+    const int* mat = mat_rep + (threadIdx.x & 31);
     i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
     if (t >= n) return;
     i64 r, q;
@@ -124,11 +145,12 @@ extern "C" __global__ void first_pass(
     // without an x-drop stop (and has sequence left) leaves the hit to the sweep
     int mr, pr, ml = 0, pl = -1;
     i64 lim = min(ref_len - r, qry_len - q), end = min(lim, (i64)cap);
-    bool done = walk<1>(ref + r, qry + q, end, mat, xdrop, &mr, &pr) < end || end == lim;
+    bool done = walk(ref, r, qry, q, end, mat, xdrop, &mr, &pr) < end || end == lim;
     if (done) {
         lim = min(r, q);
         end = min(lim, (i64)cap);
-        done = walk<-1>(ref + r, qry + q, end, mat, xdrop, &ml, &pl) < end || end == lim;
+        done = walk(ref_rev, ref_n - r, qry_rev, qry_n - q, end, mat, xdrop, &ml, &pl) < end
+               || end == lim;
     }
     pl += 1;  // the left walk's k counts from r - 1
     bool keep = done && mr + ml >= thresh;
