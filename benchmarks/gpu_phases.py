@@ -26,9 +26,11 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--shifts", default="none,4,6,8,10,16")
+    ap.add_argument("--cap", type=int, default=gpu.CAP, help="first-pass bases per side")
     ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                     help="compile the kernels with this #define (e.g. WALK_UNROLL=1)")
     a = ap.parse_args()
+    gpu.CAP = a.cap
     gpu.DEFINES.update(d.split("=", 1) for d in a.define)
     ctx = Context.from_options(Options())
     ref = prepare_reference(ctx, 0, read_records(a.reference))
@@ -57,14 +59,18 @@ def main() -> None:
                 timed(f"reference order, shift {shift}",
                       lambda b=b, s=seed_id, h_b=h_b, w=shift: b.ref_order(s, 0, h_b, w))
         for shift in shifts:
-            done, late = timed(f"device half, order {shift}",
-                               lambda b=b, h_b=h_b, w=shift: b.survivors(0, h_b, w))
+            _, lr, lq = timed(f"first pass, order {shift}",
+                              lambda b=b, h_b=h_b, w=shift: b.first_pass(0, h_b, w))
+        timed("late hits: sort, device sweep", lambda b=b, lr=lr, lq=lq: gpu.split_late(
+            ctx, dref, b.qscore, b.qlen, lr, lq))
+        done, late = timed("device half (ids, first pass, late)",
+                           lambda b=b, h_b=h_b: b.survivors(0, h_b, shifts[0]))
         if late is not None:
             timed("host sweep+gate", lambda d=done, x=late: gpu.host_finish(
                 ctx, ref, qry, strand, [(d, x)]))
     kept = sum(len(part[0]) for part in done)
-    print(f"batch {a.chunk} {strand} {chunk} {gpu.DEFINES}: hits {h_b}, kept on device {kept}, "
-          f"late for the host {0 if late is None else len(late[0])}")
+    print(f"batch {a.chunk} {strand} {chunk} {gpu.DEFINES} cap {gpu.CAP}: hits {h_b}, kept on device {kept}, "
+          f"late hits {len(lr)}, late for the host {0 if late is None else len(late[0])}")
     for name, t in times.items():
         med = statistics.median(t[1:] or t)
         print(f"  {name:40s} {med:8.3f} ms  {med * 1e6 / max(h_b, 1):.3f} ns/hit")

@@ -16,7 +16,15 @@ if [[ $STAGES == *phases* ]]; then
   timeout 200 python3 benchmarks/gpu_phases.py $D/simM_ref.2bit $D/simM_query.2bit --chunk 3 \
     --repeat 4 ${SHIFTS:+--shifts $SHIFTS} 2>&1 | tee $OUT/phases.log
   timeout 200 python3 benchmarks/gpu_phases.py $D/simM_ref.2bit $D/simM_query.2bit --chunk 3 \
-    --repeat 4 --shifts none,6 --define WALK_WORDS=0 2>&1 | tee -a $OUT/phases.log
+    --repeat 4 --shifts none --cap 16 2>&1 | tee -a $OUT/phases.log
+  if command -v ncu > /dev/null; then
+    timeout 200 ncu --kernel-name first_pass --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+      --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section LaunchStats python3 benchmarks/gpu_phases.py $D/simM_ref.2bit $D/simM_query.2bit \
+      --chunk 3 --repeat 1 --shifts none > $OUT/ncu.log 2>&1
+  else
+    echo "no ncu; $(ls -d /usr/local/cuda*/bin 2>&1 | head -3)" > $OUT/ncu.log
+  fi
 fi
 if [[ $STAGES == *bench* ]]; then
   for s in "HSPZ_REF_BUCKETS=0" "HSPZ_REF_BUCKETS=auto"; do

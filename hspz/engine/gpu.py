@@ -252,7 +252,15 @@ class _Batch:
         return a, int(self.cum[s1])
 
     def survivors(self, h0: int, h1: int, shift: int | None):
-        """Extend hits [h0, h1); (score, rs, qs, len) device arrays of those scoring >= K."""
+        """Extend hits [h0, h1): (list of (score, rs, qs, len) host arrays of the hits scoring
+        >= K, host work for split_late's long diagonals or None)."""
+        done, late_r, late_q = self.first_pass(h0, h1, shift)
+        swept, host = split_late(self.ctx, self.dref, self.qscore, self.qlen, late_r, late_q)
+        return [done] + ([swept] if swept is not None else []), host
+
+    def first_pass(self, h0: int, h1: int, shift: int | None):
+        """The capped walk of hits [h0, h1): (finished survivors as host arrays, device R and Q
+        of the unfinished hits)."""
         ctx, o, n = self.ctx, self.ctx.options, h1 - h0
         seed_id = self.seed_ids(h0, h1)
         pairs = None if shift is None else self.ref_order(seed_id, h0, n, shift)
@@ -271,10 +279,7 @@ class _Batch:
              np.int32(ctx.shape.size), out[1], out[2], out[3], out[0], counters[0:1],
              late_r, late_q, counters[1:2]))
         n_out, n_late = (int(x) for x in counters.get())
-        done = [a[:n_out].get() for a in out]
-        swept, host = split_late(ctx, self.dref, self.qscore, self.qlen, late_r[:n_late],
-                                 late_q[:n_late])
-        return [done] + ([swept] if swept is not None else []), host
+        return [a[:n_out].get() for a in out], late_r[:n_late], late_q[:n_late]
 
     def seed_ids(self, h0: int, h1: int):
         """seed_id[h - h0]: the seed owning hit h, for hits [h0, h1)."""
