@@ -27,10 +27,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--shifts", default="none,4,6,8,10,16")
     ap.add_argument("--cap", type=int, default=gpu.CAP, help="first-pass bases per side")
+    ap.add_argument("--cap2", type=int, default=gpu.CAP2, help="second-walk bases per side")
     ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                     help="compile the kernels with this #define (e.g. WALK_UNROLL=1)")
     a = ap.parse_args()
-    gpu.CAP = a.cap
+    gpu.CAP, gpu.CAP2 = a.cap, a.cap2
     gpu.DEFINES.update(d.split("=", 1) for d in a.define)
     ctx = Context.from_options(Options())
     ref = prepare_reference(ctx, 0, read_records(a.reference))
@@ -59,18 +60,19 @@ def main() -> None:
                 timed(f"reference order, shift {shift}",
                       lambda b=b, s=seed_id, h_b=h_b, w=shift: b.ref_order(s, 0, h_b, w))
         for shift in shifts:
-            _, lr, lq = timed(f"first pass, order {shift}",
-                              lambda b=b, h_b=h_b, w=shift: b.first_pass(0, h_b, w))
-        timed("late hits: sort, device sweep", lambda b=b, lr=lr, lq=lq: gpu.split_late(
-            ctx, dref, b.qscore, b.qlen, lr, lq))
+            _, late1 = timed(f"first pass, order {shift}",
+                             lambda b=b, h_b=h_b, w=shift: b.first_pass(0, h_b, w))
+        _, late2 = timed("second walk", lambda b=b, x=late1: b.walk(x, None, 0, len(x), gpu.CAP2, 0))
+        timed("late hits: sort, device sweep", lambda b=b, x=late2: gpu.split_late(
+            ctx, dref, b.qscore, b.qlen, x))
         done, late = timed("device half (ids, first pass, late)",
                            lambda b=b, h_b=h_b: b.survivors(0, h_b, shifts[0]))
         if late is not None:
             timed("host sweep+gate", lambda d=done, x=late: gpu.host_finish(
                 ctx, ref, qry, strand, [(d, x)]))
     kept = sum(len(part[0]) for part in done)
-    print(f"batch {a.chunk} {strand} {chunk} {gpu.DEFINES} cap {gpu.CAP}: hits {h_b}, kept on device {kept}, "
-          f"late hits {len(lr)}, late for the host {0 if late is None else len(late[0])}")
+    print(f"batch {a.chunk} {strand} {chunk} {gpu.DEFINES} caps {gpu.CAP}/{gpu.CAP2}: hits {h_b}, kept on device {kept}, "
+          f"late after pass 1: {len(late1)}, after pass 2: {len(late2)}, late for the host {0 if late is None else len(late[0])}")
     for name, t in times.items():
         med = statistics.median(t[1:] or t)
         print(f"  {name:40s} {med:8.3f} ms  {med * 1e6 / max(h_b, 1):.3f} ns/hit")

@@ -15,16 +15,11 @@ fi
 if [[ $STAGES == *phases* ]]; then
   timeout 200 python3 benchmarks/gpu_phases.py $D/simM_ref.2bit $D/simM_query.2bit --chunk 3 \
     --repeat 4 ${SHIFTS:+--shifts $SHIFTS} 2>&1 | tee $OUT/phases.log
-  timeout 200 python3 benchmarks/gpu_phases.py $D/simM_ref.2bit $D/simM_query.2bit --chunk 3 \
-    --repeat 4 --shifts none --cap 16 2>&1 | tee -a $OUT/phases.log
-  if command -v ncu > /dev/null; then
-    timeout 200 ncu --kernel-name first_pass --launch-skip 2 --launch-count 1 --section SpeedOfLight \
-      --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats \
-      --section LaunchStats python3 benchmarks/gpu_phases.py $D/simM_ref.2bit $D/simM_query.2bit \
-      --chunk 3 --repeat 1 --shifts none > $OUT/ncu.log 2>&1
-  else
-    echo "no ncu; $(ls -d /usr/local/cuda*/bin 2>&1 | head -3)" > $OUT/ncu.log
-  fi
+  for caps in "48 1024" "96 1024" "64 256"; do
+    set -- $caps
+    timeout 200 python3 benchmarks/gpu_phases.py $D/simM_ref.2bit $D/simM_query.2bit --chunk 3 \
+      --repeat 4 --shifts none --cap $1 --cap2 $2 2>&1 | tee -a $OUT/phases.log
+  done
 fi
 if [[ $STAGES == *bench* ]]; then
   for s in "HSPZ_REF_BUCKETS=0" "HSPZ_REF_BUCKETS=auto"; do
@@ -33,6 +28,7 @@ if [[ $STAGES == *bench* ]]; then
   done | tee $OUT/bench.log
 fi
 if [[ $STAGES == *ecoli* ]]; then
+  python3 -m compileall -q hspz > /dev/null  # the device sets PYTHONDONTWRITEBYTECODE
   zcat $D/MG1655-K12.fasta.gz > /tmp/mg.fa; zcat $D/DH1.fasta.gz > /tmp/dh1.fa
   python3 -c "import cupy, sys; print(cupy.__file__, sys.flags.dont_write_bytecode)" > $OUT/pyc.log 2>&1
   ls "$(python3 -c 'import cupy, os; print(os.path.dirname(cupy.__file__))')/__pycache__" 2>&1 | head -3 >> $OUT/pyc.log
@@ -42,12 +38,6 @@ if [[ $STAGES == *ecoli* ]]; then
     for i in 1 2 3; do
       /usr/bin/time -f "ecoli gpu wall %e s" python3 -m hspz run -r /tmp/mg.fa -q /tmp/dh1.fa \
         -o /tmp/e$i --backend gpu --time 2>&1 | grep -E "^time:|wall|^digest|^unit ledger"
-    done
-    export PYTHONPYCACHEPREFIX=/tmp/pyc
-    python3 -m hspz run -r /tmp/mg.fa -q /tmp/dh1.fa -o /tmp/e6 --backend gpu > /dev/null 2>&1
-    for i in 1 2 3; do
-      /usr/bin/time -f "ecoli gpu (pyc cached) wall %e s" python3 -m hspz run -r /tmp/mg.fa \
-        -q /tmp/dh1.fa -o /tmp/e$i --backend gpu --time 2>&1 | grep -E "^time:|wall|^digest"
     done
     python3 -X importtime -m hspz run -r /tmp/mg.fa -q /tmp/dh1.fa -o /tmp/e4 --backend gpu 2>&1 \
       | grep "import time" | sort -t'|' -k2 -n | tail -12

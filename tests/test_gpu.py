@@ -234,3 +234,17 @@ def test_gpu_reference_order_is_the_seed_order_hits_sorted_by_window():
             got = b.ref_order(b.seed_ids(h0, h1), h0, h1 - h0, shift).get()
             assert np.all(np.diff(got >> np.uint64(32 + shift)) >= 0)
             assert np.array_equal(np.sort(got), np.sort(want[h0:h1]))
+
+
+@pytest.mark.parametrize("caps", [(64, 64), (24, 100), (40, 10**6)])
+def test_gpu_walk_caps_never_change_bytes(tmp_path, monkeypatch, caps):
+    from hspz.engine import gpu
+
+    monkeypatch.setattr(gpu, "CAP", caps[0])
+    monkeypatch.setattr(gpu, "CAP2", caps[1])
+    rng = np.random.default_rng(caps[0] + caps[1])
+    for i in range(4):
+        ref, qry = related_pair(rng, 8000)
+        r = write_fa(tmp_path / f"r{i}.fa", [("chrA", ref)])
+        q = write_fa(tmp_path / f"q{i}.fa", [("qA", qry)])
+        run_both(tmp_path, r, q, "-H", "1500")

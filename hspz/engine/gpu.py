@@ -45,7 +45,8 @@ from hspz.sequence import SCORE_TABLE, SEED_TABLE
 
 KERNELS = Path(__file__).with_name("kernels")
 BLOCK = 256  # threads per block: 8 warps, enough to hide the walks' load latency
-CAP = 64  # bases a first-pass walk may take per side before the hit goes to the sweep
+CAP = 64  # bases a first-pass walk may take per side before the hit is walked again
+CAP2 = 1024  # the same for the second walk, of those hits only; then the sweep takes them
 PIECE = 1 << 26  # hits processed at once inside one semantic chunk (device memory, not bytes)
 SWEEP_BUFFERS = 11  # scratch arrays sweep_groups needs per late hit
 SWEEP_BUDGET = 2048  # bases one device thread may sweep per direction before the host takes over
@@ -254,32 +255,39 @@ class _Batch:
     def survivors(self, h0: int, h1: int, shift: int | None):
         """Extend hits [h0, h1): (list of (score, rs, qs, len) host arrays of the hits scoring
         >= K, host work for split_late's long diagonals or None)."""
-        done, late_r, late_q = self.first_pass(h0, h1, shift)
-        swept, host = split_late(self.ctx, self.dref, self.qscore, self.qlen, late_r, late_q)
-        return [done] + ([swept] if swept is not None else []), host
+        done, late = self.first_pass(h0, h1, shift)
+        parts = [done]
+        if len(late):
+            again, late = self.walk(late, None, 0, len(late), CAP2, 0)
+            parts.append(again)
+        swept, host = split_late(self.ctx, self.dref, self.qscore, self.qlen, late)
+        return parts + ([swept] if swept is not None else []), host
 
     def first_pass(self, h0: int, h1: int, shift: int | None):
-        """The capped walk of hits [h0, h1): (finished survivors as host arrays, device R and Q
-        of the unfinished hits)."""
-        ctx, o, n = self.ctx, self.ctx.options, h1 - h0
+        """The capped walk of hits [h0, h1) (pass one): (finished survivors as host arrays,
+        the unfinished hits as device (r << 32 | q))."""
         seed_id = self.seed_ids(h0, h1)
-        pairs = None if shift is None else self.ref_order(seed_id, h0, n, shift)
+        pairs = None if shift is None else self.ref_order(seed_id, h0, h1 - h0, shift)
+        return self.walk(pairs, seed_id, h0, h1 - h0, CAP, self.ctx.shape.size)
+
+    def walk(self, pairs, seed_id, h0: int, n: int, cap: int, size: int):
+        """The first_pass kernel over n hits: pairs[t] + size, else hit h0 + t in seed order."""
+        o = self.ctx.options
         out = [cp.empty(n, cp.int64) for _ in range(4)]
-        late_r, late_q = cp.empty(n, cp.int64), cp.empty(n, cp.int64)
+        late = cp.empty(n, cp.uint64)
         counters = cp.zeros(2, cp.uint32)
-        mat = cp.asarray(ctx.matrix.ravel().astype(np.int32))
+        mat = cp.asarray(self.ctx.matrix.ravel().astype(np.int32))
         d = self.dref
-        _kernel(ctx.shape, "extend", "first_pass")(
+        _kernel(self.ctx.shape, "extend", "first_pass")(
             _grid(n), (BLOCK,),
             (d.score, d.score_rev, np.int64(d.score_n), self.qscore, self.qscore_rev,
              np.int64(len(self.qscore) - 16), np.int64(d.len), np.int64(self.qlen), mat,
-             np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(CAP), d.pos_table, self.lo,
-             self.cum, self.counts, seed_id, _ptr(self.qpos), _ptr(pairs), np.int64(h0),
-             np.int64(n), np.int64(self.first), np.int32(self.variants),
-             np.int32(ctx.shape.size), out[1], out[2], out[3], out[0], counters[0:1],
-             late_r, late_q, counters[1:2]))
+             np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(cap), d.pos_table, self.lo,
+             self.cum, self.counts, _ptr(seed_id), _ptr(self.qpos), _ptr(pairs), np.int64(h0),
+             np.int64(n), np.int64(self.first), np.int32(self.variants), np.int32(size),
+             out[1], out[2], out[3], out[0], counters[0:1], late, counters[1:2]))
         n_out, n_late = (int(x) for x in counters.get())
-        return [a[:n_out].get() for a in out], late_r[:n_late], late_q[:n_late]
+        return [a[:n_out].get() for a in out], late[:n_late]
 
     def seed_ids(self, h0: int, h1: int):
         """seed_id[h - h0]: the seed owning hit h, for hits [h0, h1)."""
@@ -325,8 +333,8 @@ def semantic_chunks(cum, max_hits: int, full: bool) -> list[tuple[int, int]]:
     return plan.chunk_walk(cum.get(), max_hits)
 
 
-def split_late(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q):
-    """Extend the hits the first pass left unfinished, exactly.
+def split_late(ctx: Context, dref: DeviceRef, qscore, qlen: int, late):
+    """Extend the hits the capped walks left unfinished (device (r << 32 | q)), exactly.
 
     They are sorted by (diagonal, R) on the device and every diagonal is swept by the device
     kernel, a thread each, within a budget of `SWEEP_BUDGET` bases.  Diagonals that run out of
@@ -334,9 +342,15 @@ def split_late(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q):
     which walks about 20x faster than one GPU thread.  Returns (device survivors as host
     arrays or None, host work: sorted R, Q and group starts, or None).
     """
-    if len(R) == 0:
+    if len(late) == 0:
         return None, None
-    order = cp.lexsort(cp.stack((R, R - Q)))
+    R = (late >> np.uint64(32)).astype(cp.int64)
+    Q = (late & np.uint64(0xFFFFFFFF)).astype(cp.int64)
+    if dref.len + qlen < 2**32:  # one radix sort of (diagonal + qlen) << 32 | R
+        key = (R - Q + qlen).astype(cp.uint64) << np.uint64(32)
+        order = cp.argsort(key | (late >> np.uint64(32)))
+    else:
+        order = cp.lexsort(cp.stack((R, R - Q)))
     R, Q = R[order], Q[order]
     diag = R - Q
     edge = cp.concatenate((cp.ones(1, cp.bool_), diag[1:] != diag[:-1]))

@@ -110,7 +110,7 @@ stop:
 }
 
 // First pass, one thread per hit: walk right then left for at most CAP bases each.  Finished
-// hits scoring >= thresh are appended to (rs, qs, len, score); unfinished ones to (late_r, late_q).
+// hits scoring >= thresh are appended to (rs, qs, len, score); unfinished ones to late as (r << 32 | q).
 // Hit t is pairs[t] when pairs is given (reference order), else hit h0 + t in seed order.
 extern "C" __global__ void first_pass(
     const u8* __restrict__ ref, const u8* __restrict__ ref_rev, i64 ref_n,
@@ -121,7 +121,7 @@ extern "C" __global__ void first_pass(
     const u64* __restrict__ pairs, i64 h0, i64 n, i64 first, int variants, int size,
     i64* __restrict__ out_rs, i64* __restrict__ out_qs, i64* __restrict__ out_len,
     i64* __restrict__ out_score, u32* __restrict__ n_out,
-    i64* __restrict__ late_r, i64* __restrict__ late_q, u32* __restrict__ n_late)
+    u64* __restrict__ late, u32* __restrict__ n_late)
 {
     __shared__ int mat_rep[64 * 32];  // entry i for lane l at i * 32 + l: no bank conflicts
     for (int i = threadIdx.x; i < 64 * 32; i += blockDim.x) mat_rep[i] = mat_g[i >> 5];
@@ -163,8 +163,7 @@ extern "C" __global__ void first_pass(
     }
     slot = warp_append(!done, n_late);
     if (!done) {
-        late_r[slot] = r;
-        late_q[slot] = q;
+        late[slot] = ((u64)r << 32) | (u64)q;
     }
 }
 
