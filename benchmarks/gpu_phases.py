@@ -62,9 +62,11 @@ def main() -> None:
         for shift in shifts:
             _, late1 = timed(f"first pass, order {shift}",
                              lambda b=b, h_b=h_b, w=shift: b.first_pass(0, h_b, w))
-        _, late2 = timed("second walk", lambda b=b, x=late1: b.walk(x, None, 0, len(x), gpu.CAP2, 0))
-        timed("late hits: sort, device sweep", lambda b=b, x=late2: gpu.split_late(
-            ctx, dref, b.qscore, b.qlen, x))
+        _, late2 = timed("second walk (all late hits)",
+                         lambda b=b, x=late1: b.walk(x, None, 0, len(x), gpu.CAP2, 0))
+        R, Q = gpu.by_diagonal(late1, dref.len, b.qlen)
+        timed("late hits: sweep only", lambda b=b, R=R, Q=Q: gpu.sweep_late(
+            ctx, dref, b.qscore, b.qlen, R, Q))
         done, late = timed("device half (ids, first pass, late)",
                            lambda b=b, h_b=h_b: b.survivors(0, h_b, shifts[0]))
         if late is not None:

@@ -67,10 +67,24 @@ def _gate(ref, qry, total, rs, qs, ln, thresh, use_entropy, keep, score):
 
 def gate(ref, qry, total, rs, qs, ln, hspthresh: int, entropy: bool) -> np.ndarray:
     """HSP records (HSP_DTYPE) of the extended hits that pass the score and entropy gate."""
+    return _records(*_gated(ref, qry, total, rs, qs, ln, hspthresh, entropy))
+
+
+def gate_counted(ref, qry, total, rs, qs, ln, counts, hspthresh: int, entropy: bool):
+    """`gate` of collapsed hits: (records, copies of each record)."""
+    keep, score, *_ = _gated(ref, qry, total, rs, qs, ln, hspthresh, entropy)
+    return _records(keep, score, rs, qs, ln), counts[keep]
+
+
+def _gated(ref, qry, total, rs, qs, ln, hspthresh: int, entropy: bool):
     keep = np.empty(len(total), np.bool_)
     score = np.empty(len(total), np.int64)
     if len(total):
         _gate(ref, qry, total, rs, qs, ln, hspthresh, entropy, keep, score)
+    return keep, score, rs, qs, ln
+
+
+def _records(keep, score, rs, qs, ln) -> np.ndarray:
     out = np.empty(int(keep.sum()), HSP_DTYPE)
     out["ref_start"] = rs[keep]
     out["query_start"] = qs[keep]
@@ -79,10 +93,52 @@ def gate(ref, qry, total, rs, qs, ln, hspthresh: int, entropy: bool) -> np.ndarr
     return out
 
 
+def diagonal_permutation(h: np.ndarray) -> np.ndarray:
+    """The order by diagonal (wrapping u32, unsigned), ref_start, len, score descending."""
+    diag = h["ref_start"] - h["query_start"]  # u32 arithmetic wraps
+    return np.lexsort((-h["score"].astype(np.int64), h["len"], h["ref_start"], diag))
+
+
 def diagonal_order(h: np.ndarray) -> np.ndarray:
     """Sort by diagonal (wrapping u32, unsigned), ref_start, len ascending, score descending."""
-    diag = h["ref_start"] - h["query_start"]  # u32 arithmetic wraps
-    return h[np.lexsort((-h["score"].astype(np.int64), h["len"], h["ref_start"], diag))]
+    return h[diagonal_permutation(h)]
+
+
+@numba.njit(cache=True, nogil=True)
+def _collapse(rs, qs, ln, first, count):
+    size = 1
+    while size < 2 * len(rs):
+        size *= 2
+    slot_of = np.full(size, -1, np.int64)
+    m = 0
+    for i in range(len(rs)):
+        h = (rs[i] * 0x2545F4914F6CDD1D + qs[i] * 0x165667B19E3779F9 + ln[i]) & (size - 1)
+        while True:
+            j = slot_of[h]
+            if j < 0:
+                slot_of[h] = m
+                first[m] = i
+                count[m] = 1
+                m += 1
+                break
+            f = first[j]
+            if rs[f] == rs[i] and qs[f] == qs[i] and ln[f] == ln[i]:
+                count[j] += 1
+                break
+            h = (h + 1) & (size - 1)
+    return m
+
+
+def collapse(total, rs, qs, ln):
+    """Identical extended hits once each: ((total, rs, qs, len) of the distinct ones, in first
+    occurrence order, and how many times each came).  Hits on one walk give the same HSP many
+    times; the score is a function of (rs, qs, len), so the gate passes or fails all copies
+    alike, and dedup keeps one of them either way."""
+    first = np.empty(len(rs), np.int64)
+    count = np.empty(len(rs), np.int64)
+    m = _collapse(rs, qs, ln, first, count) if len(rs) else 0
+    first = first[:m]
+    return (total[first], rs[first], qs[first], ln[first]), count[:m]
 
 
 def dedup(h: np.ndarray) -> np.ndarray:

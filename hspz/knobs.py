@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from hspz.errors import UsageError
 
-# Without HSPZ_REF_BUCKET_SHIFT the GPU sorts each piece's hits by 64-base reference windows: finer
-# than the knob's 16..31 allows, because threads of one warp then read the same cache lines
-# (BENCHMARKS.md, "reference order").
-DEFAULT_BUCKET_SHIFT = 6
+# HSPZ_REF_BUCKETS=1 without a shift counting-sorts each piece's hits by 1 kbp reference windows:
+# finer than the knob's 16..31 allows, and the fastest window measured on the H200
+# (BENCHMARKS.md, "reference order"), though still slower than no sort, so auto is off.
+DEFAULT_BUCKET_SHIFT = 10
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,8 @@ def _positive(text: str | None) -> int | None:
 
 
 def buckets_on(knobs: Knobs, ref_len: int) -> bool:
-    """Whether the GPU visits hits in reference-window order: unless HSPZ_REF_BUCKETS=0 (auto is
-    on: it measured faster on every workload in BENCHMARKS.md)."""
-    return knobs.ref_buckets is not False
+    """Whether the GPU visits hits in reference-window order: HSPZ_REF_BUCKETS=1 or a shift.
+    Auto is off: on the H200 every window measured slower than seed order (BENCHMARKS.md)."""
+    if knobs.ref_buckets is not None:
+        return knobs.ref_buckets
+    return bool(os.environ.get("HSPZ_REF_BUCKET_SHIFT"))

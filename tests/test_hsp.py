@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 
+from hspz import hsp
 from hspz.hsp import HSP_DTYPE, dedup, diagonal_order, gate
 
 LN4_F32 = float(np.float32(math.log(4.0)))
@@ -271,3 +272,31 @@ def test_diagonal_order_compares_the_wrapping_u32_diagonal_unsigned():
 
 def test_dedup_of_nothing_is_nothing():
     assert len(dedup(np.zeros(0, HSP_DTYPE))) == 0
+
+
+def test_collapsed_hits_settle_to_the_same_chunk_output():
+    from hspz.engine import Context, settle
+    from hspz.options import Options
+
+    rng = np.random.default_rng(8)
+    ref = rng.integers(0, 4, 5000).astype(np.uint8)
+    qry = ref.copy()
+    n = 3000
+    rs = rng.integers(0, 40, n).astype(np.int64) * 50  # few distinct starts: many copies
+    qs = rs + rng.integers(-2, 3, n) + 100
+    qs = np.clip(qs, 0, 4000)
+    ln = rng.integers(1, 4, n).astype(np.int64) * 100
+    total = (rs % 7) * 700 + ln * 10  # a function of (rs, qs, len), as real scores are
+    for keep_raw in (False, True):
+        ctx = Context.from_options(Options(), keep_raw=keep_raw)
+        plain = settle(ctx, hsp.gate(ref, qry, total, rs, qs, ln, 3000, True))
+        cols, counts = hsp.collapse(total, rs, qs, ln)
+        assert len(cols[0]) < n // 4 and counts.sum() == n
+        gated, kept = hsp.gate_counted(ref, qry, *cols, counts, 3000, True)
+        folded = settle(ctx, gated, kept)
+        assert plain[0] == folded[0] > 0
+        assert np.array_equal(plain[2], folded[2])
+        if keep_raw:
+            assert plain[1].tobytes() == folded[1].tobytes()
+        else:
+            assert plain[1] is None and folded[1] is None

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from hspz import plan
-from hspz.hsp import HSP_DTYPE, dedup, diagonal_order
+from hspz.hsp import HSP_DTYPE, dedup, diagonal_order, diagonal_permutation
 from hspz.options import Options
 from hspz.scoring import resolve_matrix
 from hspz.seed import SeedShape, SeedTable, build_seed_table
@@ -176,10 +176,18 @@ def assemble(result: UnitResult, jobs: list, outs: list[BatchOut]) -> UnitResult
     return result
 
 
-def settle(ctx: Context, raw: np.ndarray) -> tuple[int, np.ndarray | None, np.ndarray]:
+def settle(ctx: Context, raw: np.ndarray, counts: np.ndarray | None = None) -> tuple:
     """One semantic chunk's gated HSPs made final: (raw count, raw dump or None, deduped).
-    Pure, so the GPU backend runs it on host threads."""
-    return len(raw), (diagonal_order(raw) if ctx.keep_raw else None), dedup(raw)
+    `counts` gives the copies of each record when identical records were collapsed (see
+    `hsp.collapse`); the dump repeats them and dedup keeps one either way.  Pure, so the GPU
+    backend runs it on host threads."""
+    if counts is None:
+        return len(raw), (diagonal_order(raw) if ctx.keep_raw else None), dedup(raw)
+    dump = None
+    if ctx.keep_raw:
+        perm = diagonal_permutation(raw)
+        dump = np.repeat(raw[perm], counts[perm])
+    return int(counts.sum()), dump, dedup(raw)
 
 
 def record_chunk(out: BatchOut, settled: tuple, strand: str) -> None:

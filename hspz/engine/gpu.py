@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -49,6 +50,7 @@ CAP = 64  # bases a first-pass walk may take per side before the hit is walked a
 CAP2 = 1024  # the same for the second walk, of those hits only; then the sweep takes them
 PIECE = 1 << 26  # hits processed at once inside one semantic chunk (device memory, not bytes)
 SWEEP_BUFFERS = 11  # scratch arrays sweep_groups needs per late hit
+STREAMS = 3  # device threads (streams) per worker
 SWEEP_BUDGET = 2048  # bases one device thread may sweep per direction before the host takes over
 
 _state = {"threads": 1}
@@ -254,13 +256,29 @@ class _Batch:
 
     def survivors(self, h0: int, h1: int, shift: int | None):
         """Extend hits [h0, h1): (list of (score, rs, qs, len) host arrays of the hits scoring
-        >= K, host work for split_late's long diagonals or None)."""
+        >= K, host work for sweep_late's long diagonals or None).
+
+        Walk one caps every hit at CAP bases a side.  Its unfinished hits are sorted by
+        diagonal; those on diagonals whose hits span under CAP2 bases (short HSPs) are walked
+        again, one thread each, capped at CAP2; the rest, and any hit still unfinished, are
+        swept a diagonal at a time, which costs a long HSP one walk instead of one per hit."""
         done, late = self.first_pass(h0, h1, shift)
         parts = [done]
-        if len(late):
-            again, late = self.walk(late, None, 0, len(late), CAP2, 0)
-            parts.append(again)
-        swept, host = split_late(self.ctx, self.dref, self.qscore, self.qlen, late)
+        R, Q = by_diagonal(late, self.dref.len, self.qlen)
+        if len(R):
+            short = _short_diagonals(R, Q, CAP2)
+            n_short = int(cp.count_nonzero(short))
+            if n_short:
+                pairs = (R[short].astype(cp.uint64) << np.uint64(32)) | Q[short].astype(cp.uint64)
+                again, left = self.walk(pairs, None, 0, n_short, CAP2, 0)
+                parts.append(again)
+                long_ = ~short
+                R, Q = R[long_], Q[long_]
+                if len(left):
+                    R, Q = by_diagonal(cp.concatenate((
+                        (R.astype(cp.uint64) << np.uint64(32)) | Q.astype(cp.uint64), left)),
+                        self.dref.len, self.qlen)
+        swept, host = sweep_late(self.ctx, self.dref, self.qscore, self.qlen, R, Q)
         return parts + ([swept] if swept is not None else []), host
 
     def first_pass(self, h0: int, h1: int, shift: int | None):
@@ -333,28 +351,46 @@ def semantic_chunks(cum, max_hits: int, full: bool) -> list[tuple[int, int]]:
     return plan.chunk_walk(cum.get(), max_hits)
 
 
-def split_late(ctx: Context, dref: DeviceRef, qscore, qlen: int, late):
-    """Extend the hits the capped walks left unfinished (device (r << 32 | q)), exactly.
-
-    They are sorted by (diagonal, R) on the device and every diagonal is swept by the device
-    kernel, a thread each, within a budget of `SWEEP_BUDGET` bases.  Diagonals that run out of
-    budget (long HSPs, where one serial walk covers many kbp) go to the host's numba sweep,
-    which walks about 20x faster than one GPU thread.  Returns (device survivors as host
-    arrays or None, host work: sorted R, Q and group starts, or None).
-    """
-    if len(late) == 0:
-        return None, None
+def by_diagonal(late, ref_len: int, qlen: int):
+    """Device hits (r << 32 | q) as (R, Q) int64, sorted by diagonal R - Q, then R."""
     R = (late >> np.uint64(32)).astype(cp.int64)
     Q = (late & np.uint64(0xFFFFFFFF)).astype(cp.int64)
-    if dref.len + qlen < 2**32:  # one radix sort of (diagonal + qlen) << 32 | R
+    if len(late) < 2:
+        return R, Q
+    if ref_len + qlen < 2**32:  # one radix sort of (diagonal + qlen) << 32 | R
         key = (R - Q + qlen).astype(cp.uint64) << np.uint64(32)
         order = cp.argsort(key | (late >> np.uint64(32)))
     else:
         order = cp.lexsort(cp.stack((R, R - Q)))
-    R, Q = R[order], Q[order]
+    return R[order], Q[order]
+
+
+def _diagonal_edges(R, Q):
+    """(first-of-its-diagonal flag per hit, group starts plus the end) of sorted hits."""
     diag = R - Q
     edge = cp.concatenate((cp.ones(1, cp.bool_), diag[1:] != diag[:-1]))
-    starts = cp.concatenate((cp.flatnonzero(edge), cp.asarray([len(R)], cp.int64)))
+    return edge, cp.concatenate((cp.flatnonzero(edge), cp.asarray([len(R)], cp.int64)))
+
+
+def _short_diagonals(R, Q, span: int):
+    """Per sorted hit: whether its diagonal's hits span fewer than `span` reference bases."""
+    edge, starts = _diagonal_edges(R, Q)
+    group = cp.cumsum(edge) - 1
+    return (R[starts[1:] - 1] - R[starts[:-1]] < span)[group]
+
+
+def sweep_late(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q):
+    """Extend unfinished hits (device R, Q sorted by `by_diagonal`) exactly, a diagonal at a time.
+
+    Every diagonal is swept by the device kernel, a thread each, within a budget of
+    `SWEEP_BUDGET` bases.  Diagonals that run out of budget (long HSPs, where one serial walk
+    covers many kbp) go to the host's numba sweep, which walks about 20x faster than one GPU
+    thread.  Returns (device survivors as host arrays or None, host work: sorted R, Q and
+    group starts, or None).
+    """
+    if len(R) == 0:
+        return None, None
+    edge, starts = _diagonal_edges(R, Q)
     res, failed = sweep_on_device(ctx, dref, qscore, qlen, R, Q, starts[:-1], starts[1:],
                                   SWEEP_BUDGET)
     to_host = failed[cp.cumsum(edge) - 1]
@@ -396,7 +432,10 @@ def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, pieces) -
             keep = res[0] >= o.hspthresh
             parts.append([x[keep] for x in res])
     cols = [np.concatenate([p[i] for p in parts] or [np.empty(0, np.int64)]) for i in range(4)]
-    return settle(ctx, hsp.gate(ref.score, qry.score[strand], *cols, o.hspthresh, o.entropy))
+    cols, counts = hsp.collapse(*cols)
+    gated, counts = hsp.gate_counted(ref.score, qry.score[strand], *cols, counts, o.hspthresh,
+                                     o.entropy)
+    return settle(ctx, gated, counts)
 
 
 def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk, walk_full: bool,
@@ -413,8 +452,25 @@ def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk, walk
     return out, futures
 
 
+_local = threading.local()
+
+
+def _stream_thread(device: int) -> None:
+    """A device thread: the worker's device and a stream of its own."""
+    cp.cuda.Device(device).use()
+    _local.stream = cp.cuda.Stream()  # blocking: the null stream's events still wait for it
+
+
+def _on_stream(fn, *args):
+    with _local.stream:
+        return fn(*args)
+
+
 def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResult:
-    """Every batch of the unit on the current device, the host halves overlapping on threads."""
+    """Every batch of the unit on the current device.  STREAMS threads, each with its own
+    stream, run the batches' device halves, so one batch's kernels fill the gaps where another
+    waits for a count; the host halves overlap on `--threads` threads.  Results are put back
+    in plan order, so neither count changes bytes."""
     k = knobs.read()
     dref = _device_ref(ctx, ref)
     buckets = k.bucket_shift if knobs.buckets_on(k, dref.len) else None
@@ -428,12 +484,17 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResu
         table = SeedTable(dref.index_table.get(), np.empty(0, np.uint32))
         seeds = _prefetched(lambda j: _host_seeds(ctx, table, qry, j[1], j[2]), jobs,
                             _state["threads"])
-    with ThreadPoolExecutor(max_workers=_state["threads"]) as pool:
-        pending = [run_batch(ctx, ref, qry, strand, chunk, k.chunk_walk_full, buckets, s, pool)
+    _device_query(qry)
+    device = cp.cuda.Device().id
+    with ThreadPoolExecutor(max_workers=_state["threads"]) as pool, ThreadPoolExecutor(
+            max_workers=STREAMS, initializer=_stream_thread, initargs=(device,)) as streams:
+        pending = [streams.submit(_on_stream, run_batch, ctx, ref, qry, strand, chunk,
+                                  k.chunk_walk_full, buckets, s, pool)
                    for (_, strand, chunk), s in zip(jobs, seeds, strict=True)]
+        batches = [p.result() for p in pending]
         stop.record()
         outs = []
-        for (_, strand, _), (out, futures) in zip(jobs, pending, strict=True):
+        for (_, strand, _), (out, futures) in zip(jobs, batches, strict=True):
             for f in futures:
                 record_chunk(out, f.result(), strand)
             outs.append(out)
