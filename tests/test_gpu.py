@@ -248,3 +248,20 @@ def test_gpu_walk_caps_never_change_bytes(tmp_path, monkeypatch, caps):
         r = write_fa(tmp_path / f"r{i}.fa", [("chrA", ref)])
         q = write_fa(tmp_path / f"q{i}.fa", [("qA", qry)])
         run_both(tmp_path, r, q, "-H", "1500")
+
+
+def test_gpu_raw_dump_and_counts_equal_cpu_with_repeated_hsps(tmp_path, capsys):
+    rng = np.random.default_rng(9)
+    seq = bytes(rng.choice(np.frombuffer(b"ACGT", np.uint8), 30_000))
+    r = write_fa(tmp_path / "r.fa", [("r", seq)])
+    q = write_fa(tmp_path / "q.fa", [("q", seq[2000:9000] + seq[15_000:15_900])])
+    raw, counts = {}, {}
+    for backend in ("cpu", "gpu"):
+        capsys.readouterr()
+        assert main(["run", "-r", str(r), "-q", str(q), "-o", str(tmp_path / backend),
+                     "--backend", backend, "--dump-raw", str(tmp_path / f"{backend}.raw")]) == 0
+        counts[backend] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("#")]
+        raw[backend] = (tmp_path / f"{backend}.raw").read_bytes()
+    assert raw["gpu"] == raw["cpu"] and counts["gpu"] == counts["cpu"]
+    n_raw = int([x for x in counts["cpu"] if x.startswith("#raw HSPs")][0].split()[-1])
+    assert n_raw > 1000  # hits on the long HSPs repeat the same records many times
