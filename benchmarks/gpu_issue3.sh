@@ -17,7 +17,7 @@ PYTHONPATH=$CUR timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_
   > $OUT/tests.log 2>&1
 tail -1 $OUT/tests.log
 {
-  for v in CUR PREV CUR PREV; do  # python -m imports from the working directory
+  for v in CUR PREV; do  # python -m imports from the working directory
     cd ${!v}; PYTHONPATH=${!v} timeout 200 python3 -m hspz benchmark -r $D/simM_ref.2bit \
       -q $D/simM_query.2bit --backend gpu --warmup 1 --iterations 3 --json $OUT/bench.jsonl 2>&1 \
       | tail -1 | sed "s/^/simM $v: /"

@@ -59,6 +59,8 @@ def main() -> None:
             if shift is not None:
                 timed(f"reference order, shift {shift}",
                       lambda b=b, s=seed_id, h_b=h_b, w=shift: b.ref_order(s, 0, h_b, w))
+        cand = timed("filter only (seed order)", lambda b=b, s=seed_id, h_b=h_b: b.filter(
+            None, s, 0, h_b, ctx.shape.size))
         for shift in shifts:
             _, late1 = timed(f"first pass, order {shift}",
                              lambda b=b, h_b=h_b, w=shift: b.first_pass(0, h_b, w))
@@ -74,7 +76,7 @@ def main() -> None:
                 ctx, ref, qry, strand, [(d, x)]))
     kept = sum(len(part[0]) for part in done)
     print(f"batch {a.chunk} {strand} {chunk} {gpu.DEFINES} caps {gpu.CAP}/{gpu.CAP2}: hits {h_b}, kept on device {kept}, "
-          f"late after pass 1: {len(late1)}, after pass 2: {len(late2)}, late for the host {0 if late is None else len(late[0])}")
+          f"filter candidates {len(cand)}, late after pass 1: {len(late1)}, after pass 2: {len(late2)}, late for the host {0 if late is None else len(late[0])}")
     for name, t in times.items():
         med = statistics.median(t[1:] or t)
         print(f"  {name:40s} {med:8.3f} ms  {med * 1e6 / max(h_b, 1):.3f} ns/hit")

@@ -37,6 +37,8 @@ def _launched() -> dict[str, set[str]]:
                        GPU_PY.read_text())
     for module, name in calls:
         found.setdefault(module, set()).add(name)
+    for name in re.findall(r'_launch\(\s*"(\w+)"', GPU_PY.read_text()):  # _Batch._launch: extend.cu
+        found.setdefault("extend", set()).add(name)
     return found
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,7 +49,6 @@ CAP = 64  # bases a first-pass walk may take per side before the hit is walked a
 CAP2 = 1024  # the same for the second walk, of those hits only; then the sweep takes them
 PIECE = 1 << 26  # hits processed at once inside one semantic chunk (device memory, not bytes)
 SWEEP_BUFFERS = 11  # scratch arrays sweep_groups needs per late hit
-STREAMS = 3  # device threads (streams) per worker
 SWEEP_BUDGET = 2048  # bases one device thread may sweep per direction before the host takes over
 
 _state = {"threads": 1}
@@ -283,27 +281,41 @@ class _Batch:
 
     def first_pass(self, h0: int, h1: int, shift: int | None):
         """The capped walk of hits [h0, h1) (pass one): (finished survivors as host arrays,
-        the unfinished hits as device (r << 32 | q))."""
+        the unfinished hits as device (r << 32 | q)).  The filter rejects most hits exactly
+        first; the exact walk sees only the rest."""
         seed_id = self.seed_ids(h0, h1)
         pairs = None if shift is None else self.ref_order(seed_id, h0, h1 - h0, shift)
-        return self.walk(pairs, seed_id, h0, h1 - h0, CAP, self.ctx.shape.size)
+        cand = self.filter(pairs, seed_id, h0, h1 - h0, self.ctx.shape.size)
+        return self.walk(cand, None, 0, len(cand), CAP, 0)
 
-    def walk(self, pairs, seed_id, h0: int, n: int, cap: int, size: int):
-        """The first_pass kernel over n hits: pairs[t] + size, else hit h0 + t in seed order."""
-        o = self.ctx.options
-        out = [cp.empty(n, cp.int64) for _ in range(4)]
-        late = cp.empty(n, cp.uint64)
-        counters = cp.zeros(2, cp.uint32)
+    def _launch(self, kernel: str, pairs, seed_id, h0: int, n: int, cap: int, size: int, *out):
+        o, d = self.ctx.options, self.dref
         mat = cp.asarray(self.ctx.matrix.ravel().astype(np.int32))
-        d = self.dref
-        _kernel(self.ctx.shape, "extend", "first_pass")(
+        _kernel(self.ctx.shape, "extend", kernel)(
             _grid(n), (BLOCK,),
             (d.score, d.score_rev, np.int64(d.score_n), self.qscore, self.qscore_rev,
              np.int64(len(self.qscore) - 16), np.int64(d.len), np.int64(self.qlen), mat,
              np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(cap), d.pos_table, self.lo,
              self.cum, self.counts, _ptr(seed_id), _ptr(self.qpos), _ptr(pairs), np.int64(h0),
-             np.int64(n), np.int64(self.first), np.int32(self.variants), np.int32(size),
-             out[1], out[2], out[3], out[0], counters[0:1], late, counters[1:2]))
+             np.int64(n), np.int64(self.first), np.int32(self.variants), np.int32(size), *out))
+
+    def filter(self, pairs, seed_id, h0: int, n: int, size: int):
+        """filter_pass over n hits: the candidates for the exact walk, device (r << 32 | q)."""
+        cand = cp.empty(n, cp.uint64)
+        count = cp.zeros(1, cp.uint32)
+        if n:
+            self._launch("filter_pass", pairs, seed_id, h0, n, CAP, size, cand, count)
+        return cand[:int(count.get()[0])]
+
+    def walk(self, pairs, seed_id, h0: int, n: int, cap: int, size: int):
+        """The exact first_pass kernel over n hits (see `_launch` for which): (finished
+        survivors as host arrays, unfinished hits as device (r << 32 | q))."""
+        out = [cp.empty(n, cp.int64) for _ in range(4)]
+        late = cp.empty(n, cp.uint64)
+        counters = cp.zeros(2, cp.uint32)
+        if n:
+            self._launch("first_pass", pairs, seed_id, h0, n, cap, size, out[1], out[2],
+                         out[3], out[0], counters[0:1], late, counters[1:2])
         n_out, n_late = (int(x) for x in counters.get())
         return [a[:n_out].get() for a in out], late[:n_late]
 
@@ -452,25 +464,11 @@ def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk, walk
     return out, futures
 
 
-_local = threading.local()
-
-
-def _stream_thread(device: int) -> None:
-    """A device thread: the worker's device and a stream of its own."""
-    cp.cuda.Device(device).use()
-    _local.stream = cp.cuda.Stream()  # blocking: the null stream's events still wait for it
-
-
-def _on_stream(fn, *args):
-    with _local.stream:
-        return fn(*args)
-
-
 def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResult:
-    """Every batch of the unit on the current device.  STREAMS threads, each with its own
-    stream, run the batches' device halves, so one batch's kernels fill the gaps where another
-    waits for a count; the host halves overlap on `--threads` threads.  Results are put back
-    in plan order, so neither count changes bytes."""
+    """Every batch of the unit on the current device, the host halves overlapping on threads.
+
+    (Device halves on several streams, one host thread each, measured slower on the H200:
+    BENCHMARKS.md.)"""
     k = knobs.read()
     dref = _device_ref(ctx, ref)
     buckets = k.bucket_shift if knobs.buckets_on(k, dref.len) else None
@@ -484,17 +482,12 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResu
         table = SeedTable(dref.index_table.get(), np.empty(0, np.uint32))
         seeds = _prefetched(lambda j: _host_seeds(ctx, table, qry, j[1], j[2]), jobs,
                             _state["threads"])
-    _device_query(qry)
-    device = cp.cuda.Device().id
-    with ThreadPoolExecutor(max_workers=_state["threads"]) as pool, ThreadPoolExecutor(
-            max_workers=STREAMS, initializer=_stream_thread, initargs=(device,)) as streams:
-        pending = [streams.submit(_on_stream, run_batch, ctx, ref, qry, strand, chunk,
-                                  k.chunk_walk_full, buckets, s, pool)
+    with ThreadPoolExecutor(max_workers=_state["threads"]) as pool:
+        pending = [run_batch(ctx, ref, qry, strand, chunk, k.chunk_walk_full, buckets, s, pool)
                    for (_, strand, chunk), s in zip(jobs, seeds, strict=True)]
-        batches = [p.result() for p in pending]
         stop.record()
         outs = []
-        for (_, strand, _), (out, futures) in zip(jobs, batches, strict=True):
+        for (_, strand, _), (out, futures) in zip(jobs, pending, strict=True):
             for f in futures:
                 record_chunk(out, f.result(), strand)
             outs.append(out)
