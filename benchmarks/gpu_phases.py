@@ -3,8 +3,9 @@
     python benchmarks/gpu_phases.py REF QUERY [--chunk 0] [--repeat 5]
 
 Prints the median ms of: seeds (device seeder) and cumsum, seed ids, the counting sort into
-reference order for each --shifts value, and the whole device half (ids, order, first pass, late
-sweep) in seed order ("none") and at each shift; and the hits, survivors and late hits.
+reference order for each --shifts value, the filter alone, the first pass (filter and exact walk)
+in seed order ("none") and at each shift, the second walk of all late hits, and the whole device
+half; and the hits, filter candidates, survivors and late hits.
 """
 
 from __future__ import annotations
@@ -66,9 +67,6 @@ def main() -> None:
                              lambda b=b, h_b=h_b, w=shift: b.first_pass(0, h_b, w))
         _, late2 = timed("second walk (all late hits)",
                          lambda b=b, x=late1: b.walk(x, None, 0, len(x), gpu.CAP2, 0))
-        R, Q = gpu.by_diagonal(late1, dref.len, b.qlen)
-        timed("late hits: sweep only", lambda b=b, R=R, Q=Q: gpu.sweep_late(
-            ctx, dref, b.qscore, b.qlen, R, Q))
         done, late = timed("device half (ids, first pass, late)",
                            lambda b=b, h_b=h_b: b.survivors(0, h_b, shifts[0]))
         if late is not None:

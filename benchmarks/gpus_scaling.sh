@@ -4,6 +4,7 @@
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 nvidia-smi -L
+python3 -m compileall -q hspz > /dev/null  # the device sets PYTHONDONTWRITEBYTECODE
 python3 - <<'PY'
 import time
 from benchmarks.simulate import PairSpec, simulate_pair
@@ -17,8 +18,8 @@ PY
 python3 -m hspz run -r .device/data/pseudopig.fa.gz -q .device/data/pseudocat.fa.gz -o /tmp/w --backend gpu > /dev/null 2>&1  # kernels compiled and cached
 F="-r /tmp/big_ref.2bit -q /tmp/big_qry.2bit -B 125M --backend gpu"
 for g in 1 2; do
-  /usr/bin/time -f "gpus=$g wall %e s" timeout 240 python3 -m hspz run $F -o /tmp/g$g --gpus $g -y \
+  /usr/bin/time -f "gpus=$g wall %e s" timeout 240 python3 -m hspz run $F -o /tmp/g$g --gpus $g -y --time \
     > /tmp/gpus$g.log 2>&1
-  grep -E "^schedule:|^lifecycle|^digest|wall|finished at|^#seed hits" /tmp/gpus$g.log
+  grep -E "^schedule:|^lifecycle|^digest|wall|finished at|^#seed hits|^time: workers" /tmp/gpus$g.log
   cp /tmp/gpus$g.log $OUT/
 done 2>&1 | tee $OUT/scaling.log

@@ -5,12 +5,15 @@ sort, a histogram).  Per seed batch: the seed stream (device seeder, or the CPU 
 uploaded), hit counts and their prefix sum, the semantic `--max-hits` walk, then per semantic
 chunk, in physical pieces of at most `PIECE` hits (how many fit never changes bytes):
 
-    fill_seed_ids -> first_pass (thread per hit, capped x-drop walks, warp-aggregated appends)
-                  -> sweep_groups (thread per diagonal of the unfinished hits, step budget)
+    fill_seed_ids -> filter_pass (thread per hit: walks bounded, x-drop tested per 8 bases;
+                                  rejects about 98% of hits exactly)
+                  -> first_pass (the exact walk of the rest, capped at CAP bases a side)
+                  -> first_pass again, capped at CAP2, for unfinished hits on short diagonals
 
-Only hits scoring at least `--hspthresh` leave the device, plus the diagonals whose sweep ran out
-of budget (long HSPs), which the host sweeps.  That host half of each semantic chunk (long
-sweeps, the entropy gate, dedup, final order; about 0.02% of hits on real genomes) runs on host
+Walks read aligned 8-byte words; left walks run over reversed copies of the sequences.  Only
+hits scoring at least `--hspthresh` leave the device, plus the unfinished hits on long diagonals
+(long HSPs), which the host sweeps a diagonal at a time.  That host half of each semantic chunk
+(long sweeps, collapsing identical records, the entropy gate, dedup, final order) runs on host
 threads through `hspz.xdrop` and `hspz.hsp`, the same code as the CPU backend, overlapping the
 device's next batches: entropy needs the host's correctly rounded `log` to give the same bytes.
 
@@ -48,8 +51,6 @@ BLOCK = 256  # threads per block: 8 warps, enough to hide the walks' load latenc
 CAP = 64  # bases a first-pass walk may take per side before the hit is walked again
 CAP2 = 1024  # the same for the second walk, of those hits only; then the sweep takes them
 PIECE = 1 << 26  # hits processed at once inside one semantic chunk (device memory, not bytes)
-SWEEP_BUFFERS = 11  # scratch arrays sweep_groups needs per late hit
-SWEEP_BUDGET = 2048  # bases one device thread may sweep per direction before the host takes over
 
 _state = {"threads": 1}
 
@@ -254,12 +255,13 @@ class _Batch:
 
     def survivors(self, h0: int, h1: int, shift: int | None):
         """Extend hits [h0, h1): (list of (score, rs, qs, len) host arrays of the hits scoring
-        >= K, host work for sweep_late's long diagonals or None).
+        >= K, host work for the long diagonals or None).
 
         Walk one caps every hit at CAP bases a side.  Its unfinished hits are sorted by
         diagonal; those on diagonals whose hits span under CAP2 bases (short HSPs) are walked
-        again, one thread each, capped at CAP2; the rest, and any hit still unfinished, are
-        swept a diagonal at a time, which costs a long HSP one walk instead of one per hit."""
+        again, one thread each, capped at CAP2.  The rest, and any hit still unfinished, go
+        to the host's sweep, which walks a diagonal once for all its hits: one GPU thread
+        walking a long HSP would hold its whole batch up."""
         done, late = self.first_pass(h0, h1, shift)
         parts = [done]
         R, Q = by_diagonal(late, self.dref.len, self.qlen)
@@ -276,8 +278,10 @@ class _Batch:
                     R, Q = by_diagonal(cp.concatenate((
                         (R.astype(cp.uint64) << np.uint64(32)) | Q.astype(cp.uint64), left)),
                         self.dref.len, self.qlen)
-        swept, host = sweep_late(self.ctx, self.dref, self.qscore, self.qlen, R, Q)
-        return parts + ([swept] if swept is not None else []), host
+        if len(R) == 0:
+            return parts, None
+        Rh, Qh = R.get(), Q.get()
+        return parts, (Rh, Qh, xdrop.diagonal_starts(Rh - Qh))
 
     def first_pass(self, h0: int, h1: int, shift: int | None):
         """The capped walk of hits [h0, h1) (pass one): (finished survivors as host arrays,
@@ -389,47 +393,6 @@ def _short_diagonals(R, Q, span: int):
     edge, starts = _diagonal_edges(R, Q)
     group = cp.cumsum(edge) - 1
     return (R[starts[1:] - 1] - R[starts[:-1]] < span)[group]
-
-
-def sweep_late(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q):
-    """Extend unfinished hits (device R, Q sorted by `by_diagonal`) exactly, a diagonal at a time.
-
-    Every diagonal is swept by the device kernel, a thread each, within a budget of
-    `SWEEP_BUDGET` bases.  Diagonals that run out of budget (long HSPs, where one serial walk
-    covers many kbp) go to the host's numba sweep, which walks about 20x faster than one GPU
-    thread.  Returns (device survivors as host arrays or None, host work: sorted R, Q and
-    group starts, or None).
-    """
-    if len(R) == 0:
-        return None, None
-    edge, starts = _diagonal_edges(R, Q)
-    res, failed = sweep_on_device(ctx, dref, qscore, qlen, R, Q, starts[:-1], starts[1:],
-                                  SWEEP_BUDGET)
-    to_host = failed[cp.cumsum(edge) - 1]
-    keep = ~to_host & (res[0] >= ctx.options.hspthresh)
-    done = [x[keep].get() for x in res]
-    host = None
-    if bool(to_host.any()):
-        Rh, Qh = R[to_host].get(), Q[to_host].get()
-        host = (Rh, Qh, xdrop.diagonal_starts(Rh - Qh))
-    return done, host
-
-
-def sweep_on_device(ctx: Context, dref: DeviceRef, qscore, qlen: int, R, Q, begins, ends,
-                    budget: int):
-    """The sweep kernel over groups [begins[g], ends[g]) of (diagonal, R)-sorted hits:
-    ((score, rs, qs, len) device arrays indexed like R, failed flag per group)."""
-    n, groups = len(R), len(begins)
-    scratch = cp.empty(SWEEP_BUFFERS * n, cp.int64)
-    res = [cp.empty(n, cp.int64) for _ in range(4)]
-    failed = cp.zeros(groups, cp.bool_)
-    mat = cp.asarray(ctx.matrix.ravel().astype(np.int32))
-    _kernel(ctx.shape, "extend", "sweep_groups")(
-        _grid(groups), (BLOCK,),
-        (dref.score, qscore, np.int64(dref.len), np.int64(qlen), mat, np.int32(ctx.options.xdrop),
-         cp.asarray(R), cp.asarray(Q), cp.asarray(begins), cp.asarray(ends), np.int64(groups),
-         scratch, np.int64(n), np.int64(budget), failed, *res))
-    return res, failed
 
 
 def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, pieces) -> tuple:

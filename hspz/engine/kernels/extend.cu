@@ -1,13 +1,11 @@
-// Extension kernels: the capped first-pass x-drop walk of every hit (thread per hit) and the
-// diagonal sweep for the hits inside long HSPs (thread per diagonal).  Both give exactly the
-// results of behaviour.md's per-hit walk; see hspz/xdrop.py for the argument.
+// Extension kernels, one thread per hit: the optional counting sort into reference order, the
+// filter (bounded walks that reject most hits exactly) and the exact capped x-drop walk of
+// behaviour.md; hits a capped walk leaves unfinished go on to a longer walk or the host's sweep.
 
 typedef unsigned char u8;
 typedef unsigned int u32;
 typedef long long i64;
 typedef unsigned long long u64;
-
-#define SUB(r, q) (mat[(int)(r) * 8 + (int)(q)])
 
 // Appends one element per voting lane with a single atomic per warp; returns the slot.
 __device__ __forceinline__ u32 warp_append(bool vote, u32* counter)
@@ -222,7 +220,7 @@ extern "C" __global__ void first_pass(
     hit_at(t, pos_table, lo, cum, counts, seed_id, qpos, pairs, h0, first, variants, size, &r, &q);
 
     // right from (r, q) on, then left from (r - 1, q - 1) down; a side that walks `cap` bases
-    // without an x-drop stop (and has sequence left) leaves the hit to the sweep
+    // without an x-drop stop (and has sequence left) leaves the hit unfinished (late)
     int mr, pr, ml = 0, pl = -1;
     i64 lim = min(ref_len - r, qry_len - q), end = min(lim, (i64)cap);
     bool done = walk(ref, r, qry, q, end, mat, xdrop, &mr, &pr) < end || end == lim;
@@ -244,113 +242,5 @@ extern "C" __global__ void first_pass(
     slot = warp_append(!done, n_late);
     if (!done) {
         late[slot] = ((u64)r << 32) | (u64)q;
-    }
-}
-
-// One diagonal's sweep (see hspz/xdrop.py::_sweep); local anchor j has first scored base
-// first(j).  Scratch arrays are this group's slice [a, a + n) of shared buffers.
-// Returns false, leaving its outputs unset, once it has scored `budget` bases: a long HSP is
-// left to the host, whose serial walk is much faster than one GPU thread's.
-__device__ bool sweep(const u8* __restrict__ ref, const u8* __restrict__ qry, const int* mat,
-                      int xdrop, i64 diag, const i64* R, i64 a, i64 n, int dir, i64 lo_b, i64 hi_b,
-                      i64* st_id, i64* st_max, i64* st_pos, i64* base, i64* parent, i64* merge_max,
-                      i64* fin_max, i64* fin_pos, i64* events, i64* out_m, i64* out_p, i64 budget)
-{
-#define FIRST(j) (dir > 0 ? R[a + (j)] : R[a + n - 1 - (j)] - 1)
-    st_id += a; st_max += a; st_pos += a; base += a; parent += a; merge_max += a;
-    fin_max += a; fin_pos += a; events += a;
-    i64 n_events = 0, bot = 0, top = 0, g = 0, i = 0;
-    i64 p = FIRST(0);
-    while (i < n || top > bot) {
-        if (top == bot && (p - FIRST(i)) * dir < 0) p = FIRST(i);
-        while (i < n && FIRST(i) == p) {
-            base[i] = g;
-            parent[i] = -1;
-            if (top > bot && st_max[top - 1] == g) {
-                parent[i] = st_id[top - 1];
-                merge_max[i] = g;
-                fin_pos[i] = p - dir;
-                events[n_events++] = i;
-            } else {
-                st_id[top] = i; st_max[top] = g; st_pos[top] = p - dir; ++top;
-            }
-            ++i;
-        }
-        if (p < lo_b || p >= hi_b) {
-            for (i64 k = bot; k < top; ++k) { fin_max[st_id[k]] = st_max[k]; fin_pos[st_id[k]] = st_pos[k]; }
-            bot = top;
-            if (i < n) p = FIRST(i);
-            continue;
-        }
-        if (--budget < 0) return false;
-        g += SUB(ref[p], qry[p - diag]);
-        i64 keep = top;
-        while (keep > bot && st_max[keep - 1] <= g) {
-            --keep;
-            if (st_max[keep] < g) { st_max[keep] = g; st_pos[keep] = p; }
-        }
-        if (top - keep > 1) {
-            for (i64 k = keep + 1; k < top; ++k) {
-                i64 c = st_id[k];
-                parent[c] = st_id[keep]; merge_max[c] = g; fin_pos[c] = st_pos[k];
-                events[n_events++] = c;
-            }
-            top = keep + 1;
-        }
-        while (top > bot && st_max[bot] - g > xdrop) {
-            fin_max[st_id[bot]] = st_max[bot]; fin_pos[st_id[bot]] = st_pos[bot]; ++bot;
-        }
-        p += dir;
-    }
-    for (i64 e = n_events - 1; e >= 0; --e) {
-        i64 c = events[e], s = parent[c];
-        if (fin_max[s] > merge_max[c]) fin_pos[c] = fin_pos[s];
-        fin_max[c] = fin_max[s];
-    }
-    for (i64 j = 0; j < n; ++j) {
-        i64 at = dir > 0 ? j : n - 1 - j;
-        out_m[a + at] = fin_max[j] - base[j];
-        out_p[a + at] = fin_pos[j];
-    }
-    return true;
-#undef FIRST
-}
-
-// Thread per diagonal group of the late hits (sorted by diagonal, then R ascending); group g is
-// [begins[g], ends[g]).  Writes (score, ref_start, query_start, len) for the hits of those groups.
-extern "C" __global__ void sweep_groups(
-    const u8* __restrict__ ref, const u8* __restrict__ qry, i64 ref_len, i64 qry_len,
-    const int* __restrict__ mat_g, int xdrop, const i64* __restrict__ R, const i64* __restrict__ Q,
-    const i64* __restrict__ begins, const i64* __restrict__ ends, i64 n_groups, i64* scratch, i64 n,
-    i64 budget, u8* __restrict__ failed,
-    i64* __restrict__ score, i64* __restrict__ rs, i64* __restrict__ qs, i64* __restrict__ len)
-{
-    __shared__ int mat[64];
-    if (threadIdx.x < 64) mat[threadIdx.x] = mat_g[threadIdx.x];
-    __syncthreads();
-    i64 gi = blockIdx.x * (i64)blockDim.x + threadIdx.x;
-    if (gi >= n_groups) return;
-    i64 a = begins[gi], b = ends[gi], m = b - a;
-    i64 diag = R[a] - Q[a];
-    i64 hi = min(ref_len, qry_len + diag);
-    i64 lo = diag > 0 ? diag : 0;
-    i64* S = scratch;  // 11 buffers of n entries each
-    i64 *mr = S + 9 * n, *pr = S + 10 * n;
-    bool ok = sweep(ref, qry, mat, xdrop, diag, R, a, m, 1, lo, hi, S, S + n, S + 2 * n, S + 3 * n,
-                    S + 4 * n, S + 5 * n, S + 6 * n, S + 7 * n, S + 8 * n, mr, pr, budget);
-    // the left sweep reuses the first nine buffers; right results wait in mr/pr
-    i64 *ml = score, *pl = len;
-    ok = ok && sweep(ref, qry, mat, xdrop, diag, R, a, m, -1, lo, hi, S, S + n, S + 2 * n,
-                     S + 3 * n, S + 4 * n, S + 5 * n, S + 6 * n, S + 7 * n, S + 8 * n, ml, pl,
-                     budget);
-    failed[gi] = !ok;
-    if (!ok) return;
-    for (i64 j = a; j < b; ++j) {
-        i64 left = R[j] - pl[j];
-        i64 right = pr[j] - R[j];
-        score[j] = mr[j] + ml[j];
-        rs[j] = R[j] - left;
-        qs[j] = Q[j] - left;
-        len[j] = right + left;
     }
 }
