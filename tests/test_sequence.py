@@ -549,3 +549,25 @@ def test_score_codes_map_all_256_bytes_to_the_eight_symbols():
     special.update({ord("N"): 5, ord("n"): 5, ord("&"): 7})
     assert codes.dtype == np.uint8
     assert codes.tolist() == [special.get(b, 6) for b in range(256)]
+
+
+def test_code_lookups_equal_numpy_gathers_for_every_byte():
+    from hspz.sequence import (
+        COMPLEMENT,
+        SCORE_TABLE,
+        SEED_TABLE,
+        both_codes,
+        score_codes,
+        seed_codes,
+    )
+
+    rng = np.random.default_rng(4)
+    buf = np.concatenate((np.arange(256, dtype=np.uint8), rng.integers(0, 256, 10_000, np.uint8)))
+    seed, score = both_codes(buf)
+    assert np.array_equal(seed, SEED_TABLE[buf]) and np.array_equal(score, SCORE_TABLE[buf])
+    assert np.array_equal(seed_codes(buf[::3]), SEED_TABLE[buf[::3]])  # strided input
+    assert np.array_equal(score_codes(list(b"ACgtN&x")), SCORE_TABLE[np.frombuffer(b"ACgtN&x", np.uint8)])
+    packed = pack_bin([Record("a", buf[:5000]), Record("b", buf[5000:])])
+    minus = reverse_complement(packed)
+    n = packed.block_len
+    assert np.array_equal(minus.buf[:n], COMPLEMENT[packed.buf[:n]][::-1])

@@ -20,7 +20,15 @@ from hspz.hsp import HSP_DTYPE, dedup, diagonal_order, diagonal_permutation
 from hspz.options import Options
 from hspz.scoring import resolve_matrix
 from hspz.seed import SeedShape, SeedTable, build_seed_table
-from hspz.sequence import PackedBin, Record, pack_bin, reverse_complement, score_codes, seed_codes
+from hspz.sequence import (
+    PackedBin,
+    Record,
+    both_codes,
+    pack_bin,
+    reverse_complement,
+    score_codes,
+    seed_codes,
+)
 
 STRANDS = {"plus": ("plus",), "minus": ("minus",), "both": ("plus", "minus")}
 
@@ -86,12 +94,9 @@ def prepare_query(ctx: Context, index: int, records: list[Record]) -> QueryBin:
     packs = {"plus": plus}
     if "minus" in ctx.strands:
         packs["minus"] = reverse_complement(plus)
-    return QueryBin(
-        index,
-        packs,
-        {s: seed_codes(p.buf) for s, p in packs.items()},
-        {s: score_codes(p.buf) for s, p in packs.items()},
-    )
+    codes = {s: both_codes(p.buf) for s, p in packs.items()}
+    return QueryBin(index, packs, {s: c[0] for s, c in codes.items()},
+                    {s: c[1] for s, c in codes.items()})
 
 
 @dataclass
