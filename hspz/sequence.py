@@ -18,7 +18,7 @@ import hashlib
 import os
 import struct
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -267,8 +267,8 @@ def _twobit_record(
     if pos + packed_len > len(data):
         raise InputError(f"{where}: {size} bases run past the end of the file")
     seq = _TWOBIT_LUT[arr[pos : pos + packed_len]].view(np.uint8)[:size]
-    _apply_blocks(seq, n_starts, n_sizes, _set_n)
-    _apply_blocks(seq, m_starts, m_sizes, _set_lower)
+    _set_n(seq, n_starts, n_sizes)
+    _set_lower(seq, m_starts, m_sizes)
     return Record(name, seq)
 
 
@@ -288,41 +288,19 @@ def _twobit_blocks(
     return starts, sizes, end
 
 
-BlockAction = Callable[[np.ndarray, np.ndarray | slice], None]
+@numba.njit(cache=True, nogil=True)
+def _set_n(seq, starts, sizes):
+    """N blocks: every base 'N' (hg38 has millions of blocks: a loop, not index arrays)."""
+    for b in range(len(starts)):
+        seq[starts[b]:starts[b] + sizes[b]] = 78
 
 
-def _set_n(seq: np.ndarray, where: np.ndarray | slice) -> None:
-    if isinstance(where, slice):
-        seq[where] = ord("N")
-    else:
-        np.copyto(seq, np.uint8(ord("N")), where=where)
-
-
-def _set_lower(seq: np.ndarray, where: np.ndarray | slice) -> None:
-    if isinstance(where, slice):
-        seq[where] |= 0x20
-    else:
-        np.bitwise_or(seq, np.uint8(0x20), out=seq, where=where)
-
-
-def _apply_blocks(
-    seq: np.ndarray, starts: np.ndarray, sizes: np.ndarray, action: BlockAction
-) -> None:
-    """Apply `action` to every block: sliced for a few blocks, one boolean mask built with
-    np.repeat for many sorted disjoint blocks (hg38 has millions of mask blocks)."""
-    if len(starts) == 0:
-        return
-    ends = starts + sizes
-    if len(starts) > 64 and bool(np.all(starts[1:] >= ends[:-1])):
-        gaps = starts - np.concatenate(([0], ends[:-1]))
-        runs = np.column_stack((gaps, sizes)).ravel()
-        flags = np.tile(np.array([False, True]), len(starts))
-        mask = np.zeros(len(seq), dtype=bool)
-        mask[: int(ends[-1])] = np.repeat(flags, runs)
-        action(seq, mask)
-        return
-    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-        action(seq, slice(s, e))
+@numba.njit(cache=True, nogil=True)
+def _set_lower(seq, starts, sizes):
+    """Mask blocks: every base lowercase."""
+    for b in range(len(starts)):
+        for i in range(starts[b], starts[b] + sizes[b]):
+            seq[i] |= 0x20
 
 
 # --------------------------------------------------------------------------------------------
