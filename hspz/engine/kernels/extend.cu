@@ -160,24 +160,37 @@ __device__ __forceinline__ void hit_at(i64 t, const u32* __restrict__ pos_table,
     }
 }
 
+// The parameters filter_pass and first_pass share: sequences (forward, reversed, lengths), the
+// scoring, and where hit t comes from (see hit_at).
+#define WALK_PARAMS                                                                              \
+    const u8* __restrict__ ref, const u8* __restrict__ ref_rev, i64 ref_n,                      \
+    const u8* __restrict__ qry, const u8* __restrict__ qry_rev, i64 qry_n, i64 ref_len,         \
+    i64 qry_len, const int* __restrict__ mat_g, int xdrop, int thresh, int cap,                 \
+    const u32* __restrict__ pos_table, const u32* __restrict__ lo, const i64* __restrict__ cum, \
+    const u32* __restrict__ counts, const int* __restrict__ seed_id,                            \
+    const i64* __restrict__ qpos, const u64* __restrict__ pairs, i64 h0, i64 n, i64 first,      \
+    int variants, int size
+
+// The 8x8 matrix copied into shared memory once per lane (entry i for lane l at i * 32 + l, so
+// the lanes' lookups never share a bank); returns this lane's column.
+__device__ __forceinline__ const int* lane_matrix(int* mat_rep, const int* __restrict__ mat_g)
+{
+    for (int i = threadIdx.x; i < 64 * 32; i += blockDim.x) mat_rep[i] = mat_g[i >> 5];
+    __syncthreads();
+    return mat_rep + (threadIdx.x & 31);
+}
+
 // The filter before the first pass, one thread per hit: bound both walks (bound_walk); a hit
 // whose walks surely stop within `cap` and whose bounds sum under thresh is rejected exactly
 // (the exact walks stop too, and score no more).  Every other hit is appended to cand as
 // (r << 32 | q) for the exact first pass (size 0).  On real genomes about 98% are rejected
 // here, at about half the instructions per base of the exact walk.
 extern "C" __global__ void filter_pass(
-    const u8* __restrict__ ref, const u8* __restrict__ ref_rev, i64 ref_n,
-    const u8* __restrict__ qry, const u8* __restrict__ qry_rev, i64 qry_n, i64 ref_len,
-    i64 qry_len, const int* __restrict__ mat_g, int xdrop, int thresh, int cap,
-    const u32* __restrict__ pos_table, const u32* __restrict__ lo, const i64* __restrict__ cum,
-    const u32* __restrict__ counts, const int* __restrict__ seed_id, const i64* __restrict__ qpos,
-    const u64* __restrict__ pairs, i64 h0, i64 n, i64 first, int variants, int size,
+    WALK_PARAMS,
     u64* __restrict__ cand, u32* __restrict__ n_cand)
 {
     __shared__ int mat_rep[64 * 32];
-    for (int i = threadIdx.x; i < 64 * 32; i += blockDim.x) mat_rep[i] = mat_g[i >> 5];
-    __syncthreads();
-    const int* mat = mat_rep + (threadIdx.x & 31);
+    const int* mat = lane_matrix(mat_rep, mat_g);
     i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
     if (t >= n) return;
     i64 r, q;
@@ -200,20 +213,13 @@ extern "C" __global__ void filter_pass(
 // hits scoring >= thresh are appended to (rs, qs, len, score); unfinished ones to late as (r << 32 | q).
 // Hit t is pairs[t] when pairs is given (reference order), else hit h0 + t in seed order.
 extern "C" __global__ void first_pass(
-    const u8* __restrict__ ref, const u8* __restrict__ ref_rev, i64 ref_n,
-    const u8* __restrict__ qry, const u8* __restrict__ qry_rev, i64 qry_n, i64 ref_len,
-    i64 qry_len, const int* __restrict__ mat_g, int xdrop, int thresh, int cap,
-    const u32* __restrict__ pos_table, const u32* __restrict__ lo, const i64* __restrict__ cum,
-    const u32* __restrict__ counts, const int* __restrict__ seed_id, const i64* __restrict__ qpos,
-    const u64* __restrict__ pairs, i64 h0, i64 n, i64 first, int variants, int size,
+    WALK_PARAMS,
     i64* __restrict__ out_rs, i64* __restrict__ out_qs, i64* __restrict__ out_len,
     i64* __restrict__ out_score, u32* __restrict__ n_out,
     u64* __restrict__ late, u32* __restrict__ n_late)
 {
-    __shared__ int mat_rep[64 * 32];  // entry i for lane l at i * 32 + l: no bank conflicts
-    for (int i = threadIdx.x; i < 64 * 32; i += blockDim.x) mat_rep[i] = mat_g[i >> 5];
-    __syncthreads();
-    const int* mat = mat_rep + (threadIdx.x & 31);
+    __shared__ int mat_rep[64 * 32];
+    const int* mat = lane_matrix(mat_rep, mat_g);
     i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
     if (t >= n) return;
     i64 r, q;
