@@ -209,9 +209,9 @@ extern "C" __global__ void filter_pass(
     if (!reject) cand[slot] = ((u64)r << 32) | (u64)q;
 }
 
-// First pass, one thread per hit: walk right then left for at most CAP bases each.  Finished
-// hits scoring >= thresh are appended to (rs, qs, len, score); unfinished ones to late as (r << 32 | q).
-// Hit t is pairs[t] when pairs is given (reference order), else hit h0 + t in seed order.
+// The exact capped walk, one thread per hit: right then left, at most `cap` bases each.
+// Finished hits scoring >= thresh are appended to (rs, qs, len, score), unfinished ones to late
+// as (r << 32 | q).  Hit t comes from hit_at.
 extern "C" __global__ void first_pass(
     WALK_PARAMS,
     i64* __restrict__ out_rs, i64* __restrict__ out_qs, i64* __restrict__ out_len,
