@@ -49,7 +49,7 @@ from hspz.sequence import SCORE_TABLE, SEED_TABLE
 KERNELS = Path(__file__).with_name("kernels")
 BLOCK = 256  # threads per block: 8 warps, enough to hide the walks' load latency
 CAP = 64  # bases a first-pass walk may take per side before the hit is walked again
-CAP2 = 1024  # the same for the second walk, of those hits only; then the sweep takes them
+CAP2 = 1024  # the same for the second walk of those hits; then the host sweep takes them
 PIECE = 1 << 26  # hits processed at once inside one semantic chunk (device memory, not bytes)
 
 _state = {"threads": 1}
