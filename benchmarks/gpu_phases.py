@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--cap", type=int, default=gpu.CAP, help="first-pass bases per side")
     ap.add_argument("--cap2", type=int, default=gpu.CAP2, help="second-walk bases per side")
     ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
-                    help="compile the kernels with this #define (e.g. WALK_UNROLL=1)")
+                    help="compile the kernels with this #define (e.g. WALK_WORDS=0: byte loads)")
     a = ap.parse_args()
     gpu.CAP, gpu.CAP2 = a.cap, a.cap2
     gpu.DEFINES.update(d.split("=", 1) for d in a.define)

@@ -74,7 +74,7 @@ def use_device(device: int) -> None:
     cp.cuda.Device(device).use()
 
 
-# Extra `#define`s for every kernel module (benchmarks compare variants, e.g. WALK_UNROLL).
+# Extra `#define`s for every kernel module (benchmarks compare variants, e.g. WALK_WORDS=0).
 DEFINES: dict[str, int] = {}
 
 
