@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# --gpus 1 vs --gpus 2 on a workload whose units are long (issue 4): a simulated 500 Mbp x 80 Mbp
-# pair (divergence 0.4), generated on the device, -B 125M -> 4 reference bins.  Logs under $OUT.
+# --gpus 1 vs --gpus 2 on a workload whose units are long (issue 4): a simulated 500 Mbp x
+# QUERY_MBP (default 80) pair (divergence 0.4), generated on the device, -B 125M -> 4 reference
+# bins; REPEAT (default 1) runs per arm, alternating.  Logs under $OUT.
+#   run(kind="nvidia-h200-x2", carry=[".device"], command="QUERY_MBP=300 bash benchmarks/gpus_scaling.sh")
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 nvidia-smi -L
 python3 -m compileall -q hspz > /dev/null  # the device sets PYTHONDONTWRITEBYTECODE
-python3 - <<'PY'
-import time
+QUERY_MBP=${QUERY_MBP:-80} python3 - <<'PY'
+import os, time
 from benchmarks.simulate import PairSpec, simulate_pair
 from hspz.sequence import Record, write_2bit
 t = time.time()
-ref, qry = simulate_pair(PairSpec(ref_mbp=500, query_mbp=80, chromosomes=8, divergence=0.4, seed=3))
+ref, qry = simulate_pair(PairSpec(ref_mbp=500, query_mbp=float(os.environ["QUERY_MBP"]),
+                                  chromosomes=8, divergence=0.4, seed=3))
 write_2bit("/tmp/big_ref.2bit", [Record(n, s) for n, s in ref])
 write_2bit("/tmp/big_qry.2bit", [Record(n, s) for n, s in qry])
 print(f"generated in {time.time() - t:.1f} s:", len(ref), "ref records,", len(qry), "query records")
 PY
 python3 -m hspz run -r .device/data/pseudopig.fa.gz -q .device/data/pseudocat.fa.gz -o /tmp/w --backend gpu > /dev/null 2>&1  # kernels compiled and cached
 F="-r /tmp/big_ref.2bit -q /tmp/big_qry.2bit -B 125M --backend gpu"
-for g in 1 2; do
+for g in $(for i in $(seq ${REPEAT:-1}); do echo 1 2; done); do
   /usr/bin/time -f "gpus=$g wall %e s" timeout 240 python3 -m hspz run $F -o /tmp/g$g --gpus $g -y --time \
     > /tmp/gpus$g.log 2>&1
   grep -E "^schedule:|^lifecycle|^digest|wall|finished at|^#seed hits|^time: workers" /tmp/gpus$g.log
