@@ -67,21 +67,23 @@ def _gate(ref, qry, total, rs, qs, ln, thresh, use_entropy, keep, score):
 
 def gate(ref, qry, total, rs, qs, ln, hspthresh: int, entropy: bool) -> np.ndarray:
     """HSP records (HSP_DTYPE) of the extended hits that pass the score and entropy gate."""
-    return _records(*_gated(ref, qry, total, rs, qs, ln, hspthresh, entropy))
+    keep, score = _gated(ref, qry, total, rs, qs, ln, hspthresh, entropy)
+    return _records(keep, score, rs, qs, ln)
 
 
 def gate_counted(ref, qry, total, rs, qs, ln, counts, hspthresh: int, entropy: bool):
     """`gate` of collapsed hits: (records, copies of each record)."""
-    keep, score, *_ = _gated(ref, qry, total, rs, qs, ln, hspthresh, entropy)
+    keep, score = _gated(ref, qry, total, rs, qs, ln, hspthresh, entropy)
     return _records(keep, score, rs, qs, ln), counts[keep]
 
 
 def _gated(ref, qry, total, rs, qs, ln, hspthresh: int, entropy: bool):
+    """(passes the gate, entropy-adjusted score) per extended hit."""
     keep = np.empty(len(total), np.bool_)
     score = np.empty(len(total), np.int64)
     if len(total):
         _gate(ref, qry, total, rs, qs, ln, hspthresh, entropy, keep, score)
-    return keep, score, rs, qs, ln
+    return keep, score
 
 
 def _records(keep, score, rs, qs, ln) -> np.ndarray:

@@ -26,6 +26,7 @@ class Knobs:
     bucket_shift: int
     chunk_walk_full: bool
     layout_force_workers: int | None
+    shift_given: bool = False  # HSPZ_REF_BUCKET_SHIFT set: it alone turns bucketing on
 
 
 def read(env: dict | None = None) -> Knobs:
@@ -38,6 +39,7 @@ def read(env: dict | None = None) -> Knobs:
         bucket_shift=_shift(env),
         chunk_walk_full=env.get("HSPZ_CHUNK_WALK") == "full",
         layout_force_workers=_positive(env.get("HSPZ_LAYOUT_FORCE_WORKERS")),
+        shift_given=bool(env.get("HSPZ_REF_BUCKET_SHIFT")),
     )
 
 
@@ -70,4 +72,4 @@ def buckets_on(knobs: Knobs, ref_len: int) -> bool:
     Auto is off: on the H200 every window measured slower than seed order (BENCHMARKS.md)."""
     if knobs.ref_buckets is not None:
         return knobs.ref_buckets
-    return bool(os.environ.get("HSPZ_REF_BUCKET_SHIFT"))
+    return knobs.shift_given
