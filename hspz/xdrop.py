@@ -236,39 +236,22 @@ CAP = 64  # steps a first, plain walk may take before a hit is handed to the dia
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk_right_capped(ref, qry, ref_len, qry_len, mat, xdrop, r, q, cap):
-    """`walk_right` that gives up (ok=False) after `cap` bases.
+def _walk_capped(ref, qry, mat, xdrop, r, q, step, first_pos, lim, cap):
+    """A `walk_right` (step 1 from the anchor, best position from -1) or `walk_left` (step -1
+    from the base before it, best position from 0) that gives up (ok=False) after `cap` bases;
+    `lim` is how many bases the sequences allow.  Returns (best, best position, ok).
 
     The new-maximum test is an arithmetic select, not a branch: in random sequence it goes
     either way, and a mispredicted branch per base cost about a third of the walk's time."""
     s = 0
     m = 0
-    pos = -1
-    lim = min(ref_len - r, qry_len - q)
+    pos = first_pos - 1
     end = min(lim, cap)
     for k in range(end):
-        s += mat[ref[r + k] * 8 + qry[q + k]]
+        s += mat[ref[r + step * k] * 8 + qry[q + step * k]]
         up = np.int64(s > m)
         m += up * (s - m)
-        pos += up * (k - pos)
-        if m - s > xdrop:
-            return m, pos, True
-    return m, pos, end == lim
-
-
-@numba.njit(cache=True, nogil=True)
-def _walk_left_capped(ref, qry, mat, xdrop, r, q, cap):
-    """`walk_left` that gives up (ok=False) after `cap` bases (same select as the right walk)."""
-    s = 0
-    m = 0
-    pos = 0
-    lim = min(r, q)
-    end = min(lim, cap)
-    for k in range(1, end + 1):
-        s += mat[ref[r - k] * 8 + qry[q - k]]
-        up = np.int64(s > m)
-        m += up * (s - m)
-        pos += up * (k - pos)
+        pos += up * (k + first_pos - pos)
         if m - s > xdrop:
             return m, pos, True
     return m, pos, end == lim
@@ -288,9 +271,11 @@ def _first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, cou
         q = qpos[s] + size
         for j in range(counts[s]):
             r = np.int64(pos_table[lo[s] + j]) + size
-            mr, pr, ok = _walk_right_capped(ref, qry, ref_len, qry_len, mat, xdrop, r, q, cap)
+            mr, pr, ok = _walk_capped(ref, qry, mat, xdrop, r, q, 1, 0,
+                                      min(ref_len - r, qry_len - q), cap)
             if ok:
-                ml, pl, ok = _walk_left_capped(ref, qry, mat, xdrop, r, q, cap)
+                ml, pl, ok = _walk_capped(ref, qry, mat, xdrop, r - 1, q - 1, -1, 1, min(r, q),
+                                          cap)
             if not ok:
                 late_r[n_late] = r
                 late_q[n_late] = q
