@@ -139,15 +139,19 @@ __device__ __forceinline__ bool bound_walk(const u8* __restrict__ a, i64 pa,
     return false;
 }
 
-// The hit a first-pass thread walks: pairs[t] + size (reference order, or hits handed on as
-// (r << 32 | q)), else hit h0 + t in seed order.
-__device__ __forceinline__ void hit_at(i64 t, const u32* __restrict__ pos_table,
-                                       const u32* __restrict__ lo, const i64* __restrict__ cum,
-                                       const u32* __restrict__ counts,
-                                       const int* __restrict__ seed_id,
-                                       const i64* __restrict__ qpos, const u64* __restrict__ pairs,
-                                       i64 h0, i64 first, int variants, int size, i64* r, i64* q)
+// This thread's hit, false past the last (n) one: hit t = the thread's index is pairs[t] + size
+// (reference order, or hits handed on as (r << 32 | q)), else hit h0 + t in seed order.
+__device__ __forceinline__ bool thread_hit(i64 n, const u32* __restrict__ pos_table,
+                                           const u32* __restrict__ lo,
+                                           const i64* __restrict__ cum,
+                                           const u32* __restrict__ counts,
+                                           const int* __restrict__ seed_id,
+                                           const i64* __restrict__ qpos,
+                                           const u64* __restrict__ pairs, i64 h0, i64 first,
+                                           int variants, int size, i64* r, i64* q)
 {
+    i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (t >= n) return false;
     if (pairs) {
         u64 p = pairs[t];
         *r = (i64)(p >> 32) + size;
@@ -158,10 +162,11 @@ __device__ __forceinline__ void hit_at(i64 t, const u32* __restrict__ pos_table,
         *r = (i64)pos_table[lo[s] + j] + size;
         *q = (qpos ? qpos[s] : first + s / variants) + size;
     }
+    return true;
 }
 
 // The parameters filter_pass and first_pass share: sequences (forward, reversed, lengths), the
-// scoring, and where hit t comes from (see hit_at).
+// scoring, and where hit t comes from (HIT_SOURCE, see thread_hit).
 #define WALK_PARAMS                                                                              \
     const u8* __restrict__ ref, const u8* __restrict__ ref_rev, i64 ref_n,                      \
     const u8* __restrict__ qry, const u8* __restrict__ qry_rev, i64 qry_n, i64 ref_len,         \
@@ -170,6 +175,7 @@ __device__ __forceinline__ void hit_at(i64 t, const u32* __restrict__ pos_table,
     const u32* __restrict__ counts, const int* __restrict__ seed_id,                            \
     const i64* __restrict__ qpos, const u64* __restrict__ pairs, i64 h0, i64 n, i64 first,      \
     int variants, int size
+#define HIT_SOURCE pos_table, lo, cum, counts, seed_id, qpos, pairs, h0, first, variants, size
 
 // The 8x8 matrix copied into shared memory once per lane (entry i for lane l at i * 32 + l, so
 // the lanes' lookups never share a bank); returns this lane's column.
@@ -191,10 +197,8 @@ extern "C" __global__ void filter_pass(
 {
     __shared__ int mat_rep[64 * 32];
     const int* mat = lane_matrix(mat_rep, mat_g);
-    i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
-    if (t >= n) return;
     i64 r, q;
-    hit_at(t, pos_table, lo, cum, counts, seed_id, qpos, pairs, h0, first, variants, size, &r, &q);
+    if (!thread_hit(n, HIT_SOURCE, &r, &q)) return;
     int br, bl = 0;
     i64 lim = min(ref_len - r, qry_len - q);
     int end = (int)min(lim, (i64)cap);
@@ -211,7 +215,7 @@ extern "C" __global__ void filter_pass(
 
 // The exact capped walk, one thread per hit: right then left, at most `cap` bases each.
 // Finished hits scoring >= thresh are appended to (rs, qs, len, score), unfinished ones to late
-// as (r << 32 | q).  Hit t comes from hit_at.
+// as (r << 32 | q).  Each thread's hit comes from thread_hit.
 extern "C" __global__ void first_pass(
     WALK_PARAMS,
     i64* __restrict__ out_rs, i64* __restrict__ out_qs, i64* __restrict__ out_len,
@@ -220,10 +224,8 @@ extern "C" __global__ void first_pass(
 {
     __shared__ int mat_rep[64 * 32];
     const int* mat = lane_matrix(mat_rep, mat_g);
-    i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
-    if (t >= n) return;
     i64 r, q;
-    hit_at(t, pos_table, lo, cum, counts, seed_id, qpos, pairs, h0, first, variants, size, &r, &q);
+    if (!thread_hit(n, HIT_SOURCE, &r, &q)) return;
 
     // right from (r, q) on, then left from (r - 1, q - 1) down; a side that walks `cap` bases
     // without an x-drop stop (and has sequence left) leaves the hit unfinished (late)
