@@ -127,10 +127,6 @@ def table_from(names: list[str], lengths: list[int], prefix: str, strand: str) -
     return PackedBin(np.empty(0, np.uint8), block_len, prefixed, starts.copy(), lengths_a.copy())
 
 
-def record_table(records: list[Record], prefix: str, strand: str) -> PackedBin:
-    return table_from([r.name for r in records], [len(r) for r in records], prefix, strand)
-
-
 def table_lookup(m: Manifest):
     """(side, bin, strand) -> record table, from the manifest's names and lengths."""
     cache: dict[tuple[str, int, str], PackedBin] = {}
