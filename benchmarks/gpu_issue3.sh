@@ -2,8 +2,9 @@
 # Issue 3's figures in one device call (BENCHMARKS.md): the GPU tests; simulated M with this code
 # and the previous version side by side; E. coli end to end with this code, the previous version,
 # the CPU backend on all cores and lastz --nogapped (one core); the phases of one M batch.
-# The previous version is `git archive b579680 hspz | tar -x -C .device/prev` (session 1).
+# The previous version is `git archive 3334caa hspz | tar -x -C .device/prev` (session 2's last).
 #   run(carry=[".device"], command="bash benchmarks/gpu_issue3.sh")
+# LASTZ_RUNS=0 leaves lastz out (18 s a run); NCU=1 adds an Nsight Compute profile of first_pass.
 set -uo pipefail
 export HSPZ_EXAMPLES=$PWD/.device/data PYTHONUNBUFFERED=1
 D=$PWD/.device/data
@@ -40,14 +41,14 @@ e2e() {  # label command...
   (export PYTHONPATH=$CUR; e2e "ecoli hspZ-gpu" python3 -m hspz run -r /tmp/mg.fa -q /tmp/dh1.fa -o /tmp/g --backend gpu)
   (cd $PREV; export PYTHONPATH=$PREV; e2e "ecoli hspZ-gpu-prev" python3 -m hspz run -r /tmp/mg.fa -q /tmp/dh1.fa -o /tmp/p --backend gpu)
   (export PYTHONPATH=$CUR; e2e "ecoli hspZ-cpu-all" python3 -m hspz run -r /tmp/mg.fa -q /tmp/dh1.fa -o /tmp/c --backend cpu)
-  e2e "ecoli lastz" $LASTZ /tmp/mg.fa /tmp/dh1.fa --nogapped \
+  [ "${LASTZ_RUNS:-1}" = 0 ] || e2e "ecoli lastz" $LASTZ /tmp/mg.fa /tmp/dh1.fa --nogapped \
     --format=general-:name1,start1,end1,name2,start2,end2,strand2,score
   PYTHONPATH=$CUR python3 -m hspz run -r /tmp/mg.fa -q /tmp/dh1.fa -o /tmp/t --backend gpu --time 2>&1 \
     | grep -E "^time:|^unit ledger"
 } 2>&1 | tee $OUT/e2e.log
 PYTHONPATH=$CUR timeout 200 python3 benchmarks/gpu_phases.py $D/simM_ref.2bit $D/simM_query.2bit \
-  --chunk 3 --repeat 4 --shifts none,10 2>&1 | tee $OUT/phases.log
-if command -v ncu > /dev/null; then
+  --chunk 3 --repeat 4 --shifts none 2>&1 | tee $OUT/phases.log
+if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then
   PYTHONPATH=$CUR timeout 150 ncu -k regex:first_pass -c 1 --section SpeedOfLight --section Occupancy \
     --section WarpStateStats --section MemoryWorkloadAnalysis python3 benchmarks/gpu_phases.py \
     $D/simM_ref.2bit $D/simM_query.2bit --chunk 3 --repeat 1 --shifts none > $OUT/ncu.log 2>&1

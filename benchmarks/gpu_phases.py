@@ -1,11 +1,12 @@
 """Time the device phases of one seed batch (GPU events), to see where a batch's time goes.
 
-    python benchmarks/gpu_phases.py REF QUERY [--chunk 0] [--repeat 5]
+    python benchmarks/gpu_phases.py REF QUERY [--chunk 0] [--group N] [--repeat 5]
 
-Prints the median ms of: seeds (device seeder) and cumsum, seed ids, the counting sort into
-reference order for each --shifts value, the filter alone, the first pass (filter and exact walk)
-in seed order ("none") and at each shift, the second walk of all late hits, and the whole device
-half; and the hits, filter candidates, survivors and late hits.
+Times the group of seed batches holding batch --chunk (`batch_groups`).  Prints the median ms of:
+seeds (device seeder), cumsum and edges; the counting sort into reference order for each --shifts
+value, the filter alone, the first pass (filter and exact walk) in seed order ("none") and at each
+shift, the second walk of all late hits (these over the first piece); the whole device half and
+the split by chunk; and the hits, filter candidates, survivors and late hits.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def main() -> None:
     ap.add_argument("query")
     ap.add_argument("--chunk", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--group", type=int, default=gpu.GROUP_BASES,
+                    help="window starts per group (the batches around --chunk)")
     ap.add_argument("--shifts", default="none,4,6,8,10,16")
     ap.add_argument("--cap", type=int, default=gpu.CAP, help="first-pass bases per side")
     ap.add_argument("--cap2", type=int, default=gpu.CAP2, help="second-walk bases per side")
@@ -38,7 +41,9 @@ def main() -> None:
     ref = prepare_reference(ctx, 0, read_records(a.reference))
     qry = prepare_query(ctx, 0, read_records(a.query))
     dref, dqry = gpu._device_ref(ctx, ref), gpu._device_query(qry)
-    _, strand, chunk = unit_batches(ctx, qry)[a.chunk]
+    jobs = unit_batches(ctx, qry)
+    group = [i for i in gpu.batch_groups(jobs, a.group) if a.chunk in i][0]
+    strand, chunks = jobs[a.chunk][1], [jobs[i][2] for i in group]
     times: dict[str, list[float]] = {}
     shifts = [None if x == "none" else int(x) for x in a.shifts.split(",")]
 
@@ -52,32 +57,36 @@ def main() -> None:
         return out
 
     for _ in range(a.repeat):
-        b = timed("batch setup (seeds+cumsum)",
-                  lambda: gpu._Batch(ctx, ref, dref, qry, dqry, strand, chunk))
-        h_b = int(b.cum[-1])
-        seed_id = timed("seed ids", lambda b=b, h_b=h_b: b.seed_ids(0, h_b))
+        g = timed("group setup (seeds, cumsum, edges)",
+                  lambda: gpu._Group(ctx, dref, qry, dqry, strand, chunks))
+        n = min(g.total, gpu.PIECE)
+        g.use_chunks([int(x) for x in g.hit_edges[:-1]])
         for shift in shifts:
             if shift is not None:
                 timed(f"reference order, shift {shift}",
-                      lambda b=b, s=seed_id, h_b=h_b, w=shift: b.ref_order(s, 0, h_b, w))
-        cand = timed("filter only (seed order)", lambda b=b, s=seed_id, h_b=h_b: b.filter(
-            None, s, 0, h_b, ctx.shape.size))
+                      lambda g=g, n=n, w=shift: g.ref_order(0, n, w))
+        cand, _ = timed("filter only (seed order)", lambda g=g, n=n: g.filter(
+            None, None, 0, n, ctx.shape.size))
         for shift in shifts:
-            _, late1 = timed(f"first pass, order {shift}",
-                             lambda b=b, h_b=h_b, w=shift: b.first_pass(0, h_b, w))
-        _, late2 = timed("second walk (all late hits)",
-                         lambda b=b, x=late1: b.walk(x, None, 0, len(x), gpu.CAP2, 0))
-        done, late = timed("device half (ids, first pass, late)",
-                           lambda b=b, h_b=h_b: b.survivors(0, h_b, shifts[0]))
-        if late is not None:
-            timed("host sweep+gate", lambda d=done, x=late: gpu.host_finish(
-                ctx, ref, qry, strand, [(d, x)]))
-    kept = sum(len(part[0]) for part in done)
-    print(f"batch {a.chunk} {strand} {chunk} {gpu.DEFINES} caps {gpu.CAP}/{gpu.CAP2}: hits {h_b}, kept on device {kept}, "
-          f"filter candidates {len(cand)}, late after pass 1: {len(late1)}, after pass 2: {len(late2)}, late for the host {0 if late is None else len(late[0])}")
+            _, late1, tag1 = timed(f"first pass, order {shift}",
+                                   lambda g=g, n=n, w=shift: g.first_pass(0, n, w))
+        _, late2, _ = timed("second walk (all late hits)",
+                            lambda g=g, x=late1, t=tag1: g.walk(x, t, gpu.CAP2, 0))
+        pieces = timed("device half (first pass, late)", lambda g=g, n=n: [
+            g.survivors(h0, min(h0 + gpu.PIECE, g.total), shifts[0])
+            for h0 in range(0, g.total, gpu.PIECE)])
+        split = timed("split by chunk", lambda g=g, p=pieces: gpu.by_chunk(
+            p, len(chunks), g.dref.len, g.qlen))
+    kept = sum(len(x[0]) for x in split)
+    for_host = sum(0 if x is None else len(x[0]) for _, x in split)
+    print(f"batches {group[0]}..{group[-1]} {strand} {gpu.DEFINES} caps {gpu.CAP}/{gpu.CAP2}: "
+          f"hits {g.total} (timed phases: first {n}), kept on device {kept}, "
+          f"filter candidates {len(cand)}, late after pass 1: {len(late1)}, after pass 2: "
+          f"{len(late2)}, late for the host {for_host}")
     for name, t in times.items():
         med = statistics.median(t[1:] or t)
-        print(f"  {name:40s} {med:8.3f} ms  {med * 1e6 / max(h_b, 1):.3f} ns/hit")
+        hits = g.total if name.startswith(("group", "device", "split")) else n
+        print(f"  {name:40s} {med:8.3f} ms  {med * 1e6 / max(hits, 1):.3f} ns/hit")
 
 
 if __name__ == "__main__":

@@ -139,6 +139,23 @@ def test_gpu_physical_pieces_never_change_bytes(tmp_path, examples, monkeypatch)
     run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"], "-m", "400")
 
 
+@pytest.mark.parametrize("group", [1, 1000, 1 << 22])
+@pytest.mark.parametrize("seeds", ["0", "1"])
+def test_gpu_batch_groups_never_change_bytes(tmp_path, monkeypatch, group, seeds):
+    """Many batches (-C 700) and semantic chunks (-m) per group, pieces cutting across them."""
+    from hspz.engine import gpu
+
+    monkeypatch.setattr(gpu, "GROUP_BASES", group)
+    monkeypatch.setattr(gpu, "PIECE", 5000)
+    rng = np.random.default_rng(group)
+    ref, qry = related_pair(rng, 9000)
+    r = write_fa(tmp_path / "r.fa", [("r1", ref), ("r2", ref[::-1])])
+    q = write_fa(tmp_path / "q.fa", [("q1", qry), ("q2", ref[3000:5000])])
+    for m in ("60", "3000"):
+        run_both(tmp_path, r, q, "-H", "1800", "-C", "700", "-I", "4000", "-m", m,
+                 env={"HSPZ_DEVICE_SEEDS": seeds})
+
+
 @pytest.mark.parametrize("flags", [
     (), ("--notransition",), ("--step", "3"), ("--seed", "14of22"), ("--seed", "1110110111"),
     ("--noentropy",), ("--strand", "minus"), ("-C", "700", "-I", "1500"), ("-m", "50"),
@@ -182,20 +199,26 @@ def test_gpu_reference_order_is_the_seed_order_hits_sorted_by_window():
     ctx = Context.from_options(Options())
     ref = prepare_reference(ctx, 0, [Record("r", seq)])
     qry = prepare_query(ctx, 0, [Record("q", seq[5000:30_000].copy())])
-    b = gpu._Batch(ctx, ref, gpu._device_ref(ctx, ref), qry, gpu._device_query(qry), "plus",
-                   (0, qry.block_len))
+    g = gpu._Group(ctx, gpu._device_ref(ctx, ref), qry, gpu._device_query(qry), "plus",
+                   [(0, 9000), (9000, qry.block_len)])
     kmers, qpos, lo, counts = batch_hits(qry.seed["plus"], ctx.shape, 0, qry.block_len, True,
                                          ref.table)
     owner = np.repeat(np.arange(len(counts)), counts)
     j = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
     want = (ref.table.pos_table[lo[owner] + j].astype(np.uint64) << np.uint64(32)) | qpos[owner].astype(np.uint64)
-    n = int(b.cum[-1])
+    n = g.total
     assert n == len(want) > 10_000
+    edges = sorted({0, 4321, int(g.hit_edges[1])}) + [n]  # chunk starts: tags follow them
+    g.use_chunks(edges[:-1])
+    chunk = np.searchsorted(np.array(edges), np.arange(n), side="right") - 1
     for h0, h1 in ((0, n), (123, n - 77)):
         for shift in (0, 6, 16):
-            got = b.ref_order(b.seed_ids(h0, h1), h0, h1 - h0, shift).get()
-            assert np.all(np.diff(got >> np.uint64(32 + shift)) >= 0)
-            assert np.array_equal(np.sort(got), np.sort(want[h0:h1]))
+            pairs, tags = (x.get() for x in g.ref_order(h0, h1 - h0, shift))
+            assert np.all(np.diff(pairs >> np.uint64(32 + shift)) >= 0)
+            got = np.lexsort((pairs, tags))
+            ref_sorted = np.lexsort((want[h0:h1], chunk[h0:h1]))
+            assert np.array_equal(pairs[got], want[h0:h1][ref_sorted])
+            assert np.array_equal(tags[got], chunk[h0:h1][ref_sorted])
 
 
 @pytest.mark.parametrize("caps", [(64, 64), (24, 100), (40, 10**6)])

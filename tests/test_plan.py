@@ -298,3 +298,22 @@ def test_digest_of_equals_lc_all_c_sort_sha256sum(tmp_path, n):
 def test_digest_of_sorts_a_line_before_its_extensions_like_sort(tmp_path):
     data = b"a\tb\nab\na\na b\n"
     assert digest_of([data]) == _sort_sha(tmp_path, data)
+
+
+@pytest.mark.parametrize("max_bases", [1, 700, 1500, 10**9])
+def test_batch_groups_cover_every_batch_once_in_order_and_only_join_contiguous_chunks(max_bases):
+    from hspz.engine import batch_groups
+
+    jobs = [(n, s, c) for n, s, c in seed_batches(20_000, 19, 6_000, 700, ("plus", "minus"))]
+    groups = batch_groups(jobs, max_bases)
+    assert [i for g in groups for i in g] == list(range(len(jobs)))
+    for g in groups:
+        (n, strand, _), width = jobs[g[0]], sum(jobs[i][2][1] - jobs[i][2][0] for i in g)
+        assert len(g) == 1 or width <= max_bases
+        for a, b in zip(g[:-1], g[1:], strict=True):
+            assert jobs[a][:2] == jobs[b][:2] == (n, strand)
+            assert jobs[a][2][1] == jobs[b][2][0]
+    if max_bases == 10**9:  # one group per (interval, strand)
+        assert len(groups) == len({j[:2] for j in jobs})
+    if max_bases == 1:
+        assert len(groups) == len(jobs)

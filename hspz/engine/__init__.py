@@ -165,6 +165,26 @@ def unit_batches(ctx: Context, qry: QueryBin) -> list[tuple[int, str, tuple[int,
     return jobs
 
 
+def batch_groups(jobs: list, max_bases: int) -> list[list[int]]:
+    """Job indices in runs that share one device pass: consecutive batches of one (interval,
+    strand) whose chunks follow each other, at most `max_bases` window starts (at least one
+    batch).  Each batch keeps its own seeds, hits and semantic chunks; only the launches and
+    host synchronisations are shared."""
+    groups: list[list[int]] = []
+    span = 0
+    for i, (n, strand, chunk) in enumerate(jobs):
+        width = chunk[1] - chunk[0]
+        if groups:
+            pn, pstrand, pchunk = jobs[groups[-1][-1]]
+            if (pn, pstrand, pchunk[1]) == (n, strand, chunk[0]) and span + width <= max_bases:
+                groups[-1].append(i)
+                span += width
+                continue
+        groups.append([i])
+        span = width
+    return groups
+
+
 def assemble(result: UnitResult, jobs: list, outs: list[BatchOut]) -> UnitResult:
     """Put batch outputs back in plan order: one HSP array per (interval, strand)."""
     segments: dict[tuple[int, str], list] = {}

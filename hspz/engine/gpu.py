@@ -39,6 +39,7 @@ from hspz.engine import (
     RefBin,
     UnitResult,
     assemble,
+    batch_groups,
     record_chunk,
     settle,
     unit_batches,
@@ -50,7 +51,9 @@ KERNELS = Path(__file__).with_name("kernels")
 BLOCK = 256  # threads per block: 8 warps, enough to hide the walks' load latency
 CAP = 64  # bases a first-pass walk may take per side before the hit is walked again
 CAP2 = 1024  # the same for the second walk of those hits; then the host sweep takes them
-PIECE = 1 << 26  # hits processed at once inside one semantic chunk (device memory, not bytes)
+PIECE = 1 << 26  # hits processed at once inside one group (device memory, not bytes)
+GROUP_BASES = 1 << 22  # window starts whose seed batches share one device pass (batch_groups)
+PAD = 16  # spare bytes after the score codes: the walks read whole aligned 8-byte words
 
 _state = {"threads": 1}
 
@@ -104,7 +107,7 @@ def _ptr(array):
 
 def _padded(codes):
     """Score codes with 16 spare bytes: the walks read whole aligned 8-byte words."""
-    return cp.concatenate((codes, cp.full(16, 7, cp.uint8)))
+    return cp.concatenate((codes, cp.full(PAD, 7, cp.uint8)))
 
 
 def _reversed(codes):
@@ -129,7 +132,7 @@ class DeviceRef:
         buf = cp.asarray(ref.packed.buf)
         codes = seed_lut[buf]
         score = score_lut[buf]
-        self.score, self.score_rev, self.score_n = _padded(score), _reversed(score), len(score)
+        self.score, self.score_rev = _padded(score), _reversed(score)
         self.len = ref.packed.block_len
         self.index_table, self.pos_table = build_table(ctx.shape, ctx.options.step, codes,
                                                        self.len)
@@ -178,12 +181,13 @@ def _device_query(qry: QueryBin) -> dict:
 
 
 # ------------------------------------------------------------------------------------------
-# One seed batch
+# Seed streams
 # ------------------------------------------------------------------------------------------
 
 
 def _device_seeds(ctx: Context, dref: DeviceRef, codes, first: int, end: int):
-    """Dense seed stream on the device: (lo, counts, qpos=None, variants, real seed count)."""
+    """Dense seed stream of window starts [first, end) on the device: (lo, counts, qpos=None,
+    variants, valid window flags)."""
     variants = ctx.shape.weight + 1 if ctx.options.transition else 1
     n = max(end - first, 0)
     lo = cp.empty(n * variants, cp.uint32)
@@ -194,20 +198,13 @@ def _device_seeds(ctx: Context, dref: DeviceRef, codes, first: int, end: int):
             _grid(n), (BLOCK,),
             (codes, np.int64(first), np.int64(n), dref.index_table, np.int32(variants), lo,
              counts, valid))
-    seeds = int(cp.count_nonzero(valid)) * variants
-    return lo, counts, None, variants, seeds
+    return lo, counts, None, variants, valid
 
 
 def _host_seeds(ctx: Context, table: SeedTable, qry: QueryBin, strand: str, chunk):
     """The CPU seeder's compact stream of one batch (runs on a host thread)."""
     return batch_hits(qry.seed[strand], ctx.shape, chunk[0], chunk[1], ctx.options.transition,
                       table)
-
-
-def _upload_seeds(seeds):
-    kmers, qpos, lo, counts = seeds
-    return (cp.asarray(lo.astype(np.uint32)), cp.asarray(counts.astype(np.uint32)),
-            cp.asarray(qpos), 1, len(kmers))
 
 
 def _prefetched(fn, items: list, depth: int):
@@ -222,6 +219,23 @@ def _prefetched(fn, items: list, depth: int):
             yield result
 
 
+def _stacked(host_seeds: list):
+    """The CPU seeder's streams of a group's batches as one: (lo, counts, qpos, variants=1,
+    each batch's first slot then the end)."""
+    lo, counts, qpos = (np.concatenate([s[i] for s in host_seeds]) for i in (2, 3, 1))
+    slots = np.concatenate(([0], np.cumsum([len(s[0]) for s in host_seeds])))
+    return (cp.asarray(lo.astype(np.uint32)), cp.asarray(counts.astype(np.uint32)),
+            cp.asarray(qpos), 1, slots)
+
+
+def _sums_before(cum, idx: np.ndarray):
+    """Device sums of the first idx[i] elements of the array whose inclusive prefix sum is cum."""
+    if len(cum) == 0:
+        return cp.zeros(len(idx), cp.int64)
+    last = cp.asarray(idx - 1)
+    return cp.where(last >= 0, cum[cp.maximum(last, 0)], 0)
+
+
 def _use_device_seeder() -> bool:
     """HSPZ_DEVICE_SEEDS decides; unset, the device seeder runs for any worker count.
 
@@ -232,153 +246,178 @@ def _use_device_seeder() -> bool:
     return True if choice is None else choice
 
 
-class _Batch:
-    """Device arrays of one seed batch, shared by its semantic chunks and pieces."""
+# ------------------------------------------------------------------------------------------
+# One group of seed batches
+# ------------------------------------------------------------------------------------------
 
-    def __init__(self, ctx, ref, dref, qry, dqry, strand, chunk, host_seeds=None):
+
+class _Group:
+    """Device arrays of consecutive seed batches of one (interval, strand) (`batch_groups`):
+    one seed stream and hit prefix sum, each batch's semantic chunks tiling one hit range.
+    Every hit carries the index of its semantic chunk (a tag) through the walks, so one launch
+    covers many chunks and the host still gets each chunk's results apart."""
+
+    def __init__(self, ctx, dref, qry, dqry, strand, chunks, host_seeds=None):
         self.ctx, self.dref, self.strand = ctx, dref, strand
         self.qcodes, self.qscore, self.qscore_rev = dqry[strand]
         self.qlen = qry.packed[strand].block_len
-        first = chunk[0]
-        end = min(chunk[1], len(qry.seed[strand]) - ctx.shape.size + 1)
+        self.mat = cp.asarray(ctx.matrix.ravel().astype(np.int32))
+        first = chunks[0][0]
+        end = max(first, min(chunks[-1][1], len(qry.seed[strand]) - ctx.shape.size + 1))
         self.first = first
         if host_seeds is not None:
-            seeds = _upload_seeds(host_seeds)
+            self.lo, self.counts, self.qpos, self.variants, self.slots = _stacked(host_seeds)
+            seen = None
         else:
-            seeds = _device_seeds(ctx, dref, self.qcodes, first, end)
-        self.lo, self.counts, self.qpos, self.variants, self.n_seeds = seeds
+            self.lo, self.counts, self.qpos, self.variants, valid = _device_seeds(
+                ctx, dref, self.qcodes, first, end)
+            starts = np.array([min(max(c[0], first), end) - first for c in chunks] + [end - first])
+            self.slots = starts * self.variants
+            seen = _sums_before(cp.cumsum(valid, dtype=cp.int64), starts)
         self.cum = cp.cumsum(self.counts, dtype=cp.int64)
+        edges = _sums_before(self.cum, self.slots)
+        both = (edges if seen is None else cp.concatenate((edges, seen))).get()
+        self.hit_edges = both[: len(chunks) + 1]
+        windows = np.diff(self.slots) if seen is None else np.diff(both[len(chunks) + 1:])
+        self.n_seeds = (windows * self.variants).tolist()
+        self.total = int(self.hit_edges[-1])
 
-    def hit_range(self, s0: int, s1: int) -> tuple[int, int]:
-        a = int(self.cum[s0 - 1]) if s0 > 0 else 0
-        return a, int(self.cum[s1])
+    def semantic_chunks(self, b: int, max_hits: int, full: bool) -> list[tuple[int, int]]:
+        """Batch b's `--max-hits` walk as hit ranges of the group.  A batch under H hits is one
+        chunk and its counts stay on the device; otherwise (or with HSPZ_CHUNK_WALK=full) its
+        counts are copied and walked on the host by `plan.chunk_walk`, the one definition of
+        the walk."""
+        s_a, s_b = int(self.slots[b]), int(self.slots[b + 1])
+        h_a, h_b = int(self.hit_edges[b]), int(self.hit_edges[b + 1])
+        if s_b > s_a and not full and h_b - h_a < max_hits:
+            return [(h_a, h_b)]
+        cum = self.cum[s_a:s_b].get() - h_a
+        return [(h_a + (int(cum[s0 - 1]) if s0 else 0), h_a + int(cum[s1]))
+                for s0, s1 in plan.chunk_walk(cum, max_hits)]
+
+    def use_chunks(self, starts: list[int]) -> None:
+        """The first hit of every semantic chunk of the group, in order (the tags' table)."""
+        self.chunk_start = cp.asarray(np.array(starts or [0], np.int64))
 
     def survivors(self, h0: int, h1: int, shift: int | None):
-        """Extend hits [h0, h1): (list of (score, rs, qs, len) host arrays of the hits scoring
-        >= K, host work for the long diagonals or None).
+        """Extend hits [h0, h1): (finished survivors scoring >= K as device columns (score, rs,
+        qs, len, tag), the hits left for the host's sweep as device (R, Q, tag), any order).
 
         Walk one caps every hit at CAP bases a side.  Its unfinished hits are sorted by
         diagonal; those on diagonals whose hits span under CAP2 bases (short HSPs) are walked
         again, one thread each, capped at CAP2.  The rest, and any hit still unfinished, go
         to the host's sweep, which walks a diagonal once for all its hits: one GPU thread
         walking a long HSP would hold its whole batch up."""
-        done, late = self.first_pass(h0, h1, shift)
+        done, late, tag = self.first_pass(h0, h1, shift)
         parts = [done]
-        R, Q = by_diagonal(late, self.dref.len, self.qlen)
+        R, Q, T = by_diagonal(late, tag, self.dref.len, self.qlen)
         if len(R):
             short = _short_diagonals(R, Q, CAP2)
             n_short = int(cp.count_nonzero(short))
             if n_short:
-                pairs = (R[short].astype(cp.uint64) << np.uint64(32)) | Q[short].astype(cp.uint64)
-                again, left = self.walk(pairs, None, 0, n_short, CAP2, 0)
+                again, left, left_tag = self.walk(_pack(R[short], Q[short]), T[short], CAP2, 0)
                 parts.append(again)
                 long_ = ~short
-                R, Q = R[long_], Q[long_]
-                if len(left):
-                    R, Q = by_diagonal(cp.concatenate((
-                        (R.astype(cp.uint64) << np.uint64(32)) | Q.astype(cp.uint64), left)),
-                        self.dref.len, self.qlen)
-        if len(R) == 0:
-            return parts, None
-        Rh, Qh = R.get(), Q.get()
-        return parts, (Rh, Qh, xdrop.diagonal_starts(Rh - Qh))
+                R, Q, T = (cp.concatenate((x[long_], y)) for x, y in zip(
+                    (R, Q, T), (*_unpack(left), left_tag), strict=True))
+        return parts, (R, Q, T)
 
     def first_pass(self, h0: int, h1: int, shift: int | None):
-        """The capped walk of hits [h0, h1) (pass one): (finished survivors as host arrays,
-        the unfinished hits as device (r << 32 | q)).  The filter rejects most hits exactly
+        """The capped walk of hits [h0, h1) (pass one): (finished survivors, the unfinished
+        hits as device (r << 32 | q), their tags).  The filter rejects most hits exactly
         first; the exact walk sees only the rest."""
-        seed_id = self.seed_ids(h0, h1)
-        pairs = None if shift is None else self.ref_order(seed_id, h0, h1 - h0, shift)
-        cand = self.filter(pairs, seed_id, h0, h1 - h0, self.ctx.shape.size)
-        return self.walk(cand, None, 0, len(cand), CAP, 0)
+        if shift is None:
+            cand, tag = self.filter(None, None, h0, h1 - h0, self.ctx.shape.size)
+        else:
+            pairs, tags = self.ref_order(h0, h1 - h0, shift)
+            cand, tag = self.filter(pairs, tags, h0, h1 - h0, self.ctx.shape.size)
+        return self.walk(cand, tag, CAP, 0)
 
-    def _launch(self, kernel: str, pairs, seed_id, h0: int, n: int, cap: int, size: int, *out):
+    def _launch(self, kernel: str, pairs, tags, h0: int, n: int, cap: int, size: int, *out):
         o, d = self.ctx.options, self.dref
-        mat = cp.asarray(self.ctx.matrix.ravel().astype(np.int32))
         _kernel(self.ctx.shape, "extend", kernel)(
             _grid(n), (BLOCK,),
-            (d.score, d.score_rev, np.int64(d.score_n), self.qscore, self.qscore_rev,
-             np.int64(len(self.qscore) - 16), np.int64(d.len), np.int64(self.qlen), mat,
+            (d.score, d.score_rev, np.int64(len(d.score) - PAD), self.qscore, self.qscore_rev,
+             np.int64(len(self.qscore) - PAD), np.int64(d.len), np.int64(self.qlen), self.mat,
              np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(cap), d.pos_table, self.lo,
-             self.cum, self.counts, _ptr(seed_id), _ptr(self.qpos), _ptr(pairs), np.int64(h0),
-             np.int64(n), np.int64(self.first), np.int32(self.variants), np.int32(size), *out))
+             self.cum, self.counts, self._block_seeds(h0, n) if pairs is None else _ptr(None),
+             _ptr(self.qpos), _ptr(pairs), _ptr(tags), self.chunk_start,
+             np.int32(len(self.chunk_start)), np.int64(h0), np.int64(n), np.int64(self.first),
+             np.int32(self.variants), np.int32(size), *out))
 
-    def filter(self, pairs, seed_id, h0: int, n: int, size: int):
-        """filter_pass over n hits: the candidates for the exact walk, device (r << 32 | q)."""
+    def _block_seeds(self, h0: int, n: int):
+        """bseed[b]: the seed owning block b's first hit, then the last hit's seed (see
+        `owner` in extend.cu)."""
+        blocks = _grid(n)[0]
+        marks = h0 + cp.minimum(cp.arange(blocks + 1, dtype=cp.int64) * BLOCK, max(n - 1, 0))
+        return cp.searchsorted(self.cum, marks, side="right")
+
+    def filter(self, pairs, tags, h0: int, n: int, size: int):
+        """filter_pass over n hits: the candidates for the exact walk, device (r << 32 | q),
+        and their tags."""
         cand = cp.empty(n, cp.uint64)
+        cand_tag = cp.empty(n, cp.uint32)
         count = cp.zeros(1, cp.uint32)
         if n:
-            self._launch("filter_pass", pairs, seed_id, h0, n, CAP, size, cand, count)
-        return cand[:int(count.get()[0])]
+            self._launch("filter_pass", pairs, tags, h0, n, CAP, size, cand, cand_tag, count)
+        k = int(count.get()[0])
+        return cand[:k], cand_tag[:k]
 
-    def walk(self, pairs, seed_id, h0: int, n: int, cap: int, size: int):
-        """The exact first_pass kernel over n hits (see `_launch` for which): (finished
-        survivors as host arrays, unfinished hits as device (r << 32 | q))."""
-        out = [cp.empty(n, cp.int64) for _ in range(4)]
-        late = cp.empty(n, cp.uint64)
+    def walk(self, pairs, tags, cap: int, size: int):
+        """The exact first_pass kernel over hits `pairs` (tags `tags`): (finished survivors as
+        device (score, rs, qs, len, tag), unfinished hits as device (r << 32 | q), their
+        tags)."""
+        n = len(pairs)
+        out = [cp.empty(n, cp.int64) for _ in range(4)] + [cp.empty(n, cp.uint32)]
+        late, late_tag = cp.empty(n, cp.uint64), cp.empty(n, cp.uint32)
         counters = cp.zeros(2, cp.uint32)
         if n:
-            self._launch("first_pass", pairs, seed_id, h0, n, cap, size, out[1], out[2],
-                         out[3], out[0], counters[0:1], late, counters[1:2])
+            self._launch("first_pass", pairs, tags, 0, n, cap, size, out[1], out[2], out[3],
+                         out[0], out[4], counters[0:1], late, late_tag, counters[1:2])
         n_out, n_late = (int(x) for x in counters.get())
-        return [a[:n_out].get() for a in out], late[:n_late]
+        return [a[:n_out] for a in out], late[:n_late], late_tag[:n_late]
 
-    def seed_ids(self, h0: int, h1: int):
-        """seed_id[h - h0]: the seed owning hit h, for hits [h0, h1)."""
-        s_first = _search(self.cum, h0)
-        s_last = _search(self.cum, h1 - 1)
-        seed_id = cp.empty(h1 - h0, cp.int32)
-        _kernel(self.ctx.shape, "seed", "fill_seed_ids")(
-            _grid(s_last - s_first + 1), (BLOCK,),
-            (self.cum, self.counts, np.int64(s_first), np.int64(s_last), np.int64(h0),
-             np.int64(h1), seed_id))
-        return seed_id
-
-    def ref_order(self, seed_id, h0: int, n: int, shift: int):
-        """Hits as (r << 32 | q), counting-sorted by reference window of 2**shift bases."""
+    def ref_order(self, h0: int, n: int, shift: int):
+        """Hits [h0, h0 + n) as (r << 32 | q) with their tags, counting-sorted by reference
+        window of 2**shift bases."""
         r = cp.empty(n, cp.uint32)
         hist = cp.zeros((self.dref.len >> shift) + 1, cp.uint32)
+        bseed = self._block_seeds(h0, n)
         _kernel(self.ctx.shape, "extend", "hit_refs")(
             _grid(n), (BLOCK,),
-            (self.dref.pos_table, self.lo, self.cum, self.counts, seed_id, np.int64(h0),
+            (self.dref.pos_table, self.lo, self.cum, self.counts, bseed, np.int64(h0),
              np.int64(n), np.int32(shift), r, hist))
         cursor = cp.cumsum(hist, dtype=cp.uint32) - hist
-        pairs = cp.empty(n, cp.uint64)
+        pairs, tags = cp.empty(n, cp.uint64), cp.empty(n, cp.uint32)
         _kernel(self.ctx.shape, "extend", "scatter_hits")(
             _grid(n), (BLOCK,),
-            (r, seed_id, _ptr(self.qpos), np.int64(self.first), np.int32(self.variants),
-             np.int64(n), np.int32(shift), cursor, pairs))
-        return pairs
+            (r, self.cum, bseed, _ptr(self.qpos), np.int64(self.first), np.int32(self.variants),
+             self.chunk_start, np.int32(len(self.chunk_start)), np.int64(h0), np.int64(n),
+             np.int32(shift), cursor, pairs, tags))
+        return pairs, tags
 
 
-def _search(cum, value: int) -> int:
-    """Index of the seed owning hit `value` (first cumulative count above it)."""
-    probe = cp.asarray([value], dtype=cp.int64)
-    return int(cp.searchsorted(cum, probe, side="right")[0])
+def _pack(R, Q):
+    return (R.astype(cp.uint64) << np.uint64(32)) | Q.astype(cp.uint64)
 
 
-def semantic_chunks(cum, max_hits: int, full: bool) -> list[tuple[int, int]]:
-    """The `--max-hits` walk.  A batch under H hits is one chunk and its counts stay on the
-    device; otherwise (or with HSPZ_CHUNK_WALK=full) the counts are copied and walked on the
-    host by `plan.chunk_walk`, the one definition of the walk."""
-    n = len(cum)
-    if n and not full and int(cum[-1]) < max_hits:
-        return [(0, n - 1)]
-    return plan.chunk_walk(cum.get(), max_hits)
+def _unpack(pairs):
+    return ((pairs >> np.uint64(32)).astype(cp.int64),
+            (pairs & np.uint64(0xFFFFFFFF)).astype(cp.int64))
 
 
-def by_diagonal(late, ref_len: int, qlen: int):
-    """Device hits (r << 32 | q) as (R, Q) int64, sorted by diagonal R - Q, then R."""
-    R = (late >> np.uint64(32)).astype(cp.int64)
-    Q = (late & np.uint64(0xFFFFFFFF)).astype(cp.int64)
+def by_diagonal(late, tag, ref_len: int, qlen: int):
+    """Device hits (r << 32 | q) and their tags as (R, Q, tag), sorted by diagonal R - Q, then
+    R (tags ride along: which walk takes a hit never changes its result)."""
+    R, Q = _unpack(late)
     if len(late) < 2:
-        return R, Q
+        return R, Q, tag
     if ref_len + qlen < 2**32:  # one radix sort of (diagonal + qlen) << 32 | R
         key = (R - Q + qlen).astype(cp.uint64) << np.uint64(32)
         order = cp.argsort(key | (late >> np.uint64(32)))
     else:
         order = cp.lexsort(cp.stack((R, R - Q)))
-    return R[order], Q[order]
+    return R[order], Q[order], tag[order]
 
 
 def _diagonal_edges(R, Q):
@@ -395,40 +434,87 @@ def _short_diagonals(R, Q, span: int):
     return (R[starts[1:] - 1] - R[starts[:-1]] < span)[group]
 
 
-def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, pieces) -> tuple:
-    """Host half of one semantic chunk: sweep the late hits, gate, `settle` (on a thread)."""
+def by_chunk(pieces, n_chunks: int, ref_len: int, qlen: int):
+    """A group's results split per semantic chunk, on the host: for chunk c, (survivor
+    columns (score, rs, qs, len), the hits for its sweep as (R, Q) sorted by diagonal then R,
+    or None)."""
+    cols, ends = _split_by_tag([[p[i] for parts, _ in pieces for p in parts] for i in range(5)],
+                               n_chunks)
+    R, Q, T = (cp.concatenate([x[i] for _, x in pieces]) for i in range(3))
+    late, late_ends = _split_by_tag(by_diagonal(_pack(R, Q), T, ref_len, qlen), n_chunks)
+    out = []
+    for c in range(n_chunks):
+        a, b, la, lb = ends[c], ends[c + 1], late_ends[c], late_ends[c + 1]
+        out.append(([x[a:b] for x in cols], (late[0][la:lb], late[1][la:lb]) if lb > la else None))
+    return out
+
+
+def _split_by_tag(columns, n_chunks: int):
+    """Device columns, the last the tags (or lists of pieces of them), stably ordered by tag:
+    (host columns without the tags, each chunk's start then the end)."""
+    joined = [c if isinstance(c, cp.ndarray) else cp.concatenate(c) for c in columns]
+    if len(joined[-1]) == 0:
+        return [c.get() for c in joined[:-1]], np.zeros(n_chunks + 1, np.int64)
+    tag = joined[-1].astype(cp.int64)
+    order = cp.argsort(tag * len(tag) + cp.arange(len(tag), dtype=cp.int64))
+    ends = cp.searchsorted(tag[order], cp.arange(n_chunks + 1, dtype=cp.int64), side="left")
+    return [c[order].get() for c in joined[:-1]], ends.get()
+
+
+def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, done, late) -> tuple:
+    """Host half of one semantic chunk: sweep its late hits (R, Q, sorted by diagonal then R)
+    a diagonal at a time, gate, `settle` (on a thread)."""
     o = ctx.options
-    parts = []
-    for done, late in pieces:
-        parts.extend(done)
-        if late is not None:
-            res = xdrop.extend_sorted(ref.score, qry.score[strand], ref.packed.block_len,
-                                      qry.packed[strand].block_len, ctx.matrix, o.xdrop, *late)
-            keep = res[0] >= o.hspthresh
-            parts.append([x[keep] for x in res])
-    cols = [np.concatenate([p[i] for p in parts] or [np.empty(0, np.int64)]) for i in range(4)]
+    parts = [done]
+    if late is not None:
+        R, Q = late
+        res = xdrop.extend_sorted(ref.score, qry.score[strand], ref.packed.block_len,
+                                  qry.packed[strand].block_len, ctx.matrix, o.xdrop, R, Q,
+                                  xdrop.diagonal_starts(R - Q))
+        keep = res[0] >= o.hspthresh
+        parts.append([x[keep] for x in res])
+    cols = [np.concatenate([p[i] for p in parts]) for i in range(4)]
     cols, counts = hsp.collapse(*cols)
     gated, counts = hsp.gate_counted(ref.score, qry.score[strand], *cols, counts, o.hspthresh,
                                      o.entropy)
     return settle(ctx, gated, counts)
 
 
-def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk, walk_full: bool,
+def run_group(ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, walk_full: bool,
               buckets: int | None, host_seeds, pool: ThreadPoolExecutor):
-    """Device half of one seed batch; returns (counts, futures of its semantic chunks' HSPs)."""
-    b = _Batch(ctx, ref, _device_ref(ctx, ref), qry, _device_query(qry), strand, chunk,
-               host_seeds)
-    out = BatchOut(seeds=b.n_seeds, hits=int(b.cum[-1]) if len(b.cum) else 0)
-    futures = []
-    for s0, s1 in semantic_chunks(b.cum, ctx.options.max_hits, walk_full):
-        h_a, h_b = b.hit_range(s0, s1)
-        pieces = [b.survivors(h0, min(h0 + PIECE, h_b), buckets) for h0 in range(h_a, h_b, PIECE)]
-        futures.append(pool.submit(host_finish, ctx, ref, qry, strand, pieces))
-    return out, futures
+    """Device half of one group of seed batches; returns, per batch, (counts, futures of its
+    semantic chunks' HSPs)."""
+    strand = jobs[0][1]
+    g = _Group(ctx, _device_ref(ctx, ref), qry, _device_query(qry), strand,
+               [chunk for _, _, chunk in jobs], host_seeds)
+    per_batch = [g.semantic_chunks(b, ctx.options.max_hits, walk_full) for b in range(len(jobs))]
+    g.use_chunks([h_a for chunks in per_batch for h_a, _ in chunks])
+    pieces = [g.survivors(h0, min(h0 + PIECE, g.total), buckets)
+              for h0 in range(0, g.total, PIECE)]
+    n_chunks = sum(map(len, per_batch))
+    results = by_chunk(pieces, n_chunks, g.dref.len, g.qlen) if pieces else [
+        ([np.empty(0, np.int64)] * 4, None)] * n_chunks
+    out, c = [], 0
+    for b, chunks in enumerate(per_batch):
+        batch = BatchOut(seeds=g.n_seeds[b], hits=int(g.hit_edges[b + 1] - g.hit_edges[b]))
+        futures = [pool.submit(host_finish, ctx, ref, qry, strand, *results[c + i])
+                   for i in range(len(chunks))]
+        c += len(chunks)
+        out.append((batch, futures))
+    return out
+
+
+def _group_bases(ctx: Context) -> int:
+    """Window starts per group: GROUP_BASES, less where device memory is short (a quarter of
+    what is free for the group's seed stream: lo, counts and their prefix sum)."""
+    variants = ctx.shape.weight + 1 if ctx.options.transition else 1
+    free = cp.cuda.runtime.memGetInfo()[0]
+    return max(1, min(GROUP_BASES, free // 4 // (16 * variants + 9)))
 
 
 def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResult:
-    """Every batch of the unit on the current device, the host halves overlapping on threads.
+    """Every batch of the unit on the current device, in groups (`batch_groups`), the host
+    halves overlapping on threads.
 
     (Device halves on several streams, one host thread each, measured slower on the H200:
     BENCHMARKS.md.)"""
@@ -439,15 +525,19 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResu
     t0 = time.perf_counter()
     start.record()
     jobs = unit_batches(ctx, qry)
+    groups = batch_groups(jobs, _group_bases(ctx))
     if _use_device_seeder():
-        seeds = [None] * len(jobs)
+        seeds = iter([None] * len(jobs))
     else:  # the CPU seeder runs ahead of the device on host threads; it needs counts only
         table = SeedTable(dref.index_table.get(), np.empty(0, np.uint32))
         seeds = _prefetched(lambda j: _host_seeds(ctx, table, qry, j[1], j[2]), jobs,
                             _state["threads"])
     with ThreadPoolExecutor(max_workers=_state["threads"]) as pool:
-        pending = [run_batch(ctx, ref, qry, strand, chunk, k.chunk_walk_full, buckets, s, pool)
-                   for (_, strand, chunk), s in zip(jobs, seeds, strict=True)]
+        pending = []
+        for group in groups:
+            host = [next(seeds) for _ in group]
+            pending += run_group(ctx, ref, qry, [jobs[i] for i in group], k.chunk_walk_full,
+                                 buckets, None if host[0] is None else host, pool)
         stop.record()
         outs = []
         for (_, strand, _), (out, futures) in zip(jobs, pending, strict=True):

@@ -20,34 +20,76 @@ __device__ __forceinline__ u32 warp_append(bool vote, u32* counter)
     return base + __popc(ballot & ((1u << lane) - 1));
 }
 
+// The seed owning hit h: the first s in [lo, hi] with cum[s] > h (cum is the inclusive prefix sum
+// of the hits per seed, and cum[hi] > h).  bseed[b] is the owner of block b's first hit and
+// bseed[b + 1] bounds its last, so a thread searches only its block's few seeds.
+__device__ __forceinline__ i64 owner(const i64* __restrict__ cum, const i64* __restrict__ bseed,
+                                     i64 h)
+{
+    i64 lo = bseed[blockIdx.x], hi = bseed[blockIdx.x + 1];
+    while (lo < hi) {
+        i64 mid = (lo + hi) >> 1;
+        if (cum[mid] > h) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+// The semantic chunk of hit h: the last c with chunk_start[c] <= h (chunk_start[0] = 0).
+__device__ __forceinline__ u32 chunk_of(const i64* __restrict__ chunk_start, int n_chunks, i64 h)
+{
+    int lo = 0, hi = n_chunks - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (chunk_start[mid] <= h) lo = mid;
+        else hi = mid - 1;
+    }
+    return (u32)lo;
+}
+
+// Where hit h (seed order) lies: its reference and query positions.
+__device__ __forceinline__ void hit_at(i64 h, const u32* __restrict__ pos_table,
+                                       const u32* __restrict__ lo, const i64* __restrict__ cum,
+                                       const u32* __restrict__ counts,
+                                       const i64* __restrict__ bseed, const i64* __restrict__ qpos,
+                                       i64 first, int variants, i64* r, i64* q)
+{
+    i64 s = owner(cum, bseed, h);
+    *r = (i64)pos_table[lo[s] + h - (cum[s] - counts[s])];
+    *q = qpos ? qpos[s] : first + s / variants;
+}
+
 // Reference order, a counting sort of one piece's hits by reference window (2^shift bases):
 // hit_refs finds each hit's reference position and counts the windows, scatter_hits places
-// (r << 32 | q) at its window's next slot.  Threads then walk neighbouring reference bases,
-// which the caches share.  Only the visiting order changes, never a result.
+// (r << 32 | q) and its chunk at its window's next slot.  Threads then walk neighbouring
+// reference bases, which the caches share.  Only the visiting order changes, never a result.
 extern "C" __global__ void hit_refs(
     const u32* __restrict__ pos_table, const u32* __restrict__ lo, const i64* __restrict__ cum,
-    const u32* __restrict__ counts, const int* __restrict__ seed_id, i64 h0, i64 n, int shift,
+    const u32* __restrict__ counts, const i64* __restrict__ bseed, i64 h0, i64 n, int shift,
     u32* __restrict__ r_out, u32* __restrict__ hist)
 {
     i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
     if (t >= n) return;
-    int s = seed_id[t];
-    u32 r = pos_table[lo[s] + (t + h0) - (cum[s] - counts[s])];
-    r_out[t] = r;
+    i64 r, q;
+    hit_at(h0 + t, pos_table, lo, cum, counts, bseed, nullptr, 0, 1, &r, &q);
+    r_out[t] = (u32)r;
     atomicAdd(hist + (r >> shift), 1u);
 }
 
 extern "C" __global__ void scatter_hits(
-    const u32* __restrict__ r_in, const int* __restrict__ seed_id, const i64* __restrict__ qpos,
-    i64 first, int variants, i64 n, int shift, u32* __restrict__ cursor, u64* __restrict__ pairs)
+    const u32* __restrict__ r_in, const i64* __restrict__ cum, const i64* __restrict__ bseed,
+    const i64* __restrict__ qpos, i64 first, int variants, const i64* __restrict__ chunk_start,
+    int n_chunks, i64 h0, i64 n, int shift, u32* __restrict__ cursor, u64* __restrict__ pairs,
+    u32* __restrict__ tags)
 {
     i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
     if (t >= n) return;
-    int s = seed_id[t];
+    i64 s = owner(cum, bseed, h0 + t);
     u32 r = r_in[t];
     u64 q = (u64)(qpos ? qpos[s] : first + s / variants);
     u32 slot = atomicAdd(cursor + (r >> shift), 1u);
     pairs[slot] = ((u64)r << 32) | q;
+    tags[slot] = chunk_of(chunk_start, n_chunks, h0 + t);
 }
 
 #ifndef WALK_WORDS
@@ -139,43 +181,50 @@ __device__ __forceinline__ bool bound_walk(const u8* __restrict__ a, i64 pa,
     return false;
 }
 
-// This thread's hit, false past the last (n) one: hit t = the thread's index is pairs[t] + size
-// (reference order, or hits handed on as (r << 32 | q)), else hit h0 + t in seed order.
+// This thread's hit and its semantic chunk, false past the last (n) one: hit t = the thread's
+// index is pairs[t] + size with chunk tags[t] (reference order, or hits handed on), else hit
+// h0 + t in seed order.
 __device__ __forceinline__ bool thread_hit(i64 n, const u32* __restrict__ pos_table,
                                            const u32* __restrict__ lo,
                                            const i64* __restrict__ cum,
                                            const u32* __restrict__ counts,
-                                           const int* __restrict__ seed_id,
+                                           const i64* __restrict__ bseed,
                                            const i64* __restrict__ qpos,
-                                           const u64* __restrict__ pairs, i64 h0, i64 first,
-                                           int variants, int size, i64* r, i64* q)
+                                           const u64* __restrict__ pairs,
+                                           const u32* __restrict__ tags,
+                                           const i64* __restrict__ chunk_start, int n_chunks,
+                                           i64 h0, i64 first, int variants, int size, i64* r,
+                                           i64* q, u32* tag)
 {
     i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
     if (t >= n) return false;
     if (pairs) {
         u64 p = pairs[t];
-        *r = (i64)(p >> 32) + size;
-        *q = (i64)(p & 0xFFFFFFFFull) + size;
+        *r = (i64)(p >> 32);
+        *q = (i64)(p & 0xFFFFFFFFull);
+        *tag = tags[t];
     } else {
-        int s = seed_id[t];
-        i64 j = (t + h0) - (cum[s] - counts[s]);
-        *r = (i64)pos_table[lo[s] + j] + size;
-        *q = (qpos ? qpos[s] : first + s / variants) + size;
+        hit_at(h0 + t, pos_table, lo, cum, counts, bseed, qpos, first, variants, r, q);
+        *tag = chunk_of(chunk_start, n_chunks, h0 + t);
     }
+    *r += size;
+    *q += size;
     return true;
 }
 
 // The parameters filter_pass and first_pass share: sequences (forward, reversed, lengths), the
-// scoring, and where hit t comes from (HIT_SOURCE, see thread_hit).
+// scoring, and where hit t and its chunk come from (HIT_SOURCE, see thread_hit).
 #define WALK_PARAMS                                                                              \
     const u8* __restrict__ ref, const u8* __restrict__ ref_rev, i64 ref_n,                      \
     const u8* __restrict__ qry, const u8* __restrict__ qry_rev, i64 qry_n, i64 ref_len,         \
     i64 qry_len, const int* __restrict__ mat_g, int xdrop, int thresh, int cap,                 \
     const u32* __restrict__ pos_table, const u32* __restrict__ lo, const i64* __restrict__ cum, \
-    const u32* __restrict__ counts, const int* __restrict__ seed_id,                            \
-    const i64* __restrict__ qpos, const u64* __restrict__ pairs, i64 h0, i64 n, i64 first,      \
-    int variants, int size
-#define HIT_SOURCE pos_table, lo, cum, counts, seed_id, qpos, pairs, h0, first, variants, size
+    const u32* __restrict__ counts, const i64* __restrict__ bseed,                              \
+    const i64* __restrict__ qpos, const u64* __restrict__ pairs, const u32* __restrict__ tags,  \
+    const i64* __restrict__ chunk_start, int n_chunks, i64 h0, i64 n, i64 first, int variants,  \
+    int size
+#define HIT_SOURCE pos_table, lo, cum, counts, bseed, qpos, pairs, tags, chunk_start, n_chunks, \
+    h0, first, variants, size
 
 // The 8x8 matrix copied into shared memory once per lane (entry i for lane l at i * 32 + l, so
 // the lanes' lookups never share a bank); returns this lane's column.
@@ -189,16 +238,17 @@ __device__ __forceinline__ const int* lane_matrix(int* mat_rep, const int* __res
 // The filter before the first pass, one thread per hit: bound both walks (bound_walk); a hit
 // whose walks surely stop within `cap` and whose bounds sum under thresh is rejected exactly
 // (the exact walks stop too, and score no more).  Every other hit is appended to cand as
-// (r << 32 | q) for the exact first pass (size 0).  On real genomes about 98% are rejected
+// (r << 32 | q), its chunk to cand_tag, for the exact first pass (size 0).  On real genomes about 98% are rejected
 // here, at about half the instructions per base of the exact walk.
 extern "C" __global__ void filter_pass(
     WALK_PARAMS,
-    u64* __restrict__ cand, u32* __restrict__ n_cand)
+    u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
 {
     __shared__ int mat_rep[64 * 32];
     const int* mat = lane_matrix(mat_rep, mat_g);
     i64 r, q;
-    if (!thread_hit(n, HIT_SOURCE, &r, &q)) return;
+    u32 tag;
+    if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return;
     int br, bl = 0;
     i64 lim = min(ref_len - r, qry_len - q);
     int end = (int)min(lim, (i64)cap);
@@ -210,22 +260,26 @@ extern "C" __global__ void filter_pass(
                   || end == lim) && br + bl < thresh;
     }
     u32 slot = warp_append(!reject, n_cand);
-    if (!reject) cand[slot] = ((u64)r << 32) | (u64)q;
+    if (!reject) {
+        cand[slot] = ((u64)r << 32) | (u64)q;
+        cand_tag[slot] = tag;
+    }
 }
 
 // The exact capped walk, one thread per hit: right then left, at most `cap` bases each.
-// Finished hits scoring >= thresh are appended to (rs, qs, len, score), unfinished ones to late
-// as (r << 32 | q).  Each thread's hit comes from thread_hit.
+// Finished hits scoring >= thresh are appended to (rs, qs, len, score, tag), unfinished ones to
+// late as (r << 32 | q) with their chunk in late_tag.  Each thread's hit comes from thread_hit.
 extern "C" __global__ void first_pass(
     WALK_PARAMS,
     i64* __restrict__ out_rs, i64* __restrict__ out_qs, i64* __restrict__ out_len,
-    i64* __restrict__ out_score, u32* __restrict__ n_out,
-    u64* __restrict__ late, u32* __restrict__ n_late)
+    i64* __restrict__ out_score, u32* __restrict__ out_tag, u32* __restrict__ n_out,
+    u64* __restrict__ late, u32* __restrict__ late_tag, u32* __restrict__ n_late)
 {
     __shared__ int mat_rep[64 * 32];
     const int* mat = lane_matrix(mat_rep, mat_g);
     i64 r, q;
-    if (!thread_hit(n, HIT_SOURCE, &r, &q)) return;
+    u32 tag;
+    if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return;
 
     // right from (r, q) on, then left from (r - 1, q - 1) down; a side that walks `cap` bases
     // without an x-drop stop (and has sequence left) leaves the hit unfinished (late)
@@ -246,9 +300,11 @@ extern "C" __global__ void first_pass(
         out_qs[slot] = q - pl;
         out_len[slot] = pr + pl;
         out_score[slot] = mr + ml;
+        out_tag[slot] = tag;
     }
     slot = warp_append(!done, n_late);
     if (!done) {
         late[slot] = ((u64)r << 32) | (u64)q;
+        late_tag[slot] = tag;
     }
 }

@@ -57,16 +57,3 @@ extern "C" __global__ void query_seeds(const u8* __restrict__ codes, i64 first, 
         counts[i * variants + t] = b - a;
     }
 }
-
-// seed_id[h - h0] = the seed owning hit h, for hits h in [h0, h1) of seeds s0..s1 (inclusive).
-extern "C" __global__ void fill_seed_ids(const i64* __restrict__ cum, const u32* __restrict__ counts,
-                                         i64 s0, i64 s1, i64 h0, i64 h1, int* __restrict__ seed_id)
-{
-    i64 s = s0 + blockIdx.x * (i64)blockDim.x + threadIdx.x;
-    if (s > s1) return;
-    i64 end = cum[s];
-    i64 beg = end - counts[s];
-    i64 a = beg > h0 ? beg : h0;
-    i64 b = end < h1 ? end : h1;
-    for (i64 h = a; h < b; ++h) seed_id[h - h0] = (int)s;
-}
