@@ -32,11 +32,8 @@ def main() -> None:
     ap.add_argument("--shifts", default="none,4,6,8,10,16")
     ap.add_argument("--cap", type=int, default=gpu.CAP, help="first-pass bases per side")
     ap.add_argument("--cap2", type=int, default=gpu.CAP2, help="second-walk bases per side")
-    ap.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
-                    help="compile the kernels with this #define (e.g. WALK_WORDS=0: byte loads)")
     a = ap.parse_args()
     gpu.CAP, gpu.CAP2 = a.cap, a.cap2
-    gpu.DEFINES.update(d.split("=", 1) for d in a.define)
     ctx = Context.from_options(Options())
     ref = prepare_reference(ctx, 0, read_records(a.reference))
     qry = prepare_query(ctx, 0, read_records(a.query))
@@ -72,6 +69,12 @@ def main() -> None:
                                    lambda g=g, n=n, w=shift: g.first_pass(0, n, w))
         _, late2, _ = timed("second walk (all late hits)",
                             lambda g=g, x=late1, t=tag1: g.walk(x, t, gpu.CAP2, 0))
+        R, Q, T = timed("late: sort by diagonal", lambda g=g, x=late1, t=tag1: gpu.by_diagonal(
+            x, t, g.dref.len, g.qlen))
+        short = timed("late: short diagonals", lambda R=R, Q=Q: gpu._short_diagonals(
+            R, Q, gpu.CAP2))
+        timed("late: select and pack the short", lambda R=R, Q=Q, T=T, s=short: (
+            gpu._pack(R[s], Q[s]), T[s]))
         pieces = timed("device half (first pass, late)", lambda g=g, n=n: [
             g.survivors(h0, min(h0 + gpu.PIECE, g.total), shifts[0])
             for h0 in range(0, g.total, gpu.PIECE)])
@@ -79,7 +82,7 @@ def main() -> None:
             p, len(chunks), g.dref.len, g.qlen))
     kept = sum(len(x[0]) for x in split)
     for_host = sum(0 if x is None else len(x[0]) for _, x in split)
-    print(f"batches {group[0]}..{group[-1]} {strand} {gpu.DEFINES} caps {gpu.CAP}/{gpu.CAP2}: "
+    print(f"batches {group[0]}..{group[-1]} {strand} caps {gpu.CAP}/{gpu.CAP2}: "
           f"hits {g.total} (timed phases: first {n}), kept on device {kept}, "
           f"filter candidates {len(cand)}, late after pass 1: {len(late1)}, after pass 2: "
           f"{len(late2)}, late for the host {for_host}")

@@ -221,12 +221,14 @@ def test_gpu_reference_order_is_the_seed_order_hits_sorted_by_window():
             assert np.array_equal(tags[got], chunk[h0:h1][ref_sorted])
 
 
-@pytest.mark.parametrize("caps", [(64, 64), (24, 100), (40, 10**6)])
+@pytest.mark.parametrize("caps", [(64, 64, 16), (24, 100, 1), (40, 10**6, 10**9)])
 def test_gpu_walk_caps_never_change_bytes(tmp_path, monkeypatch, caps):
+    """CAP, CAP2 and FEW_LATE (1: unfinished hits always walked again unsorted; 10**9: never)."""
     from hspz.engine import gpu
 
     monkeypatch.setattr(gpu, "CAP", caps[0])
     monkeypatch.setattr(gpu, "CAP2", caps[1])
+    monkeypatch.setattr(gpu, "FEW_LATE", caps[2])
     rng = np.random.default_rng(caps[0] + caps[1])
     for i in range(4):
         ref, qry = related_pair(rng, 8000)

@@ -1,21 +1,25 @@
 """The GPU backend: the Seed+Filter contract in CuPy with CUDA C kernels (kernels/*.cu).
 
 Per reference bin the seed table is built on the device (one key per indexed position, a device
-sort, a histogram).  Per seed batch: the seed stream (device seeder, or the CPU seeder's arrays
-uploaded), hit counts and their prefix sum, the semantic `--max-hits` walk, then per semantic
-chunk, in physical pieces of at most `PIECE` hits (how many fit never changes bytes):
+sort, a histogram).  Consecutive seed batches of one (interval, strand) form a group
+(`batch_groups`) that shares one device pass: one seed stream (device seeder, or the CPU
+seeder's arrays uploaded), one prefix sum of hit counts, each batch's semantic `--max-hits`
+walk, and every hit tagged with its semantic chunk.  Per group, in physical pieces of at most
+`PIECE` hits (how many fit never changes bytes):
 
-    fill_seed_ids -> filter_pass (thread per hit: walks bounded, x-drop tested per 8 bases;
-                                  rejects about 98% of hits exactly)
-                  -> first_pass (the exact walk of the rest, capped at CAP bases a side)
-                  -> first_pass again, capped at CAP2, for unfinished hits on short diagonals
+    filter_pass (thread per hit: finds its seed, walks bounded, x-drop tested per 8 bases;
+                 rejects about 98% of hits exactly)
+      -> first_pass (the exact walk of the rest, capped at CAP bases a side)
+      -> first_pass again, capped at CAP2, for the unfinished hits (all of them when few,
+         else those on short diagonals)
 
-Walks read aligned 8-byte words; left walks run over reversed copies of the sequences.  Only
+Walks read aligned 8-byte words, left walks backwards from where their right walks began.  Only
 hits scoring at least `--hspthresh` leave the device, plus the unfinished hits on long diagonals
-(long HSPs), which the host sweeps a diagonal at a time.  That host half of each semantic chunk
-(long sweeps, collapsing identical records, the entropy gate, dedup, final order) runs on host
-threads through `hspz.xdrop` and `hspz.hsp`, the same code as the CPU backend, overlapping the
-device's next batches: entropy needs the host's correctly rounded `log` to give the same bytes.
+(long HSPs), which the host sweeps a diagonal at a time; both are split by their tags into
+semantic chunks.  That host half of each chunk (long sweeps, collapsing identical records, the
+entropy gate, dedup, final order) runs on host threads through `hspz.xdrop` and `hspz.hsp`, the
+same code as the CPU backend, overlapping the device's next groups: entropy needs the host's
+correctly rounded `log` to give the same bytes.
 
 This module imports CuPy at import time; `hspz.backends` imports it only when a GPU is chosen.
 """
@@ -51,9 +55,10 @@ KERNELS = Path(__file__).with_name("kernels")
 BLOCK = 256  # threads per block: 8 warps, enough to hide the walks' load latency
 CAP = 64  # bases a first-pass walk may take per side before the hit is walked again
 CAP2 = 1024  # the same for the second walk of those hits; then the host sweep takes them
+FEW_LATE = 16  # at most 1/16 of a piece's hits unfinished: walk them all again, unsorted
 PIECE = 1 << 26  # hits processed at once inside one group (device memory, not bytes)
 GROUP_BASES = 1 << 22  # window starts whose seed batches share one device pass (batch_groups)
-PAD = 16  # spare bytes after the score codes: the walks read whole aligned 8-byte words
+PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 
 _state = {"threads": 1}
 
@@ -77,23 +82,17 @@ def use_device(device: int) -> None:
     cp.cuda.Device(device).use()
 
 
-# Extra `#define`s for every kernel module (benchmarks compare variants, e.g. WALK_WORDS=0).
-DEFINES: dict[str, int] = {}
-
-
 @functools.lru_cache(maxsize=16)
-def _module(name: str, size: int, care: tuple[int, ...], defines: tuple) -> cp.RawModule:
-    """One compiled module per kernel file, seed shape and defines (CuPy caches the binary)."""
+def _module(name: str, size: int, care: tuple[int, ...]) -> cp.RawModule:
+    """One compiled module per kernel file and seed shape (CuPy caches the binary)."""
     preamble = (f"#define SEED_SIZE {size}\n#define WEIGHT {len(care)}\n"
                 f"#define CARE_LIST {','.join(map(str, care))}\n")
-    preamble += "".join(f"#define {k} {v}\n" for k, v in defines)
     source = preamble + (KERNELS / f"{name}.cu").read_text()
     return cp.RawModule(code=source, options=("--std=c++17",))
 
 
 def _kernel(shape: SeedShape, module: str, name: str):
-    return _module(module, shape.size, shape.care, tuple(sorted(DEFINES.items()))).get_function(
-        name)
+    return _module(module, shape.size, shape.care).get_function(name)
 
 
 def _grid(n: int) -> tuple[int]:
@@ -106,13 +105,11 @@ def _ptr(array):
 
 
 def _padded(codes):
-    """Score codes with 16 spare bytes: the walks read whole aligned 8-byte words."""
-    return cp.concatenate((codes, cp.full(PAD, 7, cp.uint8)))
-
-
-def _reversed(codes):
-    """Score codes back to front, padded: a left walk is a forward walk of this copy."""
-    return _padded(codes[::-1])
+    """Score codes with PAD spare bytes before and after (a view from the first base): the walks
+    read whole aligned 8-byte words, left walks backwards."""
+    buf = cp.full(len(codes) + 2 * PAD, 7, cp.uint8)
+    buf[PAD: PAD + len(codes)] = codes
+    return buf[PAD:]
 
 
 def _luts():
@@ -132,7 +129,7 @@ class DeviceRef:
         buf = cp.asarray(ref.packed.buf)
         codes = seed_lut[buf]
         score = score_lut[buf]
-        self.score, self.score_rev = _padded(score), _reversed(score)
+        self.score = _padded(score)
         self.len = ref.packed.block_len
         self.index_table, self.pos_table = build_table(ctx.shape, ctx.options.step, codes,
                                                        self.len)
@@ -174,8 +171,7 @@ def _device_query(qry: QueryBin) -> dict:
         dev = {}
         for strand, packed in qry.packed.items():
             buf = cp.asarray(packed.buf)
-            score = score_lut[buf]
-            dev[strand] = (seed_lut[buf], _padded(score), _reversed(score))
+            dev[strand] = (seed_lut[buf], _padded(score_lut[buf]))
         qry._device = dev
     return dev
 
@@ -259,7 +255,7 @@ class _Group:
 
     def __init__(self, ctx, dref, qry, dqry, strand, chunks, host_seeds=None):
         self.ctx, self.dref, self.strand = ctx, dref, strand
-        self.qcodes, self.qscore, self.qscore_rev = dqry[strand]
+        self.qcodes, self.qscore = dqry[strand]
         self.qlen = qry.packed[strand].block_len
         self.mat = cp.asarray(ctx.matrix.ravel().astype(np.int32))
         first = chunks[0][0]
@@ -303,13 +299,18 @@ class _Group:
         """Extend hits [h0, h1): (finished survivors scoring >= K as device columns (score, rs,
         qs, len, tag), the hits left for the host's sweep as device (R, Q, tag), any order).
 
-        Walk one caps every hit at CAP bases a side.  Its unfinished hits are sorted by
-        diagonal; those on diagonals whose hits span under CAP2 bases (short HSPs) are walked
-        again, one thread each, capped at CAP2.  The rest, and any hit still unfinished, go
-        to the host's sweep, which walks a diagonal once for all its hits: one GPU thread
-        walking a long HSP would hold its whole batch up."""
+        Walk one caps every hit at CAP bases a side.  When at most 1/FEW_LATE of the hits are
+        left unfinished, they are all walked again, capped at CAP2.  Otherwise they are sorted
+        by diagonal and only those on diagonals whose hits span under CAP2 bases (short HSPs)
+        are walked again: many unfinished hits mean long HSPs, each hit of which would walk
+        CAP2 bases in vain.  Hits still unfinished go to the host's sweep, which walks a
+        diagonal once for all its hits: one GPU thread walking a long HSP would hold its whole
+        group up."""
         done, late, tag = self.first_pass(h0, h1, shift)
         parts = [done]
+        if len(late) and FEW_LATE * len(late) <= h1 - h0:
+            again, late, tag = self.walk(late, tag, CAP2, 0)
+            return parts + [again], (*_unpack(late), tag)
         R, Q, T = by_diagonal(late, tag, self.dref.len, self.qlen)
         if len(R):
             short = _short_diagonals(R, Q, CAP2)
@@ -337,8 +338,7 @@ class _Group:
         o, d = self.ctx.options, self.dref
         _kernel(self.ctx.shape, "extend", kernel)(
             _grid(n), (BLOCK,),
-            (d.score, d.score_rev, np.int64(len(d.score) - PAD), self.qscore, self.qscore_rev,
-             np.int64(len(self.qscore) - PAD), np.int64(d.len), np.int64(self.qlen), self.mat,
+            (d.score, self.qscore, np.int64(d.len), np.int64(self.qlen), self.mat,
              np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(cap), d.pos_table, self.lo,
              self.cum, self.counts, self._block_seeds(h0, n) if pairs is None else _ptr(None),
              _ptr(self.qpos), _ptr(pairs), _ptr(tags), self.chunk_start,
@@ -450,15 +450,17 @@ def by_chunk(pieces, n_chunks: int, ref_len: int, qlen: int):
 
 
 def _split_by_tag(columns, n_chunks: int):
-    """Device columns, the last the tags (or lists of pieces of them), stably ordered by tag:
-    (host columns without the tags, each chunk's start then the end)."""
-    joined = [c if isinstance(c, cp.ndarray) else cp.concatenate(c) for c in columns]
-    if len(joined[-1]) == 0:
-        return [c.get() for c in joined[:-1]], np.zeros(n_chunks + 1, np.int64)
-    tag = joined[-1].astype(cp.int64)
-    order = cp.argsort(tag * len(tag) + cp.arange(len(tag), dtype=cp.int64))
-    ends = cp.searchsorted(tag[order], cp.arange(n_chunks + 1, dtype=cp.int64), side="left")
-    return [c[order].get() for c in joined[:-1]], ends.get()
+    """Device int64 columns, the last the tags (or lists of pieces of them), stably ordered by
+    tag and copied in one transfer: (host columns without the tags, each chunk's start then
+    the end)."""
+    joined = cp.stack([(c if isinstance(c, cp.ndarray) else cp.concatenate(c)).astype(cp.int64)
+                       for c in columns])
+    n = joined.shape[1]
+    if n:
+        joined = joined[:, cp.argsort(joined[-1] * n + cp.arange(n, dtype=cp.int64))]
+    host = joined.get()
+    ends = np.searchsorted(host[-1], np.arange(n_chunks + 1), side="left")
+    return list(host[:-1]), ends
 
 
 def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, done, late) -> tuple:

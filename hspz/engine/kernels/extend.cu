@@ -92,18 +92,15 @@ extern "C" __global__ void scatter_hits(
     tags[slot] = chunk_of(chunk_start, n_chunks, h0 + t);
 }
 
-#ifndef WALK_WORDS
-#define WALK_WORDS 1
-#endif
-
-// Bases s[p], s[p + 1], ... eight at a time from aligned 8-byte words: one load per eight bases,
-// where byte loads cost the load unit a request per base for each lane's scattered line.  s is
-// 8-byte aligned and padded with 16 bytes, so the word after the last base can be read.
-struct Words {
+// Bases s[p], s[p + 1], ... eight at a time (byte u of the i-th next() is s[p + 8i + u]), from
+// aligned 8-byte words: one load per eight bases, where byte loads cost the load unit a request
+// per base for each lane's scattered line.  s is 8-byte aligned with PAD spare bytes after its
+// last base, so the word after the last base can be read.
+struct Forward {
     const u64* w;
     u64 cur;
     int sh;
-    __device__ __forceinline__ Words(const u8* s, i64 p)
+    __device__ __forceinline__ Forward(const u8* s, i64 p)
         : w((const u64*)(s + (p & ~7ll))), sh((int)(p & 7) * 8) { cur = __ldg(w); }
     __device__ __forceinline__ u64 next()
     {
@@ -114,17 +111,40 @@ struct Words {
     }
 };
 
-// One side's capped x-drop walk: scores a[pa + k] vs b[pb + k] for k = 0, 1, ... and stops at the
+__device__ __forceinline__ u64 byte_swap(u64 x)
+{
+    return ((u64)__byte_perm((u32)x, 0, 0x0123) << 32) | __byte_perm((u32)(x >> 32), 0, 0x0123);
+}
+
+// Bases s[e - 1], s[e - 2], ... eight at a time (byte u of the i-th next() is s[e - 1 - 8i - u]):
+// a left walk reads the sequence backwards, from the words its right walk has just brought into
+// the caches.  s has PAD spare bytes before its first base too.
+struct Backward {
+    const u64* w;
+    u64 hi;
+    int sh;
+    __device__ __forceinline__ Backward(const u8* s, i64 e)
+        : w((const u64*)(s + (e & ~7ll))), sh((int)(e & 7) * 8) { hi = sh ? __ldg(w) : 0; }
+    __device__ __forceinline__ u64 next()
+    {
+        u64 lo = __ldg(--w);
+        u64 out = sh ? (lo >> sh) | (hi << (64 - sh)) : lo;
+        hi = lo;
+        return byte_swap(out);
+    }
+};
+
+// One side's capped x-drop walk: scores the bases A and B give, k = 0, 1, ..., and stops at the
 // first k where the running maximum exceeds the sum by more than xdrop, or at end.  Returns that
-// k; *best is the maximum (0 before any gain), *at its first k (-1 if none).  A left walk is this
-// walk over the reversed copies.  mat is this lane's column of the bank-replicated matrix.
-__device__ __forceinline__ i64 walk(const u8* __restrict__ a, i64 pa, const u8* __restrict__ b,
-                                    i64 pb, i64 end, const int* mat, int xdrop, int* best, int* at)
+// k; *best is the maximum (0 before any gain), *at its first k (-1 if none).  A right walk reads
+// Forward from the anchor, a left walk Backward from the base before it.  mat is this lane's
+// column of the bank-replicated matrix.
+template <class Bases>
+__device__ __forceinline__ i64 walk(Bases A, Bases B, i64 end, const int* mat, int xdrop,
+                                    int* best, int* at)
 {
     int sc = 0, mr = 0, pr = -1;
     i64 k = 0;
-#if WALK_WORDS
-    Words A(a, pa), B(b, pb);
     for (; k < end; k += 8) {
         u64 z = (A.next() << 3) | B.next();  // each byte (ref code << 3 | query code); codes < 8
 #pragma unroll
@@ -136,13 +156,6 @@ __device__ __forceinline__ i64 walk(const u8* __restrict__ a, i64 pa, const u8* 
         }
     }
     k = end;
-#else
-    for (; k < end; ++k) {
-        sc += mat[(a[pa + k] * 8 + b[pb + k]) * 32];
-        if (sc > mr) { mr = sc; pr = (int)k; }
-        else if (mr - sc > xdrop) goto stop;
-    }
-#endif
 stop:
     *best = mr;
     *at = pr;
@@ -154,12 +167,11 @@ stop:
 // maximum is the same until the exact walk stops, and the exact walk tests every base.  So it
 // covers at least the exact walk's bases, *bound >= the exact maximum, and a true return means
 // the exact walk stopped within `end` bases too.
-__device__ __forceinline__ bool bound_walk(const u8* __restrict__ a, i64 pa,
-                                           const u8* __restrict__ b, i64 pb, int end,
-                                           const int* mat, int xdrop, int* bound)
+template <class Bases>
+__device__ __forceinline__ bool bound_walk(Bases A, Bases B, int end, const int* mat, int xdrop,
+                                           int* bound)
 {
     int sc = 0, mr = 0, k = 0;
-    Words A(a, pa), B(b, pb);
     for (; k + 8 <= end; k += 8) {
         u64 z = (A.next() << 3) | B.next();
 #pragma unroll
@@ -212,12 +224,11 @@ __device__ __forceinline__ bool thread_hit(i64 n, const u32* __restrict__ pos_ta
     return true;
 }
 
-// The parameters filter_pass and first_pass share: sequences (forward, reversed, lengths), the
-// scoring, and where hit t and its chunk come from (HIT_SOURCE, see thread_hit).
+// The parameters filter_pass and first_pass share: sequences and lengths, the scoring, and
+// where hit t and its chunk come from (HIT_SOURCE, see thread_hit).
 #define WALK_PARAMS                                                                              \
-    const u8* __restrict__ ref, const u8* __restrict__ ref_rev, i64 ref_n,                      \
-    const u8* __restrict__ qry, const u8* __restrict__ qry_rev, i64 qry_n, i64 ref_len,         \
-    i64 qry_len, const int* __restrict__ mat_g, int xdrop, int thresh, int cap,                 \
+    const u8* __restrict__ ref, const u8* __restrict__ qry, i64 ref_len, i64 qry_len,           \
+    const int* __restrict__ mat_g, int xdrop, int thresh, int cap,                              \
     const u32* __restrict__ pos_table, const u32* __restrict__ lo, const i64* __restrict__ cum, \
     const u32* __restrict__ counts, const i64* __restrict__ bseed,                              \
     const i64* __restrict__ qpos, const u64* __restrict__ pairs, const u32* __restrict__ tags,  \
@@ -238,8 +249,8 @@ __device__ __forceinline__ const int* lane_matrix(int* mat_rep, const int* __res
 // The filter before the first pass, one thread per hit: bound both walks (bound_walk); a hit
 // whose walks surely stop within `cap` and whose bounds sum under thresh is rejected exactly
 // (the exact walks stop too, and score no more).  Every other hit is appended to cand as
-// (r << 32 | q), its chunk to cand_tag, for the exact first pass (size 0).  On real genomes about 98% are rejected
-// here, at about half the instructions per base of the exact walk.
+// (r << 32 | q), its chunk to cand_tag, for the exact first pass (size 0).  On real genomes
+// about 98% are rejected here, at about half the instructions per base of the exact walk.
 extern "C" __global__ void filter_pass(
     WALK_PARAMS,
     u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
@@ -252,11 +263,12 @@ extern "C" __global__ void filter_pass(
     int br, bl = 0;
     i64 lim = min(ref_len - r, qry_len - q);
     int end = (int)min(lim, (i64)cap);
-    bool reject = bound_walk(ref, r, qry, q, end, mat, xdrop, &br) || end == lim;
+    bool reject = bound_walk(Forward(ref, r), Forward(qry, q), end, mat, xdrop, &br)
+                  || end == lim;
     if (reject) {
         lim = min(r, q);
         end = (int)min(lim, (i64)cap);
-        reject = (bound_walk(ref_rev, ref_n - r, qry_rev, qry_n - q, end, mat, xdrop, &bl)
+        reject = (bound_walk(Backward(ref, r), Backward(qry, q), end, mat, xdrop, &bl)
                   || end == lim) && br + bl < thresh;
     }
     u32 slot = warp_append(!reject, n_cand);
@@ -285,11 +297,12 @@ extern "C" __global__ void first_pass(
     // without an x-drop stop (and has sequence left) leaves the hit unfinished (late)
     int mr, pr, ml = 0, pl = -1;
     i64 lim = min(ref_len - r, qry_len - q), end = min(lim, (i64)cap);
-    bool done = walk(ref, r, qry, q, end, mat, xdrop, &mr, &pr) < end || end == lim;
+    bool done = walk(Forward(ref, r), Forward(qry, q), end, mat, xdrop, &mr, &pr) < end
+                || end == lim;
     if (done) {
         lim = min(r, q);
         end = min(lim, (i64)cap);
-        done = walk(ref_rev, ref_n - r, qry_rev, qry_n - q, end, mat, xdrop, &ml, &pl) < end
+        done = walk(Backward(ref, r), Backward(qry, q), end, mat, xdrop, &ml, &pl) < end
                || end == lim;
     }
     pl += 1;  // the left walk's k counts from r - 1
