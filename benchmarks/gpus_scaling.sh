@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --gpus 1 vs --gpus 2 on a workload whose units are long (issue 4): a simulated 500 Mbp x
 # QUERY_MBP (default 80) pair (divergence 0.4), generated on the device, -B 125M -> 4 reference
-# bins; REPEAT (default 1) runs per arm, alternating.  Logs under $OUT.
+# bins; REPEAT (default 1) runs per arm, alternating.  ALT=DIR adds a third arm: --gpus 2 with the
+# hspz package in DIR (another version, side by side).  Logs under $OUT.
 #   run(kind="nvidia-h200-x2", carry=[".device"], command="QUERY_MBP=300 bash benchmarks/gpus_scaling.sh")
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -20,9 +21,13 @@ print(f"generated in {time.time() - t:.1f} s:", len(ref), "ref records,", len(qr
 PY
 python3 -m hspz run -r .device/data/pseudopig.fa.gz -q .device/data/pseudocat.fa.gz -o /tmp/w --backend gpu > /dev/null 2>&1  # kernels compiled and cached
 F="-r /tmp/big_ref.2bit -q /tmp/big_qry.2bit -B 125M --backend gpu"
-for g in $(for i in $(seq ${REPEAT:-1}); do echo 1 2; done); do
-  /usr/bin/time -f "gpus=$g wall %e s" timeout 240 python3 -m hspz run $F -o /tmp/g$g --gpus $g -y --time \
-    > /tmp/gpus$g.log 2>&1
+ARMS="1 2"; [ -n "${ALT:-}" ] && ARMS="1 2 alt"
+[ -n "${ALT:-}" ] && python3 -m compileall -q $ALT/hspz > /dev/null
+for arm in $(for i in $(seq ${REPEAT:-1}); do echo $ARMS; done); do
+  g=${arm/alt/2}; path=$PWD; [ $arm = alt ] && path=$ALT
+  (cd $path; PYTHONPATH=$path /usr/bin/time -f "gpus=$g ($arm) wall %e s" timeout 240 python3 -m hspz run \
+    $F -o /tmp/g$arm --gpus $g -y --time > /tmp/gpus$arm.log 2>&1)
+  g=$arm
   grep -E "^schedule:|^lifecycle|^digest|wall|finished at|^#seed hits|^time: workers" /tmp/gpus$g.log
   cp /tmp/gpus$g.log $OUT/
 done 2>&1 | tee $OUT/scaling.log

@@ -58,6 +58,9 @@ CAP2 = 1024  # the same for the second walk of those hits; then the host sweep t
 FEW_LATE = 16  # at most 1/16 of a piece's hits unfinished: walk them all again, unsorted
 PIECE = 1 << 26  # hits processed at once inside one group (device memory, not bytes)
 GROUP_BASES = 1 << 22  # window starts whose seed batches share one device pass (batch_groups)
+HOST_THREADS = 4  # at most this many host threads for the host halves: more starve the
+# launching thread of the GIL and leave the device idle (BENCHMARKS.md: simM 0.143 vs 0.173
+# ns/hit at 4 vs 16 threads)
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 
 _state = {"threads": 1}
@@ -534,7 +537,7 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResu
         table = SeedTable(dref.index_table.get(), np.empty(0, np.uint32))
         seeds = _prefetched(lambda j: _host_seeds(ctx, table, qry, j[1], j[2]), jobs,
                             _state["threads"])
-    with ThreadPoolExecutor(max_workers=_state["threads"]) as pool:
+    with ThreadPoolExecutor(max_workers=min(_state["threads"], HOST_THREADS)) as pool:
         pending = []
         for group in groups:
             host = [next(seeds) for _ in group]
