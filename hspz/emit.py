@@ -21,6 +21,7 @@ import tarfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from hspz import partition
@@ -56,7 +57,7 @@ class Emitter:
         self.order = sorted(self.units)
         self.next = 0
         self.written: list[str] = []
-        self.lines: list[bytes] = []
+        self.digest = LineDigest()
         self.counts = dict(seeds=0, hits=0, raw_hsps=0, hsps=0)
 
     def add(self, result: UnitResult) -> None:
@@ -94,7 +95,7 @@ class Emitter:
                 data = format_lines(rows, ref, qry, strand)
                 (self.stage / file_name).write_bytes(data)
                 self.written.append(file_name)
-                self.lines.append(data)
+                self.digest.add(data)
 
     def _pieces(self, name: str, h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str):
         """(file name, HSP rows) of one logical segments file: itself, or its -D splits."""
@@ -111,7 +112,7 @@ class Emitter:
         if missing:
             raise RunError(f"{len(missing)} of {len(self.order)} work unit(s) never arrived "
                            f"(first missing: {missing[0]})")
-        digest = digest_of(self.lines)
+        digest = self.digest.hexdigest()
         self.outdir.mkdir(parents=True, exist_ok=True)
         if self.tarball is not None:
             write_tarball(self.tarball, self.stage, self.written)
@@ -143,15 +144,57 @@ def split_file(h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str,
     return partition.split(ref_name, qry_name, ref_mid, qry_mid, strand, chunk)
 
 
+class LineDigest:
+    """The run digest: the first 16 hex digits of sha256 over all lines sorted bytewise
+    (LC_ALL=C sort).  Each added chunk's lines are sorted as they arrive, while workers still
+    run; `hexdigest` merges those sorted runs (a stable sort finds them) and hashes."""
+
+    def __init__(self) -> None:
+        self.runs: list[np.ndarray] = []
+
+    def add(self, data: bytes) -> None:
+        """Lines of one chunk (each ending in a newline; none contains a NUL byte)."""
+        if data:
+            lines = np.array(data.rstrip(b"\n").split(b"\n"), dtype=bytes)
+            lines.sort()
+            self.runs.append(lines)
+
+    def hexdigest(self) -> str:
+        h = hashlib.sha256()
+        if self.runs:
+            lines = np.concatenate(self.runs)
+            lines.sort(kind="stable")
+            h.update(_joined(lines))
+        return h.hexdigest()[:16]
+
+
+def _joined(lines: np.ndarray) -> bytes:
+    """NUL-padded fixed-width lines as text: each line without its padding, then a newline."""
+    width = lines.dtype.itemsize
+    return _join_rows(lines.view(np.uint8).reshape(len(lines), width)).tobytes()
+
+
+@numba.njit(cache=True)
+def _join_rows(cells):
+    n, width = cells.shape
+    out = np.empty(n * (width + 1), np.uint8)
+    at = 0
+    for i in range(n):
+        end = width
+        while end > 0 and cells[i, end - 1] == 0:
+            end -= 1
+        out[at:at + end] = cells[i, :end]
+        out[at + end] = 10
+        at += end + 1
+    return out[:at]
+
+
 def digest_of(chunks: list[bytes]) -> str:
-    """First 16 hex digits of sha256 over all lines sorted bytewise (LC_ALL=C sort)."""
-    data = b"".join(chunks)
-    h = hashlib.sha256()
-    if data:
-        lines = np.array(data.rstrip(b"\n").split(b"\n"), dtype=bytes)
-        lines.sort()
-        h.update(b"\n".join(lines.tolist()) + b"\n")
-    return h.hexdigest()[:16]
+    """`LineDigest` of these chunks."""
+    d = LineDigest()
+    for chunk in chunks:
+        d.add(chunk)
+    return d.hexdigest()
 
 
 def write_tarball(path: Path, stage: Path, names: list[str]) -> None:

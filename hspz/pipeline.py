@@ -102,8 +102,17 @@ def read_side(path: str, side: str) -> list[Record]:
     return records
 
 
+def read_both(reference: str, query: str) -> tuple[list[Record], list[Record]]:
+    """Both sides, read at once on two threads (the decoding loops release the GIL); a bad
+    reference is reported before a bad query, as when read one after the other."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        ref = pool.submit(read_side, reference, "reference")
+        qry = pool.submit(read_side, query, "query")
+        return ref.result(), qry.result()
+
+
 def read_inputs(options: Options, reference: str, query: str) -> Inputs:
-    ref, qry = read_side(reference, "reference"), read_side(query, "query")
+    ref, qry = read_both(reference, query)
     return Inputs(ref, qry, make_plan(options, ref, qry))
 
 
@@ -562,7 +571,7 @@ def run_command(req: Request, select) -> int:
     summary = Summary()
     o = req.options
     with timed(summary.phases, "input"):
-        ref, qry = read_side(req.reference, "reference"), read_side(req.query, "query")
+        ref, qry = read_both(req.reference, req.query)
     with timed(summary.phases, "plan"):
         loaded = load_manifest(req, ref, qry)
         engine = select()
@@ -590,7 +599,7 @@ def plan_command(req: Request, select) -> int:
     """`hspZ plan`: freeze the plan and the schedule for --gpus workers into one file."""
     from hspz.manifest import plan_text, write_text
 
-    ref, qry = read_side(req.reference, "reference"), read_side(req.query, "query")
+    ref, qry = read_both(req.reference, req.query)
     loaded = load_manifest(req, ref, qry)
     devices = devices_for(select(), req.options.gpus)
     m = prepare(req, devices, ref, qry, True, loaded)
@@ -615,7 +624,7 @@ def work_command(plan_path: str, worker: int, output: str, select, threads: int,
         raise UsageError(f"--worker: {worker} is not a worker of {plan_path} "
                          f"(0..{sched.workers - 1})")
     check_version(m, plan_path)
-    ref, qry = read_side(pf.reference, "reference"), read_side(pf.query, "query")
+    ref, qry = read_both(pf.reference, pf.query)
     check_inputs(m, records_digest(ref), records_digest(qry), plan_path)
     engine = select()
     if device is None:
@@ -661,7 +670,7 @@ def merge_command(plan_path: str, outdir: str, tarball: str | None, diagonal: bo
 def estimate_command(req: Request, stride: int) -> int:
     """`hspZ hits-estimate`: the exact seed hits of every unit, by histogram dot products."""
     t0 = time.perf_counter()
-    ref, qry = read_side(req.reference, "reference"), read_side(req.query, "query")
+    ref, qry = read_both(req.reference, req.query)
     m = load_manifest(req, ref, qry)
     if m is not None:
         ctx, p = context_of(m), m.plan

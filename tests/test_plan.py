@@ -293,6 +293,9 @@ def test_digest_of_equals_lc_all_c_sort_sha256sum(tmp_path, n):
     assert digest_of([data]) == expected
     parts = [b"".join(lines[: n // 2]), b"".join(lines[n // 2:])]
     assert digest_of(parts) == expected  # one chunk per file, each newline-terminated
+    cuts = sorted(random.Random(n).sample(range(len(lines) + 1), min(n, 9)))
+    many = [b"".join(lines[a:b]) for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+    assert digest_of(many) == expected  # sorted runs of different widths, merged
 
 
 def test_digest_of_sorts_a_line_before_its_extensions_like_sort(tmp_path):
