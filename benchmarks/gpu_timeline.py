@@ -1,7 +1,7 @@
 """Where a unit's GPU time goes between kernels: host time per group, device time per group.
 
     python benchmarks/gpu_timeline.py REF QUERY [--runs 2] [--threads 0] [--host-threads 4]
-        [--switch-ms 5] [--quiet]
+        [--group-bases N] [--switch-ms 5] [--quiet]
 
 Runs `gpu.run_unit` on one single-bin pair `--runs` times (the first warms the caches) and, for
 the last run, prints each group's host span (`run_group`: launches, syncs, the split by chunk)
@@ -31,12 +31,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="host threads (0: every core)")
     ap.add_argument("--host-threads", type=int, default=gpu.HOST_THREADS,
                     help="cap on the host halves' threads (gpu.HOST_THREADS)")
+    ap.add_argument("--group-bases", type=int, default=gpu.GROUP_BASES,
+                    help="window starts per group (gpu.GROUP_BASES)")
     ap.add_argument("--switch-ms", type=float, default=None,
                     help="the interpreter's GIL switch interval during the runs")
     ap.add_argument("--quiet", action="store_true", help="totals only")
     a = ap.parse_args()
     gpu.set_threads(a.threads)
     gpu.HOST_THREADS = a.host_threads
+    gpu.GROUP_BASES = a.group_bases
     if a.switch_ms is not None:
         sys.setswitchinterval(a.switch_ms / 1e3)
     ctx = Context.from_options(Options())
@@ -74,7 +77,7 @@ def main() -> None:
             break
         print(f"group {i:3d}: {batches:3d} batches  host {host * 1e3:8.2f} ms  device "
               f"{dev:8.2f} ms")
-    print(f"threads {min(gpu._state['threads'], gpu.HOST_THREADS)} switch "
+    print(f"groups of {gpu.GROUP_BASES}, threads {min(gpu._state['threads'], gpu.HOST_THREADS)} switch "
           f"{sys.getswitchinterval() * 1e3:g} ms: unit: wall {wall * 1e3:.1f} ms, GPU {result.gpu_ms:.1f} ms, {result.hits} hits, "
           f"{result.gpu_ms * 1e6 / max(result.hits, 1):.4f} ns/hit; groups: host "
           f"{sum(r[1] for r in rows) * 1e3:.1f} ms, device {sum(device):.1f} ms; host_finish "

@@ -139,7 +139,7 @@ def test_gpu_physical_pieces_never_change_bytes(tmp_path, examples, monkeypatch)
     run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"], "-m", "400")
 
 
-@pytest.mark.parametrize("group", [1, 1000, 1 << 22])
+@pytest.mark.parametrize("group", [1, 1000, 1 << 24])
 @pytest.mark.parametrize("seeds", ["0", "1"])
 def test_gpu_batch_groups_never_change_bytes(tmp_path, monkeypatch, group, seeds):
     """Many batches (-C 700) and semantic chunks (-m) per group, pieces cutting across them."""
