@@ -45,6 +45,10 @@ CASES = [
     (["-q", "{d}/truncated.fa.gz"], {}, r"truncated\.fa\.gz: truncated gzip"),
     (["-r", "{d}/corrupt.2bit"], {}, r"corrupt\.2bit: .*2bit"),
     (["-q", "{d}/noname.fa"], {}, r"noname\.fa: line 1: FASTA header has an empty name"),
+    # both sides are read at once; a bad reference is still the one reported
+    (["-r", "{d}/corrupt.2bit", "-q", "{d}/empty.fa"], {}, r"corrupt\.2bit: .*2bit"),
+    # --backend auto starts CUDA on a thread while reading: bad input is still one line
+    (["--backend", "auto", "-q", "{d}/empty.fa"], {}, r"empty\.fa: empty file"),
     (["--dump-manifest", "{d}/a_dir"], {}, r"--dump-manifest: .*a_dir is a directory"),
     (["-Z", "{d}/a_dir"], {}, r"--tarball: .*a_dir is a directory"),
     (["--from-manifest", "{d}/missing.txt"], {}, r"cannot read .*missing\.txt"),
