@@ -112,4 +112,3 @@ def resolve_matrix(xdrop: int, scoring: str | None, ambiguous: str | None) -> np
         raise UsageError("--xdrop must be positive")
     acgt = HOXD70 if scoring is None else read_score_file(scoring)
     return build_matrix(xdrop, acgt, ambiguous)
-

@@ -178,4 +178,3 @@ def test_an_unreadable_score_file_is_an_input_error_naming_it(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00\x81 A C\n")
     with pytest.raises(InputError, match=r"--scoring: cannot read .*binary\.txt"):
         read_score_file(binary)
-

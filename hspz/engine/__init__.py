@@ -156,13 +156,9 @@ class BatchOut:
 
 def unit_batches(ctx: Context, qry: QueryBin) -> list[tuple[int, str, tuple[int, int]]]:
     """(interval number, strand, chunk) of every seed batch of a unit, in plan order."""
-    o, size = ctx.options, ctx.shape.size
-    jobs = []
-    for n, iv in enumerate(plan.intervals(qry.block_len, size, o.interval_size), 1):
-        for strand in ctx.strands:
-            span = iv if strand == "plus" else plan.minus_interval(iv, qry.block_len, size)
-            jobs += [(n, strand, c) for c in plan.wga_chunks(span, o.wga_chunk_size)]
-    return jobs
+    o = ctx.options
+    return plan.seed_batches(qry.block_len, ctx.shape.size, o.interval_size, o.wga_chunk_size,
+                             ctx.strands)
 
 
 def batch_groups(jobs: list, max_bases: int) -> list[list[int]]:
