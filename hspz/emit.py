@@ -21,12 +21,12 @@ import tarfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from hspz import partition
 from hspz.engine import UnitResult
 from hspz.errors import RunError
+from hspz.jit import njit
 from hspz.plan import WorkUnit
 from hspz.segments import format_lines
 from hspz.sequence import PackedBin
@@ -174,7 +174,7 @@ def _joined(lines: np.ndarray) -> bytes:
     return _join_rows(lines.view(np.uint8).reshape(len(lines), width)).tobytes()
 
 
-@numba.njit(cache=True)
+@njit(nogil=False)
 def _join_rows(cells):
     n, width = cells.shape
     out = np.empty(n * (width + 1), np.uint8)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
+
+from hspz.jit import njit
 
 HSP_DTYPE = np.dtype(
     [("ref_start", "<u4"), ("query_start", "<u4"), ("len", "<u4"), ("score", "<i4")]
@@ -17,7 +18,7 @@ HSP_DTYPE = np.dtype(
 LN4 = float(np.float32(math.log(4.0)))  # KegAlign divides by a float32 ln 4
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _entropy(ref, qry, rs, qs, ln):
     """Base-composition entropy of the exact matches of one HSP, 1.0 when under 20 matches."""
     c = np.zeros(4, np.int64)
@@ -35,7 +36,7 @@ def _entropy(ref, qry, rs, qs, ln):
     return -total / LN4
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _gate(ref, qry, total, rs, qs, ln, thresh, use_entropy, keep, score):
     """Score and entropy gate.  Hits on one walk give the same HSP many times, so the entropy
     of each distinct (ref_start, query_start, len) is counted once (an exact open-address table)."""
@@ -106,7 +107,7 @@ def diagonal_order(h: np.ndarray) -> np.ndarray:
     return h[diagonal_permutation(h)]
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _collapse(rs, qs, ln, first, count):
     size = 1
     while size < 2 * len(rs):

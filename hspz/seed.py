@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
+
+from hspz.jit import njit
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def window_kmers(
     return pos[:n], kmer[:n]
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _scan_windows(codes, care, size, first, end, step, out_pos, out_kmer):
     """Write the valid windows j = first + i*step < end; return how many."""
     last_bad = -1
@@ -108,7 +109,7 @@ def build_seed_table(codes: np.ndarray, block_len: int, shape: SeedShape, step: 
     return SeedTable(index_table, pos_table)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _table_histogram(codes, care, size, first, end, step, hist):
     pos = np.empty(16384, dtype=np.int64)
     kmer = np.empty(16384, dtype=np.uint32)
@@ -119,7 +120,7 @@ def _table_histogram(codes, care, size, first, end, step, hist):
             hist[kmer[i]] += 1
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _table_fill(codes, care, size, first, end, step, index_table, pos_table):
     """Counting sort of positions by k-mer; positions stay ascending inside a group."""
     fill = np.empty(len(index_table), dtype=np.int64)
@@ -149,7 +150,7 @@ def query_seeds(
     return kmers, np.repeat(pos, len(variants))
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _batch(codes, care, size, first, end, transition, index_table, kmers, qpos, lo, counts):
     """Seed stream of one chunk with each seed's first pos_table index and hit count."""
     win_pos = np.empty(end - first, np.int64)

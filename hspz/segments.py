@@ -8,9 +8,9 @@ numba loop into one byte buffer, never one Python f-string per HSP.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from hspz.jit import njit
 from hspz.sequence import PackedBin
 
 
@@ -21,7 +21,7 @@ def _name_table(packed: PackedBin) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(encoded) or b"\0", np.uint8), offsets
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _put_int(out, at, value):
     if value < 0:
         out[at] = 45  # '-'
@@ -38,7 +38,7 @@ def _put_int(out, at, value):
     return at + digits
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _put_name(out, at, names, offsets, idx):
     for k in range(offsets[idx], offsets[idx + 1]):
         out[at] = names[k]
@@ -46,7 +46,7 @@ def _put_name(out, at, names, offsets, idx):
     return at
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _format(rn, ro, ri, r0, r1, qn, qo, qi, q0, q1, strand, score, out):
     at = 0
     for i in range(len(ri)):
@@ -92,7 +92,7 @@ def format_lines(h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str) -> 
     return out[:end].tobytes()
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _format_raw(word, rs, qs, ln, score, out):
     at = 0
     for i in range(len(rs)):

@@ -22,10 +22,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from hspz.errors import InputError, RunError
+from hspz.jit import njit
 
 PathLike = str | os.PathLike[str]
 
@@ -288,14 +288,14 @@ def _twobit_blocks(
     return starts, sizes, end
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _set_n(seq, starts, sizes):
     """N blocks: every base 'N' (hg38 has millions of blocks: a loop, not index arrays)."""
     for b in range(len(starts)):
         seq[starts[b]:starts[b] + sizes[b]] = 78
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _set_lower(seq, starts, sizes):
     """Mask blocks: every base lowercase."""
     for b in range(len(starts)):
@@ -567,13 +567,13 @@ def _translated(buf: np.ndarray, table: np.ndarray) -> np.ndarray:
 
 # Table lookups as numba loops: numpy's gather (table[buf]) costs about 3 ns a byte, these
 # about 0.6 ns, which is most of preparing an 80 Mbp query (1.17 s -> 0.3 s on the dev machine).
-@numba.njit(cache=True, nogil=True)
+@njit
 def _lookup(buf, table, out):
     for i in range(len(buf)):
         out[i] = table[buf[i]]
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _lookup2(buf, table1, table2, out1, out2):
     for i in range(len(buf)):
         b = buf[i]
@@ -581,7 +581,7 @@ def _lookup2(buf, table1, table2, out1, out2):
         out2[i] = table2[b]
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _reverse_lookup(buf, table, out):
     n = len(buf)
     for i in range(n):

@@ -17,16 +17,17 @@ starts at -1); left walks score anchor-1, anchor-2, ... (best position counted i
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from hspz.jit import njit
 
-@numba.njit(cache=True, nogil=True, inline="always")
+
+@njit(inline="always")
 def _sub(ref, qry, mat, p, diag):
     return mat[ref[p] * 8 + qry[p - diag]]
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def walk_right(ref, qry, ref_len, qry_len, mat, xdrop, r, q):
     """(best score, best step or -1) of the right walk from anchor (r, q)."""
     s = 0
@@ -44,7 +45,7 @@ def walk_right(ref, qry, ref_len, qry_len, mat, xdrop, r, q):
     return m, pos
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def walk_left(ref, qry, mat, xdrop, r, q):
     """(best score, best step or 0) of the left walk from anchor (r, q)."""
     s = 0
@@ -63,7 +64,7 @@ def walk_left(ref, qry, mat, xdrop, r, q):
     return m, pos
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def extend_plain(ref, qry, ref_len, qry_len, mat, xdrop, R, Q):  # mat: flat 8x8
     """Every hit walked on its own: (score, ref_start, query_start, len) per anchor."""
     n = len(R)
@@ -81,7 +82,7 @@ def extend_plain(ref, qry, ref_len, qry_len, mat, xdrop, R, Q):  # mat: flat 8x8
     return score, rs, qs, ln
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _sweep(ref, qry, mat, xdrop, diag, first, direction, lo_bound, hi_bound, out_m, out_p):
     """Walk one diagonal once for anchors whose first scored bases are `first` (traversal order).
 
@@ -162,7 +163,7 @@ def _sweep(ref, qry, mat, xdrop, diag, first, direction, lo_bound, hi_bound, out
         out_p[j] = fin_pos[j]
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _extend_groups(ref, qry, ref_len, qry_len, mat, xdrop, R, Q, diag, starts):
     """Right and left sweeps for every diagonal group; R sorted ascending inside a group."""
     n = len(R)
@@ -235,7 +236,7 @@ def extend_sorted(ref, qry, ref_len, qry_len, mat, xdrop, Rs, Qs, starts):
 CAP = 64  # steps a first, plain walk may take before a hit is handed to the diagonal sweep
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _walk_capped(ref, qry, mat, xdrop, r, q, step, first_pos, lim, cap):
     """A `walk_right` (step 1 from the anchor, best position from -1) or `walk_left` (step -1
     from the base before it, best position from 0) that gives up (ok=False) after `cap` bases;
@@ -257,7 +258,7 @@ def _walk_capped(ref, qry, mat, xdrop, r, q, step, first_pos, lim, cap):
     return m, pos, end == lim
 
 
-@numba.njit(cache=True, nogil=True)
+@njit
 def _first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size, cap,
                 keep_from, score, rs, qs, ln, late_r, late_q):
     """Expand every seed's hits and walk each plainly for at most `cap` bases a side.
