@@ -246,9 +246,20 @@ def _tarball(ns: argparse.Namespace) -> str | None:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    from hspz import backends, pipeline
+    from hspz import backends
 
     options = options_from_args(ns)
+    warming = backends.warm("cpu" if ns.cpu_only else options.backend)
+    try:
+        return _run(ns, options)
+    finally:
+        if warming is not None:
+            warming.join()
+
+
+def _run(ns: argparse.Namespace, options: Options) -> int:
+    from hspz import backends, pipeline
+
     req = _request(ns, options)
     pipeline.check_output_dir(ns.output)
     req.tarball = _tarball(ns)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -566,26 +565,7 @@ def schedule_for(m: Manifest, gpus: int, devices: scheduling.Devices) -> schedul
 def run_command(req: Request, select) -> int:
     """`hspZ run`: read, plan, schedule, run the workers, emit, report.  `select()` picks the
     engine once the inputs have been read, so bad input is reported before backend notes."""
-    t0 = time.perf_counter()
-    warming = warm_gpu(req)
-    try:
-        return _run(req, select, t0)
-    finally:
-        if warming is not None:
-            warming.join()
-
-
-def warm_gpu(req: Request) -> threading.Thread | None:
-    """Unless the CPU backend is asked for, import CuPy and start CUDA on a thread while the
-    inputs are read, so that choosing the backend and reading the devices (`plan`) find both
-    done."""
-    if req.options.backend == "cpu" or req.cpu_only:
-        return None
-    from hspz import backends
-
-    thread = threading.Thread(target=backends.gpu_available, daemon=True)
-    thread.start()
-    return thread
+    return _run(req, select, time.perf_counter())
 
 
 def _run(req: Request, select, t0: float) -> int:
