@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -59,9 +60,9 @@ FEW_LATE = 16  # at most 1/16 of a piece's hits unfinished: walk them all again,
 PIECE = 1 << 26  # hits processed at once inside one group (device memory, not bytes)
 GROUP_BASES = 1 << 24  # window starts whose seed batches share one device pass (batch_groups);
 # an interval (10 Mbp by default) is then one group: simM 170.1 ms against 190.8 ms at 1 << 22
-HOST_THREADS = 4  # at most this many host threads for the host halves: more starve the
-# launching thread of the GIL and leave the device idle (BENCHMARKS.md: simM 0.143 vs 0.173
-# ns/hit at 4 vs 16 threads)
+HOST_THREADS = 4  # host threads for the host halves while groups are being launched: more starve
+# the launching thread of the GIL and leave the device idle (BENCHMARKS.md: simM 0.143 vs 0.173
+# ns/hit at 4 vs 16 threads); once the last group is launched, every thread takes them
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 
 _state = {"threads": 1}
@@ -108,32 +109,24 @@ def _ptr(array):
     return np.uint64(0) if array is None else array
 
 
-def _padded(codes):
-    """Score codes with PAD spare bytes before and after (a view from the first base): the walks
-    read whole aligned 8-byte words, left walks backwards."""
-    buf = cp.full(len(codes) + 2 * PAD, 7, cp.uint8)
-    buf[PAD: PAD + len(codes)] = codes
-    return buf[PAD:]
-
-
-def _luts():
-    return cp.asarray(SEED_TABLE), cp.asarray(SCORE_TABLE)
-
-
-# ------------------------------------------------------------------------------------------
-# Bins on the device
-# ------------------------------------------------------------------------------------------
+def _codes(shape: SeedShape, packed: np.ndarray) -> tuple:
+    """(seed codes, score codes) of packed bytes, translated on the device.  The score codes
+    are a view from the first base with PAD spare bytes before and after: the walks read whole
+    aligned 8-byte words, left walks backwards."""
+    n = len(packed)
+    seed, score = cp.empty(n, cp.uint8), cp.empty(n + 2 * PAD, cp.uint8)
+    _kernel(shape, "seed", "codes_of")(
+        _grid(max(n, PAD)), (BLOCK,),
+        (cp.asarray(packed), np.int64(n), cp.asarray(SEED_TABLE), cp.asarray(SCORE_TABLE),
+         np.int32(PAD), seed, score))
+    return seed, score[PAD:]
 
 
 class DeviceRef:
     """A reference bin on the device: score codes and KegAlign's seed table."""
 
     def __init__(self, ctx: Context, ref: RefBin):
-        seed_lut, score_lut = _luts()
-        buf = cp.asarray(ref.packed.buf)
-        codes = seed_lut[buf]
-        score = score_lut[buf]
-        self.score = _padded(score)
+        codes, self.score = _codes(ctx.shape, ref.packed.buf)
         self.len = ref.packed.block_len
         self.index_table, self.pos_table = build_table(ctx.shape, ctx.options.step, codes,
                                                        self.len)
@@ -150,13 +143,15 @@ def build_table(shape: SeedShape, step: int, codes, block_len: int):
         _kernel(shape, "seed", "ref_keys")(
             _grid(count), (BLOCK,), (codes, np.int64(start), np.int64(step), np.int64(count), keys))
     keys.sort()
-    n_valid = int(count - cp.count_nonzero(keys == np.uint64(2**64 - 1)))
-    keys = keys[:n_valid]
-    kmers = (keys >> np.uint64(32)).astype(cp.int64)
-    hist = cp.bincount(kmers, minlength=shape.n_kmers) if n_valid else cp.zeros(
-        shape.n_kmers, cp.int64)
-    index_table = cp.cumsum(hist).astype(cp.uint32)
-    pos_table = (keys & np.uint64(0xFFFFFFFF)).astype(cp.uint32)
+    index_table = cp.empty(shape.n_kmers, cp.uint32)
+    _kernel(shape, "seed", "table_index")(
+        _grid(shape.n_kmers), (BLOCK,), (keys, np.int64(count), np.int64(shape.n_kmers),
+                                         index_table))
+    n_valid = int(index_table[-1])
+    pos_table = cp.empty(n_valid, cp.uint32)
+    if n_valid:
+        _kernel(shape, "seed", "table_positions")(
+            _grid(n_valid), (BLOCK,), (keys, np.int64(n_valid), pos_table))
     return index_table, pos_table
 
 
@@ -168,14 +163,10 @@ def _device_ref(ctx: Context, ref: RefBin) -> DeviceRef:
     return dev
 
 
-def _device_query(qry: QueryBin) -> dict:
+def _device_query(ctx: Context, qry: QueryBin) -> dict:
     dev = getattr(qry, "_device", None)
     if dev is None:
-        seed_lut, score_lut = _luts()
-        dev = {}
-        for strand, packed in qry.packed.items():
-            buf = cp.asarray(packed.buf)
-            dev[strand] = (seed_lut[buf], _padded(score_lut[buf]))
+        dev = {strand: _codes(ctx.shape, packed.buf) for strand, packed in qry.packed.items()}
         qry._device = dev
     return dev
 
@@ -487,11 +478,11 @@ def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, done, lat
 
 
 def run_group(ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, walk_full: bool,
-              buckets: int | None, host_seeds, pool: ThreadPoolExecutor):
+              buckets: int | None, host_seeds, submit):
     """Device half of one group of seed batches; returns, per batch, (counts, futures of its
-    semantic chunks' HSPs)."""
+    semantic chunks' HSPs from `submit(host_finish, ...)`)."""
     strand = jobs[0][1]
-    g = _Group(ctx, _device_ref(ctx, ref), qry, _device_query(qry), strand,
+    g = _Group(ctx, _device_ref(ctx, ref), qry, _device_query(ctx, qry), strand,
                [chunk for _, _, chunk in jobs], host_seeds)
     per_batch = [g.semantic_chunks(b, ctx.options.max_hits, walk_full) for b in range(len(jobs))]
     g.use_chunks([h_a for chunks in per_batch for h_a, _ in chunks])
@@ -503,11 +494,16 @@ def run_group(ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, walk_full: b
     out, c = [], 0
     for b, chunks in enumerate(per_batch):
         batch = BatchOut(seeds=g.n_seeds[b], hits=int(g.hit_edges[b + 1] - g.hit_edges[b]))
-        futures = [pool.submit(host_finish, ctx, ref, qry, strand, *results[c + i])
+        futures = [submit(host_finish, ctx, ref, qry, strand, *results[c + i])
                    for i in range(len(chunks))]
         c += len(chunks)
         out.append((batch, futures))
     return out
+
+
+def _in_slot(slots: threading.Semaphore, fn, *args):
+    with slots:
+        return fn(*args)
 
 
 def _group_bases(ctx: Context) -> int:
@@ -538,13 +534,17 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResu
         table = SeedTable(dref.index_table.get(), np.empty(0, np.uint32))
         seeds = _prefetched(lambda j: _host_seeds(ctx, table, qry, j[1], j[2]), jobs,
                             _state["threads"])
-    with ThreadPoolExecutor(max_workers=min(_state["threads"], HOST_THREADS)) as pool:
+    threads = _state["threads"]
+    slots = threading.Semaphore(min(threads, HOST_THREADS))
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        submit = functools.partial(pool.submit, _in_slot, slots)
         pending = []
         for group in groups:
             host = [next(seeds) for _ in group]
             pending += run_group(ctx, ref, qry, [jobs[i] for i in group], k.chunk_walk_full,
-                                 buckets, None if host[0] is None else host, pool)
+                                 buckets, None if host[0] is None else host, submit)
         stop.record()
+        slots.release(max(0, threads - HOST_THREADS))  # nothing left to launch
         outs = []
         for (_, strand, _), (out, futures) in zip(jobs, pending, strict=True):
             for f in futures:
