@@ -37,7 +37,7 @@ def main() -> None:
     ctx = Context.from_options(Options())
     ref = prepare_reference(ctx, 0, read_records(a.reference))
     qry = prepare_query(ctx, 0, read_records(a.query))
-    dref, dqry = gpu._device_ref(ctx, ref), gpu._device_query(qry)
+    dref, dqry = gpu._device_ref(ctx, ref), gpu._device_query(ctx, qry)
     jobs = unit_batches(ctx, qry)
     group = [i for i in gpu.batch_groups(jobs, a.group) if a.chunk in i][0]
     strand, chunks = jobs[a.chunk][1], [jobs[i][2] for i in group]

@@ -112,6 +112,23 @@ def test_gpu_seed_table_equals_cpu_seed_table():
         assert np.array_equal(pt.get(), cpu.pos_table)
 
 
+def test_gpu_codes_equal_host_codes():
+    import cupy as cp
+
+    from hspz.engine import gpu
+    from hspz.seed import SeedShape
+    from hspz.sequence import score_codes, seed_codes
+
+    buf = np.arange(256, dtype=np.uint8).repeat(3)
+    for n in (0, 5, len(buf)):  # shorter than the pads too
+        seed, score = gpu._codes(SeedShape.from_pattern("1101"), buf[:n])
+        assert np.array_equal(seed.get(), seed_codes(buf[:n]))
+        padded = score.base.get()
+        assert np.array_equal(padded[gpu.PAD: gpu.PAD + n], score_codes(buf[:n]))
+        assert (padded[: gpu.PAD] == 7).all() and (padded[gpu.PAD + n:] == 7).all()
+        assert len(padded) == n + 2 * gpu.PAD and cp.shares_memory(score, score.base)
+
+
 def test_gpu_equals_cpu_on_lastz_examples(tmp_path, examples):
     run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"])
 
@@ -199,7 +216,7 @@ def test_gpu_reference_order_is_the_seed_order_hits_sorted_by_window():
     ctx = Context.from_options(Options())
     ref = prepare_reference(ctx, 0, [Record("r", seq)])
     qry = prepare_query(ctx, 0, [Record("q", seq[5000:30_000].copy())])
-    g = gpu._Group(ctx, gpu._device_ref(ctx, ref), qry, gpu._device_query(qry), "plus",
+    g = gpu._Group(ctx, gpu._device_ref(ctx, ref), qry, gpu._device_query(ctx, qry), "plus",
                    [(0, 9000), (9000, qry.block_len)])
     kmers, qpos, lo, counts = batch_hits(qry.seed["plus"], ctx.shape, 0, qry.block_len, True,
                                          ref.table)

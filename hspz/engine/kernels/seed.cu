@@ -57,3 +57,51 @@ extern "C" __global__ void query_seeds(const u8* __restrict__ codes, i64 first, 
         counts[i * variants + t] = b - a;
     }
 }
+
+// Seed and score codes of packed bytes through the two 256-entry tables.  score has `pad` spare
+// bytes of code 7 on each side (the walks read whole 8-byte words); the grid covers max(n, pad).
+extern "C" __global__ void codes_of(const u8* __restrict__ buf, i64 n,
+                                    const u8* __restrict__ seed_lut,
+                                    const u8* __restrict__ score_lut, int pad,
+                                    u8* __restrict__ seed, u8* __restrict__ score)
+{
+    i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (i < n) {
+        u8 b = buf[i];
+        seed[i] = seed_lut[b];
+        score[pad + i] = score_lut[b];
+    }
+    if (i < pad) {
+        score[i] = 7;
+        score[pad + n + i] = 7;
+    }
+}
+
+__device__ __forceinline__ i64 keys_below(const u64* __restrict__ keys, i64 n, u64 bound)
+{
+    i64 lo = 0, hi = n;
+    while (lo < hi) {
+        i64 mid = (lo + hi) >> 1;
+        if (keys[mid] < bound) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+// KegAlign's index table from the sorted keys: entry k counts the valid keys whose k-mer is at
+// most k.  Invalid windows' keys (all ones) sort after every valid key.
+extern "C" __global__ void table_index(const u64* __restrict__ keys, i64 n, i64 n_kmers,
+                                       u32* __restrict__ index_table)
+{
+    i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (k >= n_kmers) return;
+    u64 bound = k + 1 < (1ll << 32) ? (u64)(k + 1) << 32 : ~0ull;
+    index_table[k] = (u32)keys_below(keys, n, bound);
+}
+
+// The position table: the low 32 bits of the first n (valid) sorted keys.
+extern "C" __global__ void table_positions(const u64* __restrict__ keys, i64 n,
+                                           u32* __restrict__ pos)
+{
+    i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (i < n) pos[i] = (u32)keys[i];
+}
