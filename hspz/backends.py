@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 
+from hspz import lean
 from hspz.errors import UsageError
 from hspz.options import Options
 
@@ -42,6 +43,7 @@ def _start_cuda() -> None:
         import cupy
 
         cupy.cuda.Device(0).mem_info  # noqa: B018 (creates the context)
+        lean.import_without("scipy.sparse", "cupyx")
     except Exception:  # the run reports device trouble itself, on the main thread
         pass
 

@@ -149,6 +149,13 @@ def test_gpu_equals_cpu_under_every_knob(tmp_path, examples, env):
     run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"], "-m", "300", env=env)
 
 
+@pytest.mark.parametrize("threads", ["1", "4", "7"])
+def test_gpu_host_threads_never_change_bytes(tmp_path, examples, threads):
+    """-t at, below and above gpu.HOST_THREADS (the host halves' threads while launching)."""
+    run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"], "-m", "300",
+             "-t", threads)
+
+
 def test_gpu_physical_pieces_never_change_bytes(tmp_path, examples, monkeypatch):
     from hspz.engine import gpu
 

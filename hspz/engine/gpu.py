@@ -36,7 +36,7 @@ from pathlib import Path
 import cupy as cp
 import numpy as np
 
-from hspz import hsp, knobs, plan, xdrop
+from hspz import hsp, knobs, lean, plan, xdrop
 from hspz.engine import (
     BatchOut,
     Context,
@@ -51,6 +51,8 @@ from hspz.engine import (
 )
 from hspz.seed import SeedShape, SeedTable, batch_hits
 from hspz.sequence import SCORE_TABLE, SEED_TABLE
+
+lean.import_without("scipy.sparse", "cupyx")  # CuPy imports cupyx on some first calls
 
 KERNELS = Path(__file__).with_name("kernels")
 BLOCK = 256  # threads per block: 8 warps, enough to hide the walks' load latency
@@ -544,7 +546,8 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResu
             pending += run_group(ctx, ref, qry, [jobs[i] for i in group], k.chunk_walk_full,
                                  buckets, None if host[0] is None else host, submit)
         stop.record()
-        slots.release(max(0, threads - HOST_THREADS))  # nothing left to launch
+        if threads > HOST_THREADS:  # nothing left to launch: every thread takes host halves
+            slots.release(threads - HOST_THREADS)
         outs = []
         for (_, strand, _), (out, futures) in zip(jobs, pending, strict=True):
             for f in futures:
