@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Session 4's device call 3 (BENCHMARKS.md, "Session 4"), run from the repository root:
+#   run(carry=[".device"], command="bash benchmarks/session4/call3.sh")
+# .device/s3 = `git archive 9dcec21 hspz` (session 3's last code).  The GPU tests; E. coli end to
+# end, this code and s3 alternating, 5 runs each after a warm run, first with the device's Python
+# as given (PYTHONDONTWRITEBYTECODE=1: numpy, which ships no .pyc there, is compiled from source
+# in every process), then with a bytecode cache (PYTHONPYCACHEPREFIX, as any pip install has);
+# 3 lastz runs; where a run's time goes (importtime, py-spy); the unit's timeline; simM.
+set -uo pipefail
+export HSPZ_EXAMPLES=$PWD/.device/data PYTHONUNBUFFERED=1
+D=$PWD/.device/data; LASTZ=$PWD/.device/bin/lastz; CUR=$PWD; S3=$PWD/.device/s3
+python3 -m compileall -q hspz $S3/hspz > /dev/null
+timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py > $OUT/tests.log 2>&1
+tail -1 $OUT/tests.log
+zcat $D/MG1655-K12.fasta.gz | sed 's/^>\([^ ]*\).*/>\1/' > /tmp/mg.fa
+zcat $D/DH1.fasta.gz | sed 's/^>\([^ ]*\).*/>\1/' > /tmp/dh1.fa
+ARGS="-r /tmp/mg.fa -q /tmp/dh1.fa --backend gpu"
+run() {  # label dir out-dir
+  (cd $2; PYTHONPATH=$2 /usr/bin/time -f "$1 wall %e s" python3 -m hspz run $ARGS -o $3 --time \
+    > /tmp/e.out 2> /tmp/e.err; grep -h "^digest" /tmp/e.out /tmp/e.err; tail -1 /tmp/e.err;
+   grep -hE "^time: (input|plan|workers|wall|workers: reference)|^unit ledger:	0" /tmp/e.err /tmp/e.out \
+     | tr '\t' ' ' | sed "s/^/  $1 /")
+}
+pyc() { env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=/tmp/pyc "$@"; }
+{
+  run warm-cur $CUR /tmp/w1 > /dev/null; run warm-s3 $S3 /tmp/w2 > /dev/null
+  for i in 1 2 3 4 5; do run "cur run$i" $CUR /tmp/c$i; run "s3 run$i" $S3 /tmp/s$i; done
+  export -f run; export ARGS
+  pyc bash -c 'run warm-cur $0 /tmp/w3; run warm-s3 $1 /tmp/w4' $CUR $S3 > /dev/null
+  for i in 1 2 3 4 5; do
+    pyc bash -c 'run "cur+pyc run$2" $0 /tmp/p$2; run "s3+pyc run$2" $1 /tmp/q$2' $CUR $S3 $i
+  done
+  for i in 1 2 3; do
+    /usr/bin/time -f "lastz run$i wall %e s" $LASTZ /tmp/mg.fa /tmp/dh1.fa --nogapped \
+      --format=general-:name1,start1,end1,name2,start2,end2,strand2,score > /tmp/lz.out
+  done
+  sha256sum /tmp/c1/* /tmp/s1/* /tmp/p1/* 2>/dev/null | sed 's|/tmp/[csp]1/||' | sort | uniq -c
+} 2>&1 | tee $OUT/e2e.log
+export PYTHONPATH=$CUR
+pyc python3 -X importtime -m hspz run $ARGS -o /tmp/i 2> $OUT/importtime.log > /dev/null
+mkdir -p /tmp/spy && python3 -m zipfile -e .device/wheels/py_spy-*.whl /tmp/spy
+SPY=$(find /tmp/spy -name py-spy -type f); chmod +x $SPY
+pyc $SPY record -r 250 --idle -t -f raw -o $OUT/spy_ecoli.txt -- python3 -m hspz run $ARGS -o /tmp/sp 2>&1 | tail -1
+{
+  for t in 4 16; do python3 benchmarks/gpu_timeline.py /tmp/mg.fa /tmp/dh1.fa --runs 3 --threads 0 --host-threads $t; done
+  for v in CUR S3; do
+    cd ${!v}; PYTHONPATH=${!v} timeout 200 python3 -m hspz benchmark -r $D/simM_ref.2bit \
+      -q $D/simM_query.2bit --backend gpu --warmup 1 --iterations 3 2>&1 | tail -1 | sed "s/^/simM $v: /"
+  done
+} 2>&1 | tee $OUT/start.log
