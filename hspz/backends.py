@@ -25,26 +25,30 @@ def gpu_available() -> bool:
 
 
 def warm(backend: str) -> threading.Thread | None:
-    """Unless the CPU backend is asked for, import CuPy and start CUDA on a thread: device 0's
-    context, which the memory preflight reads first.  The caller meanwhile imports the pipeline
-    and reads the inputs, so choosing the backend and planning find both done (E. coli on the
-    H200: CuPy's import and CUDA's start take about 0.4 s of a 2 s run)."""
+    """Unless the CPU backend is asked for, import CuPy (and cupyx, `hspz.lean`) now, then start
+    CUDA on a thread: device 0's context, which the memory preflight reads first.  The caller
+    meanwhile imports the pipeline and reads the inputs.  Only CUDA's start runs beside them: it
+    waits in the driver without the GIL, whereas importing CuPy on the thread slowed the
+    caller's imports more than it saved (every file an import reads hands the GIL over; E. coli
+    on the H200, BENCHMARKS.md "Session 4")."""
     if backend == "cpu":
         return None
-    thread = threading.Thread(target=_start_cuda, daemon=True)
+    try:
+        import cupy
+
+        lean.import_without("scipy.sparse", "cupyx")
+    except Exception:  # no usable CuPy: `select` says so
+        return None
+    thread = threading.Thread(target=_start_cuda, args=(cupy,), daemon=True)
     thread.start()
     return thread
 
 
-def _start_cuda() -> None:
-    if not gpu_available():
-        return
+def _start_cuda(cupy) -> None:
     try:
-        import cupy
-
-        cupy.cuda.Device(0).mem_info  # noqa: B018 (creates the context)
-        lean.import_without("scipy.sparse", "cupyx")
-    except Exception:  # the run reports device trouble itself, on the main thread
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            cupy.cuda.Device(0).mem_info  # noqa: B018 (creates the context)
+    except Exception:  # no driver or no device: `select` says so on the main thread
         pass
 
 

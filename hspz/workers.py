@@ -1,7 +1,8 @@
 """Workers: each runs its visits of the schedule on its device and hands every UnitResult back.
 
 One worker runs in the calling process.  Several run one process each (multiprocessing "spawn",
-so each can own a CUDA context): the records are shared through one block of shared memory,
+so each can own a CUDA context; a `Pool` started early overlaps their start-up with the
+caller's reading and planning): the records are shared through one block of shared memory,
 each process picks its device (`hspz.engine.gpu.use_device`, when the GPU engine offers it) and
 its share of `--threads`, and results travel back as `UnitResult.to_bytes()` images on a queue.
 The caller's `sink` receives results in completion order; the emitter restores plan order.
@@ -187,28 +188,84 @@ def _child(job: WorkerJob, ref: SharedRecords, qry: SharedRecords, out) -> None:
         out.put(("error", job.worker, message, detail))
 
 
-def run_workers(jobs: Sequence[WorkerJob], ref_records: Sequence[Record],
-                qry_records: Sequence[Record], sink: Sink) -> list[WorkerReport]:
-    """Run every job; one in this process, several in one spawned process each."""
-    if len(jobs) == 1:
-        return [run_worker(jobs[0], ref_records, qry_records, sink)]
-    import multiprocessing
+class Pool:
+    """Worker processes that start before their jobs exist.  `hspZ run` starts them first, so
+    that spawning Python and importing numpy, numba and CuPy overlap its reading and planning;
+    `run` then hands each its job.  Processes left without a job exit on `close`."""
 
-    mp = multiprocessing.get_context("spawn")
-    shm, (ref, qry) = share([ref_records, qry_records])
-    out = mp.Queue()
-    procs = [mp.Process(target=_child, args=(job, ref, qry, out), daemon=True) for job in jobs]
-    try:
-        for p in procs:
+    def __init__(self, n: int, engine: str):
+        import multiprocessing
+
+        mp = multiprocessing.get_context("spawn")
+        self.out = mp.Queue()
+        self.inboxes = [mp.Queue() for _ in range(n)]
+        self.procs = [mp.Process(target=_pooled, args=(engine, inbox, self.out), daemon=True)
+                      for inbox in self.inboxes]
+        self.handed = 0
+        for p in self.procs:
             p.start()
-        return _collect(procs, out, sink, len(jobs))
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
+
+    def __len__(self) -> int:
+        return len(self.procs)
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, kind, *_) -> None:
+        self.close(failed=kind is not None)
+
+    def run(self, jobs: Sequence[WorkerJob], ref_records: Sequence[Record],
+            qry_records: Sequence[Record], sink: Sink) -> list[WorkerReport]:
+        """Run jobs[k] on process k (k = its worker number); results go to `sink`."""
+        shm, (ref, qry) = share([ref_records, qry_records])
+        try:
+            for inbox, job in zip(self.inboxes, jobs, strict=False):
+                inbox.put((job, ref, qry))
+            self.handed = len(jobs)
+            reports = _collect(self.procs[:len(jobs)], self.out, sink, len(jobs))
+        except BaseException:
+            self.close(failed=True)
+            raise
+        finally:
+            shm.close()
+            shm.unlink()
+        self.close()
+        return reports
+
+    def close(self, failed: bool = False) -> None:
+        """Stop the processes without a job and wait for the rest; after a failure, stop them
+        all at once."""
+        for k, p in enumerate(self.procs):
+            if (failed or k >= self.handed) and p.is_alive():
+                p.terminate()  # nothing to lose: a failed run, or a process without a job
             p.join()
-        shm.close()
-        shm.unlink()
+        self.handed = len(self.procs)
+
+
+def _pooled(engine: str, inbox, out) -> None:
+    """A pooled worker process: import the engine while the parent plans, then run its job."""
+    try:
+        importlib.import_module(engine)
+    except Exception:  # no CuPy here, say: the job's own import reports it properly
+        pass
+    _child(*inbox.get(), out)
+
+
+def run_workers(jobs: Sequence[WorkerJob], ref_records: Sequence[Record],
+                qry_records: Sequence[Record], sink: Sink,
+                pool: Pool | None = None) -> list[WorkerReport]:
+    """Run every job; one in this process, several in one process each (`pool`'s, when it
+    has enough, else processes spawned now)."""
+    if len(jobs) == 1:
+        if pool is not None:
+            pool.close()
+        return [run_worker(jobs[0], ref_records, qry_records, sink)]
+    if pool is not None and len(pool) >= len(jobs):
+        return pool.run(jobs, ref_records, qry_records, sink)
+    if pool is not None:
+        pool.close()
+    with Pool(len(jobs), jobs[0].engine) as fresh:
+        return fresh.run(jobs, ref_records, qry_records, sink)
 
 
 def _collect(procs, out, sink: Sink, n: int) -> list[WorkerReport]:

@@ -149,3 +149,37 @@ def test_a_failing_worker_process_fails_the_run_with_one_line(pair, tmp_path):
             for k in range(2)]
     with pytest.raises(RunError, match=r"worker \d failed: ModuleNotFoundError"):
         run_workers(jobs, ref, qry, lambda result, extras: None)
+
+
+def test_an_early_pool_larger_than_the_jobs_runs_them_and_leaves_no_process(pair):
+    import multiprocessing
+
+    from hspz.engine import Context
+    from hspz.options import Options
+    from hspz.plan import Plan
+    from hspz.schedule import Visit
+    from hspz.sequence import read_records
+    from hspz.workers import Pool, WorkerJob, run_workers
+
+    ref, qry = (read_records(p) for p in pair)
+    ctx = Context.from_options(Options())
+    plan = Plan(((0,), (1,)), ((0,),))
+    jobs = [WorkerJob(k, k, [Visit(k, 0, 1)], ctx, plan, "hspz.engine.cpu", 1, 0.0)
+            for k in range(2)]
+    got = []
+    with Pool(3, "hspz.engine.cpu") as pool:
+        reports = run_workers(jobs, ref, qry, lambda result, extras: got.append(result), pool)
+    assert sorted(r.ordinal for r in got) == [0, 1] and [r.units for r in reports] == [1, 1]
+    assert not multiprocessing.active_children()
+
+
+def test_bad_input_with_several_workers_is_one_line_and_stops_the_early_pool(
+        pair, tmp_path, capsys):
+    import multiprocessing
+
+    ref, qry = pair
+    status = main(["run", "-r", str(tmp_path / "missing.fa"), "-q", str(qry), "--backend", "cpu",
+                   "--gpus", "3", "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "missing.fa" in err[0]
+    assert not multiprocessing.active_children() and not (tmp_path / "out").exists()
