@@ -199,8 +199,8 @@ class Pool:
         mp = multiprocessing.get_context("spawn")
         self.out = mp.Queue()
         self.inboxes = [mp.Queue() for _ in range(n)]
-        self.procs = [mp.Process(target=_pooled, args=(engine, inbox, self.out), daemon=True)
-                      for inbox in self.inboxes]
+        self.procs = [mp.Process(target=_pooled, args=(engine, k, inbox, self.out), daemon=True)
+                      for k, inbox in enumerate(self.inboxes)]
         self.handed = 0
         for p in self.procs:
             p.start()
@@ -242,10 +242,14 @@ class Pool:
         self.handed = len(self.procs)
 
 
-def _pooled(engine: str, inbox, out) -> None:
-    """A pooled worker process: import the engine while the parent plans, then run its job."""
+def _pooled(engine: str, worker: int, inbox, out) -> None:
+    """A pooled worker process: import the engine and start the device worker `worker` will
+    most likely use (where the engine offers `warm_worker`) while the parent reads and plans,
+    then run its job."""
     try:
-        importlib.import_module(engine)
+        warm = getattr(importlib.import_module(engine), "warm_worker", None)
+        if warm is not None:
+            warm(worker)
     except Exception:  # no CuPy here, say: the job's own import reports it properly
         pass
     _child(*inbox.get(), out)

@@ -89,6 +89,14 @@ def use_device(device: int) -> None:
     cp.cuda.Device(device).use()
 
 
+def warm_worker(worker: int) -> None:
+    """Start the context of the device a schedule gives worker `worker` (worker % devices,
+    `schedule.make_schedule`), before its job arrives; the job's `use_device` has the last
+    word."""
+    use_device(worker % cp.cuda.runtime.getDeviceCount())
+    cp.cuda.Device().mem_info  # noqa: B018 (creates the context)
+
+
 @functools.lru_cache(maxsize=16)
 def _module(name: str, size: int, care: tuple[int, ...]) -> cp.RawModule:
     """One compiled module per kernel file and seed shape (CuPy caches the binary)."""
