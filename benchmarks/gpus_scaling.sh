@@ -2,10 +2,14 @@
 # --gpus 1 vs --gpus 2 on a workload whose units are long (issue 4): a simulated 500 Mbp x
 # QUERY_MBP (default 80) pair (divergence 0.4), generated on the device, -B 125M -> 4 reference
 # bins; REPEAT (default 1) runs per arm, alternating.  ALT=DIR adds a third arm: --gpus 2 with the
-# hspz package in DIR (another version, side by side).  Logs under $OUT.
+# hspz package in DIR (another version, side by side).  PYC=1 gives every process a bytecode
+# cache (the device sets PYTHONDONTWRITEBYTECODE and its numpy ships no .pyc, so each process
+# compiles numpy from source otherwise).  Logs under $OUT, named with TAG.
 #   run(kind="nvidia-h200-x2", carry=[".device"], command="QUERY_MBP=300 bash benchmarks/gpus_scaling.sh")
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+TAG=${TAG:-}
+if [ "${PYC:-0}" = 1 ]; then unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pyc; fi
 nvidia-smi -L
 python3 -m compileall -q hspz > /dev/null  # the device sets PYTHONDONTWRITEBYTECODE
 QUERY_MBP=${QUERY_MBP:-80} python3 - <<'PY'
@@ -29,5 +33,5 @@ for arm in $(for i in $(seq ${REPEAT:-1}); do echo $ARMS; done); do
     $F -o /tmp/g$arm --gpus $g -y --time > /tmp/gpus$arm.log 2>&1)
   g=$arm
   grep -E "^schedule:|^lifecycle|^digest|wall|finished at|^#seed hits|^time: workers" /tmp/gpus$g.log
-  cp /tmp/gpus$g.log $OUT/
-done 2>&1 | tee $OUT/scaling.log
+  cat /tmp/gpus$g.log >> $OUT/${TAG}runs.log
+done 2>&1 | tee $OUT/${TAG}scaling.log
