@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # --gpus 1 vs --gpus 2 on a workload whose units are long (issue 4): a simulated 500 Mbp x
 # QUERY_MBP (default 80) pair (divergence 0.4), generated on the device, -B 125M -> 4 reference
-# bins; REPEAT (default 1) runs per arm, alternating.  ALT=DIR adds a third arm: --gpus 2 with the
-# hspz package in DIR (another version, side by side).  PYC=1 gives every process a bytecode
+# bins; REPEAT (default 1) runs per arm, alternating.  ALT=DIR adds two arms: --gpus 1 and --gpus 2
+# with the hspz package in DIR (another version, side by side).  PYC=1 gives every process a bytecode
 # cache (the device sets PYTHONDONTWRITEBYTECODE and its numpy ships no .pyc, so each process
 # compiles numpy from source otherwise).  Logs under $OUT, named with TAG.
 #   run(kind="nvidia-h200-x2", carry=[".device"], command="QUERY_MBP=300 bash benchmarks/gpus_scaling.sh")
@@ -25,10 +25,10 @@ print(f"generated in {time.time() - t:.1f} s:", len(ref), "ref records,", len(qr
 PY
 python3 -m hspz run -r .device/data/pseudopig.fa.gz -q .device/data/pseudocat.fa.gz -o /tmp/w --backend gpu > /dev/null 2>&1  # kernels compiled and cached
 F="-r /tmp/big_ref.2bit -q /tmp/big_qry.2bit -B 125M --backend gpu"
-ARMS="1 2"; [ -n "${ALT:-}" ] && ARMS="1 2 alt"
+ARMS="1 2"; [ -n "${ALT:-}" ] && ARMS="1 2 alt1 alt2"
 [ -n "${ALT:-}" ] && python3 -m compileall -q $ALT/hspz > /dev/null
 for arm in $(for i in $(seq ${REPEAT:-1}); do echo $ARMS; done); do
-  g=${arm/alt/2}; path=$PWD; [ $arm = alt ] && path=$ALT
+  g=${arm#alt}; path=$PWD; [ $arm != $g ] && path=$ALT
   (cd $path; PYTHONPATH=$path /usr/bin/time -f "gpus=$g ($arm) wall %e s" timeout 240 python3 -m hspz run \
     $F -o /tmp/g$arm --gpus $g -y --time > /tmp/gpus$arm.log 2>&1)
   g=$arm

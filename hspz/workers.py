@@ -23,12 +23,13 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 
 import numpy as np
 
-from hspz.engine import Context, UnitResult, prepare_query, prepare_reference
+from hspz.engine import Context, QueryBin, UnitResult, prepare_query, prepare_reference
 from hspz.errors import HspzError, RunError
 from hspz.plan import Plan
 from hspz.schedule import Visit
@@ -87,42 +88,81 @@ def _add(phases: dict, name: str, t: float) -> None:
 
 def run_worker(job: WorkerJob, ref_records: Sequence[Record], qry_records: Sequence[Record],
                sink: Sink) -> WorkerReport:
-    """Run one worker's visits in order, handing each result to `sink`."""
-    from hspz.estimate import unit_hit_histogram
-
+    """Run one worker's visits in order, handing each result to `sink`.  While a unit runs, the
+    next unit's query bin, when it is another one, is prepared on a thread (at most two query
+    bins are held at once); "query prepare" is the time the worker waited for one."""
     engine = load_engine(job)
     rep = WorkerReport(job.worker, job.device)
-    ctx, plan = job.ctx, job.plan
-    current = None
-    for visit in job.visits:
-        t = time.perf_counter()
-        members = [ref_records[i] for i in plan.ref_bins[visit.ref_bin]]
-        ref = prepare_reference(ctx, visit.ref_bin, members)
-        _add(rep.phases, "reference build", t)
-        rep.builds += 1
-        rep.uploads += 1
-        for q in range(visit.first, visit.end):
-            if current is None or current.index != q:
+    order = [(visit, q) for visit in job.visits for q in range(visit.first, visit.end)]
+    with ThreadPoolExecutor(max_workers=1) as prep:
+        queries = _Queries(job, qry_records, prep)
+        ref = None
+        for i, (visit, q) in enumerate(order):
+            if i == 0 or order[i - 1][0] is not visit:  # one build per visit
                 t = time.perf_counter()
-                current = prepare_query(ctx, q, [qry_records[i] for i in plan.query_bins[q]])
-                _add(rep.phases, "query prepare", t)
-                rep.query_swaps += 1
-            start = _ms_since(job.t0)
-            result = engine.run_unit(ctx, ref, current, visit.ref_bin * len(plan.query_bins) + q)
-            result.host_start_ms, result.host_end_ms = start, _ms_since(job.t0)
-            result.worker, result.device = job.worker, job.device
-            rep.phases["engine"] = rep.phases.get("engine", 0.0) + result.gpu_ms / 1e3
-            rep.busy_ms += result.gpu_ms
-            rep.units += 1
-            extras = None
-            if job.hit_stats:
-                t = time.perf_counter()
-                extras = unit_hit_histogram(ctx, ref, current)
-                _add(rep.phases, "hit stats", t)
-            sink(result, extras)
+                members = [ref_records[k] for k in job.plan.ref_bins[visit.ref_bin]]
+                ref = prepare_reference(job.ctx, visit.ref_bin, members)
+                _add(rep.phases, "reference build", t)
+                rep.builds += 1
+                rep.uploads += 1
+            t = time.perf_counter()
+            current, swapped = queries.get(q)
+            _add(rep.phases, "query prepare", t)
+            rep.query_swaps += swapped
+            if i + 1 < len(order):
+                queries.ahead(order[i + 1][1])
+            _run_unit(job, engine, rep, ref, current, visit.ref_bin, sink)
     rep.finished_ms = _ms_since(job.t0)
     rep.peak_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rep
+
+
+class _Queries:
+    """The worker's current query bin and the next one, prepared ahead on `prep`."""
+
+    def __init__(self, job: WorkerJob, records: Sequence[Record], prep: ThreadPoolExecutor):
+        self.job, self.records, self.prep = job, records, prep
+        self.current: QueryBin | None = None
+        self.next: tuple[int, Future] | None = None
+
+    def _prepare(self, q: int) -> QueryBin:
+        members = [self.records[i] for i in self.job.plan.query_bins[q]]
+        return prepare_query(self.job.ctx, q, members)
+
+    def get(self, q: int) -> tuple[QueryBin, bool]:
+        """(query bin q, whether it replaced the current one)."""
+        if self.current is not None and self.current.index == q:
+            return self.current, False
+        self.current = None  # let it go before the next one is made
+        if self.next is not None and self.next[0] == q:
+            self.current = self.next[1].result()
+        else:
+            self.current = self._prepare(q)
+        self.next = None
+        return self.current, True
+
+    def ahead(self, q: int) -> None:
+        if self.current.index != q and (self.next is None or self.next[0] != q):
+            self.next = (q, self.prep.submit(self._prepare, q))
+
+
+def _run_unit(job: WorkerJob, engine, rep: WorkerReport, ref, qry: QueryBin, ref_bin: int,
+              sink: Sink) -> None:
+    from hspz.estimate import unit_hit_histogram
+
+    start = _ms_since(job.t0)
+    result = engine.run_unit(job.ctx, ref, qry, ref_bin * len(job.plan.query_bins) + qry.index)
+    result.host_start_ms, result.host_end_ms = start, _ms_since(job.t0)
+    result.worker, result.device = job.worker, job.device
+    rep.phases["engine"] = rep.phases.get("engine", 0.0) + result.gpu_ms / 1e3
+    rep.busy_ms += result.gpu_ms
+    rep.units += 1
+    extras = None
+    if job.hit_stats:
+        t = time.perf_counter()
+        extras = unit_hit_histogram(job.ctx, ref, qry)
+        _add(rep.phases, "hit stats", t)
+    sink(result, extras)
 
 
 # --------------------------------------------------------------------------------------------

@@ -183,3 +183,32 @@ def test_bad_input_with_several_workers_is_one_line_and_stops_the_early_pool(
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and "missing.fa" in err[0]
     assert not multiprocessing.active_children() and not (tmp_path / "out").exists()
+
+
+def test_a_worker_prepares_each_next_query_bin_once_ahead(pair, monkeypatch):
+    """Visits R0[0..2) R1[0..2): four units, four query swaps, each bin prepared once per swap
+    (the next one while a unit runs), ordinals in plan order."""
+    from hspz import workers
+    from hspz.engine import Context
+    from hspz.options import Options
+    from hspz.plan import Plan
+    from hspz.schedule import Visit
+    from hspz.sequence import read_records
+
+    ref, qry = (read_records(p) for p in pair)
+    assert len(ref) >= 2 and len(qry) >= 2
+    prepared = []
+
+    def prepare(ctx, index, records):
+        prepared.append(index)
+        return real(ctx, index, records)
+
+    real = workers.prepare_query
+    monkeypatch.setattr(workers, "prepare_query", prepare)
+    plan = Plan(((0,), (1,)), ((0,), (1,)))
+    job = workers.WorkerJob(0, 0, [Visit(0, 0, 2), Visit(1, 0, 2)],
+                            Context.from_options(Options()), plan, "hspz.engine.cpu", 1, 0.0)
+    got = []
+    rep = workers.run_worker(job, ref, qry, lambda result, extras: got.append(result.ordinal))
+    assert got == [0, 1, 2, 3] and prepared == [0, 1, 0, 1]
+    assert (rep.units, rep.builds, rep.uploads, rep.query_swaps) == (4, 2, 2, 4)

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Session 4's device call 5 (BENCHMARKS.md, "Session 4"), on nvidia-h200-x2, from the repository root:
+#   run(kind="nvidia-h200-x2", carry=[".device"], command="bash benchmarks/session4/call5.sh")
+# .device/s3 = `git archive 9dcec21 hspz` (session 3's last code).  The GPU tests at this commit;
+# E. coli end to end: this code as the device gives Python (no bytecode cache), this code and s3
+# with a bytecode cache (PYTHONPYCACHEPREFIX), 5 runs each after a warm run, and 3 lastz runs;
+# then --gpus 1 and --gpus 2, this code and s3, on 500 x 300 Mbp (-B 125M, 12 units), PYC=1.
+set -uo pipefail
+export HSPZ_EXAMPLES=$PWD/.device/data PYTHONUNBUFFERED=1
+D=$PWD/.device/data; LASTZ=$PWD/.device/bin/lastz; CUR=$PWD; S3=$PWD/.device/s3
+python3 -m compileall -q hspz $S3/hspz > /dev/null
+timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py > $OUT/tests.log 2>&1
+tail -1 $OUT/tests.log
+zcat $D/MG1655-K12.fasta.gz | sed 's/^>\([^ ]*\).*/>\1/' > /tmp/mg.fa
+zcat $D/DH1.fasta.gz | sed 's/^>\([^ ]*\).*/>\1/' > /tmp/dh1.fa
+ARGS="-r /tmp/mg.fa -q /tmp/dh1.fa --backend gpu"
+run() {  # label dir out-dir
+  (cd $2; PYTHONPATH=$2 /usr/bin/time -f "$1 wall %e s" python3 -m hspz run $ARGS -o $3 --time \
+    > /tmp/e.out 2> /tmp/e.err; grep -h "^digest" /tmp/e.out /tmp/e.err; tail -1 /tmp/e.err;
+   grep -hE "^time: (input|plan|workers|wall|workers: reference)|^unit ledger:	0" /tmp/e.err /tmp/e.out \
+     | tr '\t' ' ' | sed "s/^/  $1 /")
+}
+export -f run; export ARGS
+pyc() { env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=/tmp/pyc "$@"; }
+{
+  run warm-cur $CUR /tmp/w1 > /dev/null
+  for i in 1 2 3 4 5; do run "cur run$i" $CUR /tmp/c$i; done
+  pyc bash -c 'run warm-cur $0 /tmp/w3; run warm-s3 $1 /tmp/w4' $CUR $S3 > /dev/null
+  for i in 1 2 3 4 5; do
+    pyc bash -c 'run "cur+pyc run$2" $0 /tmp/p$2; run "s3+pyc run$2" $1 /tmp/q$2' $CUR $S3 $i
+  done
+  for i in 1 2 3; do
+    /usr/bin/time -f "lastz run$i wall %e s" $LASTZ /tmp/mg.fa /tmp/dh1.fa --nogapped \
+      --format=general-:name1,start1,end1,name2,start2,end2,strand2,score > /tmp/lz.out
+  done
+  sha256sum /tmp/c1/* /tmp/p1/* /tmp/q1/* | sed 's|/tmp/[cpq]1/||' | sort | uniq -c
+} 2>&1 | tee $OUT/e2e.log
+PYC=1 QUERY_MBP=300 ALT=$S3 TAG=q300_ bash benchmarks/gpus_scaling.sh
