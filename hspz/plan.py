@@ -204,8 +204,9 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
     strands 2Q (+Q while a query bin is swapped), seed batch buffers 24 B per seed, 36 B per hit
     of one semantic chunk, scan scratch, plus 64 MiB headroom.  CPU (host memory): the table
     and its build histogram 12·4^k, positions 4·R/step, reference bytes and both codes 3R, both
-    query strands with their codes 6Q, one seed batch per thread (36 B per seed) and one
-    semantic chunk's extension arrays (48 B per hit), plus the same headroom.
+    query strands with their codes 6Q (12Q when there are several query bins: a worker prepares
+    the next one while a unit runs), one seed batch per thread (36 B per seed) and one semantic
+    chunk's extension arrays (48 B per hit), plus the same headroom.
     """
     seeds = m.chunk_size * ((m.weight + 1) if m.transition else 1)
     positions = 4 * math.ceil(ref_bp / max(m.step, 1))
@@ -216,7 +217,8 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
             + 8 * math.ceil(m.max_hits / 256)
         return (4 * table + positions + ref_bp + 2 * query_bp + swap + 36 * m.max_hits
                 + 24 * seeds + 4 * m.chunk_size + scan + HEADROOM)
-    return (12 * table + positions + 3 * ref_bp + 6 * query_bp
+    queries = 2 if query_bins > 1 else 1
+    return (12 * table + positions + 3 * ref_bp + 6 * queries * query_bp
             + max(m.threads, 1) * 36 * seeds + 48 * m.max_hits + HEADROOM)
 
 

@@ -129,3 +129,12 @@ def test_max_hits_zero_is_kegalign_per_gib_and_16_gib_on_the_cpu(pair, tmp_path,
     assert status == 0, err
     m = read_manifest(tmp_path / "m.txt")
     assert (m.requested["max_hits"], m.options.max_hits) == (0, 67108864)
+
+
+@pytest.mark.parametrize("backend, extra", [("cpu", 6), ("gpu", 1)])
+def test_memory_model_counts_the_next_query_bin_when_there_are_several(backend, extra):
+    """CPU workers hold the next query bin's strands and codes (6 B per base) while a unit runs;
+    the GPU model adds the swapped bin's bytes on the device (1 B per base)."""
+    model = planning.MemoryModel(backend, SEED.count("1"), 1, 1000, 1500, True, 1)
+    one, two = (planning.unit_bytes(model, 10_000, 7_000, bins) for bins in (1, 2))
+    assert two - one == extra * 7_000
