@@ -54,9 +54,10 @@ def _start_cuda(cupy) -> None:
 
 def select(options: Options):
     """The engine module (with `run_unit`) this run uses."""
-    if options.backend == "gpu" or (options.backend == "auto" and gpu_available()):
-        if not gpu_available():
-            raise UsageError("--backend gpu: no CUDA device is visible (is CuPy installed?)")
+    use_gpu = options.backend != "cpu" and gpu_available()
+    if options.backend == "gpu" and not use_gpu:
+        raise UsageError("--backend gpu: no CUDA device is visible (is CuPy installed?)")
+    if use_gpu:
         from hspz.engine import gpu
 
         gpu.set_threads(options.threads)

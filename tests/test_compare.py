@@ -251,19 +251,18 @@ def test_pseudopig_vs_pseudocat_parity(capsys, tmp_path):
 def later_start_match(line: Line, by_diag: dict) -> Line | None:
     """A line of the other side on the same record pair, strand and diagonal that ends where
     `line` ends and starts before it (LASTZ's diagonal history stopped its left extension)."""
-    for other in by_diag.get((line.pair, line.diagonal), ()):
-        if other.r1 == line.r1 and other.r0 < line.r0:
-            return other
-    return None
+    return _on_diagonal(line, by_diag, lambda o: o.r1 == line.r1 and o.r0 < line.r0)
 
 
 def score_match(line: Line, by_diag: dict, tolerance: int = 2) -> Line | None:
     """A line of the other side with the same coordinates and a score within `tolerance`."""
-    for other in by_diag.get((line.pair, line.diagonal), ()):
-        if (other.r0, other.r1) == (line.r0, line.r1) and other.score != line.score \
-                and abs(other.score - line.score) <= tolerance:
-            return other
-    return None
+    return _on_diagonal(line, by_diag, lambda o: (o.r0, o.r1) == (line.r0, line.r1)
+                        and 0 < abs(o.score - line.score) <= tolerance)
+
+
+def _on_diagonal(line: Line, by_diag: dict, match) -> Line | None:
+    """The first line of the other side on `line`'s record pair and diagonal that matches."""
+    return next((o for o in by_diag.get((line.pair, line.diagonal), ()) if match(o)), None)
 
 
 def index_by_diagonal(lines: list[Line]) -> dict:

@@ -6,22 +6,7 @@
 # as given (PYTHONDONTWRITEBYTECODE=1: numpy, which ships no .pyc there, is compiled from source
 # in every process), then with a bytecode cache (PYTHONPYCACHEPREFIX, as any pip install has);
 # 3 lastz runs; where a run's time goes (importtime, py-spy); the unit's timeline; simM.
-set -uo pipefail
-export HSPZ_EXAMPLES=$PWD/.device/data PYTHONUNBUFFERED=1
-D=$PWD/.device/data; LASTZ=$PWD/.device/bin/lastz; CUR=$PWD; S3=$PWD/.device/s3
-python3 -m compileall -q hspz $S3/hspz > /dev/null
-timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py > $OUT/tests.log 2>&1
-tail -1 $OUT/tests.log
-zcat $D/MG1655-K12.fasta.gz | sed 's/^>\([^ ]*\).*/>\1/' > /tmp/mg.fa
-zcat $D/DH1.fasta.gz | sed 's/^>\([^ ]*\).*/>\1/' > /tmp/dh1.fa
-ARGS="-r /tmp/mg.fa -q /tmp/dh1.fa --backend gpu"
-run() {  # label dir out-dir
-  (cd $2; PYTHONPATH=$2 /usr/bin/time -f "$1 wall %e s" python3 -m hspz run $ARGS -o $3 --time \
-    > /tmp/e.out 2> /tmp/e.err; grep -h "^digest" /tmp/e.out /tmp/e.err; tail -1 /tmp/e.err;
-   grep -hE "^time: (input|plan|workers|wall|workers: reference)|^unit ledger:	0" /tmp/e.err /tmp/e.out \
-     | tr '\t' ' ' | sed "s/^/  $1 /")
-}
-pyc() { env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=/tmp/pyc "$@"; }
+source benchmarks/session4/common.sh 240
 {
   run warm-cur $CUR /tmp/w1 > /dev/null; run warm-s3 $S3 /tmp/w2 > /dev/null
   for i in 1 2 3 4 5; do run "cur run$i" $CUR /tmp/c$i; run "s3 run$i" $S3 /tmp/s$i; done

@@ -5,23 +5,7 @@
 # E. coli end to end: this code as the device gives Python (no bytecode cache), this code and s3
 # with a bytecode cache (PYTHONPYCACHEPREFIX), 5 runs each after a warm run, and 3 lastz runs;
 # then --gpus 1 and --gpus 2, this code and s3, on 500 x 300 Mbp (-B 125M, 12 units), PYC=1.
-set -uo pipefail
-export HSPZ_EXAMPLES=$PWD/.device/data PYTHONUNBUFFERED=1
-D=$PWD/.device/data; LASTZ=$PWD/.device/bin/lastz; CUR=$PWD; S3=$PWD/.device/s3
-python3 -m compileall -q hspz $S3/hspz > /dev/null
-timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py > $OUT/tests.log 2>&1
-tail -1 $OUT/tests.log
-zcat $D/MG1655-K12.fasta.gz | sed 's/^>\([^ ]*\).*/>\1/' > /tmp/mg.fa
-zcat $D/DH1.fasta.gz | sed 's/^>\([^ ]*\).*/>\1/' > /tmp/dh1.fa
-ARGS="-r /tmp/mg.fa -q /tmp/dh1.fa --backend gpu"
-run() {  # label dir out-dir
-  (cd $2; PYTHONPATH=$2 /usr/bin/time -f "$1 wall %e s" python3 -m hspz run $ARGS -o $3 --time \
-    > /tmp/e.out 2> /tmp/e.err; grep -h "^digest" /tmp/e.out /tmp/e.err; tail -1 /tmp/e.err;
-   grep -hE "^time: (input|plan|workers|wall|workers: reference)|^unit ledger:	0" /tmp/e.err /tmp/e.out \
-     | tr '\t' ' ' | sed "s/^/  $1 /")
-}
-export -f run; export ARGS
-pyc() { env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=/tmp/pyc "$@"; }
+source benchmarks/session4/common.sh 200
 {
   run warm-cur $CUR /tmp/w1 > /dev/null
   for i in 1 2 3 4 5; do run "cur run$i" $CUR /tmp/c$i; done
