@@ -318,7 +318,7 @@ def plan_layout(f: Freeze, max_hits: int, ref_lengths: list[int],
     fits, describe = memory_fits(f, max_hits, ref_lengths, qry_lengths)
     try:
         if o.kegalign_bins:
-            q = o.query_block_size or o.seq_block_size
+            q = o.resolved_query_block_size
             p = planning.make_plan(ref_lengths, qry_lengths, o.seq_block_size, q, True)
             if not fits(p):
                 raise ValueError(f"{describe(p)}; --kegalign-bins never shrinks the blocks")
@@ -330,7 +330,7 @@ def plan_layout(f: Freeze, max_hits: int, ref_lengths: list[int],
             if not layout.fell_back:
                 layout.notes.insert(0, planning.layout_line(w, layout, ref_lengths))
             return layout
-        q = o.query_block_size or o.seq_block_size
+        q = o.resolved_query_block_size
         return planning.plan_within_budget(ref_lengths, qry_lengths, o.seq_block_size, q,
                                            fits, describe)
     except ValueError as exc:
