@@ -332,11 +332,8 @@ class _Group:
         """The capped walk of hits [h0, h1) (pass one): (finished survivors, the unfinished
         hits as device (r << 32 | q), their tags).  The filter rejects most hits exactly
         first; the exact walk sees only the rest."""
-        if shift is None:
-            cand, tag = self.filter(None, None, h0, h1 - h0, self.ctx.shape.size)
-        else:
-            pairs, tags = self.ref_order(h0, h1 - h0, shift)
-            cand, tag = self.filter(pairs, tags, h0, h1 - h0, self.ctx.shape.size)
+        pairs, tags = (None, None) if shift is None else self.ref_order(h0, h1 - h0, shift)
+        cand, tag = self.filter(pairs, tags, h0, h1 - h0, self.ctx.shape.size)
         return self.walk(cand, tag, CAP, 0)
 
     def _launch(self, kernel: str, pairs, tags, h0: int, n: int, cap: int, size: int, *out):
@@ -443,8 +440,8 @@ def by_chunk(pieces, n_chunks: int, ref_len: int, qlen: int):
     """A group's results split per semantic chunk, on the host: for chunk c, (survivor
     columns (score, rs, qs, len), the hits for its sweep as (R, Q) sorted by diagonal then R,
     or None)."""
-    cols, ends = _split_by_tag([[p[i] for parts, _ in pieces for p in parts] for i in range(5)],
-                               n_chunks)
+    cols, ends = _split_by_tag(
+        [cp.concatenate([p[i] for parts, _ in pieces for p in parts]) for i in range(5)], n_chunks)
     R, Q, T = (cp.concatenate([x[i] for _, x in pieces]) for i in range(3))
     late, late_ends = _split_by_tag(by_diagonal(_pack(R, Q), T, ref_len, qlen), n_chunks)
     out = []
@@ -455,11 +452,9 @@ def by_chunk(pieces, n_chunks: int, ref_len: int, qlen: int):
 
 
 def _split_by_tag(columns, n_chunks: int):
-    """Device int64 columns, the last the tags (or lists of pieces of them), stably ordered by
-    tag and copied in one transfer: (host columns without the tags, each chunk's start then
-    the end)."""
-    joined = cp.stack([(c if isinstance(c, cp.ndarray) else cp.concatenate(c)).astype(cp.int64)
-                       for c in columns])
+    """Device columns, the last the tags, stably ordered by tag and copied in one int64
+    transfer: (host columns without the tags, each chunk's start then the end)."""
+    joined = cp.stack([c.astype(cp.int64) for c in columns])
     n = joined.shape[1]
     if n:
         joined = joined[:, cp.argsort(joined[-1] * n + cp.arange(n, dtype=cp.int64))]
