@@ -1,3 +1,3 @@
-from hspz.cli import main
+from hspz.cli import entry
 
-raise SystemExit(main())
+entry()

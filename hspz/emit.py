@@ -52,7 +52,7 @@ class Emitter:
         self.created = not self.outdir.exists()  # removed again if the run fails
         self.partitioner = partition.Partitioner() if diagonal else None
         self.on_emit = on_emit
-        self.pending: dict[int, UnitResult] = {}
+        self.pending: dict[int, tuple[UnitResult, list[str] | None]] = {}  # with staged names
         self.done: set[int] = set()
         self.order = sorted(self.units)
         self.next = 0
@@ -61,7 +61,12 @@ class Emitter:
         self.counts = dict(seeds=0, hits=0, raw_hsps=0, hsps=0)
 
     def add(self, result: UnitResult) -> None:
-        """Accept one unit's result; write every unit that is now next in order."""
+        """Accept one unit's result; emit every unit that is now next in order.
+
+        Without -D a unit's files are formatted and staged as soon as it arrives, whatever its
+        ordinal: their names and bytes do not depend on what came before, so a unit that waits
+        for an earlier one (another worker's) is not left to format after the workers finish.
+        The -D split's history runs in emission order, so with -D files are staged in order."""
         o = result.ordinal
         unit = self.units.get(o)
         if unit is None:
@@ -71,20 +76,22 @@ class Emitter:
                            f"but the plan has R{unit.ref_bin} Q{unit.query_bin}")
         if o in self.pending or o in self.done:
             raise RunError(f"work unit {o} arrived twice")
-        self.pending[o] = result
+        self.pending[o] = (result, None if self.partitioner else self._stage(result))
         while self.next < len(self.order) and self.order[self.next] in self.pending:
-            ready = self.pending.pop(self.order[self.next])
-            self._write(ready)
+            ready, names = self.pending.pop(self.order[self.next])
+            self.written += self._stage(ready) if names is None else names
             self.done.add(ready.ordinal)
             self.next += 1
             if self.on_emit:
                 self.on_emit(ready)
 
-    def _write(self, result: UnitResult) -> None:
+    def _stage(self, result: UnitResult) -> list[str]:
+        """Write one unit's files into the stage; their names, in emission order."""
         self.stage.mkdir(parents=True, exist_ok=True)
         for key in self.counts:
             self.counts[key] += getattr(result, key)
         ref = self.tables("reference", result.ref_bin, "plus")
+        names = []
         for n, strand, h in result.segments:
             if len(h) == 0:
                 continue
@@ -94,8 +101,9 @@ class Emitter:
             for file_name, rows in self._pieces(name, ordered, ref, qry, strand):
                 data = format_lines(rows, ref, qry, strand)
                 (self.stage / file_name).write_bytes(data)
-                self.written.append(file_name)
+                names.append(file_name)
                 self.digest.add(data)
+        return names
 
     def _pieces(self, name: str, h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str):
         """(file name, HSP rows) of one logical segments file: itself, or its -D splits."""

@@ -13,12 +13,14 @@ file and the problem.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import os
 import struct
 import zlib
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,6 +203,7 @@ def _twobit_lut() -> np.ndarray:
 
 
 _TWOBIT_LUT = _twobit_lut()
+_THREADED_BYTES = 1 << 24  # smaller 2bit files unpack on the calling thread
 
 
 def read_2bit_bytes(data: bytes, source: str) -> list[Record]:
@@ -213,7 +216,13 @@ def read_2bit_bytes(data: bytes, source: str) -> list[Record]:
     try:
         index = _twobit_index(data, order, source)
         arr = np.frombuffer(data, dtype=np.uint8)
-        return [_twobit_record(data, arr, order, name, off, source) for name, off in index]
+        unpack = functools.partial(_twobit_record, data, arr, order, source=source)
+        if len(index) == 1 or len(data) < _THREADED_BYTES:
+            return [unpack(name, off) for name, off in index]
+        # Records unpack independently, and numpy's gather and the numba loops release the
+        # GIL: a genome's chromosomes unpack on every core (map raises the first error in order).
+        with ThreadPoolExecutor(min(len(index), os.cpu_count() or 1)) as pool:
+            return list(pool.map(unpack, *zip(*index, strict=True)))
     except struct.error as exc:
         raise InputError(f"{source}: truncated 2bit file ({exc})") from exc
 

@@ -200,15 +200,23 @@ def share(sides: Sequence[Sequence[Record]]) -> tuple[shared_memory.SharedMemory
     """Copy every record's bases into one shared-memory block."""
     total = sum(len(r) for side in sides for r in side)
     shm = shared_memory.SharedMemory(create=True, size=max(total, 1))
-    out, at = [], 0
+    block = np.ndarray((total,), np.uint8, shm.buf)
+    out, copies, at = [], [], 0
     for side in sides:
         offsets = []
         for rec in side:
-            shm.buf[at:at + len(rec)] = rec.seq.tobytes() if len(rec) else b""
+            copies.append((at, rec.seq))
             offsets.append(at)
             at += len(rec)
         out.append(SharedRecords(shm.name, [r.name for r in side], offsets,
                                  [len(r) for r in side]))
+
+    def copy(job: tuple[int, np.ndarray]) -> None:
+        block[job[0]:job[0] + len(job[1])] = job[1]
+
+    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:  # copies release the GIL
+        list(pool.map(copy, copies))
+    del block  # the block must hold no exported view when it is closed
     return shm, out
 
 
@@ -285,7 +293,8 @@ class Pool:
 def _pooled(engine: str, worker: int, inbox, out) -> None:
     """A pooled worker process: import the engine and start the device worker `worker` will
     most likely use (where the engine offers `warm_worker`) while the parent reads and plans,
-    then run its job."""
+    then run its job and exit as soon as its messages are in the pipe (the parent waits for
+    the exit; finalising the interpreter and the CUDA context would add about 0.3 s)."""
     try:
         warm = getattr(importlib.import_module(engine), "warm_worker", None)
         if warm is not None:
@@ -293,6 +302,11 @@ def _pooled(engine: str, worker: int, inbox, out) -> None:
     except Exception:  # no CuPy here, say: the job's own import reports it properly
         pass
     _child(*inbox.get(), out)
+    out.close()
+    out.join_thread()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run_workers(jobs: Sequence[WorkerJob], ref_records: Sequence[Record],

@@ -132,3 +132,20 @@ def test_every_arrival_permutation_of_a_small_plan_gives_one_digest(tmp_path):
                for i, order in enumerate(itertools.islice(itertools.permutations(range(6)), 0,
                                                           720, 97))}
     assert len(digests) == 1
+
+
+def test_a_unit_ahead_of_its_turn_is_staged_on_arrival_except_with_diagonal_splits(tmp_path):
+    """Without -D a unit's files do not depend on the units before it, so they are formatted
+    while those are still out; -D's split history runs in emission order, so it waits."""
+    plain = Emitter(PLAN.units, tables, tmp_path / "plain")
+    plain.add(result(3))
+    assert sorted(p.name for p in plain.stage.iterdir()) and plain.written == []
+    split = Emitter(PLAN.units, tables, tmp_path / "split", diagonal=True)
+    split.add(result(3))
+    assert not split.stage.exists()
+    for e in (plain, split):
+        for o in (0, 1, 2, 4, 5):
+            e.add(result(o))
+        e.finish()
+    assert emit(tmp_path, range(6), "inorder")[1] == {
+        p.name: p.read_bytes() for p in sorted((tmp_path / "plain").iterdir())}

@@ -212,3 +212,23 @@ def test_a_worker_prepares_each_next_query_bin_once_ahead(pair, monkeypatch):
     rep = workers.run_worker(job, ref, qry, lambda result, extras: got.append(result.ordinal))
     assert got == [0, 1, 2, 3] and prepared == [0, 1, 0, 1]
     assert (rep.units, rep.builds, rep.uploads, rep.query_swaps) == (4, 2, 2, 4)
+
+
+def test_the_command_exits_without_teardown_and_loses_nothing(pair, baseline, tmp_path):
+    """`python -m hspz` (`cli.entry`, os._exit after main) with two worker processes (each also
+    leaves by os._exit once its messages are sent): same files as the in-process run, the whole
+    stdout through a pipe, exit status 0."""
+    import os
+    import subprocess
+    import sys
+
+    ref, qry = pair
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HSPZ_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "hspz", "run", "-r", ref, "-q", qry, *map(str, FLAGS),
+         "--backend", "cpu", "--gpus", "2", "--time", "-o", str(tmp_path / "out")],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert outputs(tmp_path / "out") == baseline["files"]
+    assert re.search(r"^digest: [0-9a-f]{16}$", proc.stdout + proc.stderr, re.M)
+    assert "unit ledger: worker 1 finished at" in proc.stdout + proc.stderr
