@@ -210,14 +210,14 @@ def share(sides: Sequence[Sequence[Record]]) -> tuple[shared_memory.SharedMemory
             at += len(rec)
         out.append(SharedRecords(shm.name, [r.name for r in side], offsets,
                                  [len(r) for r in side]))
-
-    def copy(job: tuple[int, np.ndarray]) -> None:
-        block[job[0]:job[0] + len(job[1])] = job[1]
-
     with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:  # copies release the GIL
-        list(pool.map(copy, copies))
+        list(pool.map(_copy_into, [block] * len(copies), *zip(*copies, strict=True)))
     del block  # the block must hold no exported view when it is closed
     return shm, out
+
+
+def _copy_into(block: np.ndarray, at: int, seq: np.ndarray) -> None:
+    block[at:at + len(seq)] = seq
 
 
 def _child(job: WorkerJob, ref: SharedRecords, qry: SharedRecords, out) -> None:
