@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# --gpus 1 vs --gpus 2 on a workload whose units are long (issue 4): a simulated 500 Mbp x
-# QUERY_MBP (default 80) pair (divergence 0.4), generated on the device, -B 125M -> 4 reference
-# bins; REPEAT (default 1) runs per arm, alternating.  ALT=DIR adds two arms: --gpus 1 and --gpus 2
+# --gpus 1 vs --gpus 2 on a workload whose units are long (issue 4): a simulated REF_MBP (default
+# 500) x QUERY_MBP (default 80) pair (divergence 0.4), generated on the device, -B BIN (default
+# 125M: 4 reference bins of 500 Mbp); REPEAT (default 1) runs per arm, alternating.  ALT=DIR adds two arms: --gpus 1 and --gpus 2
 # with the hspz package in DIR (another version, side by side).  PYC=1 gives every process a bytecode
 # cache (the device sets PYTHONDONTWRITEBYTECODE and its numpy ships no .pyc, so each process
 # compiles numpy from source otherwise).  Logs under $OUT, named with TAG.
@@ -12,24 +12,24 @@ TAG=${TAG:-}
 if [ "${PYC:-0}" = 1 ]; then unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pyc; fi
 nvidia-smi -L
 python3 -m compileall -q hspz > /dev/null  # the device sets PYTHONDONTWRITEBYTECODE
-QUERY_MBP=${QUERY_MBP:-80} python3 - <<'PY'
+REF_MBP=${REF_MBP:-500} QUERY_MBP=${QUERY_MBP:-80} python3 - <<'PY'
 import os, time
 from benchmarks.simulate import PairSpec, simulate_pair
 from hspz.sequence import Record, write_2bit
 t = time.time()
-ref, qry = simulate_pair(PairSpec(ref_mbp=500, query_mbp=float(os.environ["QUERY_MBP"]),
+ref, qry = simulate_pair(PairSpec(ref_mbp=float(os.environ["REF_MBP"]), query_mbp=float(os.environ["QUERY_MBP"]),
                                   chromosomes=8, divergence=0.4, seed=3))
 write_2bit("/tmp/big_ref.2bit", [Record(n, s) for n, s in ref])
 write_2bit("/tmp/big_qry.2bit", [Record(n, s) for n, s in qry])
 print(f"generated in {time.time() - t:.1f} s:", len(ref), "ref records,", len(qry), "query records")
 PY
 python3 -m hspz run -r .device/data/pseudopig.fa.gz -q .device/data/pseudocat.fa.gz -o /tmp/w --backend gpu > /dev/null 2>&1  # kernels compiled and cached
-F="-r /tmp/big_ref.2bit -q /tmp/big_qry.2bit -B 125M --backend gpu"
+F="-r /tmp/big_ref.2bit -q /tmp/big_qry.2bit -B ${BIN:-125M} --backend gpu"
 ARMS="1 2"; [ -n "${ALT:-}" ] && ARMS="1 2 alt1 alt2"
 [ -n "${ALT:-}" ] && python3 -m compileall -q $ALT/hspz > /dev/null
 for arm in $(for i in $(seq ${REPEAT:-1}); do echo $ARMS; done); do
   g=${arm#alt}; path=$PWD; [ $arm != $g ] && path=$ALT
-  (cd $path; PYTHONPATH=$path /usr/bin/time -f "gpus=$g ($arm) wall %e s" timeout 240 python3 -m hspz run \
+  (cd $path; PYTHONPATH=$path /usr/bin/time -f "gpus=$g ($arm) wall %e s" timeout 280 python3 -m hspz run \
     $F -o /tmp/g$arm --gpus $g -y --time > /tmp/gpus$arm.log 2>&1)
   g=$arm
   grep -E "^schedule:|^lifecycle|^digest|wall|finished at|^#seed hits|^time: workers" /tmp/gpus$g.log
