@@ -10,26 +10,15 @@ source benchmarks/session4/common.sh 240
 {
   run warm-cur $CUR /tmp/w1 > /dev/null; run warm-s3 $S3 /tmp/w2 > /dev/null
   for i in 1 2 3 4 5; do run "cur run$i" $CUR /tmp/c$i; run "s3 run$i" $S3 /tmp/s$i; done
-  export -f run; export ARGS
-  pyc bash -c 'run warm-cur $0 /tmp/w3; run warm-s3 $1 /tmp/w4' $CUR $S3 > /dev/null
-  for i in 1 2 3 4 5; do
-    pyc bash -c 'run "cur+pyc run$2" $0 /tmp/p$2; run "s3+pyc run$2" $1 /tmp/q$2' $CUR $S3 $i
-  done
-  for i in 1 2 3; do
-    /usr/bin/time -f "lastz run$i wall %e s" $LASTZ /tmp/mg.fa /tmp/dh1.fa --nogapped \
-      --format=general-:name1,start1,end1,name2,start2,end2,strand2,score > /tmp/lz.out
-  done
+  pyc_pairs cur $CUR s3 $S3 5
+  lastz_runs 3
   sha256sum /tmp/c1/* /tmp/s1/* /tmp/p1/* 2>/dev/null | sed 's|/tmp/[csp]1/||' | sort | uniq -c
 } 2>&1 | tee $OUT/e2e.log
 export PYTHONPATH=$CUR
 pyc python3 -X importtime -m hspz run $ARGS -o /tmp/i 2> $OUT/importtime.log > /dev/null
-mkdir -p /tmp/spy && python3 -m zipfile -e .device/wheels/py_spy-*.whl /tmp/spy
-SPY=$(find /tmp/spy -name py-spy -type f); chmod +x $SPY
+spy
 pyc $SPY record -r 250 --idle -t -f raw -o $OUT/spy_ecoli.txt -- python3 -m hspz run $ARGS -o /tmp/sp 2>&1 | tail -1
 {
   for t in 4 16; do python3 benchmarks/gpu_timeline.py /tmp/mg.fa /tmp/dh1.fa --runs 3 --threads 0 --host-threads $t; done
-  for v in CUR S3; do
-    cd ${!v}; PYTHONPATH=${!v} timeout 200 python3 -m hspz benchmark -r $D/simM_ref.2bit \
-      -q $D/simM_query.2bit --backend gpu --warmup 1 --iterations 3 2>&1 | tail -1 | sed "s/^/simM $v: /"
-  done
+  simm CUR $CUR; simm S3 $S3
 } 2>&1 | tee $OUT/start.log

@@ -9,14 +9,8 @@ source benchmarks/session4/common.sh 200
 {
   run warm-cur $CUR /tmp/w1 > /dev/null
   for i in 1 2 3 4 5; do run "cur run$i" $CUR /tmp/c$i; done
-  pyc bash -c 'run warm-cur $0 /tmp/w3; run warm-s3 $1 /tmp/w4' $CUR $S3 > /dev/null
-  for i in 1 2 3 4 5; do
-    pyc bash -c 'run "cur+pyc run$2" $0 /tmp/p$2; run "s3+pyc run$2" $1 /tmp/q$2' $CUR $S3 $i
-  done
-  for i in 1 2 3; do
-    /usr/bin/time -f "lastz run$i wall %e s" $LASTZ /tmp/mg.fa /tmp/dh1.fa --nogapped \
-      --format=general-:name1,start1,end1,name2,start2,end2,strand2,score > /tmp/lz.out
-  done
+  pyc_pairs cur $CUR s3 $S3 5
+  lastz_runs 3
   sha256sum /tmp/c1/* /tmp/p1/* /tmp/q1/* | sed 's|/tmp/[cpq]1/||' | sort | uniq -c
 } 2>&1 | tee $OUT/e2e.log
 PYC=1 QUERY_MBP=300 ALT=$S3 TAG=q300_ bash benchmarks/gpus_scaling.sh

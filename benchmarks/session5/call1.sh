@@ -11,14 +11,12 @@ python3 -m compileall -q .device/norel/hspz > /dev/null
   echo "== bytecode cache"; pyc python3 benchmarks/session5/stages.py /tmp/mg.fa /tmp/dh1.fa 5
   echo "== as given"; python3 benchmarks/session5/stages.py /tmp/mg.fa /tmp/dh1.fa 3
 } 2>&1 | tee $OUT/stages.log
-mkdir -p /tmp/spy && python3 -m zipfile -e .device/wheels/py_spy-*.whl /tmp/spy
-SPY=$(find /tmp/spy -name py-spy -type f); chmod +x $SPY
+spy
 pyc $SPY record -r 1000 --idle -t -f speedscope -o $OUT/spy_ecoli.json -- python3 -m hspz run \
   $ARGS -o /tmp/sp 2>&1 | tail -1
 NOREL=$PWD/.device/norel
 for i in 1 2; do
   for v in CUR NOREL S3; do
-    (cd ${!v}; PYTHONPATH=${!v} pyc timeout 100 python3 -m hspz benchmark -r $D/simM_ref.2bit \
-      -q $D/simM_query.2bit --backend gpu --warmup 1 --iterations 3 2>&1 | tail -1 | sed "s/^/simM $v: /")
+    simm $v ${!v} pyc
   done
 done 2>&1 | tee $OUT/simm.log

@@ -8,18 +8,11 @@
 source benchmarks/session4/common.sh 200
 S4=$PWD/.device/s4
 python3 -m compileall -q $S4/hspz > /dev/null
-pyc python3 benchmarks/session5/cupyx_probe.py /tmp/mg.fa /tmp/dh1.fa 2>&1 | tail -40 > $OUT/probe.log
+PYTHONPATH=$CUR pyc python3 benchmarks/session5/cupyx_probe.py /tmp/mg.fa /tmp/dh1.fa 2>&1 | tail -40 > $OUT/probe.log
 pyc python3 benchmarks/session5/stages.py /tmp/mg.fa /tmp/dh1.fa 3 2>&1 | tee $OUT/stages.log
 {
-  export -f run; export ARGS
-  pyc bash -c 'run warm-cur $0 /tmp/w3; run warm-s4 $1 /tmp/w4' $CUR $S4 > /dev/null
-  for i in 1 2 3 4 5; do
-    pyc bash -c 'run "cur+pyc run$2" $0 /tmp/p$2; run "s4+pyc run$2" $1 /tmp/q$2' $CUR $S4 $i
-  done
+  pyc_pairs cur $CUR s4 $S4 5
   for i in 1 2 3 4 5; do run "cur run$i" $CUR /tmp/c$i; run "s4 run$i" $S4 /tmp/s$i; done
-  for i in 1 2 3; do
-    /usr/bin/time -f "lastz run$i wall %e s" $LASTZ /tmp/mg.fa /tmp/dh1.fa --nogapped \
-      --format=general-:name1,start1,end1,name2,start2,end2,strand2,score > /tmp/lz.out
-  done
+  lastz_runs 3
   sha256sum /tmp/c1/* /tmp/p1/* /tmp/q1/* /tmp/s1/* | sed 's|/tmp/[cpqs]1/||' | sort | uniq -c
 } 2>&1 | tee $OUT/e2e.log
