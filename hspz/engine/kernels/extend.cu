@@ -246,6 +246,16 @@ __device__ __forceinline__ const int* lane_matrix(int* mat_rep, const int* __res
     return mat_rep + (threadIdx.x & 31);
 }
 
+// How filter_pass and first_pass begin: the lane's matrix column (every thread of the block
+// reaches lane_matrix's barrier before any leaves), then this thread's hit (r, q) and its chunk
+// tag, or return for a thread past the last hit.
+#define WALK_HIT                                                                                 \
+    __shared__ int mat_rep[64 * 32];                                                             \
+    const int* mat = lane_matrix(mat_rep, mat_g);                                                \
+    i64 r, q;                                                                                    \
+    u32 tag;                                                                                     \
+    if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return
+
 // The filter before the first pass, one thread per hit: bound both walks (bound_walk); a hit
 // whose walks surely stop within `cap` and whose bounds sum under thresh is rejected exactly
 // (the exact walks stop too, and score no more).  Every other hit is appended to cand as
@@ -255,11 +265,7 @@ extern "C" __global__ void filter_pass(
     WALK_PARAMS,
     u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
 {
-    __shared__ int mat_rep[64 * 32];
-    const int* mat = lane_matrix(mat_rep, mat_g);
-    i64 r, q;
-    u32 tag;
-    if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return;
+    WALK_HIT;
     int br, bl = 0;
     i64 lim = min(ref_len - r, qry_len - q);
     int end = (int)min(lim, (i64)cap);
@@ -287,11 +293,7 @@ extern "C" __global__ void first_pass(
     i64* __restrict__ out_score, u32* __restrict__ out_tag, u32* __restrict__ n_out,
     u64* __restrict__ late, u32* __restrict__ late_tag, u32* __restrict__ n_late)
 {
-    __shared__ int mat_rep[64 * 32];
-    const int* mat = lane_matrix(mat_rep, mat_g);
-    i64 r, q;
-    u32 tag;
-    if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return;
+    WALK_HIT;
 
     // right from (r, q) on, then left from (r - 1, q - 1) down; a side that walks `cap` bases
     // without an x-drop stop (and has sequence left) leaves the hit unfinished (late)
