@@ -78,17 +78,17 @@ def main() -> None:
         pieces = timed("device half (first pass, late)", lambda g=g, n=n: [
             g.survivors(h0, min(h0 + gpu.PIECE, g.total), shifts[0])
             for h0 in range(0, g.total, gpu.PIECE)])
-        split = timed("split by chunk", lambda g=g, p=pieces: gpu.by_chunk(
-            p, len(chunks), g.dref.len, g.qlen))
+        swept = sum(len(x[0]) for _, x in pieces)
+        split = timed("finish (sweep, collapse, counts, split)", lambda g=g, p=pieces: g.finish(
+            p, len(chunks)))
     kept = sum(len(x[0]) for x in split)
-    for_host = sum(0 if x is None else len(x[0]) for _, x in split)
     print(f"batches {group[0]}..{group[-1]} {strand} caps {gpu.CAP}/{gpu.CAP2}: "
-          f"hits {g.total} (timed phases: first {n}), kept on device {kept}, "
+          f"hits {g.total} (timed phases: first {n}), distinct HSPs to the host {kept}, "
           f"filter candidates {len(cand)}, late after pass 1: {len(late1)}, after pass 2: "
-          f"{len(late2)}, late for the host {for_host}")
+          f"{len(late2)}, swept {swept}")
     for name, t in times.items():
         med = statistics.median(t[1:] or t)
-        hits = g.total if name.startswith(("group", "device", "split")) else n
+        hits = g.total if name.startswith(("group", "device", "finish")) else n
         print(f"  {name:40s} {med:8.3f} ms  {med * 1e6 / max(hits, 1):.3f} ns/hit")
 
 

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from hspz import partition
+from hspz import jit, partition
 from hspz.engine import UnitResult
 from hspz.errors import RunError
 from hspz.jit import njit
 from hspz.plan import WorkUnit
-from hspz.segments import format_lines
+from hspz.segments import SMALL_LINES, format_lines
 from hspz.sequence import PackedBin
 
 TableLookup = Callable[[str, int, str], PackedBin]  # (side, bin, strand) -> record table
@@ -179,7 +179,16 @@ class LineDigest:
 def _joined(lines: np.ndarray) -> bytes:
     """NUL-padded fixed-width lines as text: each line without its padding, then a newline."""
     width = lines.dtype.itemsize
-    return _join_rows(lines.view(np.uint8).reshape(len(lines), width)).tobytes()
+    cells = lines.view(np.uint8).reshape(len(lines), width)
+    if len(lines) >= SMALL_LINES or jit.loaded():
+        return _join_rows(cells).tobytes()
+    # numpy, while numba is not loaded (`hspz.jit`): each row, a newline at its end, then the
+    # cells up to and including it
+    ends = np.where(cells.any(axis=1), width - np.argmax(cells[:, ::-1] != 0, axis=1), 0)
+    rows = np.zeros((len(lines), width + 1), np.uint8)
+    rows[:, :width] = cells
+    rows[np.arange(len(lines)), ends] = 10
+    return rows[np.arange(width + 1) <= ends[:, None]].tobytes()
 
 
 @njit(nogil=False)

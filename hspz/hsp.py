@@ -72,12 +72,6 @@ def gate(ref, qry, total, rs, qs, ln, hspthresh: int, entropy: bool) -> np.ndarr
     return _records(keep, score, rs, qs, ln)
 
 
-def gate_counted(ref, qry, total, rs, qs, ln, counts, hspthresh: int, entropy: bool):
-    """`gate` of collapsed hits: (records, copies of each record)."""
-    keep, score = _gated(ref, qry, total, rs, qs, ln, hspthresh, entropy)
-    return _records(keep, score, rs, qs, ln), counts[keep]
-
-
 def _gated(ref, qry, total, rs, qs, ln, hspthresh: int, entropy: bool):
     """(passes the gate, entropy-adjusted score) per extended hit."""
     keep = np.empty(len(total), np.bool_)
@@ -85,6 +79,33 @@ def _gated(ref, qry, total, rs, qs, ln, hspthresh: int, entropy: bool):
     if len(total):
         _gate(ref, qry, total, rs, qs, ln, hspthresh, entropy, keep, score)
     return keep, score
+
+
+def gate_by_counts(total, rs, qs, ln, copies, counts, hspthresh: int, entropy: bool):
+    """`gate_counted`, given each hit's four match counts (counts[i, b]: bases b < 4 of hit i's
+    `len + 1` that match, counted where hspthresh <= total <= 3 * hspthresh; the GPU backend
+    counts them on the device).  The same arithmetic as `_gate` and `_entropy`, vectorised:
+    the terms p log p are added in base order, and `log` is `math.log` (the C library's, as
+    numba's is) of each distinct p."""
+    ent = np.ones(len(total))
+    if entropy and len(total):
+        band = np.flatnonzero((total >= hspthresh) & (total <= 3 * hspthresh))
+        c, n = counts[band], ln[band] + 1
+        acc = np.zeros(len(band))
+        for b in range(4):
+            present = c[:, b] > 0
+            acc = np.where(present, acc + _p_log_p(np.where(present, c[:, b], 1) / n), acc)
+        ent[band] = np.where(c.sum(axis=1) < 20, 1.0, -acc / LN4)
+    keep = (total.astype(np.float32).astype(np.float64) * ent).astype(np.int64) >= hspthresh
+    return _records(keep, (total * ent).astype(np.int64), rs, qs, ln), copies[keep]
+
+
+def _p_log_p(p: np.ndarray) -> np.ndarray:
+    """p * log(p), the log taken once per distinct p (numpy's own log may differ in the last
+    bit from the C library's)."""
+    values, where = np.unique(p, return_inverse=True)
+    logs = np.array([math.log(v) for v in values.tolist()], np.float64)
+    return p * logs[where]
 
 
 def _records(keep, score, rs, qs, ln) -> np.ndarray:
@@ -105,43 +126,6 @@ def diagonal_permutation(h: np.ndarray) -> np.ndarray:
 def diagonal_order(h: np.ndarray) -> np.ndarray:
     """Sort by diagonal (wrapping u32, unsigned), ref_start, len ascending, score descending."""
     return h[diagonal_permutation(h)]
-
-
-@njit
-def _collapse(rs, qs, ln, first, count):
-    size = 1
-    while size < 2 * len(rs):
-        size *= 2
-    slot_of = np.full(size, -1, np.int64)
-    m = 0
-    for i in range(len(rs)):
-        h = (rs[i] * 0x2545F4914F6CDD1D + qs[i] * 0x165667B19E3779F9 + ln[i]) & (size - 1)
-        while True:
-            j = slot_of[h]
-            if j < 0:
-                slot_of[h] = m
-                first[m] = i
-                count[m] = 1
-                m += 1
-                break
-            f = first[j]
-            if rs[f] == rs[i] and qs[f] == qs[i] and ln[f] == ln[i]:
-                count[j] += 1
-                break
-            h = (h + 1) & (size - 1)
-    return m
-
-
-def collapse(total, rs, qs, ln):
-    """Identical extended hits once each: ((total, rs, qs, len) of the distinct ones, in first
-    occurrence order, and how many times each came).  Hits on one walk give the same HSP many
-    times; the score is a function of (rs, qs, len), so the gate passes or fails all copies
-    alike, and dedup keeps one of them either way."""
-    first = np.empty(len(rs), np.int64)
-    count = np.empty(len(rs), np.int64)
-    m = _collapse(rs, qs, ln, first, count) if len(rs) else 0
-    first = first[:m]
-    return (total[first], rs[first], qs[first], ln[first]), count[:m]
 
 
 def dedup(h: np.ndarray) -> np.ndarray:

@@ -1,17 +1,66 @@
-"""numba for hspz's CPU loops: `njit`, numba's decorator with hspz's settings.
+"""numba for hspz's CPU loops: `njit`, numba's decorator with hspz's settings, loaded lazily.
 
-Every compiled loop is cached on disk and releases the GIL (the GPU backend runs the host halves
-on threads).  numba's array maths is loaded here, without its scipy probe (`hspz.lean`).
+Every compiled loop is cached on disk and releases the GIL (the GPU backend runs host work on
+threads).  numba itself is imported only when the first such loop is called: importing it and
+loading its typing registries costs 0.46 s of a process with a bytecode cache and 0.83 s without
+one (BENCHMARKS.md, session 5), more than a small GPU run does in all.  The GPU path calls no
+numba loop on small inputs, so it never pays that.  When numba is loaded, every decorated
+function is handed to `numba.njit` at once, and the names of the stand-ins in the modules that
+define them are pointed at the dispatchers, so compiled loops that call each other see compiled
+callees (a decorated loop calls only loops of its own module).
+numba's array maths is loaded without its scipy probe (`hspz.lean`).
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 
-import numba
+_OPTIONS = {"cache": True, "nogil": True}
+_lazy: list[_Lazy] = []
+_lock = threading.Lock()
 
-from hspz import lean
 
-lean.import_without("scipy.linalg.cython_blas", "numba.np.arraymath")
+class _Lazy:
+    """A function that becomes `numba.njit(fn)` when anything decorated here is first called."""
 
-njit = functools.partial(numba.njit, cache=True, nogil=True)
+    def __init__(self, fn, options: dict):
+        functools.update_wrapper(self, fn)
+        self.py_func = fn
+        self.options = {**_OPTIONS, **options}
+        self.compiled = None
+        _lazy.append(self)
+
+    def __call__(self, *args):
+        return (self.compiled or _load(self))(*args)
+
+
+def njit(fn=None, **options):
+    """`numba.njit(cache=True, nogil=True, **options)`, applied when numba is first needed."""
+    if fn is None:
+        return lambda f: _Lazy(f, options)
+    return _Lazy(fn, options)
+
+
+def loaded() -> bool:
+    """Whether numba has been loaded (by a call of a decorated function)."""
+    return bool(_lazy) and _lazy[0].compiled is not None
+
+
+def _load(wanted: _Lazy):
+    with _lock:
+        if wanted.compiled is None:
+            import numba
+
+            from hspz import lean
+
+            lean.import_without("scipy.linalg.cython_blas", "numba.np.arraymath")
+            for lazy in _lazy:
+                if lazy.compiled is None:
+                    lazy.compiled = numba.njit(**lazy.options)(lazy.py_func)
+            spaces = {id(lazy.py_func.__globals__): lazy.py_func.__globals__ for lazy in _lazy}
+            for space in spaces.values():  # where compiled loops look their callees up
+                for key, value in list(space.items()):
+                    if isinstance(value, _Lazy) and value.compiled is not None:
+                        space[key] = value.compiled
+    return wanted.compiled

@@ -2,16 +2,64 @@
 
 `ref_name ref_start ref_end query_name query_start query_end strand score`, tab-separated,
 1-based inclusive: start = off + 1 - record start, end = off + len + 1 - record start.  Minus-strand
-query coordinates count on the reverse complement of the query record.  Lines are written by a
-numba loop into one byte buffer, never one Python f-string per HSP.
+query coordinates count on the reverse complement of the query record.  Lines are written into
+one byte buffer, never one Python f-string per HSP: by a numba loop, or, for under SMALL_LINES
+lines while numba is not loaded (`hspz.jit`: loading it costs more than a small run), by numpy
+a field at a time.  Both write the same bytes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from hspz import jit
 from hspz.jit import njit
 from hspz.sequence import PackedBin
+
+SMALL_LINES = 1 << 20
+_POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
+
+
+def _small(n: int) -> bool:
+    return n < SMALL_LINES and not jit.loaded()
+
+
+def _lines(fields: list, n: int) -> bytes:
+    """n lines of `fields` in order, each an int64 array (written in decimal), a byte value, or
+    (bytes table, offsets, index array): entry index[i] of the table."""
+    widths = [_width(f, n) for f in fields]
+    ends = np.cumsum(np.stack(widths), axis=0)
+    starts = np.concatenate(([0], np.cumsum(ends[-1])[:-1]))
+    out = np.empty(int(ends[-1].sum()), np.uint8)
+    for f, w, e in zip(fields, widths, ends, strict=True):
+        _put(out, starts + e - w, f, w)
+    return out.tobytes()
+
+
+def _width(field, n: int) -> np.ndarray:
+    if isinstance(field, int):
+        return np.ones(n, np.int64)
+    if isinstance(field, tuple):
+        _, offsets, index = field
+        return np.diff(offsets)[index]
+    return 1 + np.searchsorted(_POW10, np.abs(field), side="right") + (field < 0)
+
+
+def _put(out: np.ndarray, at: np.ndarray, field, width: np.ndarray) -> None:
+    if isinstance(field, int):
+        out[at] = field
+    elif isinstance(field, tuple):
+        table, offsets, index = field
+        inside = np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)
+        out[np.repeat(at, width) + inside] = table[np.repeat(offsets[index], width) + inside]
+    else:
+        negative = field < 0
+        out[at[negative]] = 45  # '-'
+        digits, value, at = width - negative, np.abs(field), at + negative
+        for k in range(int(digits.max())):
+            row = np.flatnonzero(digits > k)
+            place = 10 ** (digits[row] - 1 - k)
+            out[at[row] + k] = 48 + value[row] // place % 10
 
 
 def _name_table(packed: PackedBin) -> tuple[np.ndarray, np.ndarray]:
@@ -83,12 +131,13 @@ def format_lines(h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str) -> 
     q0 = qs + 1 - qry.starts[qi]
     rn, ro = _name_table(ref)
     qn, qo = _name_table(qry)
+    sign, score = ord("+" if strand == "plus" else "-"), h["score"].astype(np.int64)
+    if _small(len(h)):
+        return _lines([(rn, ro, ri), 9, r0, 9, r0 + ln, 9, (qn, qo, qi), 9, q0, 9, q0 + ln, 9,
+                       sign, 9, score, 10], len(h))
     width = 8 + int(np.diff(ro).max()) + int(np.diff(qo).max()) + 5 * 21
     out = np.empty(len(h) * width, np.uint8)
-    end = _format(
-        rn, ro, ri, r0, r0 + ln, qn, qo, qi, q0, q0 + ln,
-        ord("+" if strand == "plus" else "-"), h["score"].astype(np.int64), out,
-    )
+    end = _format(rn, ro, ri, r0, r0 + ln, qn, qo, qi, q0, q0 + ln, sign, score, out)
     return out[:end].tobytes()
 
 
@@ -112,6 +161,11 @@ def format_raw(h: np.ndarray, strand: str) -> bytes:
     if len(h) == 0:
         return b""
     word = np.frombuffer(strand.encode(), np.uint8)
-    out = np.empty(len(h) * (len(word) + 5 + 4 * 21), np.uint8)
     cols = [h[k].astype(np.int64) for k in ("ref_start", "query_start", "len", "score")]
+    if _small(len(h)):
+        fields = [(word, np.array([0, len(word)]), np.zeros(len(h), np.int64))]
+        for col in cols:
+            fields += [9, col]
+        return _lines(fields + [10], len(h))
+    out = np.empty(len(h) * (len(word) + 5 + 4 * 21), np.uint8)
     return out[: _format_raw(word, *cols, out)].tobytes()

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hspz import jit
 from hspz.errors import InputError, RunError
 from hspz.jit import njit
 
@@ -513,7 +514,10 @@ def reverse_complement(packed: PackedBin) -> PackedBin:
     in reversed order with starts block_len - start - len."""
     n = packed.block_len
     buf = np.empty(n + 1, dtype=np.uint8)
-    _reverse_lookup(packed.buf[:n], COMPLEMENT, buf[:n])
+    if _small(n):
+        np.take(COMPLEMENT, packed.buf[n - 1::-1] if n else packed.buf[:0], out=buf[:n])
+    else:
+        _reverse_lookup(packed.buf[:n], COMPLEMENT, buf[:n])
     buf[n] = SEPARATOR
     lengths = packed.lengths[::-1].copy()
     starts = (n - packed.starts - packed.lengths)[::-1].copy()
@@ -562,6 +566,8 @@ def score_codes(buf: np.ndarray) -> np.ndarray:
 def both_codes(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(seed codes, score codes) of buf in one pass."""
     buf = np.ascontiguousarray(buf, dtype=np.uint8)
+    if _small(len(buf)):
+        return SEED_TABLE[buf], SCORE_TABLE[buf]
     seed, score = np.empty_like(buf), np.empty_like(buf)
     _lookup2(buf, SEED_TABLE, SCORE_TABLE, seed, score)
     return seed, score
@@ -569,6 +575,8 @@ def both_codes(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _translated(buf: np.ndarray, table: np.ndarray) -> np.ndarray:
     buf = np.ascontiguousarray(buf, dtype=np.uint8)
+    if _small(len(buf)):
+        return table[buf]
     out = np.empty_like(buf)
     _lookup(buf, table, out)
     return out
@@ -576,6 +584,14 @@ def _translated(buf: np.ndarray, table: np.ndarray) -> np.ndarray:
 
 # Table lookups as numba loops: numpy's gather (table[buf]) costs about 3 ns a byte, these
 # about 0.6 ns, which is most of preparing an 80 Mbp query (1.17 s -> 0.3 s on the dev machine).
+# Below SMALL_BYTES, and while numba is not loaded, numpy gathers: loading numba costs a
+# process 0.46-0.83 s (`hspz.jit`), more than gathering 64 MB.  Both give the same bytes.
+SMALL_BYTES = 1 << 26
+
+
+def _small(n: int) -> bool:
+    return n < SMALL_BYTES and not jit.loaded()
+
 @njit
 def _lookup(buf, table, out):
     for i in range(len(buf)):

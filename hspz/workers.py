@@ -92,16 +92,17 @@ def run_worker(job: WorkerJob, ref_records: Sequence[Record], qry_records: Seque
     next unit's query bin, when it is another one, is prepared on a thread (at most two query
     bins are held at once); "query prepare" is the time the worker waited for one."""
     engine = load_engine(job)
+    codes = getattr(engine, "HOST_CODES", True)
     rep = WorkerReport(job.worker, job.device)
     order = [(visit, q) for visit in job.visits for q in range(visit.first, visit.end)]
     with ThreadPoolExecutor(max_workers=1) as prep:
-        queries = _Queries(job, qry_records, prep)
+        queries = _Queries(job, qry_records, prep, codes)
         ref = None
         for i, (visit, q) in enumerate(order):
             if i == 0 or order[i - 1][0] is not visit:  # one build per visit
                 t = time.perf_counter()
                 members = [ref_records[k] for k in job.plan.ref_bins[visit.ref_bin]]
-                ref = prepare_reference(job.ctx, visit.ref_bin, members)
+                ref = prepare_reference(job.ctx, visit.ref_bin, members, codes)
                 _add(rep.phases, "reference build", t)
                 rep.builds += 1
                 rep.uploads += 1
@@ -120,14 +121,15 @@ def run_worker(job: WorkerJob, ref_records: Sequence[Record], qry_records: Seque
 class _Queries:
     """The worker's current query bin and the next one, prepared ahead on `prep`."""
 
-    def __init__(self, job: WorkerJob, records: Sequence[Record], prep: ThreadPoolExecutor):
-        self.job, self.records, self.prep = job, records, prep
+    def __init__(self, job: WorkerJob, records: Sequence[Record], prep: ThreadPoolExecutor,
+                 host_codes: bool):
+        self.job, self.records, self.prep, self.host_codes = job, records, prep, host_codes
         self.current: QueryBin | None = None
         self.next: tuple[int, Future] | None = None
 
     def _prepare(self, q: int) -> QueryBin:
         members = [self.records[i] for i in self.job.plan.query_bins[q]]
-        return prepare_query(self.job.ctx, q, members)
+        return prepare_query(self.job.ctx, q, members, self.host_codes)
 
     def get(self, q: int) -> tuple[QueryBin, bool]:
         """(query bin q, whether it replaced the current one)."""

@@ -276,3 +276,85 @@ def test_gpu_raw_dump_and_counts_equal_cpu_with_repeated_hsps(tmp_path, capsys):
     assert raw["gpu"] == raw["cpu"] and counts["gpu"] == counts["cpu"]
     n_raw = int([x for x in counts["cpu"] if x.startswith("#raw HSPs")][0].split()[-1])
     assert n_raw > 1000  # hits on the long HSPs repeat the same records many times
+
+
+def test_gpu_sweep_equals_the_host_sweep():
+    """sweep_diagonals against `xdrop.extend_sorted` on the same sorted hits: many hits on a few
+    long diagonals (one repeated), single hits, hits at both sequence ends."""
+    import cupy as cp
+
+    from hspz import xdrop
+    from hspz.engine import Context, gpu, prepare_query, prepare_reference
+    from hspz.options import Options
+    from hspz.sequence import Record
+
+    rng = np.random.default_rng(13)
+    seq = rng.choice(np.frombuffer(b"ACGTacgt", np.uint8), 40_000, p=[.24] * 4 + [.01] * 4)
+    q = seq[2000:32_000].copy()
+    subs = rng.random(len(q)) < 0.03
+    q[subs] = rng.choice(np.frombuffer(b"ACGTN", np.uint8), int(subs.sum()))
+    ctx = Context.from_options(Options(hspthresh=1))  # keep nearly everything: compare all
+    ref = prepare_reference(ctx, 0, [Record("r", seq)])
+    qry = prepare_query(ctx, 0, [Record("q", q)])
+    g = gpu._Group(ctx, gpu._device_ref(ctx, ref), qry, gpu._device_query(ctx, qry), "plus",
+                   [(0, qry.block_len)])
+    Q = np.concatenate((rng.integers(0, len(q), 3000), rng.integers(0, 50, 20),
+                        len(q) - 1 - rng.integers(0, 50, 20), rng.integers(0, len(q), 200)))
+    Q[:3] = Q[3:6]  # the same hit twice
+    R = Q + 2000
+    R[-200:] = rng.integers(0, len(seq), 200)  # random diagonals, mostly single hits
+    tags = cp.asarray(rng.integers(0, 5, len(R)).astype(np.uint32))
+    dR, dQ, dT = gpu.by_diagonal(gpu._pack(cp.asarray(R), cp.asarray(Q)), tags, g.dref.len,
+                                 g.qlen)
+    got = [x.get() for x in g.sweep(dR, dQ, dT)]
+    Rs, Qs = dR.get(), dQ.get()
+    want = xdrop.extend_sorted(ref.score, qry.score["plus"], ref.packed.block_len,
+                               qry.packed["plus"].block_len, ctx.matrix, ctx.options.xdrop, Rs,
+                               Qs, xdrop.diagonal_starts(Rs - Qs))
+    keep = want[0] >= 1
+    assert keep.sum() > 3000
+    for a, b in zip(got, [*want, dT.get()], strict=True):
+        assert np.array_equal(a, b[keep])
+
+
+def test_gpu_distinct_rows_and_copies():
+    import cupy as cp
+
+    from hspz.engine import gpu
+
+    rng = np.random.default_rng(17)
+    n = 20_000
+    rs, qs = rng.integers(0, 2**32 - 1, 50)[rng.integers(0, 50, n)], rng.integers(0, 30, n)
+    ln, tag = rng.integers(0, 3, n), rng.integers(0, 4, n)
+    score = rs % 1000 + qs * 7 + ln  # a function of the row, as real scores are
+    cols, copies = gpu._distinct([cp.asarray(x) for x in (score, rs, qs, ln,
+                                                           tag.astype(np.uint32))])
+    keys, counts = np.unique(np.stack((tag, rs, qs, ln)), axis=1, return_counts=True)
+    got = [c.get() for c in cols]
+    assert np.array_equal(np.stack((got[4], got[1], got[2], got[3])), keys)
+    assert np.array_equal(copies.get(), counts) and np.array_equal(got[0], keys[1] % 1000 +
+                                                                   keys[2] * 7 + keys[3])
+
+
+def test_gpu_run_loads_no_numba_and_equals_cpu(tmp_path):
+    """A small GPU run in a fresh process loads no numba (`hspz.jit`) and writes the CPU
+    backend's bytes, on both strands, with the raw dump."""
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(19)
+    ref, qry = related_pair(rng, 20_000)
+    r = write_fa(tmp_path / "r.fa", [("chrA", ref)])
+    q = write_fa(tmp_path / "q.fa", [("qA", qry)])
+    outs = {}
+    for backend in ("gpu", "cpu"):
+        args = ["run", "-r", str(r), "-q", str(q), "-o", str(tmp_path / backend), "--backend",
+                backend, "--dump-raw", str(tmp_path / backend / "raw")]
+        code = (f"import sys; from hspz.cli import main; assert main({args!r}) == 0; "
+                "print('numba' in sys.modules)")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        outs[backend] = (done.stdout.split()[-1],
+                         {p.name: p.read_bytes() for p in sorted((tmp_path / backend).iterdir())})
+    assert outs["gpu"][0] == "False" and outs["cpu"][0] == "True"
+    assert outs["gpu"][1] == outs["cpu"][1] and len(outs["gpu"][1]["raw"]) > 0

@@ -274,7 +274,43 @@ def test_dedup_of_nothing_is_nothing():
     assert len(dedup(np.zeros(0, HSP_DTYPE))) == 0
 
 
+def _match_counts(ref, qry, total, rs, qs, ln, hspthresh):
+    """What the GPU's match_counts kernel gives, the plain way."""
+    counts = np.zeros((len(total), 4), np.int64)
+    for i in np.flatnonzero((total >= hspthresh) & (total <= 3 * hspthresh)):
+        r, q = ref[rs[i]:rs[i] + ln[i] + 1], qry[qs[i]:qs[i] + ln[i] + 1]
+        counts[i] = np.bincount(r[(r < 4) & (r == q)], minlength=4)
+    return counts
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_gate_by_counts_equals_the_gate(seed):
+    """The GPU's gate (entropy from device match counts, numpy, math.log per distinct p) gives
+    the CPU gate's records and scores, over random sequences and scores around the band."""
+    rng = np.random.default_rng(seed)
+    ref = rng.integers(0, 6, 6000).astype(np.uint8)  # with lowercase (4) and N (5)
+    qry = ref.copy()
+    mutated = rng.random(len(ref)) < rng.uniform(0.05, 0.6)
+    qry[mutated] = rng.integers(0, 6, int(mutated.sum()))
+    n = 2000
+    ln = rng.integers(0, 300, n)
+    rs = rng.integers(0, len(ref) - 301, n)
+    qs = np.clip(rs + rng.integers(-3, 4, n), 0, len(ref) - 301)
+    total = rng.integers(1500, 11000, n)
+    copies = rng.integers(1, 4, n)
+    counts = _match_counts(ref, qry, total, rs, qs, ln, 3000)
+    seen = {}
+    for entropy in (True, False):
+        want = gate(ref, qry, total, rs, qs, ln, 3000, entropy)
+        got, kept = hsp.gate_by_counts(total, rs, qs, ln, copies, counts, 3000, entropy)
+        assert got.tobytes() == want.tobytes() and len(kept) == len(got)
+        seen[entropy] = got.tobytes()
+    assert seen[True] != seen[False]  # entropy changed scores here: the comparison saw it
+
+
 def test_collapsed_hits_settle_to_the_same_chunk_output():
+    """Identical hits collapsed with their copies (as the GPU backend does) settle to the same
+    counts, HSPs and raw dump as the hits one by one."""
     from hspz.engine import Context, settle
     from hspz.options import Options
 
@@ -287,13 +323,15 @@ def test_collapsed_hits_settle_to_the_same_chunk_output():
     qs = np.clip(qs, 0, 4000)
     ln = rng.integers(1, 4, n).astype(np.int64) * 100
     total = (rs % 7) * 700 + ln * 10  # a function of (rs, qs, len), as real scores are
+    _, first, copies = np.unique(np.stack((rs, qs, ln)), axis=1, return_index=True,
+                                 return_counts=True)
+    cols = [c[first] for c in (total, rs, qs, ln)]
+    counts = _match_counts(ref, qry, *cols, 3000)
+    assert len(first) < n // 4 and copies.sum() == n
     for keep_raw in (False, True):
         ctx = Context.from_options(Options(), keep_raw=keep_raw)
-        plain = settle(ctx, hsp.gate(ref, qry, total, rs, qs, ln, 3000, True))
-        cols, counts = hsp.collapse(total, rs, qs, ln)
-        assert len(cols[0]) < n // 4 and counts.sum() == n
-        gated, kept = hsp.gate_counted(ref, qry, *cols, counts, 3000, True)
-        folded = settle(ctx, gated, kept)
+        plain = settle(ctx, gate(ref, qry, total, rs, qs, ln, 3000, True))
+        folded = settle(ctx, *hsp.gate_by_counts(*cols, copies, counts, 3000, True))
         assert plain[0] == folded[0] > 0
         assert np.array_equal(plain[2], folded[2])
         if keep_raw:

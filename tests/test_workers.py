@@ -199,9 +199,9 @@ def test_a_worker_prepares_each_next_query_bin_once_ahead(pair, monkeypatch):
     assert len(ref) >= 2 and len(qry) >= 2
     prepared = []
 
-    def prepare(ctx, index, records):
+    def prepare(ctx, index, records, host_codes):
         prepared.append(index)
-        return real(ctx, index, records)
+        return real(ctx, index, records, host_codes)
 
     real = workers.prepare_query
     monkeypatch.setattr(workers, "prepare_query", prepare)

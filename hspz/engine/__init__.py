@@ -9,6 +9,7 @@ Nothing after the engine knows which backend ran.
 
 from __future__ import annotations
 
+import functools
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,14 +56,18 @@ class Context:
 
 @dataclass
 class RefBin:
-    """A packed reference bin; its seed table is built on first use (the GPU builds its own)."""
+    """A packed reference bin; its score codes and seed table are made on first use (the GPU
+    backend makes its own on the device)."""
 
     index: int
     packed: PackedBin
-    score: np.ndarray
     shape: SeedShape
     step: int
     _table: SeedTable | None = None
+
+    @functools.cached_property
+    def score(self) -> np.ndarray:
+        return score_codes(self.packed.buf)
 
     @property
     def table(self) -> SeedTable:
@@ -74,29 +79,50 @@ class RefBin:
 
 @dataclass
 class QueryBin:
+    """A packed query bin per strand; its seed and score codes are made on first use."""
+
     index: int
     packed: dict[str, PackedBin]
-    seed: dict[str, np.ndarray]
-    score: dict[str, np.ndarray]
+
+    @functools.cached_property
+    def _codes(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        return {s: both_codes(p.buf) for s, p in self.packed.items()}
+
+    @functools.cached_property
+    def seed(self) -> dict[str, np.ndarray]:
+        return {s: c[0] for s, c in self._codes.items()}
+
+    @functools.cached_property
+    def score(self) -> dict[str, np.ndarray]:
+        return {s: c[1] for s, c in self._codes.items()}
 
     @property
     def block_len(self) -> int:
         return self.packed["plus"].block_len
 
 
-def prepare_reference(ctx: Context, index: int, records: list[Record]) -> RefBin:
-    packed = pack_bin(records, ctx.options.target_prefix)
-    return RefBin(index, packed, score_codes(packed.buf), ctx.shape, ctx.options.step)
+def prepare_reference(ctx: Context, index: int, records: list[Record],
+                      host_codes: bool = True) -> RefBin:
+    """The reference bin of these records; `host_codes` makes its score codes now."""
+    ref = RefBin(index, pack_bin(records, ctx.options.target_prefix), ctx.shape,
+                 ctx.options.step)
+    if host_codes:
+        ref.score  # noqa: B018
+    return ref
 
 
-def prepare_query(ctx: Context, index: int, records: list[Record]) -> QueryBin:
+def prepare_query(ctx: Context, index: int, records: list[Record],
+                  host_codes: bool = True) -> QueryBin:
+    """The query bin of these records, both strands where the run needs them; `host_codes`
+    makes their codes now (on the thread that prepares the bin)."""
     plus = pack_bin(records, ctx.options.query_prefix)
     packs = {"plus": plus}
     if "minus" in ctx.strands:
         packs["minus"] = reverse_complement(plus)
-    codes = {s: both_codes(p.buf) for s, p in packs.items()}
-    return QueryBin(index, packs, {s: c[0] for s, c in codes.items()},
-                    {s: c[1] for s, c in codes.items()})
+    qry = QueryBin(index, packs)
+    if host_codes:
+        qry.score  # noqa: B018
+    return qry
 
 
 @dataclass
@@ -199,8 +225,8 @@ def assemble(result: UnitResult, jobs: list, outs: list[BatchOut]) -> UnitResult
 
 def settle(ctx: Context, raw: np.ndarray, counts: np.ndarray | None = None) -> tuple:
     """One semantic chunk's gated HSPs made final: (raw count, raw dump or None, deduped).
-    `counts` gives the copies of each record when identical records were collapsed (see
-    `hsp.collapse`); the dump repeats them and dedup keeps one either way.  Pure, so the GPU
+    `counts` gives the copies of each record when identical records were collapsed (the GPU
+    backend does, `engine.gpu._distinct`); the dump repeats them and dedup keeps one either way.  Pure, so the GPU
     backend runs it on host threads."""
     if counts is None:
         return len(raw), (diagonal_order(raw) if ctx.keep_raw else None), dedup(raw)

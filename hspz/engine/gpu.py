@@ -13,13 +13,17 @@ walk, and every hit tagged with its semantic chunk.  Per group, in physical piec
       -> first_pass again, capped at CAP2, for the unfinished hits (all of them when few,
          else those on short diagonals)
 
+      -> sweep_diagonals (finish.cu: the hits still unfinished, on long diagonals, one thread
+         walking each diagonal once for all its hits: `hspz.xdrop`'s sweep)
+      -> identical (rs, qs, len, chunk) rows collapsed, with their copies (a device sort)
+      -> match_counts (finish.cu: the four match counts entropy needs, per distinct row)
+
 Walks read aligned 8-byte words, left walks backwards from where their right walks began.  Only
-hits scoring at least `--hspthresh` leave the device, plus the unfinished hits on long diagonals
-(long HSPs), which the host sweeps a diagonal at a time; both are split by their tags into
-semantic chunks.  That host half of each chunk (long sweeps, collapsing identical records, the
-entropy gate, dedup, final order) runs on host threads through `hspz.xdrop` and `hspz.hsp`, the
-same code as the CPU backend, overlapping the device's next groups: entropy needs the host's
-correctly rounded `log` to give the same bytes.
+the distinct HSPs scoring at least `--hspthresh` leave the device, sorted by their tags into
+semantic chunks.  The host half of each chunk (the entropy gate from the counts, dedup, final
+order) runs on host threads through `hspz.hsp`, overlapping the device's next groups: entropy's
+`log` is the host's, which the CPU backend uses too.  The GPU path loads no numba (`hspz.jit`)
+and makes no host sequence codes (HOST_CODES) unless the CPU seeder runs.
 
 This module imports CuPy at import time; `hspz.backends` imports it only when a GPU is chosen.
 """
@@ -36,7 +40,7 @@ from pathlib import Path
 import cupy as cp
 import numpy as np
 
-from hspz import hsp, knobs, lean, plan, xdrop
+from hspz import hsp, knobs, lean, plan
 from hspz.engine import (
     BatchOut,
     Context,
@@ -66,6 +70,9 @@ HOST_THREADS = 4  # host threads for the host halves while groups are being laun
 # the launching thread of the GIL and leave the device idle (BENCHMARKS.md: simM 0.143 vs 0.173
 # ns/hit at 4 vs 16 threads); once the last group is launched, every thread takes them
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
+SCRATCH = 11  # int64 scratch arrays per hit of sweep_diagonals (finish.cu)
+SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
+HOST_CODES = False  # bins need no host sequence codes (`engine.prepare_query`)
 
 _state = {"threads": 1}
 
@@ -264,7 +271,7 @@ class _Group:
         self.qlen = qry.packed[strand].block_len
         self.mat = cp.asarray(ctx.matrix.ravel().astype(np.int32))
         first = chunks[0][0]
-        end = max(first, min(chunks[-1][1], len(qry.seed[strand]) - ctx.shape.size + 1))
+        end = max(first, min(chunks[-1][1], len(qry.packed[strand].buf) - ctx.shape.size + 1))
         self.first = first
         if host_seeds is not None:
             self.lo, self.counts, self.qpos, self.variants, self.slots = _stacked(host_seeds)
@@ -379,6 +386,47 @@ class _Group:
         n_out, n_late = (int(x) for x in counters.get())
         return [a[:n_out] for a in out], late[:n_late], late_tag[:n_late]
 
+    def finish(self, pieces, n_chunks: int) -> list[tuple]:
+        """The group's results per semantic chunk, on the host: (distinct HSP columns (score,
+        rs, qs, len), the copies of each, its match counts (n x 4))."""
+        cols = [cp.concatenate([p[i] for parts, _ in pieces for p in parts]) for i in range(5)]
+        R, Q, T = (cp.concatenate([x[i] for _, x in pieces]) for i in range(3))
+        if len(R):
+            swept = self.sweep(*by_diagonal(_pack(R, Q), T, self.dref.len, self.qlen))
+            cols = [cp.concatenate(pair) for pair in zip(cols, swept, strict=True)]
+        cols, copies = _distinct(cols)
+        counts = self.match_counts(*cols[:4])
+        host = cp.stack([*cols[:4], copies, *counts.T, cols[4].astype(cp.int64)]).get()
+        ends = np.searchsorted(host[-1], np.arange(n_chunks + 1), side="left")
+        return [(*host[:5, a:b], host[5:9, a:b].T) for a, b in zip(ends[:-1], ends[1:], strict=True)]
+
+    def sweep(self, R, Q, T):
+        """Hits sorted by diagonal then R, extended by one thread per diagonal
+        (sweep_diagonals): device (score, rs, qs, len, tag) of those scoring >= hspthresh."""
+        o = self.ctx.options
+        _, starts = _diagonal_edges(R, Q)
+        n, groups = len(R), len(starts) - 1
+        out = [cp.empty(n, cp.int64) for _ in range(4)]
+        scratch = cp.empty(SCRATCH * n, cp.int64)
+        _kernel(self.ctx.shape, "finish", "sweep_diagonals")(
+            (max(1, -(-groups // SWEEP_BLOCK)),), (SWEEP_BLOCK,),
+            (self.dref.score, self.qscore, np.int64(self.dref.len), np.int64(self.qlen),
+             self.mat, np.int32(o.xdrop), R, Q, starts, np.int64(groups), scratch, np.int64(n),
+             *out))
+        keep = out[0] >= o.hspthresh
+        return [x[keep] for x in (*out, T)]
+
+    def match_counts(self, total, rs, qs, ln):
+        """Per row, the four match counts the entropy gate needs (zero where it looks at none)."""
+        o = self.ctx.options
+        counts = cp.zeros((len(total), 4), cp.int64)
+        if o.entropy and len(total):
+            _kernel(self.ctx.shape, "finish", "match_counts")(
+                _grid(len(total)), (BLOCK,),
+                (self.dref.score, self.qscore, total, rs, qs, ln, np.int64(len(total)),
+                 np.int64(o.hspthresh), np.int64(3 * o.hspthresh), counts))
+        return counts
+
     def ref_order(self, h0: int, n: int, shift: int):
         """Hits [h0, h0 + n) as (r << 32 | q) with their tags, counting-sorted by reference
         window of 2**shift bases."""
@@ -436,50 +484,33 @@ def _short_diagonals(R, Q, span: int):
     return (R[starts[1:] - 1] - R[starts[:-1]] < span)[group]
 
 
-def by_chunk(pieces, n_chunks: int, ref_len: int, qlen: int):
-    """A group's results split per semantic chunk, on the host: for chunk c, (survivor
-    columns (score, rs, qs, len), the hits for its sweep as (R, Q) sorted by diagonal then R,
-    or None)."""
-    cols, ends = _split_by_tag(
-        [cp.concatenate([p[i] for parts, _ in pieces for p in parts]) for i in range(5)], n_chunks)
-    R, Q, T = (cp.concatenate([x[i] for _, x in pieces]) for i in range(3))
-    late, late_ends = _split_by_tag(by_diagonal(_pack(R, Q), T, ref_len, qlen), n_chunks)
-    out = []
-    for c in range(n_chunks):
-        a, b, la, lb = ends[c], ends[c + 1], late_ends[c], late_ends[c + 1]
-        out.append(([x[a:b] for x in cols], (late[0][la:lb], late[1][la:lb]) if lb > la else None))
-    return out
+def _distinct(cols):
+    """Device rows (score, rs, qs, len, tag) with identical (rs, qs, len, tag) once each, sorted
+    by (tag, rs, qs, len), and how many copies each had.  Hits on one walk give the same HSP
+    many times; its score is a function of (rs, qs, len), so the gate passes or fails the
+    copies alike and dedup keeps one either way (the raw dump repeats them)."""
+    n = len(cols[0])
+    if n == 0:
+        return cols, cp.zeros(0, cp.int64)
+    low = np.uint64(0xFFFFFFFF)  # positions, lengths and tags are below 2**32
+    _, rs, qs, ln, tag = ((c.astype(cp.uint64) & low) for c in cols)
+    minor, major = (qs << np.uint64(32)) | ln, (tag << np.uint64(32)) | rs
+    order = cp.argsort(minor)  # stable: two passes sort by (major, minor)
+    order = order[cp.argsort(major[order])]
+    minor, major = minor[order], major[order]
+    new = cp.concatenate((cp.ones(1, cp.bool_),
+                          (minor[1:] != minor[:-1]) | (major[1:] != major[:-1])))
+    at = cp.flatnonzero(new)
+    copies = cp.diff(cp.concatenate((at, cp.asarray([n], at.dtype))))
+    return [c[order[at]] for c in cols], copies
 
 
-def _split_by_tag(columns, n_chunks: int):
-    """Device columns, the last the tags, stably ordered by tag and copied in one int64
-    transfer: (host columns without the tags, each chunk's start then the end)."""
-    joined = cp.stack([c.astype(cp.int64) for c in columns])
-    n = joined.shape[1]
-    if n:
-        joined = joined[:, cp.argsort(joined[-1] * n + cp.arange(n, dtype=cp.int64))]
-    host = joined.get()
-    ends = np.searchsorted(host[-1], np.arange(n_chunks + 1), side="left")
-    return list(host[:-1]), ends
-
-
-def host_finish(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, done, late) -> tuple:
-    """Host half of one semantic chunk: sweep its late hits (R, Q, sorted by diagonal then R)
-    a diagonal at a time, gate, `settle` (on a thread)."""
+def host_finish(ctx: Context, strand: str, total, rs, qs, ln, copies, counts) -> tuple:
+    """Host half of one semantic chunk: the entropy gate from the device's match counts, then
+    `settle` (on a thread)."""
     o = ctx.options
-    parts = [done]
-    if late is not None:
-        R, Q = late
-        res = xdrop.extend_sorted(ref.score, qry.score[strand], ref.packed.block_len,
-                                  qry.packed[strand].block_len, ctx.matrix, o.xdrop, R, Q,
-                                  xdrop.diagonal_starts(R - Q))
-        keep = res[0] >= o.hspthresh
-        parts.append([x[keep] for x in res])
-    cols = [np.concatenate([p[i] for p in parts]) for i in range(4)]
-    cols, counts = hsp.collapse(*cols)
-    gated, counts = hsp.gate_counted(ref.score, qry.score[strand], *cols, counts, o.hspthresh,
-                                     o.entropy)
-    return settle(ctx, gated, counts)
+    gated, copies = hsp.gate_by_counts(total, rs, qs, ln, copies, counts, o.hspthresh, o.entropy)
+    return settle(ctx, gated, copies)
 
 
 def run_group(ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, walk_full: bool,
@@ -494,12 +525,13 @@ def run_group(ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, walk_full: b
     pieces = [g.survivors(h0, min(h0 + PIECE, g.total), buckets)
               for h0 in range(0, g.total, PIECE)]
     n_chunks = sum(map(len, per_batch))
-    results = by_chunk(pieces, n_chunks, g.dref.len, g.qlen) if pieces else [
-        ([np.empty(0, np.int64)] * 4, None)] * n_chunks
+    empty = np.empty(0, np.int64)
+    results = g.finish(pieces, n_chunks) if pieces else [
+        (*[empty] * 5, np.empty((0, 4), np.int64))] * n_chunks
     out, c = [], 0
     for b, chunks in enumerate(per_batch):
         batch = BatchOut(seeds=g.n_seeds[b], hits=int(g.hit_edges[b + 1] - g.hit_edges[b]))
-        futures = [submit(host_finish, ctx, ref, qry, strand, *results[c + i])
+        futures = [submit(host_finish, ctx, strand, *results[c + i])
                    for i in range(len(chunks))]
         c += len(chunks)
         out.append((batch, futures))

@@ -1,0 +1,138 @@
+"""hspz.jit: numba loads on the first call of a decorated loop, never on import; the numpy paths
+that run while it is not loaded write the same bytes as the numba loops; the GPU path's host
+work loads no numba."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from hspz import emit, jit, segments, sequence
+from hspz.hsp import HSP_DTYPE
+from hspz.sequence import Record, pack_bin, reverse_complement
+
+
+def _python(code: str, cwd=None) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def _both_ways(monkeypatch, fn):
+    """fn() with numba taken as not loaded (numpy paths), then as loaded (numba loops)."""
+    out = []
+    for loaded in (False, True):
+        monkeypatch.setattr(jit, "loaded", lambda v=loaded: v)
+        out.append(fn())
+    return out
+
+
+def _hsps(rng, n: int, ref, qry) -> np.ndarray:
+    h = np.zeros(n, HSP_DTYPE)
+    h["ref_start"] = rng.integers(0, ref.block_len, n)
+    h["query_start"] = rng.integers(0, qry.block_len, n)
+    h["len"] = rng.integers(0, 100_000, n)
+    h["score"] = rng.integers(-5, 2**31 - 1, n)  # negative too: the writers handle a sign
+    return h
+
+
+@pytest.mark.parametrize("n", [0, 1, 9, 2000])
+def test_segments_lines_and_digest_are_the_same_bytes_either_way(monkeypatch, n):
+    rng = np.random.default_rng(n)
+    zeros = np.zeros
+    ref = pack_bin([Record("chr1", zeros(999, np.uint8)), Record("a_long_name", zeros(5000, np.uint8)),
+                    Record("x", zeros(10**6, np.uint8))], "r.")
+    qry = pack_bin([Record("q", zeros(10**7, np.uint8)), Record("q22", zeros(30, np.uint8))])
+    h = _hsps(rng, n, ref, qry)
+
+    def written():
+        parts = [segments.format_lines(h, ref, qry, s) for s in ("plus", "minus")]
+        parts += [segments.format_raw(h, s) for s in ("plus", "minus")]
+        return parts + [emit.digest_of([parts[0], parts[1][: len(parts[1]) // 3]]).encode()]
+
+    numpy_way, numba_way = _both_ways(monkeypatch, written)
+    assert numpy_way == numba_way
+    assert numpy_way[0].count(b"\n") == n
+
+
+def test_sequence_codes_are_the_same_either_way(monkeypatch):
+    rng = np.random.default_rng(3)
+    seq = rng.integers(0, 256, 100_003).astype(np.uint8)
+    packed = pack_bin([Record("a", seq[:50_000]), Record("b", seq[50_000:])])
+
+    def coded():
+        both = sequence.both_codes(seq)
+        return [sequence.seed_codes(seq), sequence.score_codes(seq), *both,
+                reverse_complement(packed).buf]
+
+    numpy_way, numba_way = _both_ways(monkeypatch, coded)
+    for a, b in zip(numpy_way, numba_way, strict=True):
+        assert a.dtype == b.dtype == np.uint8 and np.array_equal(a, b)
+
+
+def test_the_gpu_paths_host_work_loads_no_numba():
+    """What the GPU backend's host does for a small run (query bins without host codes, the
+    gate from match counts, dedup, the segments lines, the digest) never imports numba; the
+    CPU backend's first loop does."""
+    out = _python("""
+        import sys
+        import numpy as np
+        from hspz import emit, hsp, jit, pipeline, segments
+        from hspz.engine import Context, prepare_query, prepare_reference, settle
+        from hspz.options import Options
+        from hspz.sequence import Record
+        ctx = Context.from_options(Options())
+        rng = np.random.default_rng(1)
+        seq = rng.choice(np.frombuffer(b"ACGTacgtN", np.uint8), 20000)
+        ref = prepare_reference(ctx, 0, [Record("r", seq)], host_codes=False)
+        qry = prepare_query(ctx, 0, [Record("q", seq[::-1].copy())], host_codes=False)
+        n = 50
+        total, rs = rng.integers(2000, 9000, n), rng.integers(0, 10000, n)
+        ln = rng.integers(1, 200, n)
+        counts = rng.integers(0, 30, (n, 4))
+        gated = hsp.gate_by_counts(total, rs, rs, ln, np.ones(n, np.int64), counts, 3000, True)
+        _, _, final = settle(ctx, *gated)
+        text = segments.format_lines(final, ref.packed, qry.packed["minus"], "minus")
+        print(len(text) > 0, emit.digest_of([text]) != "", "numba" in sys.modules)
+        ref.score, qry.seed  # host codes on first use: still numpy below 64 MB
+        print("numba" in sys.modules, jit.loaded())
+        from hspz import xdrop
+        z = np.zeros(4, np.uint8)
+        xdrop.walk_right(z, z, 4, 4, np.ones(64, np.int32), 10, 0, 0)
+        print("numba" in sys.modules, jit.loaded())
+    """)
+    assert out == ["True", "True", "False", "False", "False", "True", "True"]
+
+
+def test_decorated_loops_call_compiled_callees(tmp_path):
+    """A decorated loop that calls another, in a module of its own (numba caches need a file):
+    the first call loads numba, compiles both and points the module's names at dispatchers."""
+    (tmp_path / "jitprobe.py").write_text(textwrap.dedent("""
+        from hspz.jit import njit
+
+        @njit(inline="always")
+        def twice(x):
+            return 2 * x
+
+        @njit
+        def total(a):
+            s = 0
+            for v in a:
+                s += twice(v)
+            return s
+    """))
+    out = _python("""
+        import sys
+        import numpy as np
+        import jitprobe
+        from hspz import jit
+        print("numba" in sys.modules, jit.loaded(), type(jitprobe.twice).__name__)
+        print(jitprobe.total(np.arange(5)), jit.loaded(), type(jitprobe.twice).__name__)
+        print(jitprobe.twice(21))
+    """, cwd=tmp_path)
+    assert out == ["False", "False", "_Lazy", "20", "True", "CPUDispatcher", "42"]
