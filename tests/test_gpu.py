@@ -350,6 +350,7 @@ def test_gpu_run_loads_no_numba_and_equals_cpu(tmp_path):
     for backend in ("gpu", "cpu"):
         args = ["run", "-r", str(r), "-q", str(q), "-o", str(tmp_path / backend), "--backend",
                 backend, "--dump-raw", str(tmp_path / backend / "raw")]
+        (tmp_path / backend).mkdir()
         code = (f"import sys; from hspz.cli import main; assert main({args!r}) == 0; "
                 "print('numba' in sys.modules)")
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -398,7 +398,8 @@ class _Group:
         counts = self.match_counts(*cols[:4])
         host = cp.stack([*cols[:4], copies, *counts.T, cols[4].astype(cp.int64)]).get()
         ends = np.searchsorted(host[-1], np.arange(n_chunks + 1), side="left")
-        return [(*host[:5, a:b], host[5:9, a:b].T) for a, b in zip(ends[:-1], ends[1:], strict=True)]
+        return [(*host[:5, a:b], host[5:9, a:b].T)
+                for a, b in zip(ends[:-1], ends[1:], strict=True)]
 
     def sweep(self, R, Q, T):
         """Hits sorted by diagonal then R, extended by one thread per diagonal
