@@ -309,3 +309,28 @@ def extend_seeds(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, co
     keep = t >= keep_from
     return (np.concatenate((score[:n], t[keep])), np.concatenate((rs[:n], a[keep])),
             np.concatenate((qs[:n], b[keep])), np.concatenate((ln[:n], c[keep])))
+
+
+def resolve_chains(xp, merged, best, pos, off):
+    """Final (best, position of the best) of walks that stopped early by merging (the GPU's
+    chain_walks): hits in walking order, walk j either finished (its `best` and `pos` final) or
+    merged into walk j + 1 on its diagonal, at the first base at or past j + 1's start where j
+    sat at its maximum.  From there both walks add the same scores from equal maxima, so they
+    end alike.  A chain j, j + 1, ..., r ends in a finished walk r; walk j began `rise` =
+    off[j] + ... + off[r - 1] below r (off[j]: j's score just before j + 1's first base), so
+    its best is r's best + rise.  Its best position is that of the first walk k >= j of the
+    chain whose maximum at its merge (`best[k]`) already equalled the chain's final best, else
+    r's.  `xp` is numpy or cupy; all vectorised."""
+    n = len(merged)
+    here = xp.arange(n)
+    ends = xp.flatnonzero(~merged)
+    root = ends[xp.cumsum(~merged) - ~merged]  # the first finished walk at or after j
+    sums = xp.concatenate((xp.zeros(1, xp.int64), xp.cumsum(xp.where(merged, off, 0))))
+    rise = sums[root] - sums[here]
+    final = best[root]
+    stays = merged & (best - rise >= final)
+    first = xp.flatnonzero(stays)
+    before = xp.cumsum(stays) - stays
+    k = first[xp.minimum(before, max(len(first) - 1, 0))] if len(first) else root
+    own = (before < len(first)) & (k < root)
+    return final + rise, xp.where(own, pos[k], pos[root])

@@ -278,9 +278,11 @@ def test_gpu_raw_dump_and_counts_equal_cpu_with_repeated_hsps(tmp_path, capsys):
     assert n_raw > 1000  # hits on the long HSPs repeat the same records many times
 
 
-def test_gpu_sweep_equals_the_host_sweep():
-    """sweep_diagonals against `xdrop.extend_sorted` on the same sorted hits: many hits on a few
-    long diagonals (one repeated), single hits, hits at both sequence ends."""
+@pytest.mark.parametrize("chain_cap", [1 << 12, 3, 0])
+def test_gpu_sweep_equals_the_host_sweep(monkeypatch, chain_cap):
+    """The device's extension of late hits (chain walks, with diagonals whose walks reach
+    CHAIN_CAP swept serially: none, some, all) against `xdrop.extend_sorted` on the same sorted
+    hits: many hits on a few long diagonals (one repeated), single hits, both sequence ends."""
     import cupy as cp
 
     from hspz import xdrop
@@ -288,6 +290,7 @@ def test_gpu_sweep_equals_the_host_sweep():
     from hspz.options import Options
     from hspz.sequence import Record
 
+    monkeypatch.setattr(gpu, "CHAIN_CAP", chain_cap)
     rng = np.random.default_rng(13)
     seq = rng.choice(np.frombuffer(b"ACGTacgt", np.uint8), 40_000, p=[.24] * 4 + [.01] * 4)
     q = seq[2000:32_000].copy()

@@ -92,3 +92,63 @@ def test_plain_walk_matches_the_spec_on_a_hand_checked_case():
     score, rs, qs, ln = _plain(ref, qry, np.array([4]), np.array([4]))
     assert score.tolist() == [91 + 100 + 100 + 91 + 91 + 100 + 91 + 100 + 100 + 91]
     assert (rs.tolist(), qs.tolist(), ln.tolist()) == ([0], [0], [9])
+
+
+def _chain_walks(ref, qry, ref_len, qry_len, mat, xdrop, R, Q, direction):
+    """finish.cu's chain_walks, one hit at a time (hits in walking order): (merged, best, best
+    position, score before the next walk's first base)."""
+    n = len(R)
+    merged = np.zeros(n, bool)
+    best, pos, off = (np.zeros(n, np.int64) for _ in range(3))
+    shift = 0 if direction > 0 else 1
+    for t in range(n):
+        d = R[t] - Q[t]
+        lo, hi = max(d, 0), min(qry_len + d, ref_len)
+        has_next = t + 1 < n and R[t + 1] - Q[t + 1] == d
+        p, f = R[t] - shift, (R[t + 1] - shift if has_next else 0)
+        s = m = 0
+        best_at = p - direction
+        while True:
+            if has_next and p == f:
+                off[t] = s
+            if has_next and (p - f) * direction >= 0 and m == s:
+                merged[t] = True
+                break
+            if p < lo or p >= hi:
+                break
+            s += mat[ref[p] * 8 + qry[p - d]]
+            if s > m:
+                m, best_at = s, p
+            if m - s > xdrop:
+                break
+            p += direction
+        best[t], pos[t] = m, best_at
+    return merged, best, pos, off
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.02, 0.1, 0.3])
+def test_chain_walks_resolved_equal_plain_walks(rate):
+    """The GPU's exact shortcut for long HSPs (each hit walks only until it merges into the next
+    hit's walk, then `resolve_chains`) gives every hit its plain walks' results: dense hits on
+    a diagonal, a shifted one, random hits, duplicates, both sequence ends, N and lowercase."""
+    from hspz.xdrop import diagonal_order, resolve_chains
+
+    rng = np.random.default_rng(int(rate * 100) + 7)
+    a, b = _related(rng, 3000, rate)
+    a = a[:1200] + b"nnnNN" + a[1205:]
+    ref, qry = _codes(a), _codes(b)
+    R = np.concatenate((np.arange(0, 3000, 2), np.arange(10, 2000, 5), rng.integers(0, 3000, 500),
+                        np.full(4, 1500), [0, 2999]))
+    Q = np.concatenate((np.arange(0, 3000, 2), np.arange(0, 1990, 5), rng.integers(0, 3000, 500),
+                        np.full(4, 1500), [0, 2999]))
+    order = diagonal_order(R, Q)
+    R, Q = R[order].astype(np.int64), Q[order].astype(np.int64)
+    walks = [_chain_walks(ref, qry, 3000, 3000, MAT, 910, r, q, step)
+             for r, q, step in ((R, Q, 1), (R[::-1], Q[::-1], -1))]
+    (mr, at_r), (ml, at_l) = (resolve_chains(np, *w) for w in walks)
+    ml, at_l = ml[::-1], at_l[::-1]
+    pr, pl = at_r - R, R - at_l
+    got = (mr + ml, R - pl, Q - pl, pr + pl)
+    assert walks[0][0].sum() > 1000  # most walks merged: the resolution is what is tested
+    for g, w in zip(got, _plain(ref, qry, R, Q), strict=True):
+        assert np.array_equal(g, w)

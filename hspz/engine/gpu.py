@@ -40,7 +40,7 @@ from pathlib import Path
 import cupy as cp
 import numpy as np
 
-from hspz import hsp, knobs, lean, plan
+from hspz import hsp, knobs, lean, plan, xdrop
 from hspz.engine import (
     BatchOut,
     Context,
@@ -72,6 +72,7 @@ HOST_THREADS = 4  # host threads for the host halves while groups are being laun
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SCRATCH = 11  # int64 scratch arrays per hit of sweep_diagonals (finish.cu)
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
+CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
 HOST_CODES = False  # bins need no host sequence codes (`engine.prepare_query`)
 
 _state = {"threads": 1}
@@ -402,8 +403,44 @@ class _Group:
                 for a, b in zip(ends[:-1], ends[1:], strict=True)]
 
     def sweep(self, R, Q, T):
-        """Hits sorted by diagonal then R, extended by one thread per diagonal
-        (sweep_diagonals): device (score, rs, qs, len, tag) of those scoring >= hspthresh."""
+        """Hits sorted by diagonal then R, extended exactly: device (score, rs, qs, len, tag) of
+        those scoring >= hspthresh.  Every hit walks in parallel until it merges into the next
+        hit's walk (chain_walks, `xdrop.resolve_chains`); diagonals where a walk ran CHAIN_CAP
+        bases go to the one-thread-per-diagonal sweep (sweep_diagonals) instead."""
+        o = self.ctx.options
+        right, capped_r = self._chains(R, Q, 1)
+        left, capped_l = self._chains(R[::-1], Q[::-1], -1)
+        (mr, p_r), (ml, p_l) = right, (x[::-1] for x in left)
+        score, pr, pl = mr + ml, p_r - R, R - p_l
+        out = [score, R - pl, Q - pl, pr + pl]
+        capped = capped_r | capped_l[::-1]
+        if bool(capped.any()):
+            edge, starts = _diagonal_edges(R, Q)
+            group = cp.cumsum(edge) - 1
+            bad = cp.zeros(len(starts) - 1, cp.bool_)
+            bad[group[capped]] = True
+            slow = cp.flatnonzero(bad[group])
+            for dst, src in zip(out, self._sweep_serial(R[slow], Q[slow]), strict=True):
+                dst[slow] = src
+        keep = out[0] >= o.hspthresh
+        return [x[keep] for x in (*out, T)]
+
+    def _chains(self, R, Q, direction: int):
+        """chain_walks in one direction over hits in that direction's order: ((best, position of
+        the best) per hit, whether its walk was capped)."""
+        o, n = self.ctx.options, len(R)
+        R, Q = cp.ascontiguousarray(R), cp.ascontiguousarray(Q)
+        state = cp.empty(n, cp.uint8)
+        best, pos, off = (cp.empty(n, cp.int64) for _ in range(3))
+        _kernel(self.ctx.shape, "finish", "chain_walks")(
+            _grid(n), (BLOCK,),
+            (self.dref.score, self.qscore, np.int64(self.dref.len), np.int64(self.qlen),
+             self.mat, np.int32(o.xdrop), R, Q, np.int64(n), np.int32(direction),
+             np.int64(CHAIN_CAP), state, best, pos, off))
+        return xdrop.resolve_chains(cp, state == 1, best, pos, off), state == 2
+
+    def _sweep_serial(self, R, Q):
+        """sweep_diagonals: (score, rs, qs, len) of hits sorted by diagonal then R."""
         o = self.ctx.options
         _, starts = _diagonal_edges(R, Q)
         n, groups = len(R), len(starts) - 1
@@ -414,8 +451,7 @@ class _Group:
             (self.dref.score, self.qscore, np.int64(self.dref.len), np.int64(self.qlen),
              self.mat, np.int32(o.xdrop), R, Q, starts, np.int64(groups), scratch, np.int64(n),
              *out))
-        keep = out[0] >= o.hspthresh
-        return [x[keep] for x in (*out, T)]
+        return out
 
     def match_counts(self, total, rs, qs, ln):
         """Per row, the four match counts the entropy gate needs (zero where it looks at none)."""

@@ -120,6 +120,58 @@ extern "C" __global__ void sweep_diagonals(
     }
 }
 
+// One walk per hit, all in parallel, for hits in walking order (sorted by diagonal, then by R
+// ascending for right walks, descending for left ones): the walk in direction `dir` (right walks
+// score from R, left walks from R - 1) that stops at the first of
+//   - its x-drop end or the sequence's end (state 0: finished, its best `m` and position `pos`);
+//   - the first position, at or past where the next hit's walk begins (the following hit, if on
+//     the same diagonal), at which it sits at its maximum (state 1: merged).  From there both walks see the same scores from equal
+//     maxima, so they end alike (hspz/xdrop.py's sweep rests on the same fact); `m` is its best
+//     then, `off` its score just before the next walk's first base, `pos` its best position;
+//   - `cap` bases (state 2: the host-order sweep takes the whole diagonal instead).
+// Chains of merged walks are resolved afterwards (hspz/xdrop.py's `resolve_chains`).  Dense hits on a long
+// HSP each walk a few bases to the next hit, so a diagonal costs its length once, in parallel.
+extern "C" __global__ void chain_walks(
+    const u8* __restrict__ ref, const u8* __restrict__ qry, i64 ref_len, i64 qry_len,
+    const int* __restrict__ mat, int xdrop, const i64* __restrict__ R, const i64* __restrict__ Q,
+    i64 n, int dir, i64 cap, u8* __restrict__ state, i64* __restrict__ best,
+    i64* __restrict__ best_pos, i64* __restrict__ off)
+{
+    i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    i64 d = R[t] - Q[t];
+    i64 lo = d > 0 ? d : 0, hi = qry_len + d < ref_len ? qry_len + d : ref_len;
+    i64 nx = t + 1;
+    bool has_next = nx < n && R[nx] - Q[nx] == d;
+    i64 shift = dir > 0 ? 0 : 1;
+    i64 p = R[t] - shift, f = has_next ? R[nx] - shift : 0;
+    i64 s = 0, m = 0, pos = p - dir, o = 0;
+    u8 st = 0;
+    for (i64 k = 0;; k++) {
+        if (has_next && p == f) o = s;
+        if (has_next && (p - f) * dir >= 0 && m == s) {
+            st = 1;
+            break;
+        }
+        if (p < lo || p >= hi) break;
+        if (k == cap) {
+            st = 2;
+            break;
+        }
+        s += mat[ref[p] * 8 + qry[p - d]];
+        if (s > m) {
+            m = s;
+            pos = p;
+        }
+        if (m - s > xdrop) break;
+        p += dir;
+    }
+    state[t] = st;
+    best[t] = m;
+    best_pos[t] = pos;
+    off[t] = o;
+}
+
 // counts[4 i + c]: how many of HSP i's len + 1 bases match with the unmasked base c, for the HSPs
 // whose score lies in [lo_t, hi_t] (the only ones whose entropy is taken); zero elsewhere.
 extern "C" __global__ void match_counts(
