@@ -3,6 +3,7 @@
 # (benchmarks/finish_phases.py), for three chain caps.
 #   run(kind="nvidia-h200", carry=[".device"], command="bash benchmarks/session6/call3.sh")
 set -uo pipefail
+export PYTHONPATH=$PWD
 D=$PWD/.device/data
 zcat $D/MG1655-K12.fasta.gz > /tmp/mg.fa; zcat $D/DH1.fasta.gz > /tmp/dh1.fa
 for cap in 4096 65536 1073741824; do
