@@ -79,9 +79,8 @@ def main() -> None:
             g.survivors(h0, min(h0 + gpu.PIECE, g.total), shifts[0])
             for h0 in range(0, g.total, gpu.PIECE)])
         swept = sum(len(x[0]) for _, x in pieces)
-        split = timed("finish (sweep, collapse, counts, split)", lambda g=g, p=pieces: g.finish(
-            p, len(chunks)))
-    kept = sum(len(x[0]) for x in split)
+        rows = timed("finish (sweep, collapse, counts)", lambda g=g, p=pieces: g.finish(p))
+    kept = len(rows[0])
     print(f"batches {group[0]}..{group[-1]} {strand} caps {gpu.CAP}/{gpu.CAP2}: "
           f"hits {g.total} (timed phases: first {n}), distinct HSPs to the host {kept}, "
           f"filter candidates {len(cand)}, late after pass 1: {len(late1)}, after pass 2: "

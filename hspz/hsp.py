@@ -81,12 +81,12 @@ def _gated(ref, qry, total, rs, qs, ln, hspthresh: int, entropy: bool):
     return keep, score
 
 
-def gate_by_counts(total, rs, qs, ln, copies, counts, hspthresh: int, entropy: bool):
-    """`gate_counted`, given each hit's four match counts (counts[i, b]: bases b < 4 of hit i's
+def gate_by_counts(total, rs, qs, ln, counts, hspthresh: int, entropy: bool):
+    """`gate`, given each hit's four match counts (counts[i, b]: bases b < 4 of hit i's
     `len + 1` that match, counted where hspthresh <= total <= 3 * hspthresh; the GPU backend
     counts them on the device).  The same arithmetic as `_gate` and `_entropy`, vectorised:
     the terms p log p are added in base order, and `log` is `math.log` (the C library's, as
-    numba's is) of each distinct p."""
+    numba's is) of each distinct p.  Returns (the records, which hits passed)."""
     ent = np.ones(len(total))
     if entropy and len(total):
         band = np.flatnonzero((total >= hspthresh) & (total <= 3 * hspthresh))
@@ -97,7 +97,7 @@ def gate_by_counts(total, rs, qs, ln, copies, counts, hspthresh: int, entropy: b
             acc = np.where(present, acc + _p_log_p(np.where(present, c[:, b], 1) / n), acc)
         ent[band] = np.where(c.sum(axis=1) < 20, 1.0, -acc / LN4)
     keep = (total.astype(np.float32).astype(np.float64) * ent).astype(np.int64) >= hspthresh
-    return _records(keep, (total * ent).astype(np.int64), rs, qs, ln), copies[keep]
+    return _records(keep, (total * ent).astype(np.int64), rs, qs, ln), keep
 
 
 def _p_log_p(p: np.ndarray) -> np.ndarray:
@@ -117,10 +117,12 @@ def _records(keep, score, rs, qs, ln) -> np.ndarray:
     return out
 
 
-def diagonal_permutation(h: np.ndarray) -> np.ndarray:
-    """The order by diagonal (wrapping u32, unsigned), ref_start, len, score descending."""
+def diagonal_permutation(h: np.ndarray, chunk: np.ndarray | None = None) -> np.ndarray:
+    """The order by diagonal (wrapping u32, unsigned), ref_start, len, score descending; by
+    `chunk` first where given."""
     diag = h["ref_start"] - h["query_start"]  # u32 arithmetic wraps
-    return np.lexsort((-h["score"].astype(np.int64), h["len"], h["ref_start"], diag))
+    keys = (-h["score"].astype(np.int64), h["len"], h["ref_start"], diag)
+    return np.lexsort(keys if chunk is None else (*keys, chunk))
 
 
 def diagonal_order(h: np.ndarray) -> np.ndarray:
@@ -130,16 +132,24 @@ def diagonal_order(h: np.ndarray) -> np.ndarray:
 
 def dedup(h: np.ndarray) -> np.ndarray:
     """Containment dedup of one chunk's HSPs, returned in the final query-major order."""
+    return dedup_chunks(h, np.zeros(len(h), np.int64))[0]
+
+
+def dedup_chunks(h: np.ndarray, chunk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`dedup` of each chunk's HSPs at once (`chunk`: each record's chunk): (the survivors,
+    chunk by chunk, each chunk's in the final query-major order; their chunks)."""
     if len(h) == 0:
-        return h
-    s = diagonal_order(h)
+        return h, chunk
+    perm = diagonal_permutation(h, chunk)
+    s, c = h[perm], chunk[perm]
     diag = s["ref_start"] - s["query_start"]
     a0 = s["ref_start"].astype(np.int64)
     a1 = a0 + s["len"]
     inside = (a0[1:] >= a0[:-1]) & (a1[1:] <= a1[:-1])
     around = (a0[:-1] >= a0[1:]) & (a1[:-1] <= a1[1:])
-    drop = (diag[1:] == diag[:-1]) & (inside | around)
-    s = s[np.concatenate(([True], ~drop))]
-    return s[
-        np.lexsort((-s["score"].astype(np.int64), s["len"], s["ref_start"], s["query_start"]))
-    ]
+    drop = (c[1:] == c[:-1]) & (diag[1:] == diag[:-1]) & (inside | around)
+    kept = np.concatenate(([True], ~drop))
+    s, c = s[kept], c[kept]
+    final = np.lexsort((-s["score"].astype(np.int64), s["len"], s["ref_start"], s["query_start"],
+                        c))
+    return s[final], c[final]

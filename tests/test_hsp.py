@@ -297,21 +297,20 @@ def test_gate_by_counts_equals_the_gate(seed):
     rs = rng.integers(0, len(ref) - 301, n)
     qs = np.clip(rs + rng.integers(-3, 4, n), 0, len(ref) - 301)
     total = rng.integers(1500, 11000, n)
-    copies = rng.integers(1, 4, n)
     counts = _match_counts(ref, qry, total, rs, qs, ln, 3000)
     seen = {}
     for entropy in (True, False):
         want = gate(ref, qry, total, rs, qs, ln, 3000, entropy)
-        got, kept = hsp.gate_by_counts(total, rs, qs, ln, copies, counts, 3000, entropy)
-        assert got.tobytes() == want.tobytes() and len(kept) == len(got)
+        got, kept = hsp.gate_by_counts(total, rs, qs, ln, counts, 3000, entropy)
+        assert got.tobytes() == want.tobytes() and kept.sum() == len(got)
         seen[entropy] = got.tobytes()
     assert seen[True] != seen[False]  # entropy changed scores here: the comparison saw it
 
 
 def test_collapsed_hits_settle_to_the_same_chunk_output():
-    """Identical hits collapsed with their copies (as the GPU backend does) settle to the same
-    counts, HSPs and raw dump as the hits one by one."""
-    from hspz.engine import Context, settle
+    """Identical hits collapsed with their copies and settled several chunks at once (as the
+    GPU backend does) give each chunk the counts, HSPs and raw dump of its hits one by one."""
+    from hspz.engine import Context, settle, settle_chunks
     from hspz.options import Options
 
     rng = np.random.default_rng(8)
@@ -323,18 +322,24 @@ def test_collapsed_hits_settle_to_the_same_chunk_output():
     qs = np.clip(qs, 0, 4000)
     ln = rng.integers(1, 4, n).astype(np.int64) * 100
     total = (rs % 7) * 700 + ln * 10  # a function of (rs, qs, len), as real scores are
-    _, first, copies = np.unique(np.stack((rs, qs, ln)), axis=1, return_index=True,
+    chunk = (rs // 50 % 3 == 0) + 2 * (qs > 1000)  # chunks 0..3, none of 4; a function of the row
+    _, first, copies = np.unique(np.stack((chunk, rs, qs, ln)), axis=1, return_index=True,
                                  return_counts=True)
     cols = [c[first] for c in (total, rs, qs, ln)]
     counts = _match_counts(ref, qry, *cols, 3000)
     assert len(first) < n // 4 and copies.sum() == n
     for keep_raw in (False, True):
         ctx = Context.from_options(Options(), keep_raw=keep_raw)
-        plain = settle(ctx, gate(ref, qry, total, rs, qs, ln, 3000, True))
-        folded = settle(ctx, *hsp.gate_by_counts(*cols, copies, counts, 3000, True))
-        assert plain[0] == folded[0] > 0
-        assert np.array_equal(plain[2], folded[2])
-        if keep_raw:
-            assert plain[1].tobytes() == folded[1].tobytes()
-        else:
-            assert plain[1] is None and folded[1] is None
+        gated, keep = hsp.gate_by_counts(*cols, counts, 3000, True)
+        folded = settle_chunks(ctx, gated, copies[keep], chunk[first][keep], 5)
+        assert len(folded) == 5 and folded[4][0] == 0 and len(folded[4][2]) == 0
+        for c in range(4):
+            mine = chunk == c
+            plain = settle(ctx, gate(ref, qry, *(x[mine] for x in (total, rs, qs, ln)), 3000,
+                                     True))
+            assert plain[0] == folded[c][0] > 0
+            assert np.array_equal(plain[2], folded[c][2])
+            if keep_raw:
+                assert plain[1].tobytes() == folded[c][1].tobytes()
+            else:
+                assert plain[1] is None and folded[c][1] is None

@@ -83,7 +83,7 @@ def test_the_gpu_paths_host_work_loads_no_numba():
         import sys
         import numpy as np
         from hspz import emit, hsp, jit, pipeline, segments
-        from hspz.engine import Context, prepare_query, prepare_reference, settle
+        from hspz.engine import Context, prepare_query, prepare_reference, settle_chunks
         from hspz.options import Options
         from hspz.sequence import Record
         ctx = Context.from_options(Options())
@@ -95,8 +95,9 @@ def test_the_gpu_paths_host_work_loads_no_numba():
         total, rs = rng.integers(2000, 9000, n), rng.integers(0, 10000, n)
         ln = rng.integers(1, 200, n)
         counts = rng.integers(0, 30, (n, 4))
-        gated = hsp.gate_by_counts(total, rs, rs, ln, np.ones(n, np.int64), counts, 3000, True)
-        _, _, final = settle(ctx, *gated)
+        gated, keep = hsp.gate_by_counts(total, rs, rs, ln, counts, 3000, True)
+        (_, _, final), = settle_chunks(ctx, gated, np.ones(keep.sum(), np.int64),
+                                       np.zeros(keep.sum(), np.int64), 1)
         text = segments.format_lines(final, ref.packed, qry.packed["minus"], "minus")
         print(len(text) > 0, emit.digest_of([text]) != "", "numba" in sys.modules)
         ref.score, qry.seed  # host codes on first use: still numpy below 64 MB

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from hspz import plan
-from hspz.hsp import HSP_DTYPE, dedup, diagonal_order, diagonal_permutation
+from hspz.hsp import HSP_DTYPE, dedup, dedup_chunks, diagonal_order, diagonal_permutation
 from hspz.options import Options
 from hspz.scoring import resolve_matrix
 from hspz.seed import SeedShape, SeedTable, build_seed_table
@@ -223,18 +223,31 @@ def assemble(result: UnitResult, jobs: list, outs: list[BatchOut]) -> UnitResult
     return result
 
 
-def settle(ctx: Context, raw: np.ndarray, counts: np.ndarray | None = None) -> tuple:
-    """One semantic chunk's gated HSPs made final: (raw count, raw dump or None, deduped).
-    `counts` gives the copies of each record when identical records were collapsed (the GPU
-    backend does, `engine.gpu._distinct`); the dump repeats them and dedup keeps one either way.  Pure, so the GPU
-    backend runs it on host threads."""
-    if counts is None:
-        return len(raw), (diagonal_order(raw) if ctx.keep_raw else None), dedup(raw)
-    dump = None
+def settle(ctx: Context, raw: np.ndarray) -> tuple:
+    """One semantic chunk's gated HSPs made final: (raw count, raw dump or None, deduped)."""
+    return len(raw), (diagonal_order(raw) if ctx.keep_raw else None), dedup(raw)
+
+
+def settle_chunks(ctx: Context, raw: np.ndarray, copies: np.ndarray, chunk: np.ndarray,
+                  n_chunks: int) -> list[tuple]:
+    """`settle` of n_chunks chunks at once, each record given with its chunk and its copies
+    (the GPU backend collapses identical records, `engine.gpu._distinct`: the dump repeats
+    them, and dedup keeps one either way).  Whole arrays, not a Python call per chunk: the GPU
+    backend runs this on host threads while its launching thread needs the GIL."""
+    counts = np.bincount(chunk, weights=copies, minlength=n_chunks).astype(np.int64)
+    dumps = [None] * n_chunks
     if ctx.keep_raw:
-        perm = diagonal_permutation(raw)
-        dump = np.repeat(raw[perm], counts[perm])
-    return int(counts.sum()), dump, dedup(raw)
+        perm = diagonal_permutation(raw, chunk)
+        dump, at = np.repeat(raw[perm], copies[perm]), np.repeat(chunk[perm], copies[perm])
+        dumps = _split(dump, at, n_chunks)
+    final = _split(*dedup_chunks(raw, chunk), n_chunks)
+    return list(zip(counts.tolist(), dumps, final, strict=True))
+
+
+def _split(rows: np.ndarray, chunk: np.ndarray, n_chunks: int) -> list[np.ndarray]:
+    """Rows ordered by chunk, one array per chunk."""
+    ends = np.searchsorted(chunk, np.arange(n_chunks + 1), side="left")
+    return [rows[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
 
 
 def record_chunk(out: BatchOut, settled: tuple, strand: str) -> None:

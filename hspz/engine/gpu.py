@@ -50,7 +50,7 @@ from hspz.engine import (
     assemble,
     batch_groups,
     record_chunk,
-    settle,
+    settle_chunks,
     unit_batches,
 )
 from hspz.seed import SeedShape, SeedTable, batch_hits
@@ -387,9 +387,9 @@ class _Group:
         n_out, n_late = (int(x) for x in counters.get())
         return [a[:n_out] for a in out], late[:n_late], late_tag[:n_late]
 
-    def finish(self, pieces, n_chunks: int) -> list[tuple]:
-        """The group's results per semantic chunk, on the host: (distinct HSP columns (score,
-        rs, qs, len), the copies of each, its match counts (n x 4))."""
+    def finish(self, pieces) -> tuple:
+        """The group's distinct HSPs, on the host, ordered by semantic chunk: (score, rs, qs,
+        len, copies of each, match counts (n x 4), chunk)."""
         cols = [cp.concatenate([p[i] for parts, _ in pieces for p in parts]) for i in range(5)]
         R, Q, T = (cp.concatenate([x[i] for _, x in pieces]) for i in range(3))
         if len(R):
@@ -398,9 +398,7 @@ class _Group:
         cols, copies = _distinct(cols)
         counts = self.match_counts(*cols[:4])
         host = cp.stack([*cols[:4], copies, *counts.T, cols[4].astype(cp.int64)]).get()
-        ends = np.searchsorted(host[-1], np.arange(n_chunks + 1), side="left")
-        return [(*host[:5, a:b], host[5:9, a:b].T)
-                for a, b in zip(ends[:-1], ends[1:], strict=True)]
+        return (*host[:5], host[5:9].T, host[9])
 
     def sweep(self, R, Q, T):
         """Hits sorted by diagonal then R, extended exactly: device (score, rs, qs, len, tag) of
@@ -542,18 +540,29 @@ def _distinct(cols):
     return [c[order[at]] for c in cols], copies
 
 
-def host_finish(ctx: Context, strand: str, total, rs, qs, ln, copies, counts) -> tuple:
-    """Host half of one semantic chunk: the entropy gate from the device's match counts, then
-    `settle` (on a thread)."""
+def host_finish(ctx: Context, rows: tuple, n_chunks: int) -> list[tuple]:
+    """Host half of one group (on a thread): the entropy gate from the device's match counts,
+    then `settle_chunks`: each semantic chunk's settled HSPs."""
     o = ctx.options
-    gated, copies = hsp.gate_by_counts(total, rs, qs, ln, copies, counts, o.hspthresh, o.entropy)
-    return settle(ctx, gated, copies)
+    total, rs, qs, ln, copies, counts, chunk = rows
+    gated, keep = hsp.gate_by_counts(total, rs, qs, ln, counts, o.hspthresh, o.entropy)
+    return settle_chunks(ctx, gated, copies[keep], chunk[keep], n_chunks)
+
+
+class _Part:
+    """Chunk i's share of a group's host half (one future for all the group's chunks)."""
+
+    def __init__(self, future, i: int):
+        self.future, self.i = future, i
+
+    def result(self) -> tuple:
+        return self.future.result()[self.i]
 
 
 def run_group(ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, walk_full: bool,
               buckets: int | None, host_seeds, submit):
-    """Device half of one group of seed batches; returns, per batch, (counts, futures of its
-    semantic chunks' HSPs from `submit(host_finish, ...)`)."""
+    """Device half of one group of seed batches; returns, per batch, (counts, its semantic
+    chunks' shares of the group's host half, `submit(host_finish, ...)`)."""
     strand = jobs[0][1]
     g = _Group(ctx, _device_ref(ctx, ref), qry, _device_query(ctx, qry), strand,
                [chunk for _, _, chunk in jobs], host_seeds)
@@ -561,17 +570,14 @@ def run_group(ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, walk_full: b
     g.use_chunks([h_a for chunks in per_batch for h_a, _ in chunks])
     pieces = [g.survivors(h0, min(h0 + PIECE, g.total), buckets)
               for h0 in range(0, g.total, PIECE)]
-    n_chunks = sum(map(len, per_batch))
     empty = np.empty(0, np.int64)
-    results = g.finish(pieces, n_chunks) if pieces else [
-        (*[empty] * 5, np.empty((0, 4), np.int64))] * n_chunks
+    rows = g.finish(pieces) if pieces else (*[empty] * 5, np.empty((0, 4), np.int64), empty)
+    done = submit(host_finish, ctx, rows, sum(map(len, per_batch)))
     out, c = [], 0
     for b, chunks in enumerate(per_batch):
         batch = BatchOut(seeds=g.n_seeds[b], hits=int(g.hit_edges[b + 1] - g.hit_edges[b]))
-        futures = [submit(host_finish, ctx, strand, *results[c + i])
-                   for i in range(len(chunks))]
+        out.append((batch, [_Part(done, c + i) for i in range(len(chunks))]))
         c += len(chunks)
-        out.append((batch, futures))
     return out
 
 
