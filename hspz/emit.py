@@ -19,6 +19,7 @@ import os
 import shutil
 import tarfile
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -155,7 +156,11 @@ def split_file(h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str,
 class LineDigest:
     """The run digest: the first 16 hex digits of sha256 over all lines sorted bytewise
     (LC_ALL=C sort).  Each added chunk's lines are sorted as they arrive, while workers still
-    run; `hexdigest` merges those sorted runs (a stable sort finds them) and hashes."""
+    run; `hexdigest` merges those sorted runs and hashes.  The merge is the one step left after
+    the last unit (4-6 s of 8 units' 20 M lines, BENCHMARKS.md session 5), so it runs on threads:
+    splitters sampled from the runs cut every run into the same key ranges, each range's slices
+    are merged (a stable sort finds the runs) and joined on a thread of its own (numpy's sort and
+    the numba join release the GIL), and the ranges are hashed in order."""
 
     def __init__(self) -> None:
         self.runs: list[np.ndarray] = []
@@ -167,13 +172,41 @@ class LineDigest:
             lines.sort()
             self.runs.append(lines)
 
-    def hexdigest(self) -> str:
+    def hexdigest(self, threads: int = 0, ranges: int = 0) -> str:
+        """`threads` (0: every core) merge `ranges` key ranges (0: by size, RANGE_LINES each)."""
         h = hashlib.sha256()
-        if self.runs:
-            lines = np.concatenate(self.runs)
-            lines.sort(kind="stable")
-            h.update(_joined(lines))
+        threads = threads or os.cpu_count() or 1
+        total = sum(map(len, self.runs))
+        ranges = ranges or min(4 * threads, total // RANGE_LINES)
+        bounds = self._bounds(max(1, ranges))
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            for text in pool.map(self._merged, zip(bounds[:-1], bounds[1:], strict=True)):
+                h.update(text)
         return h.hexdigest()[:16]
+
+    def _bounds(self, ranges: int) -> list[list[int]]:
+        """For each key range, then the end: where each run's slice of it starts."""
+        if ranges == 1 or not self.runs:
+            return [[0] * len(self.runs), [len(r) for r in self.runs]]
+        sample = np.concatenate([r[np.linspace(0, len(r) - 1, min(len(r), 64 * ranges)).astype(
+            np.int64)] for r in self.runs if len(r)])
+        sample.sort()
+        splitters = sample[np.linspace(0, len(sample), ranges + 1)[1:-1].astype(np.int64)]
+        cuts = [np.searchsorted(r, splitters, side="left").tolist() for r in self.runs]
+        return [[0] * len(self.runs), *map(list, zip(*cuts, strict=True)),
+                [len(r) for r in self.runs]]
+
+    def _merged(self, span: tuple[list[int], list[int]]) -> bytes:
+        """The joined text of one key range of every run, sorted."""
+        parts = [r[a:b] for r, a, b in zip(self.runs, *span, strict=True) if b > a]
+        if not parts:
+            return b""
+        lines = np.concatenate(parts)
+        lines.sort(kind="stable")
+        return _joined(lines)
+
+
+RANGE_LINES = 1 << 19  # lines per key range of the digest's final merge, at least
 
 
 def _joined(lines: np.ndarray) -> bytes:
@@ -191,7 +224,7 @@ def _joined(lines: np.ndarray) -> bytes:
     return rows[np.arange(width + 1) <= ends[:, None]].tobytes()
 
 
-@njit(nogil=False)
+@njit
 def _join_rows(cells):
     n, width = cells.shape
     out = np.empty(n * (width + 1), np.uint8)

@@ -303,6 +303,22 @@ def test_digest_of_sorts_a_line_before_its_extensions_like_sort(tmp_path):
     assert digest_of([data]) == _sort_sha(tmp_path, data)
 
 
+@pytest.mark.parametrize("ranges", [1, 2, 7, 60])
+def test_digest_merged_in_key_ranges_on_threads_equals_sort(tmp_path, ranges):
+    """The final merge cut into key ranges (sampled splitters, each run cut alike), merged on
+    threads and hashed in order: the bytes `LC_ALL=C sort | sha256sum` sees, for runs of many
+    widths, duplicates across runs and lines that extend others."""
+    from hspz.emit import LineDigest
+
+    lines = _segment_lines(ranges, 4000) + [b"chr1\t5\n", b"chr1\t5\t\n", b"chr1\t50\n"] * 30
+    random.Random(ranges).shuffle(lines)
+    cuts = sorted(random.Random(7).sample(range(len(lines)), 11))
+    d = LineDigest()
+    for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True):
+        d.add(b"".join(lines[a:b]))
+    assert d.hexdigest(threads=3, ranges=ranges) == _sort_sha(tmp_path, b"".join(lines))
+
+
 @pytest.mark.parametrize("max_bases", [1, 700, 1500, 10**9])
 def test_batch_groups_cover_every_batch_once_in_order_and_only_join_contiguous_chunks(max_bases):
     from hspz.engine import batch_groups
