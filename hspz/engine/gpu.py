@@ -13,17 +13,23 @@ walk, and every hit tagged with its semantic chunk.  Per group, in physical piec
       -> first_pass again, capped at CAP2, for the unfinished hits (all of them when few,
          else those on short diagonals)
 
-      -> sweep_diagonals (finish.cu: the hits still unfinished, on long diagonals, one thread
-         walking each diagonal once for all its hits: `hspz.xdrop`'s sweep)
+then per group (`_Group.finish`, kernels in finish.cu):
+
+    chain_walks (the hits still unfinished, on long diagonals, sorted by diagonal: each walks
+                 only until it merges into the next hit's walk, `xdrop.resolve_chains`; a
+                 diagonal where a walk passes CHAIN_CAP bases goes to sweep_diagonals, one
+                 thread sweeping it as `hspz.xdrop` does)
       -> identical (rs, qs, len, chunk) rows collapsed, with their copies (a device sort)
-      -> match_counts (finish.cu: the four match counts entropy needs, per distinct row)
+      -> match_counts (the four match counts entropy needs, per distinct row)
 
 Walks read aligned 8-byte words, left walks backwards from where their right walks began.  Only
 the distinct HSPs scoring at least `--hspthresh` leave the device, sorted by their tags into
-semantic chunks.  The host half of each chunk (the entropy gate from the counts, dedup, final
-order) runs on host threads through `hspz.hsp`, overlapping the device's next groups: entropy's
-`log` is the host's, which the CPU backend uses too.  The GPU path loads no numba (`hspz.jit`)
-and makes no host sequence codes (HOST_CODES) unless the CPU seeder runs.
+semantic chunks.  The host half of each group (the entropy gate from the counts, then dedup and
+final order of every chunk, one vectorised call) runs on a host thread through `hspz.hsp`,
+overlapping the device's next groups: entropy's `log` is the host's, the C library's, which the
+CPU backend uses too (CUDA's `log` is not guaranteed to round alike, and the gate's decision
+rests on it).  The GPU path loads no numba (`hspz.jit`) and makes no host sequence codes
+(HOST_CODES) unless the CPU seeder runs.
 
 This module imports CuPy at import time; `hspz.backends` imports it only when a GPU is chosen.
 """
@@ -61,7 +67,7 @@ lean.import_without("scipy.sparse", "cupyx")  # CuPy imports cupyx on some first
 KERNELS = Path(__file__).with_name("kernels")
 BLOCK = 256  # threads per block: 8 warps, enough to hide the walks' load latency
 CAP = 64  # bases a first-pass walk may take per side before the hit is walked again
-CAP2 = 1024  # the same for the second walk of those hits; then the host sweep takes them
+CAP2 = 1024  # the same for the second walk of those hits; then the finish's chain walks
 FEW_LATE = 16  # at most 1/16 of a piece's hits unfinished: walk them all again, unsorted
 PIECE = 1 << 26  # hits processed at once inside one group (device memory, not bytes)
 GROUP_BASES = 1 << 24  # window starts whose seed batches share one device pass (batch_groups);
@@ -310,15 +316,15 @@ class _Group:
 
     def survivors(self, h0: int, h1: int, shift: int | None):
         """Extend hits [h0, h1): (finished survivors scoring >= K as device columns (score, rs,
-        qs, len, tag), the hits left for the host's sweep as device (R, Q, tag), any order).
+        qs, len, tag), the hits left for `finish` as device (R, Q, tag), any order).
 
         Walk one caps every hit at CAP bases a side.  When at most 1/FEW_LATE of the hits are
         left unfinished, they are all walked again, capped at CAP2.  Otherwise they are sorted
         by diagonal and only those on diagonals whose hits span under CAP2 bases (short HSPs)
         are walked again: many unfinished hits mean long HSPs, each hit of which would walk
-        CAP2 bases in vain.  Hits still unfinished go to the host's sweep, which walks a
-        diagonal once for all its hits: one GPU thread walking a long HSP would hold its whole
-        group up."""
+        CAP2 bases in vain.  Hits still unfinished go to `finish`'s chain walks, where each hit
+        walks only to the next hit's start: one GPU thread walking a whole long HSP would hold
+        its group up."""
         done, late, tag = self.first_pass(h0, h1, shift)
         parts = [done]
         if len(late) and FEW_LATE * len(late) <= h1 - h0:

@@ -1,8 +1,9 @@
-// The end of a group's extension on the device: the diagonal sweep of the hits the capped walks
-// left unfinished (hspz/xdrop.py's `_extend_groups` and `_sweep`, one thread per diagonal) and the
-// four match counts the entropy gate needs (hspz/hsp.py's `_entropy`, one thread per distinct
-// HSP).  The host then only takes logarithms of the counts: its `log` is the one both backends
-// share.  Integer arithmetic throughout, so the results equal the host's exactly.
+// The end of a group's extension on the device: the hits the capped walks left unfinished, as
+// chain walks (one thread per hit, each walking until it merges into the next hit's walk) or, for
+// a diagonal with a walk past the cap, as hspz/xdrop.py's `_extend_groups` sweep (one thread per
+// diagonal); then the four match counts the entropy gate needs (hspz/hsp.py's `_entropy`, one
+// thread per distinct HSP).  The host then only takes logarithms of the counts: its `log` is the
+// one both backends share.  Integer arithmetic throughout, so the results equal the host's.
 
 typedef unsigned char u8;
 typedef long long i64;
@@ -128,7 +129,7 @@ extern "C" __global__ void sweep_diagonals(
 //     the same diagonal), at which it sits at its maximum (state 1: merged).  From there both walks see the same scores from equal
 //     maxima, so they end alike (hspz/xdrop.py's sweep rests on the same fact); `m` is its best
 //     then, `off` its score just before the next walk's first base, `pos` its best position;
-//   - `cap` bases (state 2: the host-order sweep takes the whole diagonal instead).
+//   - `cap` bases (state 2: sweep_diagonals takes the whole diagonal instead).
 // Chains of merged walks are resolved afterwards (hspz/xdrop.py's `resolve_chains`).  Dense hits on a long
 // HSP each walk a few bases to the next hit, so a diagonal costs its length once, in parallel.
 extern "C" __global__ void chain_walks(
