@@ -179,8 +179,12 @@ class LineDigest:
         total = sum(map(len, self.runs))
         ranges = ranges or min(4 * threads, total // RANGE_LINES)
         bounds = self._bounds(max(1, ranges))
+        spans = list(zip(bounds[:-1], bounds[1:], strict=True))
+        if len(spans) == 1:  # a small run: no threads
+            h.update(self._merged(spans[0]))
+            return h.hexdigest()[:16]
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            for text in pool.map(self._merged, zip(bounds[:-1], bounds[1:], strict=True)):
+            for text in pool.map(self._merged, spans):
                 h.update(text)
         return h.hexdigest()[:16]
 
