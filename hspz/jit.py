@@ -47,20 +47,31 @@ def loaded() -> bool:
     return bool(_lazy) and _lazy[0].compiled is not None
 
 
+def load() -> None:
+    """Load numba now and hand it every function decorated so far (a CPU worker process does,
+    while its parent reads the inputs)."""
+    with _lock:
+        _load_locked()
+
+
 def _load(wanted: _Lazy):
     with _lock:
         if wanted.compiled is None:
-            import numba
-
-            from hspz import lean
-
-            lean.import_without("scipy.linalg.cython_blas", "numba.np.arraymath")
-            for lazy in _lazy:
-                if lazy.compiled is None:
-                    lazy.compiled = numba.njit(**lazy.options)(lazy.py_func)
-            spaces = {id(lazy.py_func.__globals__): lazy.py_func.__globals__ for lazy in _lazy}
-            for space in spaces.values():  # where compiled loops look their callees up
-                for key, value in list(space.items()):
-                    if isinstance(value, _Lazy) and value.compiled is not None:
-                        space[key] = value.compiled
+            _load_locked()
     return wanted.compiled
+
+
+def _load_locked() -> None:
+    import numba
+
+    from hspz import lean
+
+    lean.import_without("scipy.linalg.cython_blas", "numba.np.arraymath")
+    for lazy in _lazy:
+        if lazy.compiled is None:
+            lazy.compiled = numba.njit(**lazy.options)(lazy.py_func)
+    spaces = {id(lazy.py_func.__globals__): lazy.py_func.__globals__ for lazy in _lazy}
+    for space in spaces.values():  # where compiled loops look their callees up
+        for key, value in list(space.items()):
+            if isinstance(value, _Lazy) and value.compiled is not None:
+                space[key] = value.compiled

@@ -240,8 +240,9 @@ def _child(job: WorkerJob, ref: SharedRecords, qry: SharedRecords, out) -> None:
 
 class Pool:
     """Worker processes that start before their jobs exist.  `hspZ run` starts them first, so
-    that spawning Python and importing numpy, numba and CuPy overlap its reading and planning;
-    `run` then hands each its job.  Processes left without a job exit on `close`."""
+    that spawning Python, importing numpy and the engine (CuPy and the device's context, or
+    numba: `warm_worker`) overlap its reading and planning; `run` then hands each its job.
+    Processes left without a job exit on `close`."""
 
     def __init__(self, n: int, engine: str):
         import multiprocessing

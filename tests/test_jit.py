@@ -137,3 +137,16 @@ def test_decorated_loops_call_compiled_callees(tmp_path):
         print(jitprobe.twice(21))
     """, cwd=tmp_path)
     assert out == ["False", "False", "_Lazy", "20", "True", "CPUDispatcher", "42"]
+
+
+def test_load_hands_every_decorated_function_to_numba_at_once():
+    """`jit.load` (a pooled CPU worker's warm-up): numba loaded, loops compiled on their call."""
+    out = _python("""
+        import sys
+        from hspz import jit, xdrop
+        from hspz.engine import cpu
+        print("numba" in sys.modules, jit.loaded())
+        cpu.warm_worker(0)
+        print("numba" in sys.modules, jit.loaded(), type(xdrop.walk_right).__name__)
+    """)
+    assert out == ["False", "False", "True", "True", "CPUDispatcher"]

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from hspz import hsp, plan
+from hspz import hsp, jit, plan
 from hspz.engine import (
     BatchOut,
     Context,
@@ -33,6 +33,11 @@ _threads = [1]
 def set_threads(threads: int) -> None:
     """`--threads`: 0 means every core."""
     _threads[0] = threads if threads > 0 else (os.cpu_count() or 1)
+
+
+def warm_worker(worker: int) -> None:
+    """Load numba (`hspz.jit` loads it on first use) while a pooled worker waits for its job."""
+    jit.load()
 
 
 def chunk_hsps(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, qpos, lo, counts):
