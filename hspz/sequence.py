@@ -277,9 +277,22 @@ def _twobit_record(
     if pos + packed_len > len(data):
         raise InputError(f"{where}: {size} bases run past the end of the file")
     seq = _TWOBIT_LUT[arr[pos : pos + packed_len]].view(np.uint8)[:size]
-    _set_n(seq, n_starts, n_sizes)
-    _set_lower(seq, m_starts, m_sizes)
+    if _small(int(n_sizes.sum()) + int(m_sizes.sum()), SMALL_BLOCK_BASES):
+        seq[_block_positions(n_starts, n_sizes)] = 78
+        seq[_block_positions(m_starts, m_sizes)] |= 0x20
+    else:
+        _set_n(seq, n_starts, n_sizes)
+        _set_lower(seq, m_starts, m_sizes)
     return Record(name, seq)
+
+
+SMALL_BLOCK_BASES = 1 << 22  # N and mask bases set through index arrays (8 bytes each) below
+
+
+def _block_positions(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Every position of the blocks (start, size)."""
+    ends = np.cumsum(sizes)
+    return np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(starts - ends + sizes, sizes)
 
 
 def _twobit_blocks(
@@ -589,8 +602,8 @@ def _translated(buf: np.ndarray, table: np.ndarray) -> np.ndarray:
 SMALL_BYTES = 1 << 26
 
 
-def _small(n: int) -> bool:
-    return n < SMALL_BYTES and not jit.loaded()
+def _small(n: int, limit: int = SMALL_BYTES) -> bool:
+    return n < limit and not jit.loaded()
 
 @njit
 def _lookup(buf, table, out):

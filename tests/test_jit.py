@@ -75,10 +75,27 @@ def test_sequence_codes_are_the_same_either_way(monkeypatch):
         assert a.dtype == b.dtype == np.uint8 and np.array_equal(a, b)
 
 
-def test_the_gpu_paths_host_work_loads_no_numba():
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_2bit_blocks_read_the_same_either_way(monkeypatch, tmp_path, order):
+    """N and mask blocks (overlapping, at both ends, none) set by index arrays or numba loops."""
+    rng = np.random.default_rng(11)
+    seqs = []
+    for n in (1, 50, 3000, 20_000):
+        seq = rng.choice(np.frombuffer(b"ACGTacgtNn", np.uint8), n, p=[.2] * 4 + [.04] * 4 +
+                         [.02] * 2)
+        seq[: n // 3] = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, n // 3)]  # no blocks
+        seqs.append(seq)
+    path = tmp_path / "x.2bit"
+    sequence.write_2bit(path, [Record(f"r{i}", s) for i, s in enumerate(seqs)], order)
+    numpy_way, numba_way = _both_ways(monkeypatch, lambda: sequence.read_records(path))
+    for a, b, want in zip(numpy_way, numba_way, seqs, strict=True):
+        assert a.name == b.name and bytes(a.seq) == bytes(b.seq) == bytes(want)
+
+
+def test_the_gpu_paths_host_work_loads_no_numba(tmp_path):
     """What the GPU backend's host does for a small run (query bins without host codes, the
-    gate from match counts, dedup, the segments lines, the digest) never imports numba; the
-    CPU backend's first loop does."""
+    gate from match counts, dedup, the segments lines, the digest, reading 2bit) never imports
+    numba; the CPU backend's first loop does."""
     out = _python("""
         import sys
         import numpy as np
@@ -101,12 +118,15 @@ def test_the_gpu_paths_host_work_loads_no_numba():
         text = segments.format_lines(final, ref.packed, qry.packed["minus"], "minus")
         print(len(text) > 0, emit.digest_of([text]) != "", "numba" in sys.modules)
         ref.score, qry.seed  # host codes on first use: still numpy below 64 MB
+        from hspz.sequence import read_records, write_2bit
+        write_2bit("x.2bit", [Record("m", seq)])
+        assert bytes(read_records("x.2bit")[0].seq) == bytes(seq)  # N and mask blocks
         print("numba" in sys.modules, jit.loaded())
         from hspz import xdrop
         z = np.zeros(4, np.uint8)
         xdrop.walk_right(z, z, 4, 4, np.ones(64, np.int32), 10, 0, 0)
         print("numba" in sys.modules, jit.loaded())
-    """)
+    """, cwd=tmp_path)
     assert out == ["True", "True", "False", "False", "False", "True", "True"]
 
 
