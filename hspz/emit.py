@@ -180,10 +180,7 @@ class LineDigest:
         ranges = ranges or min(4 * threads, total // RANGE_LINES)
         bounds = self._bounds(max(1, ranges))
         spans = list(zip(bounds[:-1], bounds[1:], strict=True))
-        if len(spans) == 1:  # a small run: no threads
-            h.update(self._merged(spans[0]))
-            return h.hexdigest()[:16]
-        with ThreadPoolExecutor(max_workers=threads) as pool:
+        with ThreadPoolExecutor(max_workers=min(threads, len(spans))) as pool:
             for text in pool.map(self._merged, spans):
                 h.update(text)
         return h.hexdigest()[:16]
@@ -217,7 +214,7 @@ def _joined(lines: np.ndarray) -> bytes:
     """NUL-padded fixed-width lines as text: each line without its padding, then a newline."""
     width = lines.dtype.itemsize
     cells = lines.view(np.uint8).reshape(len(lines), width)
-    if len(lines) >= SMALL_LINES or jit.loaded():
+    if not jit.numpy_first(len(lines), SMALL_LINES):
         return _join_rows(cells).tobytes()
     # numpy, while numba is not loaded (`hspz.jit`): each row, a newline at its end, then the
     # cells up to and including it

@@ -19,6 +19,7 @@ import threading
 _OPTIONS = {"cache": True, "nogil": True}
 _lazy: list[_Lazy] = []
 _lock = threading.Lock()
+_state = {"loaded": False}
 
 
 class _Lazy:
@@ -43,8 +44,14 @@ def njit(fn=None, **options):
 
 
 def loaded() -> bool:
-    """Whether numba has been loaded (by a call of a decorated function)."""
-    return bool(_lazy) and _lazy[0].compiled is not None
+    """Whether numba has been loaded (`load`, or a call of a decorated function)."""
+    return _state["loaded"]
+
+
+def numpy_first(n: int, limit: int) -> bool:
+    """Whether work over n items takes its numpy path rather than its numba loop: below `limit`
+    and while numba is not loaded, numpy's slower path costs less than loading numba."""
+    return n < limit and not loaded()
 
 
 def load() -> None:
@@ -75,3 +82,4 @@ def _load_locked() -> None:
         for key, value in list(space.items()):
             if isinstance(value, _Lazy) and value.compiled is not None:
                 space[key] = value.compiled
+    _state["loaded"] = True

@@ -20,10 +20,6 @@ SMALL_LINES = 1 << 20
 _POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
-def _small(n: int) -> bool:
-    return n < SMALL_LINES and not jit.loaded()
-
-
 def _lines(fields: list, n: int) -> bytes:
     """n lines of `fields` in order, each an int64 array (written in decimal), a byte value, or
     (bytes table, offsets, index array): entry index[i] of the table."""
@@ -132,7 +128,7 @@ def format_lines(h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str) -> 
     rn, ro = _name_table(ref)
     qn, qo = _name_table(qry)
     sign, score = ord("+" if strand == "plus" else "-"), h["score"].astype(np.int64)
-    if _small(len(h)):
+    if jit.numpy_first(len(h), SMALL_LINES):
         return _lines([(rn, ro, ri), 9, r0, 9, r0 + ln, 9, (qn, qo, qi), 9, q0, 9, q0 + ln, 9,
                        sign, 9, score, 10], len(h))
     width = 8 + int(np.diff(ro).max()) + int(np.diff(qo).max()) + 5 * 21
@@ -162,7 +158,7 @@ def format_raw(h: np.ndarray, strand: str) -> bytes:
         return b""
     word = np.frombuffer(strand.encode(), np.uint8)
     cols = [h[k].astype(np.int64) for k in ("ref_start", "query_start", "len", "score")]
-    if _small(len(h)):
+    if jit.numpy_first(len(h), SMALL_LINES):
         fields = [(word, np.array([0, len(word)]), np.zeros(len(h), np.int64))]
         for col in cols:
             fields += [9, col]

@@ -204,6 +204,7 @@ def _twobit_lut() -> np.ndarray:
 
 
 _TWOBIT_LUT = _twobit_lut()
+SMALL_BYTES = 1 << 26  # numpy translates below this while numba is not loaded (`_lookup`)
 _THREADED_BYTES = 1 << 24  # smaller 2bit files unpack on the calling thread
 
 
@@ -277,7 +278,7 @@ def _twobit_record(
     if pos + packed_len > len(data):
         raise InputError(f"{where}: {size} bases run past the end of the file")
     seq = _TWOBIT_LUT[arr[pos : pos + packed_len]].view(np.uint8)[:size]
-    if _small(int(n_sizes.sum()) + int(m_sizes.sum()), SMALL_BLOCK_BASES):
+    if jit.numpy_first(int(n_sizes.sum()) + int(m_sizes.sum()), SMALL_BLOCK_BASES):
         seq[_block_positions(n_starts, n_sizes)] = 78
         seq[_block_positions(m_starts, m_sizes)] |= 0x20
     else:
@@ -527,8 +528,8 @@ def reverse_complement(packed: PackedBin) -> PackedBin:
     in reversed order with starts block_len - start - len."""
     n = packed.block_len
     buf = np.empty(n + 1, dtype=np.uint8)
-    if _small(n):
-        np.take(COMPLEMENT, packed.buf[n - 1::-1] if n else packed.buf[:0], out=buf[:n])
+    if jit.numpy_first(n, SMALL_BYTES):
+        np.take(COMPLEMENT, packed.buf[:n][::-1], out=buf[:n])
     else:
         _reverse_lookup(packed.buf[:n], COMPLEMENT, buf[:n])
     buf[n] = SEPARATOR
@@ -579,7 +580,7 @@ def score_codes(buf: np.ndarray) -> np.ndarray:
 def both_codes(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(seed codes, score codes) of buf in one pass."""
     buf = np.ascontiguousarray(buf, dtype=np.uint8)
-    if _small(len(buf)):
+    if jit.numpy_first(len(buf), SMALL_BYTES):
         return SEED_TABLE[buf], SCORE_TABLE[buf]
     seed, score = np.empty_like(buf), np.empty_like(buf)
     _lookup2(buf, SEED_TABLE, SCORE_TABLE, seed, score)
@@ -588,7 +589,7 @@ def both_codes(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _translated(buf: np.ndarray, table: np.ndarray) -> np.ndarray:
     buf = np.ascontiguousarray(buf, dtype=np.uint8)
-    if _small(len(buf)):
+    if jit.numpy_first(len(buf), SMALL_BYTES):
         return table[buf]
     out = np.empty_like(buf)
     _lookup(buf, table, out)
@@ -597,14 +598,8 @@ def _translated(buf: np.ndarray, table: np.ndarray) -> np.ndarray:
 
 # Table lookups as numba loops: numpy's gather (table[buf]) costs about 3 ns a byte, these
 # about 0.6 ns, which is most of preparing an 80 Mbp query (1.17 s -> 0.3 s on the dev machine).
-# Below SMALL_BYTES, and while numba is not loaded, numpy gathers: loading numba costs a
-# process 0.46-0.83 s (`hspz.jit`), more than gathering 64 MB.  Both give the same bytes.
-SMALL_BYTES = 1 << 26
-
-
-def _small(n: int, limit: int = SMALL_BYTES) -> bool:
-    return n < limit and not jit.loaded()
-
+# Below SMALL_BYTES, and while numba is not loaded, numpy gathers (`jit.numpy_first`): loading
+# numba costs a process 0.46-0.83 s, more than gathering 64 MB.  Both give the same bytes.
 @njit
 def _lookup(buf, table, out):
     for i in range(len(buf)):

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from hspz import plan
-from hspz.hsp import HSP_DTYPE, dedup, dedup_chunks, diagonal_order, diagonal_permutation
+from hspz.hsp import HSP_DTYPE, dedup_chunks, diagonal_permutation
 from hspz.options import Options
 from hspz.scoring import resolve_matrix
 from hspz.seed import SeedShape, SeedTable, build_seed_table
@@ -225,7 +225,8 @@ def assemble(result: UnitResult, jobs: list, outs: list[BatchOut]) -> UnitResult
 
 def settle(ctx: Context, raw: np.ndarray) -> tuple:
     """One semantic chunk's gated HSPs made final: (raw count, raw dump or None, deduped)."""
-    return len(raw), (diagonal_order(raw) if ctx.keep_raw else None), dedup(raw)
+    n = len(raw)
+    return settle_chunks(ctx, raw, np.ones(n, np.int64), np.zeros(n, np.int64), 1)[0]
 
 
 def settle_chunks(ctx: Context, raw: np.ndarray, copies: np.ndarray, chunk: np.ndarray,
