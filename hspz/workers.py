@@ -1,6 +1,7 @@
 """Workers: each runs its visits of the schedule on its device and hands every UnitResult back.
 
-One worker runs in the calling process.  Several run one process each (multiprocessing "spawn",
+One worker runs in the calling process, its results handed to the sink on a thread
+(`_Handoff`).  Several run one process each (multiprocessing "spawn",
 so each can own a CUDA context; a `Pool` started early overlaps their start-up with the
 caller's reading and planning): the records are shared through one block of shared memory,
 each process picks its device (`hspz.engine.gpu.use_device`, when the GPU engine offers it) and
@@ -320,13 +321,47 @@ def run_workers(jobs: Sequence[WorkerJob], ref_records: Sequence[Record],
     if len(jobs) == 1:
         if pool is not None:
             pool.close()
-        return [run_worker(jobs[0], ref_records, qry_records, sink)]
+        with _Handoff(sink) as handoff:
+            return [run_worker(jobs[0], ref_records, qry_records, handoff)]
     if pool is not None and len(pool) >= len(jobs):
         return pool.run(jobs, ref_records, qry_records, sink)
     if pool is not None:
         pool.close()
     with Pool(len(jobs), jobs[0].engine) as fresh:
         return fresh.run(jobs, ref_records, qry_records, sink)
+
+
+class _Handoff:
+    """A sink for the worker in this process: each result goes to `sink` on one thread of its
+    own, in arrival order, so the worker starts its next unit while the last one is formatted
+    and staged (as the emitter does for workers in processes).  A failure of `sink` stops the
+    worker at its next result; leaving the block waits for every result to be taken."""
+
+    def __init__(self, sink: Sink):
+        self.sink = sink
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="emit")
+        self.pending: list[Future] = []
+
+    def __call__(self, result: UnitResult, extras) -> None:
+        self._raise_done()
+        self.pending.append(self.thread.submit(self.sink, result, extras))
+
+    def _raise_done(self) -> None:
+        while self.pending and self.pending[0].done():
+            self.pending.pop(0).result()
+
+    def __enter__(self) -> _Handoff:
+        return self
+
+    def __exit__(self, kind, *_) -> None:
+        try:
+            if kind is None:
+                for f in self.pending:
+                    f.result()
+        finally:
+            for f in self.pending:
+                f.cancel()
+            self.thread.shutdown(wait=True)
 
 
 def _collect(procs, out, sink: Sink, n: int) -> list[WorkerReport]:

@@ -232,3 +232,66 @@ def test_the_command_exits_without_teardown_and_loses_nothing(pair, baseline, tm
     assert outputs(tmp_path / "out") == baseline["files"]
     assert re.search(r"^digest: [0-9a-f]{16}$", proc.stdout + proc.stderr, re.M)
     assert "unit ledger: worker 1 finished at" in proc.stdout + proc.stderr
+
+
+def _one_worker_job(pair, visits):
+    from hspz.engine import Context
+    from hspz.options import Options
+    from hspz.plan import Plan
+    from hspz.sequence import read_records
+    from hspz.workers import WorkerJob
+
+    ref, qry = (read_records(p) for p in pair)
+    plan = Plan(((0,), (1,)), ((0,), (1,)))
+    job = WorkerJob(0, 0, visits, Context.from_options(Options()), plan, "hspz.engine.cpu", 1,
+                    0.0)
+    return job, ref, qry
+
+
+def test_the_worker_in_this_process_hands_results_to_a_thread_in_order(pair, monkeypatch):
+    """One worker: the sink runs on the emit thread, never the worker's, and sees the units in
+    the worker's order; the worker runs unit 1 while unit 0's sink is still busy."""
+    import threading
+
+    from hspz.schedule import Visit
+    from hspz.workers import run_workers
+
+    job, ref, qry = _one_worker_job(pair, [Visit(0, 0, 2), Visit(1, 0, 2)])
+    got, threads, release = [], set(), threading.Event()
+
+    def sink(result, extras):
+        threads.add(threading.current_thread().name)
+        if result.ordinal == 0:  # held until the worker has finished unit 1
+            assert release.wait(60)
+        got.append(result.ordinal)
+
+    from hspz import workers
+
+    real = workers._run_unit
+
+    def run_unit(job, engine, rep, ref_bin, qry_bin, index, sink_):
+        real(job, engine, rep, ref_bin, qry_bin, index, sink_)
+        if rep.units == 2:
+            release.set()
+
+    monkeypatch.setattr(workers, "_run_unit", run_unit)
+    (rep,) = run_workers([job], ref, qry, sink)
+    assert got == [0, 1, 2, 3] and rep.units == 4
+    assert threading.current_thread().name not in threads and len(threads) == 1
+
+
+def test_a_failing_sink_fails_the_in_process_worker(pair):
+    from hspz.errors import RunError
+    from hspz.schedule import Visit
+    from hspz.workers import run_workers
+
+    job, ref, qry = _one_worker_job(pair, [Visit(0, 0, 2), Visit(1, 0, 2)])
+    seen = []
+
+    def sink(result, extras):
+        seen.append(result.ordinal)
+        raise RunError(f"work unit {result.ordinal} arrived twice")
+
+    with pytest.raises(RunError, match="work unit 0 arrived twice"):
+        run_workers([job], ref, qry, sink)
+    assert seen[0] == 0
