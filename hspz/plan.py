@@ -167,6 +167,47 @@ def chunk_walk(cum: np.ndarray, max_hits: int) -> list[tuple[int, int]]:
     return out
 
 
+def chunk_walks(xp, cum, slots: np.ndarray, edges: np.ndarray,
+                max_hits: int) -> list[list[tuple[int, int]]]:
+    """`chunk_walk` of every seed batch of a group at once, as hit ranges of the group.
+
+    `cum` (numpy or CuPy, `xp`) is the group's inclusive prefix sum of hits per seed slot; batch
+    b owns slots [slots[b], slots[b + 1]) and hits [edges[b], edges[b + 1]).  Each of the walk's
+    searches runs for every batch together over `cum` itself: the group's sum is monotone, so a
+    search for edges[b] + L lands where chunk_walk's search for L lands in the batch's own sum.
+    It never leaves the batch: the slot before it sums to edges[b] < edges[b] + L, and after k
+    of its total // H searches the limit is at most edges[b] + k·H <= edges[b + 1], the sum at
+    its last slot.  Only the ends and their sums are copied back, not the counts."""
+    s_a, s_b = (np.asarray(x, np.int64) for x in (slots[:-1], slots[1:]))
+    h_a, h_b = (np.asarray(x, np.int64) for x in (edges[:-1], edges[1:]))
+    searches = np.where(s_b > s_a, (h_b - h_a) // max_hits, 0)  # chunk_walk's num_iter - 1
+    steps = int(searches.max(initial=0))
+    ends, sums = np.empty((steps, len(s_a)), np.int64), np.empty((steps, len(s_a)), np.int64)
+    if steps:
+        lo, base = xp.asarray(s_a), xp.asarray(h_a)
+        limit, found = base + max_hits, []
+        for _ in range(steps):
+            pos = xp.searchsorted(cum, limit, side="left") - 1
+            value = xp.where(pos >= lo, cum[xp.maximum(pos, 0)], base)  # before: zero hits
+            found += [pos, value]
+            limit = value + max_hits
+        both = xp.stack(found).reshape(steps, 2, len(s_a))
+        both = both.get() if hasattr(both, "get") else both
+        ends, sums = both[:, 0], both[:, 1]
+    out = []
+    for b in range(len(s_a)):
+        chunks, last, start = [], s_a[b] - 1, h_a[b]
+        if s_b[b] > s_a[b]:
+            k = searches[b]
+            for end, value in zip([*ends[:k, b], s_b[b] - 1], [*sums[:k, b], h_b[b]],
+                                  strict=True):
+                if end > last:
+                    chunks.append((int(start), int(value)))
+                    last, start = end, value
+        out.append(chunks)
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # --max-hits 0
 # --------------------------------------------------------------------------------------------

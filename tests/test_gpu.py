@@ -362,3 +362,23 @@ def test_gpu_run_loads_no_numba_and_equals_cpu(tmp_path):
                          {p.name: p.read_bytes() for p in sorted((tmp_path / backend).iterdir())})
     assert outs["gpu"][0] == "False" and outs["cpu"][0] == "True"
     assert outs["gpu"][1] == outs["cpu"][1] and len(outs["gpu"][1]["raw"]) > 0
+
+
+def test_gpu_chunk_walks_equal_the_host_walks():
+    """`plan.chunk_walks` over a device prefix sum (CuPy) against the same over numpy, on
+    groups with giant seeds and empty batches, at several --max-hits."""
+    import cupy as cp
+
+    from hspz.plan import chunk_walks
+
+    rng = np.random.default_rng(31)
+    for _ in range(40):
+        counts = rng.integers(0, 40, int(rng.integers(1, 4000)))
+        counts[rng.random(len(counts)) < 0.01] = 5000
+        cum = np.cumsum(counts)
+        slots = np.unique(np.concatenate(([0, len(cum)],
+                                          rng.integers(0, len(cum), int(rng.integers(0, 30))))))
+        edges = np.concatenate(([0], cum))[slots]
+        for max_hits in (1, 37, 1000, 1 << 24):
+            assert (chunk_walks(cp, cp.asarray(cum), slots, edges, max_hits)
+                    == chunk_walks(np, cum, slots, edges, max_hits))

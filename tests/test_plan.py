@@ -250,6 +250,36 @@ def test_chunk_walk_covers_every_seed_once_in_order_and_only_the_last_chunk_reac
             assert sum(counts[a:b + 1]) < max_hits
 
 
+def _walk_batch(cum: np.ndarray, s_a: int, s_b: int, max_hits: int) -> list[tuple[int, int]]:
+    """One batch's semantic chunks as group hit ranges, by `chunk_walk` over its own sum."""
+    h_a = int(cum[s_a - 1]) if s_a else 0
+    local = cum[s_a:s_b] - h_a
+    return [(h_a + (int(local[a - 1]) if a else 0), h_a + int(local[b]))
+            for a, b in chunk_walk(local, max_hits)]
+
+
+def test_chunk_walks_of_a_group_equal_chunk_walk_of_each_batch():
+    """Random groups (empty batches, batches of zero hits, giant seeds first and inside) cut
+    into random batches: every batch's chunks as hit ranges, equal to chunk_walk's."""
+    from hspz.plan import chunk_walks
+
+    rng = random.Random(29)
+    walked = 0
+    for _ in range(600):
+        max_hits = rng.randint(1, 25)
+        counts = _random_counts(rng, max_hits) + [0] * rng.randint(0, 3)
+        cum = np.cumsum(np.array(counts, np.int64))
+        cuts = sorted(rng.randint(0, len(counts)) for _ in range(rng.randint(0, 6)))
+        slots = np.array([0, *cuts, len(counts)], np.int64)
+        edges = np.array([int(cum[s - 1]) if s else 0 for s in slots], np.int64)
+        got = chunk_walks(np, cum, slots, edges, max_hits)
+        expected = [_walk_batch(cum, int(a), int(b), max_hits)
+                    for a, b in zip(slots[:-1], slots[1:], strict=True)]
+        assert got == expected, (counts, max_hits, slots)
+        walked += sum(len(c) > 1 for c in got)
+    assert walked > 300
+
+
 def test_chunk_walk_splits_exactly_at_lower_bound_minus_one():
     # cum = 3 6 9 12; H = 7: lower_bound(7) = 2 -> pos 1 (cum 6); limit 13 -> lb 4 -> pos 3
     assert chunk_walk(np.array([3, 6, 9, 12]), 7) == [(0, 1), (2, 3)]

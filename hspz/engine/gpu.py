@@ -69,7 +69,10 @@ BLOCK = 256  # threads per block: 8 warps, enough to hide the walks' load latenc
 CAP = 64  # bases a first-pass walk may take per side before the hit is walked again
 CAP2 = 1024  # the same for the second walk of those hits; then the finish's chain walks
 FEW_LATE = 16  # at most 1/16 of a piece's hits unfinished: walk them all again, unsorted
-PIECE = 1 << 26  # hits processed at once inside one group (device memory, not bytes)
+PIECE = 1 << 28  # most hits processed at once inside one group (device memory, not bytes);
+# each piece costs the launching thread a few synchronisations, so fewer pieces leave the device
+# idle less (BENCHMARKS.md, session 7)
+PIECE_BYTES = 64  # device bytes per hit of a piece, were every hit a candidate (`_piece_hits`)
 GROUP_BASES = 1 << 24  # window starts whose seed batches share one device pass (batch_groups);
 # an interval (10 Mbp by default) is then one group: simM 170.1 ms against 190.8 ms at 1 << 22
 HOST_THREADS = 4  # host threads for the host halves while groups are being launched: more starve
@@ -297,18 +300,20 @@ class _Group:
         self.n_seeds = (windows * self.variants).tolist()
         self.total = int(self.hit_edges[-1])
 
-    def semantic_chunks(self, b: int, max_hits: int, full: bool) -> list[tuple[int, int]]:
-        """Batch b's `--max-hits` walk as hit ranges of the group.  A batch under H hits is one
-        chunk and its counts stay on the device; otherwise (or with HSPZ_CHUNK_WALK=full) its
-        counts are copied and walked on the host by `plan.chunk_walk`, the one definition of
-        the walk."""
-        s_a, s_b = int(self.slots[b]), int(self.slots[b + 1])
-        h_a, h_b = int(self.hit_edges[b]), int(self.hit_edges[b + 1])
-        if s_b > s_a and not full and h_b - h_a < max_hits:
-            return [(h_a, h_b)]
-        cum = self.cum[s_a:s_b].get() - h_a
-        return [(h_a + (int(cum[s0 - 1]) if s0 else 0), h_a + int(cum[s1]))
-                for s0, s1 in plan.chunk_walk(cum, max_hits)]
+    def semantic_chunks(self, max_hits: int, full: bool) -> list[list[tuple[int, int]]]:
+        """Every batch's `--max-hits` walk as hit ranges of the group, walked on the device
+        (`plan.chunk_walks`: only the chunks' ends come back).  With HSPZ_CHUNK_WALK=full each
+        batch's counts are copied instead and walked on the host by `plan.chunk_walk`, the one
+        definition of the walk."""
+        if not full:
+            return plan.chunk_walks(cp, self.cum, self.slots, self.hit_edges, max_hits)
+        out = []
+        for b in range(len(self.slots) - 1):
+            s_a, s_b, h_a = int(self.slots[b]), int(self.slots[b + 1]), int(self.hit_edges[b])
+            cum = self.cum[s_a:s_b].get() - h_a
+            out.append([(h_a + (int(cum[s0 - 1]) if s0 else 0), h_a + int(cum[s1]))
+                        for s0, s1 in plan.chunk_walk(cum, max_hits)])
+        return out
 
     def use_chunks(self, starts: list[int]) -> None:
         """The first hit of every semantic chunk of the group, in order (the tags' table)."""
@@ -566,16 +571,16 @@ class _Part:
 
 
 def run_group(ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, walk_full: bool,
-              buckets: int | None, host_seeds, submit):
+              buckets: int | None, host_seeds, submit, piece: int = PIECE):
     """Device half of one group of seed batches; returns, per batch, (counts, its semantic
     chunks' shares of the group's host half, `submit(host_finish, ...)`)."""
     strand = jobs[0][1]
     g = _Group(ctx, _device_ref(ctx, ref), qry, _device_query(ctx, qry), strand,
                [chunk for _, _, chunk in jobs], host_seeds)
-    per_batch = [g.semantic_chunks(b, ctx.options.max_hits, walk_full) for b in range(len(jobs))]
+    per_batch = g.semantic_chunks(ctx.options.max_hits, walk_full)
     g.use_chunks([h_a for chunks in per_batch for h_a, _ in chunks])
-    pieces = [g.survivors(h0, min(h0 + PIECE, g.total), buckets)
-              for h0 in range(0, g.total, PIECE)]
+    pieces = [g.survivors(h0, min(h0 + piece, g.total), buckets)
+              for h0 in range(0, g.total, piece)]
     empty = np.empty(0, np.int64)
     rows = g.finish(pieces) if pieces else (*[empty] * 5, np.empty((0, 4), np.int64), empty)
     done = submit(host_finish, ctx, rows, sum(map(len, per_batch)))
@@ -596,8 +601,18 @@ def _group_bases(ctx: Context) -> int:
     """Window starts per group: GROUP_BASES, less where device memory is short (a quarter of
     what is free for the group's seed stream: lo, counts and their prefix sum)."""
     variants = ctx.shape.weight + 1 if ctx.options.transition else 1
-    free = cp.cuda.runtime.memGetInfo()[0]
-    return max(1, min(GROUP_BASES, free // 4 // (16 * variants + 9)))
+    return max(1, min(GROUP_BASES, _free_bytes() // 4 // (16 * variants + 9)))
+
+
+def _free_bytes() -> int:
+    """Free device memory, counting what CuPy's pool holds unused (earlier units' arrays)."""
+    return cp.cuda.runtime.memGetInfo()[0] + cp.get_default_memory_pool().free_bytes()
+
+
+def _piece_hits() -> int:
+    """Hits per piece: PIECE, less where a quarter of the free device memory would not hold
+    PIECE_BYTES a hit."""
+    return min(PIECE, max(1 << 16, _free_bytes() // 4 // PIECE_BYTES))
 
 
 def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResult:
@@ -613,7 +628,7 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResu
     t0 = time.perf_counter()
     start.record()
     jobs = unit_batches(ctx, qry)
-    groups = batch_groups(jobs, _group_bases(ctx))
+    groups, piece = batch_groups(jobs, _group_bases(ctx)), _piece_hits()
     if _use_device_seeder():
         seeds = iter([None] * len(jobs))
     else:  # the CPU seeder runs ahead of the device on host threads; it needs counts only
@@ -628,7 +643,7 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResu
         for group in groups:
             host = [next(seeds) for _ in group]
             pending += run_group(ctx, ref, qry, [jobs[i] for i in group], k.chunk_walk_full,
-                                 buckets, None if host[0] is None else host, submit)
+                                 buckets, None if host[0] is None else host, submit, piece)
         stop.record()
         if threads > HOST_THREADS:  # nothing left to launch: every thread takes host halves
             slots.release(threads - HOST_THREADS)
