@@ -167,9 +167,10 @@ def chunk_walk(cum: np.ndarray, max_hits: int) -> list[tuple[int, int]]:
     return out
 
 
-def chunk_walks(xp, cum, slots: np.ndarray, edges: np.ndarray,
-                max_hits: int) -> list[list[tuple[int, int]]]:
-    """`chunk_walk` of every seed batch of a group at once, as hit ranges of the group.
+def chunk_walks(xp, cum, slots: np.ndarray, edges: np.ndarray, max_hits: int,
+                most_steps: int | None = None) -> list[list[tuple[int, int]] | None]:
+    """`chunk_walk` of every seed batch of a group at once, as hit ranges of the group; None
+    for a batch whose walk takes more than `most_steps` searches (left to the caller).
 
     `cum` (numpy or CuPy, `xp`) is the group's inclusive prefix sum of hits per seed slot; batch
     b owns slots [slots[b], slots[b + 1]) and hits [edges[b], edges[b + 1]).  Each of the walk's
@@ -181,7 +182,8 @@ def chunk_walks(xp, cum, slots: np.ndarray, edges: np.ndarray,
     s_a, s_b = (np.asarray(x, np.int64) for x in (slots[:-1], slots[1:]))
     h_a, h_b = (np.asarray(x, np.int64) for x in (edges[:-1], edges[1:]))
     searches = np.where(s_b > s_a, (h_b - h_a) // max_hits, 0)  # chunk_walk's num_iter - 1
-    steps = int(searches.max(initial=0))
+    walked = searches <= (most_steps if most_steps is not None else searches.max(initial=0))
+    steps = int(searches[walked].max(initial=0))
     ends, sums = np.empty((steps, len(s_a)), np.int64), np.empty((steps, len(s_a)), np.int64)
     if steps:
         lo, base = xp.asarray(s_a), xp.asarray(h_a)
@@ -197,7 +199,9 @@ def chunk_walks(xp, cum, slots: np.ndarray, edges: np.ndarray,
     out = []
     for b in range(len(s_a)):
         chunks, last, start = [], s_a[b] - 1, h_a[b]
-        if s_b[b] > s_a[b]:
+        if not walked[b]:
+            chunks = None
+        elif s_b[b] > s_a[b]:
             k = searches[b]
             for end, value in zip([*ends[:k, b], s_b[b] - 1], [*sums[:k, b], h_b[b]],
                                   strict=True):

@@ -264,7 +264,7 @@ def test_chunk_walks_of_a_group_equal_chunk_walk_of_each_batch():
     from hspz.plan import chunk_walks
 
     rng = random.Random(29)
-    walked = 0
+    walked = left = 0
     for _ in range(600):
         max_hits = rng.randint(1, 25)
         counts = _random_counts(rng, max_hits) + [0] * rng.randint(0, 3)
@@ -277,7 +277,12 @@ def test_chunk_walks_of_a_group_equal_chunk_walk_of_each_batch():
                     for a, b in zip(slots[:-1], slots[1:], strict=True)]
         assert got == expected, (counts, max_hits, slots)
         walked += sum(len(c) > 1 for c in got)
-    assert walked > 300
+        most = rng.randint(0, 3)  # longer walks left to the caller, the rest unchanged
+        searches = (edges[1:] - edges[:-1]) // max_hits * (slots[1:] > slots[:-1])
+        assert chunk_walks(np, cum, slots, edges, max_hits, most) == [
+            c if k <= most else None for c, k in zip(expected, searches, strict=True)]
+        left += int((searches > most).sum())
+    assert walked > 300 and left > 300
 
 
 def test_chunk_walk_splits_exactly_at_lower_bound_minus_one():

@@ -72,6 +72,8 @@ FEW_LATE = 16  # at most 1/16 of a piece's hits unfinished: walk them all again,
 PIECE = 1 << 28  # most hits processed at once inside one group (device memory, not bytes);
 # each piece costs the launching thread a few synchronisations, so fewer pieces leave the device
 # idle less (BENCHMARKS.md, session 7)
+DEVICE_STEPS = 32  # --max-hits walks of up to this many searches run on the device: each search
+# is a few launches for all of a group's batches; a longer walk copies its counts instead
 PIECE_BYTES = 64  # device bytes per hit of a piece, were every hit a candidate (`_piece_hits`)
 GROUP_BASES = 1 << 24  # window starts whose seed batches share one device pass (batch_groups);
 # an interval (10 Mbp by default) is then one group: simM 170.1 ms against 190.8 ms at 1 << 22
@@ -301,19 +303,20 @@ class _Group:
         self.total = int(self.hit_edges[-1])
 
     def semantic_chunks(self, max_hits: int, full: bool) -> list[list[tuple[int, int]]]:
-        """Every batch's `--max-hits` walk as hit ranges of the group, walked on the device
-        (`plan.chunk_walks`: only the chunks' ends come back).  With HSPZ_CHUNK_WALK=full each
-        batch's counts are copied instead and walked on the host by `plan.chunk_walk`, the one
-        definition of the walk."""
-        if not full:
-            return plan.chunk_walks(cp, self.cum, self.slots, self.hit_edges, max_hits)
-        out = []
-        for b in range(len(self.slots) - 1):
-            s_a, s_b, h_a = int(self.slots[b]), int(self.slots[b + 1]), int(self.hit_edges[b])
-            cum = self.cum[s_a:s_b].get() - h_a
-            out.append([(h_a + (int(cum[s0 - 1]) if s0 else 0), h_a + int(cum[s1]))
-                        for s0, s1 in plan.chunk_walk(cum, max_hits)])
-        return out
+        """Every batch's `--max-hits` walk as hit ranges of the group.  The walks of up to
+        DEVICE_STEPS searches run on the device, all batches at once (`plan.chunk_walks`: only
+        the chunks' ends come back); a longer walk (a small --max-hits), or every walk with
+        HSPZ_CHUNK_WALK=full, copies the batch's counts and walks them on the host
+        (`plan.chunk_walk`, the one definition of the walk)."""
+        walks = [None] * (len(self.slots) - 1) if full else plan.chunk_walks(
+            cp, self.cum, self.slots, self.hit_edges, max_hits, DEVICE_STEPS)
+        return [self._host_walk(b, max_hits) if w is None else w for b, w in enumerate(walks)]
+
+    def _host_walk(self, b: int, max_hits: int) -> list[tuple[int, int]]:
+        s_a, s_b, h_a = int(self.slots[b]), int(self.slots[b + 1]), int(self.hit_edges[b])
+        cum = self.cum[s_a:s_b].get() - h_a
+        return [(h_a + (int(cum[s0 - 1]) if s0 else 0), h_a + int(cum[s1]))
+                for s0, s1 in plan.chunk_walk(cum, max_hits)]
 
     def use_chunks(self, starts: list[int]) -> None:
         """The first hit of every semantic chunk of the group, in order (the tags' table)."""
