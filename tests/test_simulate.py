@@ -230,6 +230,18 @@ def test_write_pair_round_trips(tmp_path):
             assert _same(back, records)
 
 
+def test_forked_pair_equals_the_serial_pair(tmp_path):
+    """write_pair_2bit (ancestor chromosomes, then both genomes, in forked processes) writes the
+    bytes write_pair writes from simulate_pair."""
+    from benchmarks.simulate import write_pair_2bit
+
+    spec = PairSpec(ref_mbp=0.6, query_mbp=0.4, chromosomes=3, seed=5, divergence=0.3)
+    serial = write_pair(spec, tmp_path / "serial", formats=("2bit",))
+    write_pair_2bit(spec, tmp_path / "r.2bit", tmp_path / "q.2bit")
+    assert (tmp_path / "r.2bit").read_bytes() == serial["ref.2bit"].read_bytes()
+    assert (tmp_path / "q.2bit").read_bytes() == serial["query.2bit"].read_bytes()
+
+
 def test_workloads_load_and_tiny_materialises(tmp_path):
     workloads = load_workloads()
     assert {"ecoli", "hpylori", "tiny", "S", "M", "L", "batch"} <= set(workloads)
