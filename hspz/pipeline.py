@@ -37,7 +37,7 @@ from hspz.manifest import Manifest, check_flags, check_inputs, check_version
 from hspz.options import Options
 from hspz.scoring import resolve_matrix
 from hspz.seed import SeedShape
-from hspz.sequence import PackedBin, Record, read_records, records_digest
+from hspz.sequence import SMALL_BYTES, PackedBin, Record, read_records, records_digest
 from hspz.workers import Pool, WorkerJob, WorkerReport, run_worker, run_workers
 
 DEFAULT_TARBALL = "segments.tar.gz"
@@ -577,7 +577,21 @@ def early_pool(req: Request):
     if req.options.gpus < 2 or req.cpu_only:
         return nullcontext()
     engine = "hspz.engine.cpu" if req.options.backend == "cpu" else "hspz.engine.gpu"
-    return Pool(req.options.gpus, engine)
+    return Pool(req.options.gpus, engine, may_hold_large_bins([req.reference, req.query]))
+
+
+def may_hold_large_bins(paths: list[str]) -> bool:
+    """Whether an input may hold a bin of `sequence.SMALL_BYTES` bases, which loads numba to
+    prepare (a 2bit or gzip file holds about 4 bases a byte): worker processes then load it
+    while the parent reads (a GPU worker otherwise loads it when its first large query bin is
+    reverse-complemented)."""
+    def size(path: str) -> int:
+        try:
+            return os.path.getsize(path)
+        except OSError:  # reported when the inputs are read
+            return 0
+
+    return any(4 * size(p) >= SMALL_BYTES for p in paths)
 
 
 def _run(req: Request, select, t0: float, summary: Summary, pool) -> int:

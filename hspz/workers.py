@@ -91,13 +91,16 @@ def run_worker(job: WorkerJob, ref_records: Sequence[Record], qry_records: Seque
                sink: Sink) -> WorkerReport:
     """Run one worker's visits in order, handing each result to `sink`.  While a unit runs, the
     next unit's query bin, when it is another one, is prepared on a thread (at most two query
-    bins are held at once); "query prepare" is the time the worker waited for one."""
+    bins are held at once), and the first one while the first reference bin is built; "query
+    prepare" is the time the worker waited for one."""
     engine = load_engine(job)
     codes = getattr(engine, "HOST_CODES", True)
     rep = WorkerReport(job.worker, job.device)
     order = [(visit, q) for visit in job.visits for q in range(visit.first, visit.end)]
     with ThreadPoolExecutor(max_workers=1) as prep:
         queries = _Queries(job, qry_records, prep, codes)
+        if order:  # the first query bin is prepared while the first reference bin is built
+            queries.ahead(order[0][1])
         ref = None
         for i, (visit, q) in enumerate(order):
             if i == 0 or order[i - 1][0] is not visit:  # one build per visit
@@ -145,7 +148,9 @@ class _Queries:
         return self.current, True
 
     def ahead(self, q: int) -> None:
-        if self.current.index != q and (self.next is None or self.next[0] != q):
+        """Prepare query bin q on the thread, unless it is the current or next one."""
+        held = self.current is not None and self.current.index == q
+        if not held and (self.next is None or self.next[0] != q):
             self.next = (q, self.prep.submit(self._prepare, q))
 
 
@@ -245,14 +250,14 @@ class Pool:
     numba: `warm_worker`) overlap its reading and planning; `run` then hands each its job.
     Processes left without a job exit on `close`."""
 
-    def __init__(self, n: int, engine: str):
+    def __init__(self, n: int, engine: str, numba: bool = False):
         import multiprocessing
 
         mp = multiprocessing.get_context("spawn")
         self.out = mp.Queue()
         self.inboxes = [mp.Queue() for _ in range(n)]
-        self.procs = [mp.Process(target=_pooled, args=(engine, k, inbox, self.out), daemon=True)
-                      for k, inbox in enumerate(self.inboxes)]
+        self.procs = [mp.Process(target=_pooled, args=(engine, k, inbox, self.out, numba),
+                                 daemon=True) for k, inbox in enumerate(self.inboxes)]
         self.handed = 0
         for p in self.procs:
             p.start()
@@ -294,15 +299,20 @@ class Pool:
         self.handed = len(self.procs)
 
 
-def _pooled(engine: str, worker: int, inbox, out) -> None:
+def _pooled(engine: str, worker: int, inbox, out, numba: bool = False) -> None:
     """A pooled worker process: import the engine and start the device worker `worker` will
-    most likely use (where the engine offers `warm_worker`) while the parent reads and plans,
-    then run its job and exit as soon as its messages are in the pipe (the parent waits for
-    the exit; finalising the interpreter and the CUDA context would add about 0.3 s)."""
+    most likely use (where the engine offers `warm_worker`), and load numba when asked (bins
+    that large prepare with it), while the parent reads and plans; then run its job and exit
+    as soon as its messages are in the pipe (the parent waits for the exit; finalising the
+    interpreter and the CUDA context would add about 0.3 s)."""
     try:
         warm = getattr(importlib.import_module(engine), "warm_worker", None)
         if warm is not None:
             warm(worker)
+        if numba:
+            from hspz import jit
+
+            jit.load()
     except Exception:  # no CuPy here, say: the job's own import reports it properly
         pass
     _child(*inbox.get(), out)

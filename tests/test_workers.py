@@ -295,3 +295,41 @@ def test_a_failing_sink_fails_the_in_process_worker(pair):
     with pytest.raises(RunError, match="work unit 0 arrived twice"):
         run_workers([job], ref, qry, sink)
     assert seen[0] == 0
+
+
+@pytest.mark.parametrize("numba", [False, True])
+def test_pooled_workers_load_numba_before_their_job_only_when_asked(pair, numba, monkeypatch):
+    """A pool asked to load numba (large inputs: `pipeline.may_hold_large_bins`) has it loaded
+    in each process before the job; otherwise the job finds it unloaded (the probe engine has
+    no warm_worker, and its tiny bins prepare with numpy)."""
+    from pathlib import Path
+
+    from hspz.engine import Context
+    from hspz.options import Options
+    from hspz.plan import Plan
+    from hspz.schedule import Visit
+    from hspz.sequence import read_records
+    from hspz.workers import Pool, WorkerJob, run_workers
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # spawned children import the probe
+    ref, qry = (read_records(p) for p in pair)
+    ctx = Context.from_options(Options())
+    plan = Plan(((0,), (1,)), ((0,),))
+    jobs = [WorkerJob(k, k, [Visit(k, 0, 1)], ctx, plan, "numba_probe_engine", 1, 0.0)
+            for k in range(2)]
+    got = []
+    with Pool(2, "numba_probe_engine", numba) as pool:
+        run_workers(jobs, ref, qry, lambda result, extras: got.append(result.gpu_ms), pool)
+    assert got == [1.0 if numba else 0.0] * 2
+
+
+def test_only_inputs_that_may_hold_a_large_bin_ask_for_numba(tmp_path):
+    from hspz.pipeline import may_hold_large_bins
+    from hspz.sequence import SMALL_BYTES
+
+    small, large = tmp_path / "small.2bit", tmp_path / "large.2bit"
+    small.write_bytes(b"x" * (SMALL_BYTES // 4 - 1))
+    with open(large, "wb") as f:
+        f.truncate(SMALL_BYTES // 4)
+    assert not may_hold_large_bins([str(small), str(tmp_path / "missing.fa")])
+    assert may_hold_large_bins([str(small), str(large)])
