@@ -321,16 +321,19 @@ def resolve_chains(xp, merged, best, pos, off):
     its best is r's best + rise.  Its best position is that of the first walk k >= j of the
     chain whose maximum at its merge (`best[k]`) already equalled the chain's final best, else
     r's.  `xp` is numpy or cupy; all vectorised."""
-    n = len(merged)
-    here = xp.arange(n)
-    ends = xp.flatnonzero(~merged)
-    root = ends[xp.cumsum(~merged) - ~merged]  # the first finished walk at or after j
+    root, _ = _next_flagged(xp, ~merged)  # the last walk has nothing to merge into
     sums = xp.concatenate((xp.zeros(1, xp.int64), xp.cumsum(xp.where(merged, off, 0))))
-    rise = sums[root] - sums[here]
+    rise = sums[root] - sums[:-1]
     final = best[root]
-    stays = merged & (best - rise >= final)
-    first = xp.flatnonzero(stays)
-    before = xp.cumsum(stays) - stays
-    k = first[xp.minimum(before, max(len(first) - 1, 0))] if len(first) else root
-    own = (before < len(first)) & (k < root)
-    return final + rise, xp.where(own, pos[k], pos[root])
+    k, found = _next_flagged(xp, merged & (best - rise >= final))
+    return final + rise, xp.where(found & (k < root), pos[k], pos[root])
+
+
+def _next_flagged(xp, flags):
+    """Per j: the first index >= j whose flag is set (any index where there is none), and
+    whether there is one."""
+    at = xp.flatnonzero(flags)
+    before = xp.cumsum(flags) - flags  # flags set before j
+    if len(at) == 0:
+        return xp.zeros(len(flags), xp.int64), xp.zeros(len(flags), xp.bool_)
+    return at[xp.minimum(before, len(at) - 1)], before < len(at)
