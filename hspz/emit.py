@@ -168,7 +168,7 @@ class LineDigest:
     def add(self, data: bytes) -> None:
         """Lines of one chunk (each ending in a newline; none contains a NUL byte)."""
         if data:
-            lines = np.array(data.rstrip(b"\n").split(b"\n"), dtype=bytes)
+            lines = _rows_of(data)
             lines.sort()
             self.runs.append(lines)
 
@@ -208,6 +208,32 @@ class LineDigest:
 
 
 RANGE_LINES = 1 << 19  # lines per key range of the digest's final merge, at least
+
+
+def _rows_of(data: bytes) -> np.ndarray:
+    """The lines of `data` (split at newlines, trailing ones dropped) as one NUL-padded
+    fixed-width bytes array, as wide as the longest line.  A numba loop copies large chunks into the rows (a Python bytes object per
+    line, then the array, held the GIL for 0.2-0.35 s of each 1.1 M-line unit, BENCHMARKS.md
+    session 7); small ones while numba is not loaded split in Python."""
+    end = len(data)
+    while end and data[end - 1] == 10:  # as rstrip: trailing newlines end the last line
+        end -= 1
+    buf = np.frombuffer(data, np.uint8, count=end)
+    ends = np.append(np.flatnonzero(buf == 10), end)
+    if jit.numpy_first(len(ends), SMALL_LINES):
+        return np.array(data.rstrip(b"\n").split(b"\n"), dtype=bytes)
+    width = max(1, int(np.diff(ends, prepend=-1).max()) - 1)
+    rows = np.zeros((len(ends), width), np.uint8)
+    _fill_rows(buf, ends, rows)
+    return rows.view(f"S{width}").ravel()
+
+
+@njit
+def _fill_rows(buf, ends, rows):
+    start = 0
+    for i in range(len(ends)):
+        rows[i, : ends[i] - start] = buf[start : ends[i]]
+        start = ends[i] + 1
 
 
 def _joined(lines: np.ndarray) -> bytes:

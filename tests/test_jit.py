@@ -170,3 +170,11 @@ def test_load_hands_every_decorated_function_to_numba_at_once():
         print("numba" in sys.modules, jit.loaded(), type(xdrop.walk_right).__name__)
     """)
     assert out == ["False", "False", "True", "True", "CPUDispatcher"]
+
+
+@pytest.mark.parametrize("text", [b"\n", b"a", b"a\n", b"b\na\n\n\n", b"\n\nx\n\nyy", b"zz\n" * 3])
+def test_digest_rows_are_the_same_either_way(monkeypatch, text):
+    """The digest's lines of a chunk: split in Python, or copied into rows by numba; interior
+    empty lines kept, trailing newlines dropped, a last line without one kept."""
+    numpy_way, numba_way = _both_ways(monkeypatch, lambda: emit._rows_of(text))
+    assert numpy_way.dtype == numba_way.dtype and numpy_way.tolist() == numba_way.tolist()
