@@ -1,6 +1,6 @@
-"""Every CUDA kernel file compiles to PTX for sm_90 with the preamble hspz/engine/gpu.py prepends,
-for both named seeds, and exports every kernel gpu.py launches.  Needs `nvcc`, not a GPU or CuPy:
-the preamble is rebuilt here from a SeedShape (importing hspz.engine.gpu would need CuPy)."""
+"""Every CUDA kernel file compiles to PTX for sm_90 as hspz/engine/gpu.py compiles it (the
+preamble and options of `hspz.engine.cuda_source`), for both named seeds, and exports every
+kernel gpu.py launches.  Needs `nvcc`, not a GPU or CuPy."""
 
 from __future__ import annotations
 
@@ -13,21 +13,16 @@ from pathlib import Path
 import pytest
 
 import hspz
+from hspz.engine import cuda_source
 from hspz.seed import SeedShape
 
 ENGINE = Path(hspz.__file__).parent / "engine"
-KERNELS = ENGINE / "kernels"
+KERNELS = cuda_source.KERNELS
 GPU_PY = ENGINE / "gpu.py"
 SHAPES = {"12of19": "TTT0T00TT00T0T0TTTT", "14of22": "TTT0T0TT00TT00T0T0TTTT"}
 NVCC = shutil.which("nvcc")
 
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
-
-
-def _preamble(shape: SeedShape) -> str:
-    """gpu.py's `_module` preamble."""
-    return (f"#define SEED_SIZE {shape.size}\n#define WEIGHT {len(shape.care)}\n"
-            f"#define CARE_LIST {','.join(map(str, shape.care))}\n")
 
 
 def _launched() -> dict[str, set[str]]:
@@ -51,13 +46,13 @@ def ptx(tmp_path_factory) -> dict[tuple[str, str], str]:
         shape = SeedShape.from_pattern(pattern)
         for cu in sorted(KERNELS.glob("*.cu")):
             src = out / f"{seed}_{cu.name}"
-            src.write_text(_preamble(shape) + cu.read_text())
+            src.write_text(cuda_source.source(cu.stem, shape.size, shape.care))
             jobs.append((seed, cu.stem, src, src.with_suffix(".ptx")))
 
     def compile_one(job):
         seed, stem, src, dst = job
-        proc = subprocess.run([NVCC, "--ptx", "-arch=sm_90", "--std=c++17", str(src), "-o",
-                               str(dst)], capture_output=True, text=True, timeout=300)
+        proc = subprocess.run([NVCC, "--ptx", "-arch=sm_90", *cuda_source.OPTIONS, str(src),
+                               "-o", str(dst)], capture_output=True, text=True, timeout=300)
         return (seed, stem), proc, dst
 
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -67,16 +62,18 @@ def ptx(tmp_path_factory) -> dict[tuple[str, str], str]:
     return {key: dst.read_text() for key, _, dst in results}
 
 
-def test_gpu_py_still_builds_the_preamble_this_test_rebuilds():
+def test_gpu_py_compiles_the_sources_cuda_source_builds():
     text = GPU_PY.read_text()
-    assert '#define SEED_SIZE {size}\\n#define WEIGHT {len(care)}\\n' in text
-    assert "#define CARE_LIST {','.join(map(str, care))}\\n" in text
-    assert 'options=("--std=c++17",)' in text
+    assert "cp.RawModule(code=cuda_source.source(name, size, care), options=cuda_source.OPTIONS)" \
+        in text
+    assert "cuda_source.SCRATCH * n" in text  # the sweep's scratch, as the preamble says
 
 
-def test_the_preamble_names_the_care_positions_of_each_seed():
-    assert _preamble(SeedShape.from_pattern(SHAPES["12of19"])) == (
-        "#define SEED_SIZE 19\n#define WEIGHT 12\n#define CARE_LIST 0,1,2,4,7,8,11,13,15,16,17,18\n")
+def test_the_preamble_names_the_care_positions_of_each_seed_and_the_scratch_layout():
+    shape = SeedShape.from_pattern(SHAPES["12of19"])
+    assert cuda_source.preamble(shape.size, shape.care) == (
+        "#define SEED_SIZE 19\n#define WEIGHT 12\n#define CARE_LIST 0,1,2,4,7,8,11,13,15,16,17,18\n"
+        "#define SCRATCH 11\n")
 
 
 @pytest.mark.parametrize("seed", sorted(SHAPES))

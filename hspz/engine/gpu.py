@@ -41,7 +41,6 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import cupy as cp
 import numpy as np
@@ -55,6 +54,7 @@ from hspz.engine import (
     UnitResult,
     assemble,
     batch_groups,
+    cuda_source,
     record_chunk,
     settle_chunks,
     unit_batches,
@@ -64,7 +64,6 @@ from hspz.sequence import SCORE_TABLE, SEED_TABLE
 
 lean.import_without("scipy.sparse", "cupyx")  # CuPy imports cupyx on some first calls
 
-KERNELS = Path(__file__).with_name("kernels")
 BLOCK = 256  # threads per block: 8 warps, enough to hide the walks' load latency
 CAP = 64  # bases a first-pass walk may take per side before the hit is walked again
 CAP2 = 1024  # the same for the second walk of those hits; then the finish's chain walks
@@ -81,7 +80,6 @@ HOST_THREADS = 4  # host threads for the host halves while groups are being laun
 # the launching thread of the GIL and leave the device idle (BENCHMARKS.md: simM 0.143 vs 0.173
 # ns/hit at 4 vs 16 threads); once the last group is launched, every thread takes them
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
-SCRATCH = 11  # int64 scratch arrays per hit of sweep_diagonals (finish.cu)
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
 HOST_CODES = False  # bins need no host sequence codes (`engine.prepare_query`)
@@ -119,10 +117,7 @@ def warm_worker(worker: int) -> None:
 @functools.lru_cache(maxsize=16)
 def _module(name: str, size: int, care: tuple[int, ...]) -> cp.RawModule:
     """One compiled module per kernel file and seed shape (CuPy caches the binary)."""
-    preamble = (f"#define SEED_SIZE {size}\n#define WEIGHT {len(care)}\n"
-                f"#define CARE_LIST {','.join(map(str, care))}\n")
-    source = preamble + (KERNELS / f"{name}.cu").read_text()
-    return cp.RawModule(code=source, options=("--std=c++17",))
+    return cp.RawModule(code=cuda_source.source(name, size, care), options=cuda_source.OPTIONS)
 
 
 def _kernel(shape: SeedShape, module: str, name: str):
@@ -457,7 +452,7 @@ class _Group:
         _, starts = _diagonal_edges(R, Q)
         n, groups = len(R), len(starts) - 1
         out = [cp.empty(n, cp.int64) for _ in range(4)]
-        scratch = cp.empty(SCRATCH * n, cp.int64)
+        scratch = cp.empty(cuda_source.SCRATCH * n, cp.int64)
         _kernel(self.ctx.shape, "finish", "sweep_diagonals")(
             (max(1, -(-groups // SWEEP_BLOCK)),), (SWEEP_BLOCK,),
             (self.dref.score, self.qscore, np.int64(self.dref.len), np.int64(self.qlen),

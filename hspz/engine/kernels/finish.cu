@@ -8,7 +8,9 @@
 typedef unsigned char u8;
 typedef long long i64;
 
-#define SCRATCH 11  // i64 arrays per hit: the sweep's nine, then its two outputs
+// SCRATCH (the preamble, hspz/engine/cuda_source.py): i64 arrays per hit that gpu.py allocates
+// for sweep_diagonals, laid out below as the sweep's nine, then its two outputs
+static_assert(SCRATCH == 11, "sweep_diagonals lays out 11 scratch arrays per hit");
 
 // One sweep of the diagonal `diag` in direction `dir` for the n anchors of R[0..n) (sorted
 // ascending): right walks (dir = 1) score from R[j], left walks (dir = -1) from R[j] - 1, taken
