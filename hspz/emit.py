@@ -212,9 +212,10 @@ RANGE_LINES = 1 << 19  # lines per key range of the digest's final merge, at lea
 
 def _rows_of(data: bytes) -> np.ndarray:
     """The lines of `data` (split at newlines, trailing ones dropped) as one NUL-padded
-    fixed-width bytes array, as wide as the longest line.  A numba loop copies large chunks into the rows (a Python bytes object per
-    line, then the array, held the GIL for 0.2-0.35 s of each 1.1 M-line unit, BENCHMARKS.md
-    session 7); small ones while numba is not loaded split in Python."""
+    fixed-width bytes array, as wide as the longest line.  A numba loop copies large chunks
+    into the rows: a Python bytes object per line, then the array, held the GIL for 0.2-0.35 s
+    of each 1.1 M-line unit (BENCHMARKS.md, session 7).  Small chunks, while numba is not
+    loaded, are split in Python."""
     end = len(data)
     while end and data[end - 1] == 10:  # as rstrip: trailing newlines end the last line
         end -= 1

@@ -1,11 +1,12 @@
 """Workers: each runs its visits of the schedule on its device and hands every UnitResult back.
 
-One worker runs in the calling process, its results handed to the sink on a thread
-(`_Handoff`).  Several run one process each (multiprocessing "spawn",
-so each can own a CUDA context; a `Pool` started early overlaps their start-up with the
-caller's reading and planning): the records are shared through one block of shared memory,
-each process picks its device (`hspz.engine.gpu.use_device`, when the GPU engine offers it) and
-its share of `--threads`, and results travel back as `UnitResult.to_bytes()` images on a queue.
+One worker runs in the calling process, its results handed to the sink on a thread of their
+own (`_Handoff`).  Several run one process each (multiprocessing "spawn", so each can own a CUDA
+context; a `Pool` started early overlaps their start-up, and numba's load when the inputs are
+large, with the caller's reading and planning): the records are shared through one block of
+shared memory, each process picks its device (`hspz.engine.gpu.use_device`, when the GPU engine
+offers it) and its share of `--threads`, and results travel back as `UnitResult.to_bytes()`
+images on a queue.
 The caller's `sink` receives results in completion order; the emitter restores plan order.
 
 A worker builds each visited reference bin once and reuses it across the visit's query slice;
