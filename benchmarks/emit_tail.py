@@ -1,9 +1,16 @@
-"""What the emitter costs per unit and after the last one: staging (format, write, digest run)
-and `finish` (the digest's final merge, files renamed), on synthetic units shaped like the
+"""What the emitter costs per unit and after the last one, on synthetic units shaped like the
 simulated 1000 x 500 Mbp pair's (4 reference bins x 2 query bins, 50 segments files a unit,
-about 1.1 M HSPs a unit).  CPU only.
+about 1.1 M HSPs a unit), added in plan order.  Staging formats and writes a unit's files and
+sorts their lines for the digest (and merges a reference bin's lines once its units are in);
+`finish` merges what is left, hashes and renames the files.  The tail after the last unit is
+its staging plus `finish`.  CPU only.
 
     python benchmarks/emit_tail.py [--units 8] [--hsps 1100000] [--files 50] [--runs 3]
+        [--workers 1]
+
+`--workers W` has the units arrive as from W workers of a unit partition, each with a
+contiguous share, one unit of each in turn (the last worker's first), as `hspZ run --gpus W`
+stages them.
 """
 
 from __future__ import annotations
@@ -44,28 +51,37 @@ def main() -> None:
     ap.add_argument("--hsps", type=int, default=1_100_000)
     ap.add_argument("--files", type=int, default=50)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=1)
     a = ap.parse_args()
     jit.load()
-    results = units(a.units, a.hsps, a.files, np.random.default_rng(7))
+    made = units(a.units, a.hsps, a.files, np.random.default_rng(7))
+    shares = [made[k * a.units // a.workers:(k + 1) * a.units // a.workers]
+              for k in reversed(range(a.workers))]
+    results = [r for turn in zip(*shares, strict=True) for r in turn]
     names = {side: [f"{side[0]}chr{i}" for i in range(8)] for side in ("reference", "query")}
 
     def tables(side: str, b: int, strand: str):
         return table_from(names[side][2 * b: 2 * b + 2], [250_000_000] * 2, "", strand)
 
-    stage, final = [], []
+    stage, last, final = [], [], []
     for _ in range(a.runs):
         with tempfile.TemporaryDirectory() as out:
             e = Emitter([WorkUnit(r.ordinal, r.ref_bin, r.query_bin) for r in results], tables,
                         f"{out}/o")
             t = time.perf_counter()
-            for r in results:
+            for r in results[:-1]:
                 e.add(r)
             t1 = time.perf_counter()
+            e.add(results[-1])
+            t2 = time.perf_counter()
             digest = e.finish()
-            stage.append((t1 - t) / len(results))
-            final.append(time.perf_counter() - t1)
-    print(f"staging per unit {statistics.median(stage):.3f} s, finish {statistics.median(final):.3f}"
-          f" s (medians of {a.runs}; {a.units} units x {a.hsps} HSPs in {a.files} files; digest "
+            stage.append((t1 - t) / (len(results) - 1))
+            last.append(t2 - t1)
+            final.append(time.perf_counter() - t2)
+    med = statistics.median
+    print(f"staging per unit before the last {med(stage):.3f} s, the last {med(last):.3f} s, "
+          f"finish {med(final):.3f} s, tail {med(x + y for x, y in zip(last, final, strict=True)):.3f} s "
+          f"(medians of {a.runs}; {a.units} units x {a.hsps} HSPs in {a.files} files; digest "
           f"{digest})")
 
 

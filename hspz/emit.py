@@ -18,6 +18,7 @@ import io
 import os
 import shutil
 import tarfile
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -58,7 +59,10 @@ class Emitter:
         self.order = sorted(self.units)
         self.next = 0
         self.written: list[str] = []
-        self.digest = LineDigest()
+        # one digest group per reference bin, sealed once its units are staged (`LineDigest`)
+        self.left = Counter(u.ref_bin for u in self.units.values())
+        self.digest = LineDigest({b: [n.encode() for n in tables("reference", b, "plus").names]
+                                  for b in sorted(self.left)})
         self.counts = dict(seeds=0, hits=0, raw_hsps=0, hsps=0)
 
     def add(self, result: UnitResult) -> None:
@@ -103,7 +107,10 @@ class Emitter:
                 data = format_lines(rows, ref, qry, strand)
                 (self.stage / file_name).write_bytes(data)
                 names.append(file_name)
-                self.digest.add(data)
+                self.digest.add(data, result.ref_bin)
+        self.left[result.ref_bin] -= 1
+        if not self.left[result.ref_bin]:
+            self.digest.seal(result.ref_bin)
         return names
 
     def _pieces(self, name: str, h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str):
@@ -156,58 +163,150 @@ def split_file(h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str,
 class LineDigest:
     """The run digest: the first 16 hex digits of sha256 over all lines sorted bytewise
     (LC_ALL=C sort).  Each added chunk's lines are sorted as they arrive, while workers still
-    run; `hexdigest` merges those sorted runs and hashes.  The merge is the one step left after
-    the last unit (4-6 s of 8 units' 20 M lines, BENCHMARKS.md session 5), so it runs on threads:
-    splitters sampled from the runs cut every run into the same key ranges, each range's slices
-    are merged (a stable sort finds the runs) and joined on a thread of its own (numpy's sort and
-    the numba join release the GIL), and the ranges are hashed in order."""
+    run, then merged and hashed in key order.
 
-    def __init__(self) -> None:
-        self.runs: list[np.ndarray] = []
+    With `groups` (group -> the first fields its lines start with: a reference bin's names), a
+    group's lines all lie in one key span, [min(name + TAB), max(name + LF)).  Once a group is
+    sealed (it will add no more lines), every key range outside the spans of unsealed groups is
+    final: its lines are merged and joined then (`_settle`), and hashed as soon as everything
+    before them is.  Units finishing in plan order thus leave the last reference bin's lines,
+    not all lines, for after the last unit.  Joined text waits in memory until everything
+    before it is hashed: with several workers, up to the later workers' share of the output.
+    Without groups everything is merged at the end.
 
-    def add(self, data: bytes) -> None:
-        """Lines of one chunk (each ending in a newline; none contains a NUL byte)."""
-        if data:
-            lines = _rows_of(data)
-            lines.sort()
+    A merge runs on threads: splitters sampled from the runs cut every run into the same key
+    ranges, each range's slices are merged (a stable sort finds the runs) and joined on a thread
+    of its own (numpy's sort and the numba join release the GIL), and the ranges are hashed in
+    order (BENCHMARKS.md, sessions 5 and 6)."""
+
+    def __init__(self, groups: dict[int, list[bytes]] | None = None, threads: int = 0,
+                 ranges: int = 0):
+        """`threads` (0: every core) merge in `ranges` key ranges (0: by size, RANGE_LINES
+        lines each, at most four a thread)."""
+        self.threads, self.ranges = threads or os.cpu_count() or 1, ranges
+        self.runs: list[np.ndarray] = []  # sorted lines of sealed groups, not yet merged
+        self.pending: dict[int, list[np.ndarray]] = {g: [] for g in groups or {}}
+        self.spans = {g: (min(n + b"\t" for n in names), max(n + b"\n" for n in names))
+                      for g, names in (groups or {}).items() if names}
+        self.pieces: list[tuple[bytes, bytes | None, list[bytes]]] = []  # (lo, hi, texts)
+        self.frontier: bytes | None = b""  # every line below it is hashed (None: every line)
+        self.hash = hashlib.sha256()
+
+    def add(self, data: bytes, group: int | None = None) -> None:
+        """Lines of one chunk (each ending in a newline; none contains a NUL byte), of `group`
+        when the digest has groups."""
+        if not data:
+            return
+        lines = _rows_of(data)
+        lines.sort()
+        if not self.pending and group is None:
             self.runs.append(lines)
+            return
+        lo, hi = self.spans.get(group, (b"", b""))
+        if group not in self.pending or _search(lines, lo) or _search(lines, hi) < len(lines):
+            raise RuntimeError(f"digest: lines outside group {group}'s names or after its seal")
+        self.pending[group].append(lines)
 
-    def hexdigest(self, threads: int = 0, ranges: int = 0) -> str:
-        """`threads` (0: every core) merge `ranges` key ranges (0: by size, RANGE_LINES each)."""
-        h = hashlib.sha256()
-        threads = threads or os.cpu_count() or 1
-        total = sum(map(len, self.runs))
-        ranges = ranges or min(4 * threads, total // RANGE_LINES)
-        bounds = self._bounds(max(1, ranges))
-        spans = list(zip(bounds[:-1], bounds[1:], strict=True))
-        with ThreadPoolExecutor(max_workers=min(threads, len(spans))) as pool:
-            for text in pool.map(self._merged, spans):
-                h.update(text)
-        return h.hexdigest()[:16]
+    def seal(self, group: int) -> None:
+        """`group` adds no more lines: merge and hash what has become final."""
+        self.runs += self.pending.pop(group)
+        self.spans.pop(group, None)
+        self._settle()
 
-    def _bounds(self, ranges: int) -> list[list[int]]:
-        """For each key range, then the end: where each run's slice of it starts."""
-        if ranges == 1 or not self.runs:
-            return [[0] * len(self.runs), [len(r) for r in self.runs]]
-        sample = np.concatenate([r[np.linspace(0, len(r) - 1, min(len(r), 64 * ranges)).astype(
-            np.int64)] for r in self.runs if len(r)])
-        sample.sort()
-        splitters = sample[np.linspace(0, len(sample), ranges + 1)[1:-1].astype(np.int64)]
-        cuts = [np.searchsorted(r, splitters, side="left").tolist() for r in self.runs]
-        return [[0] * len(self.runs), *map(list, zip(*cuts, strict=True)),
-                [len(r) for r in self.runs]]
+    def hexdigest(self) -> str:
+        for group in list(self.pending):
+            self.seal(group)
+        self._settle()
+        return self.hash.hexdigest()[:16]
 
-    def _merged(self, span: tuple[list[int], list[int]]) -> bytes:
-        """The joined text of one key range of every run, sorted."""
-        parts = [r[a:b] for r, a, b in zip(self.runs, *span, strict=True) if b > a]
-        if not parts:
-            return b""
-        lines = np.concatenate(parts)
-        lines.sort(kind="stable")
-        return _joined(lines)
+    def _settle(self) -> None:
+        """Merge and join the lines of every key range no unsealed group can add to (beyond the
+        frontier, outside the pieces already joined); hash the pieces that start at the
+        frontier."""
+        if self.frontier is None:
+            return
+        taken = sorted([*self.spans.values(), *((lo, hi) for lo, hi, _ in self.pieces)])
+        # while units still run, a few threads: the workers' host threads need the cores
+        threads = min(self.threads, RUNNING_THREADS) if self.pending else self.threads
+        for lo, hi in _gaps(self.frontier, taken):
+            cut = [(_search(r, lo), len(r) if hi is None else _search(r, hi)) for r in self.runs]
+            inside = [r[a:b] for r, (a, b) in zip(self.runs, cut, strict=True) if b > a]
+            self.pieces.append((lo, hi, _merge_join(inside, threads, self.ranges)))
+            self.runs = [x for r, (a, b) in zip(self.runs, cut, strict=True)
+                         for x in (r[:a], r[b:]) if len(x)]
+        self.pieces.sort(key=lambda p: p[0])
+        while self.pieces and self.pieces[0][0] == self.frontier:
+            _, self.frontier, texts = self.pieces.pop(0)
+            for text in texts:
+                self.hash.update(text)
+            if self.frontier is None:
+                return
+
+
+def _gaps(start: bytes, taken: list[tuple[bytes, bytes | None]]):
+    """The key ranges [lo, hi) from `start` on that no interval of `taken` (sorted by lo; hi
+    None: no end) overlaps; hi None: no end."""
+    at = start
+    for lo, hi in taken:
+        if at is None:
+            return
+        if lo > at:
+            yield at, lo
+        if hi is None or hi > at:
+            at = hi
+    if at is not None:
+        yield at, None
+
+
+def _search(run: np.ndarray, key: bytes) -> int:
+    """np.searchsorted(run, key, "left") for a sorted fixed-width bytes array, without the copy
+    numpy makes of `run` for a key wider than it: a line no wider than run's width is below a
+    longer key exactly when it is at most the key's first `width` bytes."""
+    width = run.dtype.itemsize
+    if len(key) <= width:
+        return int(np.searchsorted(run, key, side="left"))
+    return int(np.searchsorted(run, key[:width], side="right"))
+
+
+def _merge_join(runs: list[np.ndarray], threads: int, ranges: int = 0) -> list[bytes]:
+    """The lines of sorted runs, merged, as joined texts in key order (one per key range, the
+    ranges merged on `threads` threads)."""
+    total = sum(map(len, runs))
+    if not total:
+        return []
+    ranges = max(1, ranges or min(4 * threads, total // RANGE_LINES))
+    bounds = _bounds(runs, ranges)
+    spans = list(zip(bounds[:-1], bounds[1:], strict=True))
+    if len(spans) == 1:
+        return [_merged(runs, spans[0])]
+    with ThreadPoolExecutor(max_workers=min(threads, len(spans))) as pool:
+        return list(pool.map(lambda span: _merged(runs, span), spans))
+
+
+def _bounds(runs: list[np.ndarray], ranges: int) -> list[list[int]]:
+    """For each key range, then the end: where each run's slice of it starts."""
+    if ranges == 1:
+        return [[0] * len(runs), [len(r) for r in runs]]
+    sample = np.concatenate([r[np.linspace(0, len(r) - 1, min(len(r), 64 * ranges)).astype(
+        np.int64)] for r in runs if len(r)])
+    sample.sort()
+    splitters = sample[np.linspace(0, len(sample), ranges + 1)[1:-1].astype(np.int64)]
+    cuts = [np.searchsorted(r, splitters, side="left").tolist() for r in runs]
+    return [[0] * len(runs), *map(list, zip(*cuts, strict=True)), [len(r) for r in runs]]
+
+
+def _merged(runs: list[np.ndarray], span: tuple[list[int], list[int]]) -> bytes:
+    """The joined text of one key range of every run, sorted."""
+    parts = [r[a:b] for r, a, b in zip(runs, *span, strict=True) if b > a]
+    if not parts:
+        return b""
+    lines = np.concatenate(parts)
+    lines.sort(kind="stable")
+    return _joined(lines)
 
 
 RANGE_LINES = 1 << 19  # lines per key range of the digest's final merge, at least
+RUNNING_THREADS = 4  # threads of a digest merge while groups are still open
 
 
 def _rows_of(data: bytes) -> np.ndarray:

@@ -7,6 +7,7 @@ loop in u32 arithmetic; the digest against `LC_ALL=C sort | sha256sum`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import subprocess
@@ -348,10 +349,72 @@ def test_digest_merged_in_key_ranges_on_threads_equals_sort(tmp_path, ranges):
     lines = _segment_lines(ranges, 4000) + [b"chr1\t5\n", b"chr1\t5\t\n", b"chr1\t50\n"] * 30
     random.Random(ranges).shuffle(lines)
     cuts = sorted(random.Random(7).sample(range(len(lines)), 11))
-    d = LineDigest()
+    d = LineDigest(threads=3, ranges=ranges)
     for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True):
         d.add(b"".join(lines[a:b]))
-    assert d.hexdigest(threads=3, ranges=ranges) == _sort_sha(tmp_path, b"".join(lines))
+    assert d.hexdigest() == _sort_sha(tmp_path, b"".join(lines))
+
+
+NAMES = ["chr1", "chr10", "chr1_random", "chr2", "chrX", "a", "a\x01b", "ab", "scaffold_1",
+         "scaffold_10", "scaffold_100", "z" * 70]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_digest_by_groups_sealed_in_any_order_equals_sort(tmp_path, seed):
+    """Reference bins as groups (names that extend others, one below TAB, one wider than every
+    line of another group, one in two groups, a group without lines), chunks of groups
+    interleaved, each group sealed after its last chunk, in random orders: the digest
+    `LC_ALL=C sort | sha256sum` gives."""
+    from hspz.emit import LineDigest
+
+    rng = random.Random(seed)
+    names = NAMES[:]
+    rng.shuffle(names)
+    groups = {g: [n.encode() for n in names[g::4]] for g in range(4)}
+    groups[4] = [groups[0][0]]  # a name in two groups
+    groups[5] = [b"never"]  # no lines
+    chunks = []
+    for g, members in groups.items():
+        lines = [f"{rng.choice(members).decode()}\t{rng.randint(1, 10**rng.randint(1, 9))}\t+\t"
+                 f"{rng.randint(0, 99)}\n".encode() for _ in range(rng.randint(0, 900))]
+        lines += [members[0] + b"\t5\n", members[0] + b"\t5\t\n"] * (g != 5)
+        cuts = sorted(rng.sample(range(len(lines) + 1), 3))
+        chunks += [(g, b"".join(lines[a:b]))
+                   for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+    rng.shuffle(chunks)
+    d = LineDigest(groups, threads=2, ranges=rng.choice([0, 1, 3]))
+    left = {g: sum(c == g for c, _ in chunks) for g in groups}
+    for g in [g for g in groups if not left[g]]:
+        d.seal(g)
+    for g, data in chunks:
+        d.add(data, g)
+        left[g] -= 1
+        if not left[g]:
+            d.seal(g)
+    assert d.hexdigest() == _sort_sha(tmp_path, b"".join(data for _, data in chunks))
+
+
+def test_digest_by_groups_hashes_a_sealed_group_below_every_open_one_at_once():
+    """Groups sealed in key order: each group's lines are merged and hashed at its seal, so only
+    the last group's are left for the end; a line outside its group's names is refused."""
+    from hspz.emit import LineDigest
+
+    d = LineDigest({0: [b"chr1", b"chr2"], 1: [b"chr3"], 2: [b"chr4", b"chr5"]}, threads=2)
+    d.add(b"chr2\t9\nchr1\t7\n", 0)
+    d.add(b"chr3\t1\n", 1)
+    d.seal(0)  # chr1-2 hashed; the ranges between and after the open spans final, empty
+    assert d.frontier == b"chr3\t" and not any(texts for _, _, texts in d.pieces)
+    d.add(b"chr5\t1\n", 2)
+    d.seal(2)  # chr4-5 joined, waiting for chr3
+    assert d.frontier == b"chr3\t" and [p[0] for p in d.pieces] == [b"chr3\n", b"chr4\t", b"chr5\n"]
+    assert b"".join(t for _, _, texts in d.pieces for t in texts) == b"chr5\t1\n"
+    assert not d.runs and [len(r) for r in d.pending[1]] == [1]  # chr3's, its group open
+    with pytest.raises(RuntimeError, match="outside group 1"):
+        d.add(b"chr4\t1\n", 1)
+    d.seal(1)
+    assert d.frontier is None
+    expected = hashlib.sha256(b"chr1\t7\nchr2\t9\nchr3\t1\nchr5\t1\n").hexdigest()[:16]
+    assert d.hexdigest() == expected
 
 
 @pytest.mark.parametrize("max_bases", [1, 700, 1500, 10**9])
