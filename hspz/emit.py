@@ -214,6 +214,7 @@ class LineDigest:
         self._settle()
 
     def hexdigest(self) -> str:
+        """Seal what is still open, merge and hash the rest; the digest."""
         for group in list(self.pending):
             self.seal(group)
         self._settle()
