@@ -96,22 +96,30 @@ class Emitter:
         for key in self.counts:
             self.counts[key] += getattr(result, key)
         ref = self.tables("reference", result.ref_bin, "plus")
-        names = []
+        files = []  # (name, rows, query table, strand), in emission order
         for n, strand, h in result.segments:
             if len(h) == 0:
                 continue
             qry = self.tables("query", result.query_bin, strand)
             ordered = h if strand == "plus" else h[::-1]
             name = segments_name(n, result.query_bin, result.ref_bin, strand)
-            for file_name, rows in self._pieces(name, ordered, ref, qry, strand):
-                data = format_lines(rows, ref, qry, strand)
+            files += [(file_name, rows, qry, strand)
+                      for file_name, rows in self._pieces(name, ordered, ref, qry, strand)]
+
+        def render(file: tuple) -> tuple[bytes, np.ndarray]:
+            _, rows, qry, strand = file
+            data = format_lines(rows, ref, qry, strand)
+            return data, sorted_lines(data)
+
+        with ThreadPoolExecutor(max(1, min(STAGE_THREADS, len(files)))) as pool:
+            for (file_name, *_), (data, lines) in zip(files, pool.map(render, files),
+                                                      strict=True):
                 (self.stage / file_name).write_bytes(data)
-                names.append(file_name)
-                self.digest.add(data, result.ref_bin)
+                self.digest.add_sorted(lines, result.ref_bin)
         self.left[result.ref_bin] -= 1
         if not self.left[result.ref_bin]:
             self.digest.seal(result.ref_bin)
-        return names
+        return [f[0] for f in files]
 
     def _pieces(self, name: str, h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str):
         """(file name, HSP rows) of one logical segments file: itself, or its -D splits."""
@@ -195,10 +203,13 @@ class LineDigest:
     def add(self, data: bytes, group: int | None = None) -> None:
         """Lines of one chunk (each ending in a newline; none contains a NUL byte), of `group`
         when the digest has groups."""
-        if not data:
+        if data:
+            self.add_sorted(sorted_lines(data), group)
+
+    def add_sorted(self, lines: np.ndarray, group: int | None = None) -> None:
+        """`add` of lines already made a sorted run (`sorted_lines`)."""
+        if not len(lines):
             return
-        lines = _rows_of(data)
-        lines.sort()
         if not self.pending and group is None:
             self.runs.append(lines)
             return
@@ -308,6 +319,18 @@ def _merged(runs: list[np.ndarray], span: tuple[list[int], list[int]]) -> bytes:
 
 RANGE_LINES = 1 << 19  # lines per key range of the digest's final merge, at least
 RUNNING_THREADS = 4  # threads of a digest merge while groups are still open
+STAGE_THREADS = 4  # a unit's files formatted and made digest runs at once (numba's loops and
+# numpy's sort release the GIL)
+
+
+def sorted_lines(data: bytes) -> np.ndarray:
+    """The lines of `data` as a sorted fixed-width run, as the digest holds them (`_rows_of`;
+    numpy's sort releases the GIL, so files are made runs on threads)."""
+    if not data:
+        return np.empty(0, "S1")
+    lines = _rows_of(data)
+    lines.sort()
+    return lines
 
 
 def _rows_of(data: bytes) -> np.ndarray:
