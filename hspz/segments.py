@@ -14,7 +14,7 @@ import numpy as np
 
 from hspz import jit
 from hspz.jit import njit
-from hspz.sequence import PackedBin
+from hspz.sequence import PackedBin, block_positions
 
 SMALL_LINES = 1 << 20
 _POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
@@ -46,8 +46,7 @@ def _put(out: np.ndarray, at: np.ndarray, field, width: np.ndarray) -> None:
         out[at] = field
     elif isinstance(field, tuple):
         table, offsets, index = field
-        inside = np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)
-        out[np.repeat(at, width) + inside] = table[np.repeat(offsets[index], width) + inside]
+        out[block_positions(at, width)] = table[block_positions(offsets[index], width)]
     else:
         negative = field < 0
         out[at[negative]] = 45  # '-'

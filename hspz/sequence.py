@@ -279,8 +279,8 @@ def _twobit_record(
         raise InputError(f"{where}: {size} bases run past the end of the file")
     seq = _TWOBIT_LUT[arr[pos : pos + packed_len]].view(np.uint8)[:size]
     if jit.numpy_first(int(n_sizes.sum()) + int(m_sizes.sum()), SMALL_BLOCK_BASES):
-        seq[_block_positions(n_starts, n_sizes)] = 78
-        seq[_block_positions(m_starts, m_sizes)] |= 0x20
+        seq[block_positions(n_starts, n_sizes)] = 78
+        seq[block_positions(m_starts, m_sizes)] |= 0x20
     else:
         _set_n(seq, n_starts, n_sizes)
         _set_lower(seq, m_starts, m_sizes)
@@ -290,8 +290,9 @@ def _twobit_record(
 SMALL_BLOCK_BASES = 1 << 22  # N and mask bases set through index arrays (8 bytes each) below
 
 
-def _block_positions(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Every position of the blocks (start, size)."""
+def block_positions(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Every position of the blocks (start, size), block after block: arange(start, start +
+    size) of each, concatenated (2bit N and mask blocks, the numpy segments writer's names)."""
     ends = np.cumsum(sizes)
     return np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(starts - ends + sizes, sizes)
 

@@ -133,20 +133,27 @@ def test_hit_stats_count_every_seed_and_hit(pair, tmp_path, capsys, monkeypatch)
                      r"max \d+$", err, re.M)
 
 
-def test_a_failing_worker_process_fails_the_run_with_one_line(pair, tmp_path):
+def _bin_jobs(pair, engine: str):
+    """(jobs, reference records, query records): two workers, one reference bin each."""
     from hspz.engine import Context
-    from hspz.errors import RunError
     from hspz.options import Options
     from hspz.plan import Plan
     from hspz.schedule import Visit
     from hspz.sequence import read_records
-    from hspz.workers import WorkerJob, run_workers
+    from hspz.workers import WorkerJob
 
     ref, qry = (read_records(p) for p in pair)
     ctx = Context.from_options(Options())
     plan = Plan(((0,), (1,)), ((0,),))
-    jobs = [WorkerJob(k, k, [Visit(k, 0, 1)], ctx, plan, "hspz.engine.missing", 1, 0.0)
-            for k in range(2)]
+    jobs = [WorkerJob(k, k, [Visit(k, 0, 1)], ctx, plan, engine, 1, 0.0) for k in range(2)]
+    return jobs, ref, qry
+
+
+def test_a_failing_worker_process_fails_the_run_with_one_line(pair, tmp_path):
+    from hspz.errors import RunError
+    from hspz.workers import run_workers
+
+    jobs, ref, qry = _bin_jobs(pair, "hspz.engine.missing")
     with pytest.raises(RunError, match=r"worker \d failed: ModuleNotFoundError"):
         run_workers(jobs, ref, qry, lambda result, extras: None)
 
@@ -154,18 +161,9 @@ def test_a_failing_worker_process_fails_the_run_with_one_line(pair, tmp_path):
 def test_an_early_pool_larger_than_the_jobs_runs_them_and_leaves_no_process(pair):
     import multiprocessing
 
-    from hspz.engine import Context
-    from hspz.options import Options
-    from hspz.plan import Plan
-    from hspz.schedule import Visit
-    from hspz.sequence import read_records
-    from hspz.workers import Pool, WorkerJob, run_workers
+    from hspz.workers import Pool, run_workers
 
-    ref, qry = (read_records(p) for p in pair)
-    ctx = Context.from_options(Options())
-    plan = Plan(((0,), (1,)), ((0,),))
-    jobs = [WorkerJob(k, k, [Visit(k, 0, 1)], ctx, plan, "hspz.engine.cpu", 1, 0.0)
-            for k in range(2)]
+    jobs, ref, qry = _bin_jobs(pair, "hspz.engine.cpu")
     got = []
     with Pool(3, "hspz.engine.cpu") as pool:
         reports = run_workers(jobs, ref, qry, lambda result, extras: got.append(result), pool)
@@ -304,19 +302,10 @@ def test_pooled_workers_load_numba_before_their_job_only_when_asked(pair, numba,
     no warm_worker, and its tiny bins prepare with numpy)."""
     from pathlib import Path
 
-    from hspz.engine import Context
-    from hspz.options import Options
-    from hspz.plan import Plan
-    from hspz.schedule import Visit
-    from hspz.sequence import read_records
-    from hspz.workers import Pool, WorkerJob, run_workers
+    from hspz.workers import Pool, run_workers
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent))  # spawned children import the probe
-    ref, qry = (read_records(p) for p in pair)
-    ctx = Context.from_options(Options())
-    plan = Plan(((0,), (1,)), ((0,),))
-    jobs = [WorkerJob(k, k, [Visit(k, 0, 1)], ctx, plan, "numba_probe_engine", 1, 0.0)
-            for k in range(2)]
+    jobs, ref, qry = _bin_jobs(pair, "numba_probe_engine")
     got = []
     with Pool(2, "numba_probe_engine", numba) as pool:
         run_workers(jobs, ref, qry, lambda result, extras: got.append(result.gpu_ms), pool)
