@@ -260,11 +260,12 @@ class Pool:
         self.procs = [mp.Process(target=_pooled, args=(engine, k, inbox, self.out, numba),
                                  daemon=True) for k, inbox in enumerate(self.inboxes)]
         self.handed = 0
+        self.size = n
         for p in self.procs:
             p.start()
 
     def __len__(self) -> int:
-        return len(self.procs)
+        return self.size
 
     def __enter__(self) -> Pool:
         return self
@@ -298,6 +299,20 @@ class Pool:
                 p.terminate()  # nothing to lose: a failed run, or a process without a job
             p.join()
         self.handed = len(self.procs)
+        self._release_queues(failed)
+
+    def _release_queues(self, failed: bool) -> None:
+        """Close the queues and drop them, so that their semaphores are unlinked now: `entry`
+        leaves through os._exit, which skips multiprocessing's exit hooks, and the resource
+        tracker would otherwise warn of 'leaked semaphore objects' on stderr."""
+        for queue in [self.out, *self.inboxes]:
+            if queue is None:
+                continue
+            if failed:
+                queue.cancel_join_thread()  # a stopped reader: what is unsent stays unsent
+            queue.close()
+            queue.join_thread()
+        self.out, self.inboxes, self.procs = None, [], []  # a process keeps its queues
 
 
 def _pooled(engine: str, worker: int, inbox, out, numba: bool = False) -> None:

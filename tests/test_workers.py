@@ -171,6 +171,26 @@ def test_an_early_pool_larger_than_the_jobs_runs_them_and_leaves_no_process(pair
     assert not multiprocessing.active_children()
 
 
+def test_a_closed_pool_frees_its_queues_at_once(pair):
+    """The queues' semaphores must be unlinked before `entry`'s os._exit (which skips
+    multiprocessing's exit hooks, so the resource tracker would warn of leaked semaphores): once
+    the pool has run, nothing holds its queues, without waiting for the cyclic collector."""
+    import gc
+    import weakref
+
+    from hspz.workers import Pool, run_workers
+
+    jobs, ref, qry = _bin_jobs(pair, "hspz.engine.cpu")
+    gc.disable()
+    try:
+        pool = Pool(2, "hspz.engine.cpu")
+        queues = [weakref.ref(q) for q in [pool.out, *pool.inboxes]]
+        run_workers(jobs, ref, qry, lambda result, extras: None, pool)
+        assert [q() for q in queues] == [None] * 3
+    finally:
+        gc.enable()
+
+
 def test_bad_input_with_several_workers_is_one_line_and_stops_the_early_pool(
         pair, tmp_path, capsys):
     import multiprocessing
@@ -215,7 +235,8 @@ def test_a_worker_prepares_each_next_query_bin_once_ahead(pair, monkeypatch):
 def test_the_command_exits_without_teardown_and_loses_nothing(pair, baseline, tmp_path):
     """`python -m hspz` (`cli.entry`, os._exit after main) with two worker processes (each also
     leaves by os._exit once its messages are sent): same files as the in-process run, the whole
-    stdout through a pipe, exit status 0."""
+    stdout through a pipe, exit status 0, and no resource-tracker warning of leaked semaphores
+    (the pool's queues are released before the exit skips multiprocessing's hooks)."""
     import os
     import subprocess
     import sys
@@ -230,6 +251,7 @@ def test_the_command_exits_without_teardown_and_loses_nothing(pair, baseline, tm
     assert outputs(tmp_path / "out") == baseline["files"]
     assert re.search(r"^digest: [0-9a-f]{16}$", proc.stdout + proc.stderr, re.M)
     assert "unit ledger: worker 1 finished at" in proc.stdout + proc.stderr
+    assert "leaked" not in proc.stderr, proc.stderr
 
 
 def _one_worker_job(pair, visits):
