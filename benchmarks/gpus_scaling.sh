@@ -34,19 +34,21 @@ if [ "${SMI:-0}" = 1 ]; then
 fi
 python3 -m compileall -q hspz > /dev/null  # the device sets PYTHONDONTWRITEBYTECODE
 export REF_MBP=${REF_MBP:-500} QUERY_MBP=${QUERY_MBP:-80}
-STAMP=/tmp/big_${REF_MBP}x${QUERY_MBP}.done  # a warm machine's next call reuses the pair
+PAIR=/tmp/big_${REF_MBP}x${QUERY_MBP}  # a warm machine's next call reuses the pair of this size
+STAMP=$PAIR.done
 mark generate
-[ -f $STAMP ] && echo "reusing the generated pair ($STAMP)" || python3 - <<'PY' && touch $STAMP
+[ -f $STAMP ] && echo "reusing the generated pair ($STAMP)" || PAIR=$PAIR python3 - <<'PY' && touch $STAMP
 import os, time
 from benchmarks.simulate import PairSpec, write_pair_2bit
 t = time.time()
 write_pair_2bit(PairSpec(ref_mbp=float(os.environ["REF_MBP"]), query_mbp=float(os.environ["QUERY_MBP"]),
-                         chromosomes=8, divergence=0.4, seed=3), "/tmp/big_ref.2bit", "/tmp/big_qry.2bit")
+                         chromosomes=8, divergence=0.4, seed=3),
+                os.environ["PAIR"] + "_ref.2bit", os.environ["PAIR"] + "_qry.2bit")
 print(f"generated in {time.time() - t:.1f} s")
 PY
 mark warm
 python3 -m hspz run -r .device/data/pseudopig.fa.gz -q .device/data/pseudocat.fa.gz -o /tmp/w --backend gpu > /dev/null 2>&1  # kernels compiled and cached
-F="-r /tmp/big_ref.2bit -q /tmp/big_qry.2bit -B ${BIN:-125M} --backend gpu"
+F="-r ${PAIR}_ref.2bit -q ${PAIR}_qry.2bit -B ${BIN:-125M} --backend gpu"
 [ -z "${ARMS:-}" ] && { ARMS="1 2"; [ -n "${ALT:-}" ] && ARMS="1 2 alt1 alt2"; }
 [ -n "${ALT:-}" ] && python3 -m compileall -q $ALT/hspz > /dev/null
 for arm in $(for i in $(seq ${REPEAT:-1}); do echo $ARMS; done); do
