@@ -249,7 +249,10 @@ class Pool:
     """Worker processes that start before their jobs exist.  `hspZ run` starts them first, so
     that spawning Python, importing numpy and the engine (CuPy and the device's context, or
     numba: `warm_worker`) overlap its reading and planning; `run` then hands each its job.
-    Processes left without a job exit on `close`."""
+    Processes left without a job stop as soon as the jobs are handed out.  Once every worker
+    has reported, the rest of a process's exit (the kernel tearing down its CUDA context and
+    memory) is no longer waited for: `close`, at the end of the pool's `with`, joins them, so
+    their exit overlaps the caller's publishing."""
 
     def __init__(self, n: int, engine: str, numba: bool = False):
         import multiprocessing
@@ -261,6 +264,7 @@ class Pool:
                                  daemon=True) for k, inbox in enumerate(self.inboxes)]
         self.handed = 0
         self.size = n
+        self.shm: shared_memory.SharedMemory | None = None
         for p in self.procs:
             p.start()
 
@@ -275,31 +279,36 @@ class Pool:
 
     def run(self, jobs: Sequence[WorkerJob], ref_records: Sequence[Record],
             qry_records: Sequence[Record], sink: Sink) -> list[WorkerReport]:
-        """Run jobs[k] on process k (k = its worker number); results go to `sink`."""
-        shm, (ref, qry) = share([ref_records, qry_records])
+        """Run jobs[k] on process k (k = its worker number); results go to `sink`.  Returns
+        when every worker has reported; `close` waits for their exit."""
+        self.shm, (ref, qry) = share([ref_records, qry_records])
         try:
             for inbox, job in zip(self.inboxes, jobs, strict=False):
                 inbox.put((job, ref, qry))
             self.handed = len(jobs)
-            reports = _collect(self.procs[:len(jobs)], self.out, sink, len(jobs))
+            self._stop(range(self.handed, len(self.procs)))
+            return _collect(self.procs[:len(jobs)], self.out, sink, len(jobs))
         except BaseException:
             self.close(failed=True)
             raise
-        finally:
-            shm.close()
-            shm.unlink()
-        self.close()
-        return reports
 
     def close(self, failed: bool = False) -> None:
-        """Stop the processes without a job and wait for the rest; after a failure, stop them
-        all at once."""
-        for k, p in enumerate(self.procs):
-            if (failed or k >= self.handed) and p.is_alive():
-                p.terminate()  # nothing to lose: a failed run, or a process without a job
+        """Wait for the processes with a job to exit and stop the rest; after a failure, stop
+        them all at once.  Then free the shared records and the queues."""
+        self._stop(range(len(self.procs)) if failed else range(self.handed, len(self.procs)))
+        for p in self.procs:
             p.join()
-        self.handed = len(self.procs)
+        if self.shm is not None:
+            self.shm.close()
+            self.shm.unlink()
+            self.shm = None
         self._release_queues(failed)
+
+    def _stop(self, which) -> None:
+        """Terminate processes `which` (nothing to lose: a failed run, or no job)."""
+        for k in which:
+            if self.procs[k].is_alive():
+                self.procs[k].terminate()
 
     def _release_queues(self, failed: bool) -> None:
         """Close the queues and drop them, so that their semaphores are unlinked now: `entry`
@@ -350,7 +359,7 @@ def run_workers(jobs: Sequence[WorkerJob], ref_records: Sequence[Record],
         with _Handoff(sink) as handoff:
             return [run_worker(jobs[0], ref_records, qry_records, handoff)]
     if pool is not None and len(pool) >= len(jobs):
-        return pool.run(jobs, ref_records, qry_records, sink)
+        return pool.run(jobs, ref_records, qry_records, sink)  # the caller's `with` closes it
     if pool is not None:
         pool.close()
     with Pool(len(jobs), jobs[0].engine) as fresh:

@@ -159,7 +159,11 @@ def test_a_failing_worker_process_fails_the_run_with_one_line(pair, tmp_path):
 
 
 def test_an_early_pool_larger_than_the_jobs_runs_them_and_leaves_no_process(pair):
+    """The pool returns its workers' reports; the shared records stay until the pool's `with`
+    ends (the workers' exit overlaps the caller's publishing), then no process or shared block
+    is left."""
     import multiprocessing
+    import os
 
     from hspz.workers import Pool, run_workers
 
@@ -167,14 +171,16 @@ def test_an_early_pool_larger_than_the_jobs_runs_them_and_leaves_no_process(pair
     got = []
     with Pool(3, "hspz.engine.cpu") as pool:
         reports = run_workers(jobs, ref, qry, lambda result, extras: got.append(result), pool)
+        block = f"/dev/shm/{pool.shm.name}"
+        assert os.path.exists(block)
     assert sorted(r.ordinal for r in got) == [0, 1] and [r.units for r in reports] == [1, 1]
-    assert not multiprocessing.active_children()
+    assert not multiprocessing.active_children() and not os.path.exists(block)
 
 
 def test_a_closed_pool_frees_its_queues_at_once(pair):
     """The queues' semaphores must be unlinked before `entry`'s os._exit (which skips
     multiprocessing's exit hooks, so the resource tracker would warn of leaked semaphores): once
-    the pool has run, nothing holds its queues, without waiting for the cyclic collector."""
+    the pool is closed, nothing holds its queues, without waiting for the cyclic collector."""
     import gc
     import weakref
 
@@ -186,6 +192,7 @@ def test_a_closed_pool_frees_its_queues_at_once(pair):
         pool = Pool(2, "hspz.engine.cpu")
         queues = [weakref.ref(q) for q in [pool.out, *pool.inboxes]]
         run_workers(jobs, ref, qry, lambda result, extras: None, pool)
+        pool.close()
         assert [q() for q in queues] == [None] * 3
     finally:
         gc.enable()
