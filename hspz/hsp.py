@@ -125,11 +125,6 @@ def diagonal_permutation(h: np.ndarray, chunk: np.ndarray | None = None) -> np.n
     return np.lexsort(keys if chunk is None else (*keys, chunk))
 
 
-def diagonal_order(h: np.ndarray) -> np.ndarray:
-    """Sort by diagonal (wrapping u32, unsigned), ref_start, len ascending, score descending."""
-    return h[diagonal_permutation(h)]
-
-
 def dedup(h: np.ndarray) -> np.ndarray:
     """Containment dedup of one chunk's HSPs, returned in the final query-major order."""
     return dedup_chunks(h, np.zeros(len(h), np.int64))[0]
