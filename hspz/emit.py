@@ -7,7 +7,9 @@ inside a unit, interval 1 plus, 1 minus, 2 plus, …; only non-empty files are w
 list is printed reversed.  With `-D` each file is split as `partition` says, its history running
 in emission order.  Files are staged in a hidden directory inside OUT and moved into place (or
 archived into the `-Z` tarball) only when the whole run has succeeded, so a failed run leaves
-nothing that looks complete.
+nothing that looks complete.  Segments files an earlier run left in OUT that this run did not
+write (another layout's, say) are removed once the new ones are in place, so OUT holds exactly
+this run's output and `cat *.segments | LC_ALL=C sort | sha256sum` gives the printed digest.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import gzip
 import hashlib
 import io
 import os
+import re
 import shutil
 import tarfile
 from collections import Counter
@@ -38,6 +41,9 @@ TableLookup = Callable[[str, int, str], PackedBin]  # (side, bin, strand) -> rec
 
 def segments_name(n: int, query_bin: int, ref_bin: int, strand: str) -> str:
     return f"tmp{n}.block{query_bin}.r{ref_bin}.{strand}.segments"
+
+
+OUR_NAMES = re.compile(r"tmp\d+\.block\d+\.r\d+\.(plus|minus)(\.split\d+)?\.segments")
 
 
 class Emitter:
@@ -64,6 +70,7 @@ class Emitter:
         self.digest = LineDigest({b: [n.encode() for n in tables("reference", b, "plus").names]
                                   for b in sorted(self.left)})
         self.counts = dict(seeds=0, hits=0, raw_hsps=0, hsps=0)
+        self.removed: list[str] = []  # an earlier run's segments files, removed by `finish`
 
     def add(self, result: UnitResult) -> None:
         """Accept one unit's result; emit every unit that is now next in order.
@@ -144,8 +151,18 @@ class Emitter:
             for name in self.written:
                 os.replace(self.stage / name, self.outdir / name)
             self.created = False  # OUT is the result, even with no files in it
+            self.removed = self._remove_stale()
         self.abort()  # the stage, and an OUT made only for staging a -Z archive elsewhere
         return digest
+
+    def _remove_stale(self) -> list[str]:
+        """Remove the segments files named as hspZ names them that this run did not write."""
+        ours = set(self.written)
+        stale = sorted(e.name for e in os.scandir(self.outdir) if e.name not in ours
+                       and OUR_NAMES.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+        for name in stale:
+            (self.outdir / name).unlink()
+        return stale
 
     def abort(self) -> None:
         """Remove the stage (and OUT when this emitter created it and it is empty)."""

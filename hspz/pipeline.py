@@ -443,6 +443,7 @@ def execute(m: Manifest, sched: scheduling.Schedule, engine_name: str, threads: 
     except BaseException:
         emitter.abort()
         raise
+    say_removed(emitter)
     check_lifecycle(summary.reports, sched)
     for key, value in emitter.counts.items():
         setattr(summary, key, value)
@@ -514,6 +515,13 @@ class Request:
 def say(lines) -> None:
     for line in [lines] if isinstance(lines, str) else lines:
         print(line, file=sys.stderr)
+
+
+def say_removed(emitter: Emitter) -> None:
+    """One line when publishing removed segments files an earlier run left in OUT."""
+    if emitter.removed:
+        say(f"output: removed {len(emitter.removed)} segments file(s) that an earlier run left "
+            f"in {emitter.outdir} and this run did not write (first: {emitter.removed[0]})")
 
 
 def load_manifest(req: Request, ref: list[Record], qry: list[Record]) -> Manifest | None:
@@ -689,6 +697,7 @@ def merge_command(plan_path: str, outdir: str, tarball: str | None, diagonal: bo
     except BaseException:
         emitter.abort()
         raise
+    say_removed(emitter)
     summary = Summary(**emitter.counts, digest=digest)
     print_counts(summary)
     print(f"digest: {digest}")

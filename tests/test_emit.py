@@ -101,6 +101,36 @@ def test_a_missing_unit_fails_the_run_and_leaves_nothing(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_an_earlier_runs_segments_files_are_replaced_or_removed_and_others_kept(tmp_path):
+    """OUT ends up holding exactly this run's segments files (so `cat *.segments | LC_ALL=C
+    sort | sha256sum` gives the printed digest): an earlier run's file of the same name is
+    replaced, one this run does not write (another layout's, a -D split) is removed, and files
+    hspZ does not name that way are left alone."""
+    import hashlib
+
+    digest, files = emit(tmp_path, range(6), "fresh")
+    out = tmp_path / "reused"
+    out.mkdir()
+    stale = ["tmp1.block0.r7.plus.segments", "tmp2.block1.r0.minus.split3.segments",
+             "tmp1.block1.r1.plus.segments"]  # the last: unit 4's, which writes nothing now
+    kept = {"notes.txt": b"mine", "tmp1.block0.r0.plus.segments.bak": b"x",
+            "mine.segments": b"y", next(iter(files)): b"an old version"}
+    for name in stale:
+        (out / name).write_bytes(b"r0\t1\t2\tq0\t1\t2\t+\t3000\n")
+    for name, data in kept.items():
+        (out / name).write_bytes(data)
+    e = Emitter(PLAN.units, tables, out)
+    for o in range(6):
+        e.add(result(o))
+    assert e.finish() == digest and e.removed == sorted(stale)
+    got = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    mine = {k: v for k, v in kept.items() if k not in files}
+    assert got == {**files, **mine}
+    lines = sorted(line for name, data in got.items() if name in files
+                   for line in data.splitlines(keepends=True))
+    assert hashlib.sha256(b"".join(lines)).hexdigest()[:16] == digest
+
+
 def test_tarball_is_reproducible_and_holds_the_files_in_emission_order(tmp_path):
     digest, files = emit(tmp_path, range(6), "plain")
     blobs = []

@@ -351,3 +351,21 @@ def test_only_inputs_that_may_hold_a_large_bin_ask_for_numba(tmp_path):
         f.truncate(SMALL_BYTES // 4)
     assert not may_hold_large_bins([str(small), str(tmp_path / "missing.fa")])
     assert may_hold_large_bins([str(small), str(large)])
+
+
+def test_a_rerun_with_another_layout_leaves_only_its_own_files(pair, baseline, tmp_path, capsys,
+                                                               monkeypatch):
+    """Two workers writing into an OUT that holds a finer layout's files: the earlier run's
+    files that this layout does not write are removed, with one `output:` line, and OUT equals
+    a fresh run's."""
+    ref, qry = pair
+    finer = [a if a != "4000" else "2000" for a in FLAGS]
+    out = tmp_path / "out"
+    args = ["run", "-r", ref, "-q", qry, "--backend", "cpu", "-o", out]
+    assert hspz(capsys, monkeypatch, [*args, *finer])[0] == 0
+    earlier = set(outputs(out)) - set(baseline["files"])
+    assert earlier  # names only the finer layout writes (more reference bins)
+    status, _, err = hspz(capsys, monkeypatch, [*args, *FLAGS, "--gpus", "2"])
+    assert status == 0 and outputs(out) == baseline["files"]
+    assert re.search(rf"^output: removed {len(earlier)} segments file\(s\) that an earlier run "
+                     rf"left in .*out and this run did not write \(first: tmp", err, re.M)
