@@ -19,7 +19,8 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -115,16 +116,27 @@ def _bin_lines(m: Manifest) -> list[str]:
     return lines
 
 
-def write_text(path: str | os.PathLike, text: str) -> None:
-    """Write to a temporary name beside `path`, then rename it into place."""
+@contextmanager
+def replaced_atomically(path: str | os.PathLike, flag: str = "") -> Iterator[Path]:
+    """A temporary name beside `path` to write; renamed onto `path` when the block succeeds,
+    removed when it fails (SIGTERM, `errors.Terminated`, included).  An OSError becomes one
+    UsageError line (`flag` first)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        yield tmp
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        if isinstance(exc, OSError):
+            raise UsageError(f"{flag}cannot write {path}: {exc.strerror or exc}") from exc
+        raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write to a temporary name beside `path`, then rename it into place."""
+    with replaced_atomically(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 # --------------------------------------------------------------------------------------------
@@ -418,15 +430,8 @@ def write_results(path: str | os.PathLike, results: Sequence[UnitResult], header
     arrays = {f"unit{r.ordinal}": np.frombuffer(r.to_bytes(), np.uint8) for r in results}
     head = dict(header, format=RESULTS_FORMAT, units=[r.ordinal for r in results])
     arrays["header"] = np.frombuffer(json.dumps(head).encode(), np.uint8)
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"--output: cannot write {path}: {exc.strerror or exc}") from exc
+    with replaced_atomically(path, "--output: ") as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
 
 
 def read_results(path: str | os.PathLike) -> tuple[dict, list[UnitResult]]:

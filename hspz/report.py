@@ -7,12 +7,12 @@ is computed.
 
 from __future__ import annotations
 
-import os
 import resource
 import sys
 import time
 
 from hspz.engine import prepare_query, prepare_reference
+from hspz.manifest import replaced_atomically, write_text
 from hspz.segments import format_raw
 
 LEDGER_COLUMNS = ("ordinal", "worker", "device", "ref_bin", "query_bin", "ref_bp", "query_bp",
@@ -34,13 +34,6 @@ def progress_printer(stream=None, every_s: float = 10.0):
     return report
 
 
-def _atomic_write(path: str, data: bytes) -> None:
-    tmp = f"{path}.partial"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-
-
 def write_plan(path: str, source, options=None) -> None:
     """`reference|query<TAB>bin<TAB>name<TAB>bp` per record, reference first, unprefixed.
     `source` is a Manifest (names and lengths) or an `Inputs` (records)."""
@@ -55,7 +48,7 @@ def write_plan(path: str, source, options=None) -> None:
     rows = [f"{side}\t{b}\t{names[i]}\t{lengths[i]}\n"
             for side, bins, names, lengths in sides for b, members in enumerate(bins)
             for i in members]
-    _atomic_write(path, "".join(rows).encode())
+    write_text(path, "".join(rows))
 
 
 def write_raw(path: str, summary) -> None:
@@ -64,7 +57,8 @@ def write_raw(path: str, summary) -> None:
     parts = [format_raw(h, strand)
              for result in sorted(summary.results, key=lambda r: r.ordinal)
              for strand, h in result.raw]
-    _atomic_write(path, b"".join(parts))
+    with replaced_atomically(path, "--dump-raw: ") as tmp:
+        tmp.write_bytes(b"".join(parts))
 
 
 def cpu_only(ctx, plan, ref_records, qry_records) -> int:
