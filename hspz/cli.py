@@ -17,12 +17,14 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 
 from hspz import __version__
-from hspz.errors import HspzError, UsageError
+from hspz.errors import HspzError, Terminated, UsageError, on_sigterm
 from hspz.options import (
     Options,
     parse_ambiguous,
@@ -191,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    before = _raise_on_sigterm()
     try:
         ns = build_parser().parse_args(argv)
         return COMMANDS[ns.command](ns)
@@ -202,6 +205,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hspZ: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("hspZ: terminated (SIGTERM)", file=sys.stderr)
+        return 143
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _raise_on_sigterm():
+    """SIGTERM raises `Terminated` in the main thread, so the staged files and the worker
+    processes are cleaned up as after Ctrl-C (the default action would leave the stage in OUT
+    and the workers running on their devices).  The handler it replaced, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def entry() -> None:

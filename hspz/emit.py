@@ -30,8 +30,9 @@ import numpy as np
 
 from hspz import jit, partition
 from hspz.engine import UnitResult
-from hspz.errors import RunError
+from hspz.errors import RunError, sigterm_held
 from hspz.jit import njit
+from hspz.manifest import replaced_atomically
 from hspz.plan import WorkUnit
 from hspz.segments import SMALL_LINES, format_lines
 from hspz.sequence import PackedBin
@@ -144,15 +145,16 @@ class Emitter:
             raise RunError(f"{len(missing)} of {len(self.order)} work unit(s) never arrived "
                            f"(first missing: {missing[0]})")
         digest = self.digest.hexdigest()
-        self.outdir.mkdir(parents=True, exist_ok=True)
-        if self.tarball is not None:
-            write_tarball(self.tarball, self.stage, self.written)
-        else:
-            for name in self.written:
-                os.replace(self.stage / name, self.outdir / name)
-            self.created = False  # OUT is the result, even with no files in it
-            self.removed = self._remove_stale()
-        self.abort()  # the stage, and an OUT made only for staging a -Z archive elsewhere
+        with sigterm_held():  # all of the renames, or (before them) none
+            self.outdir.mkdir(parents=True, exist_ok=True)
+            if self.tarball is not None:
+                write_tarball(self.tarball, self.stage, self.written)
+            else:
+                for name in self.written:
+                    os.replace(self.stage / name, self.outdir / name)
+                self.created = False  # OUT is the result, even with no files in it
+                self.removed = self._remove_stale()
+            self.abort()  # the stage, and an OUT made only for staging a -Z archive elsewhere
         return digest
 
     def _remove_stale(self) -> list[str]:
@@ -418,8 +420,8 @@ def digest_of(chunks: list[bytes]) -> str:
 def write_tarball(path: Path, stage: Path, names: list[str]) -> None:
     """A byte-reproducible .tar.gz: entries in emission order, mode 0644, mtime 0, bare names."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
+    with (replaced_atomically(path, "-Z: ") as tmp, open(tmp, "wb") as raw,
+          gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz):
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
             for name in names:
                 data = (stage / name).read_bytes()
@@ -428,4 +430,3 @@ def write_tarball(path: Path, stage: Path, names: list[str]) -> None:
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""
                 tar.addfile(info, io.BytesIO(data))
-    os.replace(tmp, path)

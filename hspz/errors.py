@@ -2,8 +2,13 @@
 
 `UsageError` and `InputError` exit with status 2 (bad flags, bad input); `RunError` with 1 (the run
 itself failed).  The CLI catches `HspzError` and prints `hspZ: <message>` without a traceback unless
-`HSPZ_DEBUG=1`.
+`HSPZ_DEBUG=1`.  `Terminated` is SIGTERM (a scheduler's time limit, `kill`) turned into an
+exception, so that a terminated run cleans up as an interrupted one does (exit status 143);
+`sigterm_held` keeps it out of a block that must not stop half-way (publishing the files).
 """
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class HspzError(Exception):
@@ -28,3 +33,33 @@ class RunError(HspzError):
     """The run failed after its inputs were accepted."""
 
     status = 1
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived.  A BaseException, like KeyboardInterrupt, so that no `except Exception`
+    stops it on its way to the CLI; the stages' cleanup (`except BaseException`, `with`) runs."""
+
+
+_held = {"depth": 0, "pending": False}
+
+
+def on_sigterm(signum, frame) -> None:
+    """The SIGTERM handler the CLI installs: raise `Terminated`, or inside `sigterm_held`
+    remember it for the block's end."""
+    if _held["depth"]:
+        _held["pending"] = True
+    else:
+        raise Terminated()
+
+
+@contextmanager
+def sigterm_held() -> Iterator[None]:
+    """A SIGTERM arriving inside the block raises `Terminated` once the block has finished."""
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+    if not _held["depth"] and _held["pending"]:
+        _held["pending"] = False
+        raise Terminated()

@@ -26,6 +26,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 
@@ -209,6 +210,17 @@ def share(sides: Sequence[Sequence[Record]]) -> tuple[shared_memory.SharedMemory
     """Copy every record's bases into one shared-memory block."""
     total = sum(len(r) for side in sides for r in side)
     shm = shared_memory.SharedMemory(create=True, size=max(total, 1))
+    try:
+        return shm, _fill(shm, sides, total)
+    except BaseException:  # SIGTERM while copying, say: the block is not left behind
+        shm.unlink()  # the name goes now, the memory with the last view
+        with suppress(BufferError):
+            shm.close()
+        raise
+
+
+def _fill(shm: shared_memory.SharedMemory, sides: Sequence[Sequence[Record]],
+          total: int) -> list[SharedRecords]:
     block = np.ndarray((total,), np.uint8, shm.buf)
     out, copies, at = [], [], 0
     for side in sides:
@@ -219,10 +231,12 @@ def share(sides: Sequence[Sequence[Record]]) -> tuple[shared_memory.SharedMemory
             at += len(rec)
         out.append(SharedRecords(shm.name, [r.name for r in side], offsets,
                                  [len(r) for r in side]))
-    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:  # copies release the GIL
-        list(pool.map(_copy_into, [block] * len(copies), *zip(*copies, strict=True)))
-    del block  # the block must hold no exported view when it is closed
-    return shm, out
+    try:
+        with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:  # copies release the GIL
+            list(pool.map(_copy_into, [block] * len(copies), *zip(*copies, strict=True)))
+    finally:
+        del block  # the block must hold no exported view when it is closed
+    return out
 
 
 def _copy_into(block: np.ndarray, at: int, seq: np.ndarray) -> None:
@@ -252,21 +266,32 @@ class Pool:
     Processes left without a job stop as soon as the jobs are handed out.  Once every worker
     has reported, the rest of a process's exit (the kernel tearing down its CUDA context and
     memory) is no longer waited for: `close`, at the end of the pool's `with`, joins them, so
-    their exit overlaps the caller's publishing."""
+    their exit overlaps the caller's publishing.
+
+    A job goes down a pipe of its own (the parent keeps only the sending end: a worker that
+    died makes the send fail instead of wait); results come back on one queue."""
 
     def __init__(self, n: int, engine: str, numba: bool = False):
         import multiprocessing
 
         mp = multiprocessing.get_context("spawn")
         self.out = mp.Queue()
-        self.inboxes = [mp.Queue() for _ in range(n)]
-        self.procs = [mp.Process(target=_pooled, args=(engine, k, inbox, self.out, numba),
-                                 daemon=True) for k, inbox in enumerate(self.inboxes)]
+        pipes = [mp.Pipe(duplex=False) for _ in range(n)]  # (receiving, sending) ends
+        self.inboxes = [send for _, send in pipes]
+        self.procs = [mp.Process(target=_pooled, args=(engine, k, recv, self.out, numba),
+                                 daemon=True) for k, (recv, _) in enumerate(pipes)]
         self.handed = 0
         self.size = n
         self.shm: shared_memory.SharedMemory | None = None
-        for p in self.procs:
-            p.start()
+        self.started = 0  # procs[:started] were started
+        try:
+            for p, (recv, _) in zip(self.procs, pipes, strict=True):
+                p.start()
+                self.started += 1
+                recv.close()  # the child has its own copy
+        except BaseException:  # SIGTERM, say: stop what started
+            self.close(failed=True)
+            raise
 
     def __len__(self) -> int:
         return self.size
@@ -283,10 +308,10 @@ class Pool:
         when every worker has reported; `close` waits for their exit."""
         self.shm, (ref, qry) = share([ref_records, qry_records])
         try:
-            for inbox, job in zip(self.inboxes, jobs, strict=False):
-                inbox.put((job, ref, qry))
+            for k, job in enumerate(jobs):
+                _hand(k, self.inboxes[k], (job, ref, qry))
             self.handed = len(jobs)
-            self._stop(range(self.handed, len(self.procs)))
+            self._stop(range(self.handed, self.started))
             return _collect(self.procs[:len(jobs)], self.out, sink, len(jobs))
         except BaseException:
             self.close(failed=True)
@@ -294,15 +319,24 @@ class Pool:
 
     def close(self, failed: bool = False) -> None:
         """Wait for the processes with a job to exit and stop the rest; after a failure, stop
-        them all at once.  Then free the shared records and the queues."""
-        self._stop(range(len(self.procs)) if failed else range(self.handed, len(self.procs)))
-        for p in self.procs:
+        them all at once.  Then free the shared records, the pipes and the queue."""
+        self._stop(range(self.started) if failed else range(self.handed, self.started))
+        for p in self.procs[:self.started]:
             p.join()
         if self.shm is not None:
             self.shm.close()
             self.shm.unlink()
             self.shm = None
-        self._release_queues(failed)
+        for inbox in self.inboxes:
+            inbox.close()
+        if self.out is not None:
+            # the parent never puts on it, so it has no feeder thread to wait for
+            self.out.close()
+            self.out.join_thread()
+        # dropped now, so the queue's semaphores are unlinked now: `entry` leaves through
+        # os._exit, which skips multiprocessing's exit hooks, and the resource tracker would
+        # warn of 'leaked semaphore objects' (a process object keeps its arguments)
+        self.out, self.inboxes, self.procs, self.started = None, [], [], 0
 
     def _stop(self, which) -> None:
         """Terminate processes `which` (nothing to lose: a failed run, or no job)."""
@@ -310,18 +344,13 @@ class Pool:
             if self.procs[k].is_alive():
                 self.procs[k].terminate()
 
-    def _release_queues(self, failed: bool) -> None:
-        """Close the queues and drop them, so that their semaphores are unlinked now: `entry`
-        leaves through os._exit, which skips multiprocessing's exit hooks, and the resource
-        tracker would otherwise warn of 'leaked semaphore objects' on stderr."""
-        for queue in [self.out, *self.inboxes]:
-            if queue is None:
-                continue
-            if failed:
-                queue.cancel_join_thread()  # a stopped reader: what is unsent stays unsent
-            queue.close()
-            queue.join_thread()
-        self.out, self.inboxes, self.procs = None, [], []  # a process keeps its queues
+
+def _hand(worker: int, inbox, message) -> None:
+    try:
+        inbox.send(message)
+    except OSError as exc:  # BrokenPipeError: the process is gone
+        raise RunError(f"worker {worker} exited before its job was handed over "
+                       f"({exc.strerror or exc})") from exc
 
 
 def _pooled(engine: str, worker: int, inbox, out, numba: bool = False) -> None:
@@ -329,7 +358,8 @@ def _pooled(engine: str, worker: int, inbox, out, numba: bool = False) -> None:
     most likely use (where the engine offers `warm_worker`), and load numba when asked (bins
     that large prepare with it), while the parent reads and plans; then run its job and exit
     as soon as its messages are in the pipe (the parent waits for the exit; finalising the
-    interpreter and the CUDA context would add about 0.3 s)."""
+    interpreter and the CUDA context would add about 0.3 s).  Without a job (the parent
+    closed the pipe) it just exits."""
     try:
         warm = getattr(importlib.import_module(engine), "warm_worker", None)
         if warm is not None:
@@ -340,7 +370,11 @@ def _pooled(engine: str, worker: int, inbox, out, numba: bool = False) -> None:
             jit.load()
     except Exception:  # no CuPy here, say: the job's own import reports it properly
         pass
-    _child(*inbox.get(), out)
+    try:
+        job = inbox.recv()
+    except EOFError:
+        os._exit(0)
+    _child(*job, out)
     out.close()
     out.join_thread()
     sys.stdout.flush()

@@ -131,6 +131,39 @@ def test_an_earlier_runs_segments_files_are_replaced_or_removed_and_others_kept(
     assert hashlib.sha256(b"".join(lines)).hexdigest()[:16] == digest
 
 
+def test_sigterm_while_publishing_waits_for_the_last_rename(tmp_path, monkeypatch):
+    """A SIGTERM that arrives between two renames is held until every file is in place (and
+    the stage gone); only then does it stop the run.  OUT is never half-published."""
+    import os
+    import signal
+
+    from hspz import emit as emit_module
+    from hspz.errors import Terminated, on_sigterm
+
+    _, files = emit(tmp_path, range(6), "fresh")
+    real = os.replace
+    calls = []
+
+    def replace(src, dst):
+        calls.append(dst)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # its handler runs before the next rename
+        real(src, dst)
+
+    before = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        e = Emitter(PLAN.units, tables, tmp_path / "out")
+        for o in range(6):
+            e.add(result(o))
+        monkeypatch.setattr(emit_module.os, "replace", replace)
+        with pytest.raises(Terminated):
+            e.finish()
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert len(calls) == len(files) > 1
+    assert {p.name: p.read_bytes() for p in sorted((tmp_path / "out").iterdir())} == files
+
+
 def test_tarball_is_reproducible_and_holds_the_files_in_emission_order(tmp_path):
     digest, files = emit(tmp_path, range(6), "plain")
     blobs = []

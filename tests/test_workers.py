@@ -177,10 +177,27 @@ def test_an_early_pool_larger_than_the_jobs_runs_them_and_leaves_no_process(pair
     assert not multiprocessing.active_children() and not os.path.exists(block)
 
 
-def test_a_closed_pool_frees_its_queues_at_once(pair):
-    """The queues' semaphores must be unlinked before `entry`'s os._exit (which skips
+def test_a_pooled_worker_gone_before_its_job_fails_the_run_with_one_line(pair):
+    """Its pipe has no reader left: handing the job over fails at once (it does not wait)."""
+    import multiprocessing
+
+    from hspz.errors import RunError
+    from hspz.workers import Pool, run_workers
+
+    jobs, ref, qry = _bin_jobs(pair, "hspz.engine.cpu")
+    with pytest.raises(RunError, match=r"^worker 1 exited before its job was handed over"):
+        with Pool(2, "hspz.engine.cpu") as pool:
+            pool.procs[1].kill()
+            pool.procs[1].join()
+            run_workers(jobs, ref, qry, lambda result, extras: None, pool)
+    assert not multiprocessing.active_children()
+
+
+def test_a_closed_pool_frees_its_queue_and_pipes_at_once(pair):
+    """The queue's semaphores must be unlinked before `entry`'s os._exit (which skips
     multiprocessing's exit hooks, so the resource tracker would warn of leaked semaphores): once
-    the pool is closed, nothing holds its queues, without waiting for the cyclic collector."""
+    the pool is closed, nothing holds its queue or pipes, without waiting for the cyclic
+    collector."""
     import gc
     import weakref
 
@@ -369,3 +386,65 @@ def test_a_rerun_with_another_layout_leaves_only_its_own_files(pair, baseline, t
     assert status == 0 and outputs(out) == baseline["files"]
     assert re.search(rf"^output: removed {len(earlier)} segments file\(s\) that an earlier run "
                      rf"left in .*out and this run did not write \(first: tmp", err, re.M)
+
+
+@pytest.fixture(scope="module")
+def longer_pair(tmp_path_factory):
+    """A simulated 6 x 3 Mbp pair: 7-10 s on the CPU backend at -B 1.5M on two cores, long
+    enough to be stopped while its workers run."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.simulate import PairSpec, write_pair_2bit
+
+    d = tmp_path_factory.mktemp("longer")
+    spec = PairSpec(ref_mbp=6, query_mbp=3, chromosomes=4, divergence=0.2, seed=3)
+    write_pair_2bit(spec, d / "ref.2bit", d / "qry.2bit")
+    return d / "ref.2bit", d / "qry.2bit"
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_sigterm_stops_the_workers_and_leaves_nothing(longer_pair, tmp_path, gpus):
+    """SIGTERM (a scheduler's time limit, `kill`) while the workers run: one line, exit status
+    143, no OUT (not even the hidden stage), and no worker process left running on."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import uuid
+
+    ref, qry = longer_pair
+    tag = uuid.uuid4().hex  # found in the environment of every process this run starts
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HSPZ_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hspz", "run", "-r", ref, "-q", qry, "-B", "1500000", "--backend",
+         "cpu", "--gpus", str(gpus), "-o", tmp_path / "out"],
+        env={**env, "HSPZ_TEST_TAG": tag}, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if line.startswith("schedule: device mapping"):
+            break
+    time.sleep(1.0)  # the workers are in their first units
+    assert proc.poll() is None, "the run ended before it could be stopped"
+    proc.send_signal(signal.SIGTERM)
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 143
+    assert err.strip().splitlines()[-1] == "hspZ: terminated (SIGTERM)"
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+    time.sleep(0.5)
+    assert not _processes_with(f"HSPZ_TEST_TAG={tag}".encode())
+
+
+def _processes_with(entry: bytes) -> list[int]:
+    """Live processes whose environment holds `entry`."""
+    from pathlib import Path
+
+    found = []
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and entry in (p / "environ").read_bytes().split(b"\0"):
+                found.append(int(p.name))
+        except OSError:  # gone, or not ours to read
+            pass
+    return found
