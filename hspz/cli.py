@@ -202,6 +202,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"hspZ: {exc}", file=sys.stderr)
         return exc.status
+    except OSError as exc:  # one the stages did not put in their own words
+        if os.environ.get("HSPZ_DEBUG") == "1":
+            traceback.print_exc()
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"hspZ: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("hspZ: interrupted", file=sys.stderr)
         return 130

@@ -22,8 +22,9 @@ import re
 import shutil
 import tarfile
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +101,10 @@ class Emitter:
 
     def _stage(self, result: UnitResult) -> list[str]:
         """Write one unit's files into the stage; their names, in emission order."""
+        with _writing(self.outdir):
+            return self._stage_files(result)
+
+    def _stage_files(self, result: UnitResult) -> list[str]:
         self.stage.mkdir(parents=True, exist_ok=True)
         for key in self.counts:
             self.counts[key] += getattr(result, key)
@@ -145,7 +150,7 @@ class Emitter:
             raise RunError(f"{len(missing)} of {len(self.order)} work unit(s) never arrived "
                            f"(first missing: {missing[0]})")
         digest = self.digest.hexdigest()
-        with sigterm_held():  # all of the renames, or (before them) none
+        with _writing(self.outdir), sigterm_held():  # all of the renames, or none
             self.outdir.mkdir(parents=True, exist_ok=True)
             if self.tarball is not None:
                 write_tarball(self.tarball, self.stage, self.written)
@@ -171,6 +176,17 @@ class Emitter:
         shutil.rmtree(self.stage, ignore_errors=True)
         if self.created and self.outdir.is_dir() and not any(self.outdir.iterdir()):
             self.outdir.rmdir()
+
+
+@contextmanager
+def _writing(outdir: Path) -> Iterator[None]:
+    """An OSError (a full disk, say) as one RunError line naming OUT."""
+    try:
+        yield
+    except OSError as exc:
+        name = f" ({Path(exc.filename).name})" if exc.filename else ""
+        raise RunError(f"cannot write the output in {outdir}: {exc.strerror or exc}{name}") \
+            from exc
 
 
 def split_file(h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str,

@@ -92,3 +92,22 @@ def test_bad_values_of_the_other_commands(inputs, capfd, argv, message):
     out, err = capfd.readouterr()
     assert len(err.splitlines()) == 1 and re.search(message, err), err
     assert sorted(p.name for p in inputs.iterdir()) == before
+
+
+@pytest.mark.parametrize("gpus", ["1", "2"])
+def test_output_that_cannot_be_written_is_one_line_exit_1(inputs, capfd, gpus):
+    """A write that fails while the run stages its files (here the stage's name is taken by a
+    file; a full disk fails the same way) is one line naming OUT, exit status 1, and OUT keeps
+    only what was there."""
+    import os
+
+    out = inputs / "out"
+    out.mkdir()
+    (out / f".hspz-partial-{os.getpid()}").write_text("in the way\n")
+    argv = [a.format(d=inputs) for a in RUN] + ["--gpus", gpus, "-B", "4000"]
+    assert main(argv) == 1
+    err = [line for line in capfd.readouterr().err.splitlines()
+           if not line.startswith(("schedule:", "progress:", "note:"))]
+    assert err == [f"hspZ: cannot write the output in {out}: File exists "
+                   f"(.hspz-partial-{os.getpid()})"], err
+    assert [p.name for p in out.iterdir()] == [f".hspz-partial-{os.getpid()}"]
