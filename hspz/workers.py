@@ -5,8 +5,8 @@ own (`_Handoff`).  Several run one process each (multiprocessing "spawn", so eac
 context; a `Pool` started early overlaps their start-up, and numba's load when the inputs are
 large, with the caller's reading and planning): the records are shared through one block of
 shared memory, each process picks its device (`hspz.engine.gpu.use_device`, when the GPU engine
-offers it) and its share of `--threads`, and results travel back as `UnitResult.to_bytes()`
-images on a queue.
+offers it) and its share of `--threads`; each job goes down a pipe of its own, and results
+travel back as `UnitResult.to_bytes()` images on one queue.
 The caller's `sink` receives results in completion order; the emitter restores plan order.
 
 A worker builds each visited reference bin once and reuses it across the visit's query slice;
