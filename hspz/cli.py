@@ -197,17 +197,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         ns = build_parser().parse_args(argv)
         return COMMANDS[ns.command](ns)
-    except HspzError as exc:
+    except (HspzError, OSError) as exc:  # an OSError: one the stages did not word themselves
         if os.environ.get("HSPZ_DEBUG") == "1":
             traceback.print_exc()
-        print(f"hspZ: {exc}", file=sys.stderr)
-        return exc.status
-    except OSError as exc:  # one the stages did not put in their own words
-        if os.environ.get("HSPZ_DEBUG") == "1":
-            traceback.print_exc()
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"hspZ: {where}{exc.strerror or exc}", file=sys.stderr)
-        return 1
+        print(f"hspZ: {_one_line(exc)}", file=sys.stderr)
+        return getattr(exc, "status", 1)
     except KeyboardInterrupt:
         print("hspZ: interrupted", file=sys.stderr)
         return 130
@@ -217,6 +211,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if before is not None:
             signal.signal(signal.SIGTERM, before)
+
+
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, HspzError):
+        return str(exc)
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}"
 
 
 def _raise_on_sigterm():

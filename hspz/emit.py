@@ -45,6 +45,7 @@ def segments_name(n: int, query_bin: int, ref_bin: int, strand: str) -> str:
     return f"tmp{n}.block{query_bin}.r{ref_bin}.{strand}.segments"
 
 
+# the names `segments_name` gives, and their -D splits (`Emitter._pieces`)
 OUR_NAMES = re.compile(r"tmp\d+\.block\d+\.r\d+\.(plus|minus)(\.split\d+)?\.segments")
 
 
@@ -101,11 +102,6 @@ class Emitter:
 
     def _stage(self, result: UnitResult) -> list[str]:
         """Write one unit's files into the stage; their names, in emission order."""
-        with _writing(self.outdir):
-            return self._stage_files(result)
-
-    def _stage_files(self, result: UnitResult) -> list[str]:
-        self.stage.mkdir(parents=True, exist_ok=True)
         for key in self.counts:
             self.counts[key] += getattr(result, key)
         ref = self.tables("reference", result.ref_bin, "plus")
@@ -127,7 +123,9 @@ class Emitter:
         with ThreadPoolExecutor(max(1, min(STAGE_THREADS, len(files)))) as pool:
             for (file_name, *_), (data, lines) in zip(files, pool.map(render, files),
                                                       strict=True):
-                (self.stage / file_name).write_bytes(data)
+                with _writing(self.outdir):
+                    self.stage.mkdir(parents=True, exist_ok=True)
+                    (self.stage / file_name).write_bytes(data)
                 self.digest.add_sorted(lines, result.ref_bin)
         self.left[result.ref_bin] -= 1
         if not self.left[result.ref_bin]:

@@ -5,17 +5,12 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-# benchmarks/ is not an installed package: make the repository root importable.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.hit_density import (  # noqa: E402
+from benchmarks.hit_density import (
     BINS,
     CARE,
     SPAN,
@@ -25,7 +20,7 @@ from benchmarks.hit_density import (  # noqa: E402
     kmer_histogram,
     lowercase_fraction,
 )
-from benchmarks.simulate import (  # noqa: E402
+from benchmarks.simulate import (
     TRANSITION,
     PairSpec,
     _branch_rates,
@@ -37,7 +32,7 @@ from benchmarks.simulate import (  # noqa: E402
     spec_digest,
     write_pair,
 )
-from benchmarks.workloads import load_workloads, materialise, workload_spec  # noqa: E402
+from benchmarks.workloads import load_workloads, materialise, workload_spec
 
 TARGET_DENSITY = 6.3e-7  # both strands, hits / bp², hg38 chr20 x mm39 4 Mbp
 ALLOWED = np.frombuffer(b"ACGTacgtN", dtype=np.uint8)

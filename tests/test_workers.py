@@ -392,10 +392,6 @@ def test_a_rerun_with_another_layout_leaves_only_its_own_files(pair, baseline, t
 def longer_pair(tmp_path_factory):
     """A simulated 6 x 3 Mbp pair: 7-10 s on the CPU backend at -B 1.5M on two cores, long
     enough to be stopped while its workers run."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benchmarks.simulate import PairSpec, write_pair_2bit
 
     d = tmp_path_factory.mktemp("longer")
