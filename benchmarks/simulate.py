@@ -729,21 +729,28 @@ def _query(spec: PairSpec, lib, ancestor: list[np.ndarray], query_seed: int) -> 
 # ---------------------------------------------------------------------------------------------
 
 
-def _prepare(spec: PairSpec, query_mbp: float):
-    """Library, ancestor and reference chromosome sizes (independent of query-only fields
-    unless `query_mbp` exceeds `ref_mbp`)."""
-    lib = _library(spec)
+def _layout(spec: PairSpec, query_mbp: float):
+    """Library and reference chromosome sizes (independent of query-only fields unless
+    `query_mbp` exceeds `ref_mbp`)."""
     layout = np.random.default_rng([spec.seed, _STREAM_LAYOUT])
     sizes = _chromosome_sizes(layout, max(spec.ref_mbp, query_mbp) * 1e6, spec.chromosomes)
+    return _library(spec), sizes
+
+
+def _prepare(spec: PairSpec, query_mbp: float):
+    """Library, ancestor and reference chromosome sizes (`_layout`)."""
+    lib, sizes = _layout(spec, query_mbp)
     return lib, _ancestor(spec, lib, sizes), sizes
+
+
+def _query_seed(spec: PairSpec) -> int:
+    return spec.seed if spec.query_seed is None else spec.query_seed
 
 
 def simulate_pair(spec: PairSpec) -> tuple[Records, Records]:
     """(reference records, query records), each a list of (name, uint8 ASCII array)."""
     lib, ancestor, sizes = _prepare(spec, spec.query_mbp)
-    ref = _reference(spec, lib, ancestor, sizes)
-    qseed = spec.seed if spec.query_seed is None else spec.query_seed
-    return ref, _query(spec, lib, ancestor, qseed)
+    return _reference(spec, lib, ancestor, sizes), _query(spec, lib, ancestor, _query_seed(spec))
 
 
 _FORKED: dict = {}  # what forked children read from their parent (no copies, no pickling)
@@ -759,8 +766,7 @@ def _forked_genome(side: str, path: str) -> None:
     if side == "reference":
         records = _reference(spec, lib, ancestor, sizes)
     else:
-        records = _query(spec, lib, ancestor, spec.seed if spec.query_seed is None
-                         else spec.query_seed)
+        records = _query(spec, lib, ancestor, _query_seed(spec))
     write_records(Path(path), records, "2bit")
 
 
@@ -772,9 +778,7 @@ def write_pair_2bit(spec: PairSpec, ref_path: str | Path, qry_path: str | Path) 
     import multiprocessing
 
     fork = multiprocessing.get_context("fork")
-    lib = _library(spec)
-    layout = np.random.default_rng([spec.seed, _STREAM_LAYOUT])
-    sizes = _chromosome_sizes(layout, max(spec.ref_mbp, spec.query_mbp) * 1e6, spec.chromosomes)
+    lib, sizes = _layout(spec, spec.query_mbp)
     _FORKED.update(spec=spec, lib=lib, sizes=sizes)
     try:
         with fork.Pool(min(len(sizes), max(1, multiprocessing.cpu_count()))) as pool:
