@@ -231,13 +231,9 @@ def test_a_worker_prepares_each_next_query_bin_once_ahead(pair, monkeypatch):
     """Visits R0[0..2) R1[0..2): four units, four query swaps, each bin prepared once per swap
     (the next one while a unit runs), ordinals in plan order."""
     from hspz import workers
-    from hspz.engine import Context
-    from hspz.options import Options
-    from hspz.plan import Plan
     from hspz.schedule import Visit
-    from hspz.sequence import read_records
 
-    ref, qry = (read_records(p) for p in pair)
+    job, ref, qry = _one_worker_job(pair, [Visit(0, 0, 2), Visit(1, 0, 2)])
     assert len(ref) >= 2 and len(qry) >= 2
     prepared = []
 
@@ -247,9 +243,6 @@ def test_a_worker_prepares_each_next_query_bin_once_ahead(pair, monkeypatch):
 
     real = workers.prepare_query
     monkeypatch.setattr(workers, "prepare_query", prepare)
-    plan = Plan(((0,), (1,)), ((0,), (1,)))
-    job = workers.WorkerJob(0, 0, [Visit(0, 0, 2), Visit(1, 0, 2)],
-                            Context.from_options(Options()), plan, "hspz.engine.cpu", 1, 0.0)
     got = []
     rep = workers.run_worker(job, ref, qry, lambda result, extras: got.append(result.ordinal))
     assert got == [0, 1, 2, 3] and prepared == [0, 1, 0, 1]
