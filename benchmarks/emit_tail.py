@@ -26,7 +26,7 @@ from hspz import jit
 from hspz.emit import Emitter
 from hspz.engine import UnitResult
 from hspz.hsp import HSP_DTYPE
-from hspz.pipeline import table_from
+from hspz.inputs import table_from
 from hspz.plan import WorkUnit
 
 

@@ -27,7 +27,7 @@ def gpu_available() -> bool:
 def warm(backend: str) -> threading.Thread | None:
     """Unless the CPU backend is asked for, import CuPy (and cupyx, `hspz.lean`) now, then start
     CUDA on a thread: device 0's context, which the memory preflight reads first.  The caller
-    meanwhile imports the pipeline and reads the inputs.  Only CUDA's start runs beside them: it
+    meanwhile imports the stages and reads the inputs.  Only CUDA's start runs beside them: it
     waits in the driver without the GIL, whereas importing CuPy on the thread slowed the
     caller's imports more than it saved (every file an import reads hands the GIL over; E. coli
     on the H200, BENCHMARKS.md "Session 4")."""

@@ -13,15 +13,16 @@ import sys
 import tempfile
 import time
 
-from hspz import backends, pipeline
+from hspz import backends, execute
 from hspz.errors import RunError, UsageError
+from hspz.inputs import read_inputs
 from hspz.options import Options
 
 
 def one_pass(options: Options, inputs, engine, kind: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="hspz-bench-") as tmp:
         t0 = time.perf_counter()
-        summary = pipeline.run(options, inputs, tmp, engine)
+        summary = execute.run(options, inputs, tmp, engine)
         wall = time.perf_counter() - t0
     gpu_ms = sum(r.gpu_ms for r in summary.results)
     return dict(
@@ -35,7 +36,7 @@ def one_pass(options: Options, inputs, engine, kind: str) -> dict:
 def main(options: Options, reference: str, query: str, warmup: int, iterations: int,
          json_path: str | None) -> int:
     engine = backends.select(options)
-    inputs = pipeline.read_inputs(options, reference, query)
+    inputs = read_inputs(options, reference, query)
     if len(inputs.plan.ref_bins) != 1 or len(inputs.plan.query_bins) != 1:
         raise UsageError("benchmark needs a single-bin pair (raise -B / --query-block-size)")
     records = [one_pass(options, inputs, engine, "cold")]

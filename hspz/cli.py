@@ -252,7 +252,7 @@ def _need(ns: argparse.Namespace, *flags: str) -> None:
 
 def _writable_file(flag: str, path: str | None) -> None:
     """The directory a file will be written into must exist (or be creatable) and be writable."""
-    from hspz.pipeline import check_output_dir
+    from hspz.outdir import check_output_dir
 
     if path:
         if os.path.isdir(path):
@@ -261,8 +261,9 @@ def _writable_file(flag: str, path: str | None) -> None:
 
 
 def _request(ns: argparse.Namespace, options: Options):
-    """Cross-flag checks shared by run and plan, then the pipeline request."""
-    from hspz import knobs, pipeline
+    """Cross-flag checks shared by run and plan, then the command's request."""
+    from hspz import knobs
+    from hspz.commands import Request
 
     _need(ns, "--reference", "--query")
     if options.seq_block_size == 0 and options.kegalign_bins:
@@ -270,17 +271,17 @@ def _request(ns: argparse.Namespace, options: Options):
     knobs.read()  # a knob value the spec calls an error stops the run before any work
     for flag in ("dump_plan", "dump_manifest"):
         _writable_file("--" + flag.replace("_", "-"), getattr(ns, flag, None))
-    return pipeline.Request(options, explicit_flags(ns), ns.reference, ns.query, ns.output,
+    return Request(options, explicit_flags(ns), ns.reference, ns.query, ns.output,
                             from_manifest=ns.from_manifest, dump_manifest=ns.dump_manifest,
                             dump_plan=ns.dump_plan)
 
 
 def _tarball(ns: argparse.Namespace) -> str | None:
-    from hspz import pipeline
+    from hspz import outdir
 
     if ns.tarball is None:
         return None
-    path = ns.tarball or os.path.join(ns.output, pipeline.DEFAULT_TARBALL)
+    path = ns.tarball or os.path.join(ns.output, outdir.DEFAULT_TARBALL)
     _writable_file("--tarball", path)
     return path
 
@@ -298,28 +299,32 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 
 def _run(ns: argparse.Namespace, options: Options) -> int:
-    from hspz import backends, pipeline
+    from hspz import backends
+    from hspz.commands.run import run_command
+    from hspz.outdir import check_output_dir
 
     req = _request(ns, options)
-    pipeline.check_output_dir(ns.output)
+    check_output_dir(ns.output)
     req.tarball = _tarball(ns)
     _writable_file("--dump-raw", ns.dump_raw)
     req.dump_raw, req.time, req.hit_stats, req.cpu_only = (ns.dump_raw, ns.time, ns.hit_stats,
                                                            ns.cpu_only)
-    return pipeline.run_command(req, lambda: backends.select(options))
+    return run_command(req, lambda: backends.select(options))
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:
-    from hspz import backends, pipeline
+    from hspz import backends
+    from hspz.commands.plan import plan_command
 
     options = options_from_args(ns)
     req = _request(ns, options)
     _writable_file("--output", ns.output)
-    return pipeline.plan_command(req, lambda: backends.select(options))
+    return plan_command(req, lambda: backends.select(options))
 
 
 def cmd_work(ns: argparse.Namespace) -> int:
-    from hspz import backends, pipeline
+    from hspz import backends
+    from hspz.commands.work import work_command
 
     worker = parse_int("--worker", ns.worker, 0)
     threads = parse_int("--threads", ns.threads, 0)
@@ -327,20 +332,22 @@ def cmd_work(ns: argparse.Namespace) -> int:
     device = None if ns.device is None else parse_int("--device", ns.device, 0)
     _writable_file("--output", ns.output)
     options = Options(backend=backend, threads=threads)
-    return pipeline.work_command(ns.plan, worker, ns.output, lambda: backends.select(options),
+    return work_command(ns.plan, worker, ns.output, lambda: backends.select(options),
                                  threads, device)
 
 
 def cmd_merge(ns: argparse.Namespace) -> int:
-    from hspz import pipeline
+    from hspz.commands.merge import merge_command
+    from hspz.outdir import check_output_dir
 
-    pipeline.check_output_dir(ns.output)
+    check_output_dir(ns.output)
     tarball = _tarball(ns)
-    return pipeline.merge_command(ns.plan, ns.output, tarball, ns.diagonal_partition, ns.results)
+    return merge_command(ns.plan, ns.output, tarball, ns.diagonal_partition, ns.results)
 
 
 def cmd_estimate(ns: argparse.Namespace) -> int:
-    from hspz import pipeline
+    from hspz.commands import Request
+    from hspz.commands.estimate import estimate_command
 
     options = options_from_args(ns)
     _need(ns, "--reference", "--query")
@@ -348,9 +355,9 @@ def cmd_estimate(ns: argparse.Namespace) -> int:
         raise UsageError("-B 0 (automatic layout) cannot be combined with --kegalign-bins")
     stride = parse_int("--stride", ns.stride, 1)
     _writable_file("--dump-plan", ns.dump_plan)
-    req = pipeline.Request(options, explicit_flags(ns), ns.reference, ns.query,
+    req = Request(options, explicit_flags(ns), ns.reference, ns.query,
                            from_manifest=ns.from_manifest, dump_plan=ns.dump_plan)
-    return pipeline.estimate_command(req, stride)
+    return estimate_command(req, stride)
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:

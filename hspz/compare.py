@@ -14,8 +14,9 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from hspz import backends, pipeline
+from hspz import backends, execute
 from hspz.errors import RunError, UsageError
+from hspz.inputs import read_inputs
 from hspz.options import Options
 from hspz.sequence import write_fasta
 
@@ -96,10 +97,10 @@ def verdict(ours: list[bytes], theirs: list[bytes]) -> tuple[str, list[bytes], l
 def main(options: Options, reference: str, query: str, lastz: str, keep: str | None) -> int:
     check_lastz(lastz)  # before any work
     engine = backends.select(options)
-    inputs = pipeline.read_inputs(options, reference, query)
+    inputs = read_inputs(options, reference, query)
     with tempfile.TemporaryDirectory(prefix="hspz-compare-") as tmp:
         t = Path(tmp)
-        summary = pipeline.run(options, inputs, t / "out", engine)
+        summary = execute.run(options, inputs, t / "out", engine)
         ours = sorted(b"".join(p.read_bytes() for p in (t / "out").glob("*.segments")).splitlines())
         write_fasta(t / "ref.fa", inputs.reference)
         write_fasta(t / "qry.fa", inputs.query)

@@ -19,6 +19,12 @@ LEDGER_COLUMNS = ("ordinal", "worker", "device", "ref_bin", "query_bin", "ref_bp
                   "gpu_ms", "host_start_ms", "host_end_ms", "seeds", "hits", "raw_hsps", "hsps")
 
 
+def say(lines) -> None:
+    """Print a line, or each of a list of lines, to stderr."""
+    for line in [lines] if isinstance(lines, str) else lines:
+        print(line, file=sys.stderr)
+
+
 def progress_printer(stream=None, every_s: float = 10.0):
     """A callback printing `progress: k/n units` at most every few seconds, and at the end."""
     last = [time.perf_counter()]

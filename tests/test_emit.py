@@ -15,7 +15,7 @@ from hspz.emit import Emitter
 from hspz.engine import UnitResult
 from hspz.errors import RunError
 from hspz.hsp import HSP_DTYPE
-from hspz.pipeline import table_from
+from hspz.inputs import table_from
 from hspz.plan import Plan
 
 PLAN = Plan(((0,), (1, 2)), ((0,), (1,), (2,)))  # 2 reference bins x 3 query bins

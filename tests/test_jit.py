@@ -99,7 +99,7 @@ def test_the_gpu_paths_host_work_loads_no_numba(tmp_path):
     out = _python("""
         import sys
         import numpy as np
-        from hspz import emit, hsp, jit, pipeline, segments
+        from hspz import emit, execute, hsp, jit, segments
         from hspz.engine import Context, prepare_query, prepare_reference, settle_chunks
         from hspz.options import Options
         from hspz.sequence import Record

@@ -11,7 +11,7 @@ import pytest
 from hspz import partition
 from hspz.emit import split_file
 from hspz.hsp import HSP_DTYPE
-from hspz.pipeline import table_from
+from hspz.inputs import table_from
 from hspz.segments import format_lines
 
 

@@ -336,7 +336,7 @@ def test_a_failing_sink_fails_the_in_process_worker(pair):
 
 @pytest.mark.parametrize("numba", [False, True])
 def test_pooled_workers_load_numba_before_their_job_only_when_asked(pair, numba, monkeypatch):
-    """A pool asked to load numba (large inputs: `pipeline.may_hold_large_bins`) has it loaded
+    """A pool asked to load numba (large inputs: `commands.run.may_hold_large_bins`) has it loaded
     in each process before the job; otherwise the job finds it unloaded (the probe engine has
     no warm_worker, and its tiny bins prepare with numpy)."""
     from pathlib import Path
@@ -352,7 +352,7 @@ def test_pooled_workers_load_numba_before_their_job_only_when_asked(pair, numba,
 
 
 def test_only_inputs_that_may_hold_a_large_bin_ask_for_numba(tmp_path):
-    from hspz.pipeline import may_hold_large_bins
+    from hspz.commands.run import may_hold_large_bins
     from hspz.sequence import SMALL_BYTES
 
     small, large = tmp_path / "small.2bit", tmp_path / "large.2bit"

@@ -1,0 +1,189 @@
+"""Freezing a job: resolve what `run`'s flags leave open into a manifest, or replay one.
+
+What is resolved: `--max-hits 0` (KegAlign's 4,194,304 per GiB of device memory; the CPU backend
+assumes a 16 GiB device), `-B 0` (the automatic layout), and the memory preflight (halving the
+block sizes until the largest unit fits a worker's budget; never for `--kegalign-bins` or a
+manifest, which fail instead).  A replayed manifest is validated against the run's flags and
+inputs and never replanned."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hspz import plan as planning
+from hspz import schedule as scheduling
+from hspz.budget import (
+    device_budget,
+    layout_workers,
+    per_worker_threads,
+    resolve_max_hits,
+)
+from hspz.engine import Context
+from hspz.errors import UsageError
+from hspz.manifest import Manifest, check_flags, check_inputs, check_version
+from hspz.options import Options
+from hspz.report import say
+from hspz.scoring import resolve_matrix
+from hspz.seed import SeedShape
+from hspz.sequence import Record, records_digest
+
+if TYPE_CHECKING:
+    from hspz.commands import Request
+
+
+@dataclass
+class Freeze:
+    """What planning needs besides the records."""
+
+    options: Options
+    devices: scheduling.Devices
+    matrix: np.ndarray
+    digests: bool = False  # compute the inputs' sha256 (manifest, plan file)
+    notes: list[str] = field(default_factory=list)
+
+
+def memory_fits(f: Freeze, max_hits: int, ref_lengths: list[int], qry_lengths: list[int]):
+    """(fits(plan), describe(plan)) for this run's workers and budget."""
+    o, devices = f.options, f.devices
+    workers = max(1, o.gpus)
+    threads = per_worker_threads(o.threads, workers) or os.cpu_count() or 1
+    model = planning.MemoryModel(devices.backend, SeedShape.from_pattern(o.pattern).weight,
+                                 o.step, resident_hits(devices, max_hits), o.wga_chunk_size,
+                                 o.transition, threads)
+    budget = device_budget(devices, workers)
+
+    def need(p: planning.Plan) -> int:
+        return planning.worst_unit_bytes(model, p, ref_lengths, qry_lengths)
+
+    def fits(p: planning.Plan) -> bool:
+        return budget is None or need(p) <= budget
+
+    def describe(p: planning.Plan) -> str:
+        rbp = max(planning.bin_bp(p.ref_bins, ref_lengths))
+        qbp = max(planning.bin_bp(p.query_bins, qry_lengths))
+        return (f"the largest unit ({rbp} x {qbp} bp) needs ~{need(p) / 2**30:.2f} GiB per "
+                f"worker, over the {budget / 2**30:.2f} GiB budget of {workers} worker(s)")
+
+    return fits, describe
+
+
+def resident_hits(devices: scheduling.Devices, max_hits: int) -> int:
+    """Hits of one semantic chunk held at once: all of them on the CPU; on the GPU at most the
+    engine's physical piece (how it streams a chunk never changes bytes)."""
+    if devices.backend != "gpu":
+        return max_hits
+    from hspz.engine import gpu
+
+    return min(max_hits, getattr(gpu, "PIECE", max_hits))
+
+
+def plan_layout(f: Freeze, max_hits: int, ref_lengths: list[int],
+                qry_lengths: list[int]) -> planning.Layout:
+    """The plan for fresh flags: -B 0, --kegalign-bins, or explicit sizes with the preflight."""
+    o = f.options
+    fits, describe = memory_fits(f, max_hits, ref_lengths, qry_lengths)
+    try:
+        if o.kegalign_bins:
+            q = o.resolved_query_block_size
+            p = planning.make_plan(ref_lengths, qry_lengths, o.seq_block_size, q, True)
+            if not fits(p):
+                raise ValueError(f"{describe(p)}; --kegalign-bins never shrinks the blocks")
+            return planning.Layout(p, o.seq_block_size, q, [])
+        if o.seq_block_size == 0:
+            w = layout_workers(o.gpus, f.devices)
+            layout = planning.auto_layout(ref_lengths, qry_lengths, w, o.query_block_size,
+                                          fits, describe)
+            if not layout.fell_back:
+                layout.notes.insert(0, planning.layout_line(w, layout, ref_lengths))
+            return layout
+        q = o.resolved_query_block_size
+        return planning.plan_within_budget(ref_lengths, qry_lengths, o.seq_block_size, q,
+                                           fits, describe)
+    except ValueError as exc:
+        raise UsageError(f"memory preflight: {exc}; records are never split (use fewer "
+                         f"--gpus or a smaller --max-hits)") from None
+
+
+def freeze(f: Freeze, ref: list[Record], qry: list[Record]) -> Manifest:
+    """Resolve --max-hits and the layout into a manifest (notes go to `f.notes`)."""
+    o = f.options
+    max_hits = resolve_max_hits(o, f.devices)
+    rl, ql = [len(r) for r in ref], [len(r) for r in qry]
+    layout = plan_layout(f, max_hits, rl, ql)
+    f.notes += layout.notes
+    resolved = o.replace(seq_block_size=layout.seq_block_size,
+                         query_block_size=layout.query_block_size, max_hits=max_hits)
+    requested = dict(seq_block_size=o.seq_block_size, query_block_size=o.query_block_size,
+                     max_hits=o.max_hits)
+    digests = (records_digest(ref), records_digest(qry)) if f.digests else ("-", "-")
+    return Manifest(resolved, f.matrix, layout.plan, [r.name for r in ref], rl,
+                    [r.name for r in qry], ql, *digests, requested)
+
+
+def replay(m: Manifest, options: Options, explicit: set[str], ref: list[Record],
+           qry: list[Record], source: str) -> Manifest:
+    """Validate a frozen manifest against this run's flags and inputs; fail, never replan."""
+    check_version(m, source)
+    matrix = None
+    if explicit & {"scoring", "ambiguous", "xdrop"}:
+        matrix = resolve_matrix(options.xdrop, options.scoring, options.ambiguous)
+    check_flags(m, options, explicit, matrix, source)
+    check_inputs(m, records_digest(ref), records_digest(qry), source)
+    return m
+
+
+def context_of(m: Manifest, keep_raw: bool = False) -> Context:
+    """The engine context of a frozen job: its resolved options and its frozen matrix."""
+    o = m.options
+    return Context(o, SeedShape.from_pattern(o.pattern), np.asarray(m.matrix, np.int32),
+                   keep_raw)
+
+
+def load_manifest(req: Request, ref: list[Record], qry: list[Record]) -> Manifest | None:
+    """--from-manifest, validated against this run's flags and inputs (not yet its budget)."""
+    from hspz.manifest import read_manifest
+
+    if not req.from_manifest:
+        return None
+    m = read_manifest(req.from_manifest)
+    return replay(m, req.options, req.explicit, ref, qry, req.from_manifest)
+
+
+def prepare(req: Request, devices: scheduling.Devices, ref: list[Record], qry: list[Record],
+            digests: bool, loaded: Manifest | None = None) -> Manifest:
+    """The frozen job: a loaded manifest checked against the budget, or planned from flags."""
+    if loaded is not None:
+        fits, describe = memory_fits(Freeze(req.options, devices, loaded.matrix),
+                                     loaded.options.max_hits, loaded.ref_lengths,
+                                     loaded.qry_lengths)
+        if not fits(loaded.plan):
+            raise UsageError(f"{req.from_manifest}: {describe(loaded.plan)}; a frozen plan is "
+                             f"never replanned")
+        return loaded
+    o = req.options
+    matrix = resolve_matrix(o.xdrop, o.scoring, o.ambiguous)
+    f = Freeze(o, devices, matrix, digests or bool(req.dump_manifest))
+    m = freeze(f, ref, qry)
+    say(f.notes)
+    return m
+
+
+def write_dumps(req: Request, m: Manifest) -> None:
+    from hspz import report
+    from hspz.manifest import write_text
+
+    if req.dump_plan:
+        report.write_plan(req.dump_plan, m)
+    if req.dump_manifest:
+        write_text(req.dump_manifest, m.to_text())
+
+
+def schedule_for(m: Manifest, gpus: int, devices: scheduling.Devices) -> scheduling.Schedule:
+    ref_bp = planning.bin_bp(m.plan.ref_bins, m.ref_lengths)
+    sched = scheduling.make_schedule(m.plan, ref_bp, gpus, devices, scheduling.partition_knob())
+    say(scheduling.schedule_lines(sched))
+    return sched
