@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-u", "--cpu-only", action="store_true",
                      help="stop after CPU preprocessing; print seed and hit counts")
     run.add_argument("--dump-raw", metavar="F", help="every pre-dedup HSP")
+    run.add_argument("--index", metavar="DIR",
+                     help="load the reference bins from an index (`hspZ index`); "
+                          "--reference is then optional and verified in the background")
     _add_manifest_flags(run)
     _add_outputs(run)
 
@@ -179,6 +182,21 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--stride", default="1", help="count every N-th query window, scale by N")
     est.add_argument("--dump-plan", metavar="F")
     est.add_argument("--from-manifest", metavar="F")
+    est.add_argument("--index", metavar="DIR", help="the reference's seed tables from an index")
+
+    idx = sub.add_parser("index", help="build a reference's seed tables once, into a folder")
+    idx.add_argument("-r", "--reference", required=True, help="reference FASTA, FASTA.gz or 2bit")
+    idx.add_argument("--index", required=True, help="the index folder to create (must not exist)")
+    d = Options()
+    idx.add_argument("-s", "--seed", help=f"12of19, 14of22 or a pattern of 1/T and 0 ({d.seed})")
+    idx.add_argument("-e", "--step", help=f"reference seed step ({d.step})")
+    idx.add_argument("-B", "--seq-block-size", help=f"reference bin target ({d.seq_block_size})")
+    idx.add_argument("--kegalign-bins", action="store_true", default=None,
+                     help="KegAlign's sequential bins")
+    idx.add_argument("-t", "--threads", help="host threads; 0 = all cores (0)")
+    idx.add_argument("--backend", help="auto, gpu or cpu (the GPU builds the tables when chosen)")
+    idx.add_argument("-y", "--time", action="store_true", help="phase times")
+    idx.add_argument("-T", "--target-prefix", help=argparse.SUPPRESS)  # refused with a reason
 
     cmp = sub.add_parser("compare", help="run lastz --nogapped beside hspZ and report parity")
     _add_run_options(cmp)
@@ -189,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--warmup", default="1")
     bench.add_argument("--iterations", default="3")
     bench.add_argument("--json", help="append one JSON record per pass to this file")
+    bench.add_argument("--index", help=argparse.SUPPRESS)  # refused with a reason
     return parser
 
 
@@ -265,15 +284,30 @@ def _request(ns: argparse.Namespace, options: Options):
     from hspz import knobs
     from hspz.commands import Request
 
-    _need(ns, "--reference", "--query")
-    if options.seq_block_size == 0 and options.kegalign_bins:
-        raise UsageError("-B 0 (automatic layout) cannot be combined with --kegalign-bins")
+    _need_inputs(ns, options)
     knobs.read()  # a knob value the spec calls an error stops the run before any work
     for flag in ("dump_plan", "dump_manifest"):
         _writable_file("--" + flag.replace("_", "-"), getattr(ns, flag, None))
     return Request(options, explicit_flags(ns), ns.reference, ns.query, ns.output,
-                            from_manifest=ns.from_manifest, dump_manifest=ns.dump_manifest,
-                            dump_plan=ns.dump_plan)
+                   from_manifest=ns.from_manifest, dump_manifest=ns.dump_manifest,
+                   dump_plan=ns.dump_plan, index=getattr(ns, "index", None))
+
+
+def _need_inputs(ns: argparse.Namespace, options: Options) -> None:
+    """--query, and --reference unless an index gives the reference; the flags -B 0 and
+    --index refuse."""
+    index = getattr(ns, "index", None)
+    _need(ns, *(("--query",) if index else ("--reference", "--query")))
+    if options.seq_block_size == 0 and options.kegalign_bins:
+        raise UsageError("-B 0 (automatic layout) cannot be combined with --kegalign-bins")
+    if index is not None:
+        if not index:
+            raise UsageError("--index: an empty path")
+        if options.seq_block_size == 0:
+            raise UsageError("-B 0 (automatic layout) cannot be combined with --index: an "
+                             "index has its bins; give the -B it was built with")
+        if getattr(ns, "cpu_only", False):
+            raise UsageError("--cpu-only cannot be combined with --index")
 
 
 def _tarball(ns: argparse.Namespace) -> str | None:
@@ -350,14 +384,28 @@ def cmd_estimate(ns: argparse.Namespace) -> int:
     from hspz.commands.estimate import estimate_command
 
     options = options_from_args(ns)
-    _need(ns, "--reference", "--query")
-    if options.seq_block_size == 0 and options.kegalign_bins:
-        raise UsageError("-B 0 (automatic layout) cannot be combined with --kegalign-bins")
+    _need_inputs(ns, options)
     stride = parse_int("--stride", ns.stride, 1)
     _writable_file("--dump-plan", ns.dump_plan)
     req = Request(options, explicit_flags(ns), ns.reference, ns.query,
-                           from_manifest=ns.from_manifest, dump_plan=ns.dump_plan)
+                  from_manifest=ns.from_manifest, dump_plan=ns.dump_plan, index=ns.index)
     return estimate_command(req, stride)
+
+
+def cmd_index(ns: argparse.Namespace) -> int:
+    from hspz import backends
+    from hspz.commands.index import index_command
+
+    if ns.target_prefix is not None:
+        raise UsageError("index: --target-prefix belongs to run; an index stores record names "
+                         "without a prefix")
+    options = options_from_args(ns)
+    if options.seq_block_size == 0:
+        raise UsageError("index: -B 0 (automatic layout) cannot build an index; give -B")
+    if not ns.index:
+        raise UsageError("--index: an empty path")
+    return index_command(options, ns.reference, ns.index, lambda: backends.select(options),
+                         ns.time)
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
@@ -372,6 +420,9 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
     from hspz import bench
 
     options = options_from_args(ns)
+    if ns.index is not None:
+        raise UsageError("benchmark cannot use --index: it times building the reference bin "
+                         "too; use run --index --time")
     _need(ns, "--reference", "--query")
     warmup = parse_int("--warmup", ns.warmup, 0)
     iterations = parse_int("--iterations", ns.iterations, 1)
@@ -379,4 +430,4 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, "plan": cmd_plan, "work": cmd_work, "merge": cmd_merge,
-            "hits-estimate": cmd_estimate, "compare": cmd_compare, "benchmark": cmd_benchmark}
+            "hits-estimate": cmd_estimate, "index": cmd_index, "compare": cmd_compare, "benchmark": cmd_benchmark}

@@ -64,14 +64,17 @@ class Execution:
     hit_stats: bool = False
     progress: object = None
     keep_results: bool = False  # Summary.results holds every UnitResult (--dump-raw, library)
+    index: str | None = None  # reference bins are loaded from this index folder
+    verify: object = None  # an index.Verification of the reference, waited for before output
 
 
 def worker_jobs(m: Manifest, sched: scheduling.Schedule, engine_name: str, threads: int,
-                t0: float, keep_raw: bool = False, hit_stats: bool = False) -> list[WorkerJob]:
+                t0: float, keep_raw: bool = False, hit_stats: bool = False,
+                index: str | None = None) -> list[WorkerJob]:
     ctx = context_of(m, keep_raw)
     per = per_worker_threads(threads, sched.workers)
     return [WorkerJob(k, sched.devices[k], sched.visits[k], ctx, m.plan, engine_name, per, t0,
-                      hit_stats) for k in range(sched.workers)]
+                      hit_stats, index) for k in range(sched.workers)]
 
 
 def ledger_row(m: Manifest, r: UnitResult, label: str) -> dict:
@@ -107,12 +110,20 @@ def execute(m: Manifest, sched: scheduling.Schedule, engine_name: str, threads: 
     def sink(result: UnitResult, extras) -> None:
         if extras is not None and summary.hit_stats is not None:
             summary.hit_stats.merge(extras)
+        if how.verify is not None and not emitter.pending and not emitter.done:
+            how.verify.wait("index.verify wait (emitter)")  # nothing is staged before
         emitter.add(result)
 
-    jobs = worker_jobs(m, sched, engine_name, threads, t0, how.keep_raw, how.hit_stats)
+    jobs = worker_jobs(m, sched, engine_name, threads, t0, how.keep_raw, how.hit_stats,
+                       how.index)
     try:
         with timed(summary.phases, "workers"):
-            summary.reports = run_workers(jobs, ref, qry, sink, pool)
+            bases = [] if how.index else ref  # workers load an index's bins themselves
+            summary.reports = run_workers(jobs, bases, qry, sink, pool)
+        if how.verify is not None:
+            how.verify.wait("index.verify wait")
+            summary.phases.update(how.verify.waited)
+            summary.phases["input.reference (background)"] = how.verify.seconds
         with timed(summary.phases, "publish"):
             summary.digest = emitter.finish()
     except BaseException:
@@ -127,12 +138,12 @@ def execute(m: Manifest, sched: scheduling.Schedule, engine_name: str, threads: 
 
 def check_lifecycle(reports: list[WorkerReport], sched: scheduling.Schedule) -> None:
     """builds + loads = uploads = Σ visits, and every planned unit ran once."""
-    builds = sum(r.builds for r in reports)
+    made = sum(r.builds + r.loads for r in reports)
     uploads = sum(r.uploads for r in reports)
     units = sum(r.units for r in reports)
     planned = sum(v.units for vs in sched.visits for v in vs)
-    if not builds == uploads == sched.total_visits or units != planned:
-        raise RunError(f"lifecycle mismatch: {builds} builds, {uploads} uploads, "
+    if not made == uploads == sched.total_visits or units != planned:
+        raise RunError(f"lifecycle mismatch: {made} builds and loads, {uploads} uploads, "
                        f"{sched.total_visits} visits, {units} of {planned} units")
 
 

@@ -24,12 +24,13 @@ from hspz.budget import (
 )
 from hspz.engine import Context
 from hspz.errors import UsageError
+from hspz.inputs import side_digest
 from hspz.manifest import Manifest, check_flags, check_inputs, check_version
 from hspz.options import Options
 from hspz.report import say
 from hspz.scoring import resolve_matrix
 from hspz.seed import SeedShape
-from hspz.sequence import Record, records_digest
+from hspz.sequence import Record
 
 if TYPE_CHECKING:
     from hspz.commands import Request
@@ -119,7 +120,7 @@ def freeze(f: Freeze, ref: list[Record], qry: list[Record]) -> Manifest:
                          query_block_size=layout.query_block_size, max_hits=max_hits)
     requested = dict(seq_block_size=o.seq_block_size, query_block_size=o.query_block_size,
                      max_hits=o.max_hits)
-    digests = (records_digest(ref), records_digest(qry)) if f.digests else ("-", "-")
+    digests = (side_digest(ref), side_digest(qry)) if f.digests else ("-", "-")
     return Manifest(resolved, f.matrix, layout.plan, [r.name for r in ref], rl,
                     [r.name for r in qry], ql, *digests, requested)
 
@@ -132,7 +133,7 @@ def replay(m: Manifest, options: Options, explicit: set[str], ref: list[Record],
     if explicit & {"scoring", "ambiguous", "xdrop"}:
         matrix = resolve_matrix(options.xdrop, options.scoring, options.ambiguous)
     check_flags(m, options, explicit, matrix, source)
-    check_inputs(m, records_digest(ref), records_digest(qry), source)
+    check_inputs(m, side_digest(ref), side_digest(qry), source)
     return m
 
 

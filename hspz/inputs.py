@@ -12,7 +12,7 @@ import numpy as np
 from hspz import plan as planning
 from hspz.errors import InputError
 from hspz.options import Options
-from hspz.sequence import PackedBin, Record, read_records
+from hspz.sequence import PackedBin, Record, read_records, records_digest
 
 if TYPE_CHECKING:
     from hspz.manifest import Manifest
@@ -25,6 +25,31 @@ class Inputs:
     reference: list[Record]
     query: list[Record]
     plan: planning.Plan
+
+
+@dataclass(frozen=True)
+class KnownRecord:
+    """A record known by its name and length alone (an index's reference, read from its
+    MANIFEST): planning and the record tables need no more."""
+
+    name: str
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+
+class KnownRecords(list):
+    """KnownRecords with the records hash they were recorded with."""
+
+    def __init__(self, names: list[str], lengths: list[int], digest: str):
+        super().__init__(KnownRecord(n, k) for n, k in zip(names, lengths, strict=True))
+        self.digest = digest
+
+
+def side_digest(records) -> str:
+    """`sequence.records_digest` of one side's records, or the hash known records carry."""
+    return records.digest if isinstance(records, KnownRecords) else records_digest(records)
 
 
 def read_side(path: str, side: str) -> list[Record]:

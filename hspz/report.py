@@ -115,8 +115,10 @@ def time_lines(summary, wall_s: float) -> list[str]:
 def lifecycle_line(summary) -> str:
     """`lifecycle:` ref bins, work units, builds, uploads, query swaps."""
     reps, m = summary.reports, summary.manifest
+    loads = sum(r.loads for r in reps)
     return (f"lifecycle: {len(m.plan.ref_bins)} ref bins, {len(m.plan.units)} work units, "
-            f"{sum(r.builds for r in reps)} builds, {sum(r.uploads for r in reps)} uploads, "
+            f"{sum(r.builds for r in reps)} builds, " + (f"{loads} loads, " if loads else "")
+            + f"{sum(r.uploads for r in reps)} uploads, "
             f"{sum(r.query_swaps for r in reps)} query swaps")
 
 

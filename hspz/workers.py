@@ -54,6 +54,7 @@ class WorkerJob:
     threads: int
     t0: float  # time.perf_counter() origin of the run (CLOCK_MONOTONIC: one clock for all)
     hit_stats: bool = False
+    index: str | None = None  # an index folder: reference bins are loaded, not built
 
 
 @dataclass
@@ -62,6 +63,7 @@ class WorkerReport:
     device: int
     units: int = 0
     builds: int = 0
+    loads: int = 0
     uploads: int = 0
     query_swaps: int = 0
     busy_ms: float = 0.0
@@ -98,20 +100,20 @@ def run_worker(job: WorkerJob, ref_records: Sequence[Record], qry_records: Seque
     engine = load_engine(job)
     codes = getattr(engine, "HOST_CODES", True)
     rep = WorkerReport(job.worker, job.device)
-    order = [(visit, q) for visit in job.visits for q in range(visit.first, visit.end)]
-    with ThreadPoolExecutor(max_workers=1) as prep:
+    order = [(v, q) for v, visit in enumerate(job.visits) for q in range(visit.first, visit.end)]
+    with ThreadPoolExecutor(max_workers=1) as prep, ThreadPoolExecutor(max_workers=1) as load:
         queries = _Queries(job, qry_records, prep, codes)
-        if order:  # the first query bin is prepared while the first reference bin is built
+        refs = _References(job, engine, ref_records, load, codes)
+        if order:  # the first query bin is prepared while the first reference bin is made
             queries.ahead(order[0][1])
         ref = None
-        for i, (visit, q) in enumerate(order):
-            if i == 0 or order[i - 1][0] is not visit:  # one build per visit
-                t = time.perf_counter()
-                members = [ref_records[k] for k in job.plan.ref_bins[visit.ref_bin]]
-                ref = prepare_reference(job.ctx, visit.ref_bin, members, codes)
-                _add(rep.phases, "reference build", t)
-                rep.builds += 1
-                rep.uploads += 1
+        for i, (v, q) in enumerate(order):
+            visit = job.visits[v]
+            if i == 0 or order[i - 1][0] != v:  # one build or load per visit
+                ref = None  # let the last bin go before the next one is made
+                ref = refs.get(visit.ref_bin, rep)
+                if v + 1 < len(job.visits):
+                    refs.ahead(job.visits[v + 1].ref_bin)
             t = time.perf_counter()
             current, swapped = queries.get(q)
             _add(rep.phases, "query prepare", t)
@@ -122,6 +124,67 @@ def run_worker(job: WorkerJob, ref_records: Sequence[Record], qry_records: Seque
     rep.finished_ms = _ms_since(job.t0)
     rep.peak_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rep
+
+
+class _References:
+    """The worker's reference bins, one visit at a time: built from the records, or loaded from
+    an index (every piece verified as it is read).  A load of the next visit's bin runs ahead on
+    `pool` while the current visit's units run (at most two bins are held then); a build does
+    not, so a CPU run holds one bin's working set.  A load above LOAD_WARN_S seconds warns."""
+
+    def __init__(self, job: WorkerJob, engine, records: Sequence[Record],
+                 pool: ThreadPoolExecutor, host_codes: bool):
+        self.job, self.engine, self.records, self.pool = job, engine, records, pool
+        self.host_codes = host_codes
+        self.index = None
+        if job.index is not None:
+            from hspz.index import open_index
+
+            self.index = open_index(job.index)
+        self.next: tuple[int, Future] | None = None
+
+    def _load(self, b: int):
+        from hspz.engine import load_reference
+
+        loader = getattr(self.engine, "load_reference", load_reference)
+        use_device = getattr(self.engine, "use_device", None)
+        if use_device is not None:  # the current device is per thread
+            use_device(self.job.device)
+        t = time.perf_counter()
+        ref = loader(self.job.ctx, self.index, b, self.job.threads)
+        seconds = time.perf_counter() - t
+        if seconds > LOAD_WARN_S:
+            print(f"warning: loading reference bin {b} of the index {self.index.path} took "
+                  f"{seconds:.1f} s; keep the index on local storage", file=sys.stderr)
+        return ref, seconds
+
+    def get(self, b: int, rep: WorkerReport):
+        """Reference bin b, built or loaded, counted in `rep`."""
+        t = time.perf_counter()
+        if self.index is None:
+            members = [self.records[k] for k in self.job.plan.ref_bins[b]]
+            ref = prepare_reference(self.job.ctx, b, members, self.host_codes)
+            _add(rep.phases, "reference build", t)
+            rep.builds += 1
+        else:
+            if self.next is not None and self.next[0] == b:
+                ref, seconds = self.next[1].result()
+            else:
+                ref, seconds = self._load(b)
+            self.next = None
+            _add(rep.phases, "reference load wait", t)
+            rep.phases["reference load"] = rep.phases.get("reference load", 0.0) + seconds
+            rep.loads += 1
+        rep.uploads += 1
+        return ref
+
+    def ahead(self, b: int) -> None:
+        """Start loading bin b (index loads only)."""
+        if self.index is not None and self.next is None:
+            self.next = (b, self.pool.submit(self._load, b))
+
+
+LOAD_WARN_S = 10.0
 
 
 class _Queries:

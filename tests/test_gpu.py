@@ -382,3 +382,65 @@ def test_gpu_chunk_walks_equal_the_host_walks():
         for max_hits in (997, 5000, 1 << 24):  # up to about 100 searches a batch
             assert (chunk_walks(cp, cp.asarray(cum), slots, edges, max_hits)
                     == chunk_walks(np, cum, slots, edges, max_hits))
+
+
+# --------------------------------------------------------------------------------------------
+# The reference index on the device
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    """The multibin pair, its index built on the GPU and on the CPU, and a run without it."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from multibin import FLAGS, outputs, write_pair
+
+    d = tmp_path_factory.mktemp("gpu-index")
+    ref, qry = write_pair(d)
+    for backend in ("gpu", "cpu"):
+        assert main(["index", "-r", str(ref), "--index", str(d / f"ix-{backend}"), "-s",
+                     "111011001011", "-B", "4000", "--backend", backend]) == 0
+    assert main(["run", "-r", str(ref), "-q", str(qry), "-o", str(d / "plain"), *FLAGS,
+                 "--backend", "cpu"]) == 0
+    return d, ref, qry, FLAGS, outputs(d / "plain"), outputs
+
+
+def test_gpu_built_index_has_the_bytes_of_the_cpu_built_index(indexed):
+    d = indexed[0]
+    for path in sorted((d / "ix-cpu").rglob("*")):
+        twin = d / "ix-gpu" / path.relative_to(d / "ix-cpu")
+        assert path.is_dir() or twin.read_bytes() == path.read_bytes(), path
+
+
+def test_gpu_loaded_bins_equal_the_bins_the_device_builds(indexed):
+    import cupy as cp
+
+    from hspz import index as ix
+    from hspz.engine import Context, gpu, prepare_reference
+    from hspz.options import Options
+    from hspz.sequence import read_records
+
+    d, ref = indexed[0], indexed[1]
+    idx = ix.open_index(d / "ix-gpu")
+    ctx = Context.from_options(Options(seed="111011001011"))
+    records = read_records(ref)
+    for b, members in enumerate(idx.bins):
+        loaded = gpu._device_ref(ctx, gpu.load_reference(ctx, idx, b))
+        built = gpu._device_ref(ctx, prepare_reference(ctx, b, [records[k] for k in members],
+                                                       False))
+        assert loaded.len == built.len
+        for name in ("index_table", "pos_table"):
+            assert cp.array_equal(getattr(loaded, name), getattr(built, name))
+        n = built.len + 1 + gpu.PAD  # the codes, the final '&' and the padding after them
+        assert cp.array_equal(loaded.score[:n], built.score[:n])
+
+
+@pytest.mark.parametrize("extra", [[], ["--gpus", "2"], ["-r", "REF"], ["-r", "REF", "--gpus", "3"]])
+def test_gpu_run_with_the_index_writes_the_bytes_of_a_run_without(indexed, tmp_path, extra):
+    d, ref, qry, flags, plain, outputs = indexed
+    extra = [str(ref) if a == "REF" else a for a in extra]
+    assert main(["run", "--index", str(d / "ix-gpu"), "-q", str(qry), "-o", str(tmp_path / "o"),
+                 *flags, "--backend", "gpu", *extra]) == 0
+    assert outputs(tmp_path / "o") == plain

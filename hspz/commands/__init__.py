@@ -23,7 +23,7 @@ class Request:
 
     options: Options
     explicit: set[str]
-    reference: str
+    reference: str | None  # None only with an index
     query: str
     output: str = "."
     tarball: str | None = None
@@ -34,3 +34,4 @@ class Request:
     time: bool = False
     hit_stats: bool = False
     cpu_only: bool = False
+    index: str | None = None  # an index folder (`hspZ index`) instead of building the bins

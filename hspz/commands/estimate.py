@@ -11,12 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from hspz import estimate
+from hspz import index as ix
 from hspz import plan as planning
 from hspz.commands import Request
 from hspz.engine import Context
 from hspz.execute import say
 from hspz.freeze import context_of, load_manifest
-from hspz.inputs import Inputs, make_plan, read_both
+from hspz.inputs import Inputs, make_plan, read_both, read_side
 from hspz.seed import SeedShape
 from hspz.sequence import Record
 
@@ -24,7 +25,14 @@ from hspz.sequence import Record
 def estimate_command(req: Request, stride: int) -> int:
     """`hspZ hits-estimate`: the exact seed hits of every unit, by histogram dot products."""
     t0 = time.perf_counter()
-    ref, qry = read_both(req.reference, req.query)
+    idx = None
+    if req.index:
+        idx = ix.open_index(req.index)
+        ix.check_options(idx, req.options)
+        ref, qry = ix.known_records(idx), read_side(req.query, "query")
+        verify = ix.Verification(req.reference, idx) if req.reference else None
+    else:
+        ref, qry = read_both(req.reference, req.query)
     m = load_manifest(req, ref, qry)
     if m is not None:
         ctx, p = context_of(m), m.plan
@@ -32,11 +40,18 @@ def estimate_command(req: Request, stride: int) -> int:
         ctx = Context(req.options, SeedShape.from_pattern(req.options.pattern),
                       np.zeros((8, 8), np.int32))
         p = make_plan(req.options, ref, qry)
+    if idx is not None:
+        ix.check_plan(idx, p.ref_bins)
+        if verify is not None:
+            try:
+                verify.wait("verify")
+            finally:
+                verify.close()
     if req.dump_plan:
         from hspz import report
 
         report.write_plan(req.dump_plan, Inputs(ref, qry, p))
-    rows, times = estimate_rows(ctx, p, ref, qry, stride)
+    rows, times = estimate_rows(ctx, p, ref, qry, stride, idx)
     sys.stdout.write("".join("\t".join(str(x) for x in row) + "\n" for row in rows))
     me = estimate_peak_mib()
     say(f"hits-estimate: R={len(p.ref_bins)} Q={len(p.query_bins)} stride={stride} "
@@ -47,10 +62,11 @@ def estimate_command(req: Request, stride: int) -> int:
 
 
 def estimate_rows(ctx: Context, p: planning.Plan, ref: list[Record], qry: list[Record],
-                  stride: int) -> tuple[list[tuple[int, ...]], list[float]]:
+                  stride: int, idx=None) -> tuple[list[tuple[int, ...]], list[float]]:
     """(ref_bin, query_bin, ref_bp, query_bp, hits) per unit, in ordinal order, and the wall
     seconds of the query and reference stages.  Bins run on `--threads` threads (the histogram
-    passes release the GIL); one reference histogram per thread is alive at a time."""
+    passes release the GIL); one reference histogram per thread is alive at a time.  With an
+    index, a reference histogram is its bin's verified index_table, differenced."""
     threads = ctx.options.threads or os.cpu_count() or 1
     ref_bp = planning.bin_bp(p.ref_bins, [len(r) for r in ref])
     qry_bp = planning.bin_bp(p.query_bins, [len(r) for r in qry])
@@ -59,8 +75,11 @@ def estimate_rows(ctx: Context, p: planning.Plan, ref: list[Record], qry: list[R
         return estimate.query_histogram(ctx, [qry[i] for i in members], stride)
 
     def reference_side(r: int) -> list[tuple[int, ...]]:
-        hist = estimate.reference_histogram([ref[i] for i in p.ref_bins[r]], ctx.shape,
-                                            ctx.options.step)
+        if idx is not None:
+            hist = idx.histogram(r)
+        else:
+            hist = estimate.reference_histogram([ref[i] for i in p.ref_bins[r]], ctx.shape,
+                                                ctx.options.step)
         return [(r, q, ref_bp[r], qry_bp[q], estimate.unit_hits(hist, f) * stride)
                 for q, f in enumerate(folded)]
 

@@ -7,11 +7,13 @@ import os
 import time
 from contextlib import nullcontext
 
+from hspz import index as ix
 from hspz.budget import devices_for
 from hspz.commands import Request
 from hspz.execute import Execution, Summary, execute, print_counts, timed
 from hspz.freeze import context_of, load_manifest, prepare, schedule_for, write_dumps
-from hspz.inputs import read_both
+from hspz.inputs import read_both, read_side
+from hspz.report import say
 from hspz.sequence import SMALL_BYTES
 from hspz.workers import Pool
 
@@ -31,7 +33,30 @@ def early_pool(req: Request):
     if req.options.gpus < 2 or req.cpu_only:
         return nullcontext()
     engine = "hspz.engine.cpu" if req.options.backend == "cpu" else "hspz.engine.gpu"
-    return Pool(req.options.gpus, engine, may_hold_large_bins([req.reference, req.query]))
+    return Pool(req.options.gpus, engine,
+                may_hold_large_bins([p for p in (req.reference, req.query) if p]))
+
+
+def index_using_line(idx, reference: str | None) -> str:
+    m = idx.manifest
+    check = (f"reference {reference} verified in the background" if reference else
+             "no reference given: the index is trusted, its pieces still verified as they load")
+    return (f"index: using {idx.path} ({len(m.bins)} bin(s) of {len(m.names)} record(s), "
+            f"seed {m.pattern}, step {m.step}, -B {m.seq_block_size}"
+            f"{', --kegalign-bins' if m.kegalign_bins else ''}); {check}")
+
+
+def index_loaded_line(idx, summary: Summary, reference: str | None) -> str:
+    loads = sum(r.loads for r in summary.reports)
+    visited = [v.ref_bin for vs in summary.schedule.visits for v in vs]
+    size = sum(e.length * ix.ARRAYS[name].itemsize for b in visited
+               for (bb, name), e in idx.manifest.arrays.items() if bb == b)
+    line = (f"index: loaded {loads} bin(s) ({size / 2**30:.2f} GiB), every 64 MiB piece "
+            f"matching its checksum")
+    if reference:
+        line += (f"; {reference} matches the index (records hash "
+                 f"{idx.manifest.records_digest[:16]}…)")
+    return line
 
 
 def may_hold_large_bins(paths: list[str]) -> bool:
@@ -49,23 +74,46 @@ def may_hold_large_bins(paths: list[str]) -> bool:
 
 
 def _run(req: Request, select, t0: float, summary: Summary, pool) -> int:
+    o = req.options
+    idx = verify = None
+    with timed(summary.phases, "input"):
+        if req.index:
+            idx = ix.open_index(req.index)
+            ix.check_options(idx, o)
+            verify = ix.Verification(req.reference, idx) if req.reference else None
+            ref, qry = ix.known_records(idx), read_side(req.query, "query")
+        else:
+            ref, qry = read_both(req.reference, req.query)
+    try:
+        return _planned(req, select, t0, summary, pool, ref, qry, idx, verify)
+    finally:
+        if verify is not None:
+            verify.close()
+
+
+def _planned(req: Request, select, t0: float, summary: Summary, pool, ref, qry, idx,
+             verify) -> int:
     from hspz import report
 
     o = req.options
-    with timed(summary.phases, "input"):
-        ref, qry = read_both(req.reference, req.query)
     with timed(summary.phases, "plan"):
         loaded = load_manifest(req, ref, qry)
         engine = select()
         devices = devices_for(engine, o.gpus)
         m = prepare(req, devices, ref, qry, False, loaded)
+        if idx is not None:
+            ix.check_plan(idx, m.plan.ref_bins)
     write_dumps(req, m)
     if req.cpu_only:
         return report.cpu_only(context_of(m), m.plan, ref, qry)
     sched = schedule_for(m, o.gpus, devices)
+    if idx is not None:
+        say(index_using_line(idx, req.reference))
     how = Execution(req.output, req.tarball, o.diagonal_partition, bool(req.dump_raw),
-                    req.hit_stats, report.progress_printer())
+                    req.hit_stats, report.progress_printer(), index=req.index, verify=verify)
     execute(m, sched, engine.__name__, o.threads, ref, qry, how, t0, summary, pool)
+    if idx is not None:
+        say(index_loaded_line(idx, summary, req.reference))
     print_counts(summary)
     if req.dump_raw:
         report.write_raw(req.dump_raw, summary)

@@ -57,13 +57,15 @@ class Context:
 @dataclass
 class RefBin:
     """A packed reference bin; its score codes and seed table are made on first use (the GPU
-    backend makes its own on the device)."""
+    backend makes its own on the device).  A bin loaded from an index (`load_reference`) has no
+    bases, only its block length: its score codes and table come from the index, verified."""
 
     index: int
     packed: PackedBin
     shape: SeedShape
     step: int
     _table: SeedTable | None = None
+    source: object = None  # the hspz.index.Index a loaded bin came from
 
     @functools.cached_property
     def score(self) -> np.ndarray:
@@ -71,6 +73,8 @@ class RefBin:
 
     @property
     def table(self) -> SeedTable:
+        if self._table is None and self.source is not None:
+            self._table = self.source.table(self.index)
         if self._table is None:
             codes = seed_codes(self.packed.buf)
             self._table = build_seed_table(codes, self.packed.block_len, self.shape, self.step)
@@ -109,6 +113,24 @@ def prepare_reference(ctx: Context, index: int, records: list[Record],
     if host_codes:
         ref.score  # noqa: B018
     return ref
+
+
+def load_reference(ctx: Context, index, b: int, threads: int = 0) -> RefBin:
+    """Reference bin b from an index (`hspz.index.Index`) into host memory: its score codes and
+    seed table, every piece checksum-verified as it is read (the CPU engine's load; the GPU
+    engine loads straight to the device)."""
+    loaded = index.load_host(b, threads)
+    ref = RefBin(b, bases_free_bin(len(loaded.enc) - 1), ctx.shape, ctx.options.step,
+                 SeedTable(loaded.index_table, loaded.pos_table), index)
+    ref.__dict__["score"] = loaded.enc  # the cached_property's value
+    return ref
+
+
+def bases_free_bin(block_len: int) -> PackedBin:
+    """A PackedBin standing for a loaded bin: its block length alone (the engine needs no more;
+    the emitter takes record tables from the frozen plan)."""
+    return PackedBin(np.empty(0, np.uint8), block_len, (), np.zeros(0, np.int64),
+                     np.zeros(0, np.int64))
 
 
 def prepare_query(ctx: Context, index: int, records: list[Record],

@@ -53,6 +53,7 @@ from hspz.engine import (
     RefBin,
     UnitResult,
     assemble,
+    bases_free_bin,
     batch_groups,
     cuda_source,
     record_chunk,
@@ -154,6 +155,43 @@ class DeviceRef:
         self.len = ref.packed.block_len
         self.index_table, self.pos_table = build_table(ctx.shape, ctx.options.step, codes,
                                                        self.len)
+
+    @classmethod
+    def from_arrays(cls, score, index_table, pos_table, block_len: int) -> DeviceRef:
+        dev = cls.__new__(cls)
+        dev.score, dev.index_table, dev.pos_table, dev.len = score, index_table, pos_table, \
+            block_len
+        return dev
+
+
+def load_reference(ctx: Context, index, b: int, threads: int = 0) -> RefBin:
+    """Reference bin b of an index (`hspz.index.Index`) straight into device memory: each piece
+    of its score codes and seed table is checksum-verified on the host, then copied in on a
+    stream of its own, so a load on a worker's prefetch thread overlaps the kernels of the unit
+    before it.  No host copy of the bin is kept."""
+    arrays = index.manifest.arrays
+    n = arrays[(b, "enc")].length
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        score = cp.full(n + 2 * PAD, 7, cp.uint8)  # E around the codes, as `_codes` pads them
+        index_table = cp.empty(arrays[(b, "index_table")].length, cp.uint32)
+        pos_table = cp.empty(arrays[(b, "pos_table")].length, cp.uint32)
+        for name, dst in (("enc", score[PAD:PAD + n]), ("index_table", index_table),
+                          ("pos_table", pos_table)):
+            index.read_array(b, name, lambda first, piece, dst=dst:
+                             dst[first:first + len(piece)].set(piece, stream=stream), threads)
+        stream.synchronize()
+    ref = RefBin(b, bases_free_bin(n - 1), ctx.shape, ctx.options.step, source=index)
+    ref._device = DeviceRef.from_arrays(score[PAD:], index_table, pos_table, n - 1)
+    return ref
+
+
+def index_arrays(shape: SeedShape, step: int, buf: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(index_table, pos_table, score codes) of one packed bin, built on the device for
+    `hspZ index`: the same bytes as `hspz.index.build_bin_host`."""
+    codes, score = _codes(shape, buf)
+    index_table, pos_table = build_table(shape, step, codes, len(buf) - 1)
+    return index_table.get(), pos_table.get(), score[:len(buf)].get()
 
 
 def build_table(shape: SeedShape, step: int, codes, block_len: int):

@@ -1,0 +1,287 @@
+"""The reference index (gpus-and-seeding.txt, "Reusing a reference across runs"): `hspZ index`
+builds what the engines build, `run --index` writes the bytes of a run without it at every
+worker count, with or without --reference, and nothing damaged or mismatched is ever used."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from multibin import FLAGS, outputs, write_pair
+from refusal import assert_refused, snapshot
+
+from hspz import index as ix
+from hspz import plan as planning
+from hspz.cli import main
+from hspz.engine import Context, prepare_reference
+from hspz.errors import UsageError
+from hspz.options import Options
+from hspz.sequence import read_records, write_2bit
+
+# the index takes the flags that decide the reference's bins and tables
+INDEX_FLAGS = ["-s", "111011001011", "-B", "4000"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The multibin pair, its index, and the segments of a run without the index."""
+    d = tmp_path_factory.mktemp("index")
+    ref, qry = write_pair(d)
+    assert main(["index", "-r", str(ref), "--index", str(d / "ix"), *INDEX_FLAGS,
+                 "--backend", "cpu"]) == 0
+    assert main(["run", "-r", str(ref), "-q", str(qry), "-o", str(d / "plain"), *FLAGS,
+                 "--backend", "cpu"]) == 0
+    return d, ref, qry, outputs(d / "plain")
+
+
+def copy_index(src: Path, dst: Path) -> Path:
+    subprocess.run(["cp", "-a", str(src), str(dst)], check=True)
+    return dst
+
+
+def test_index_layout_has_manifest_ready_and_one_folder_per_bin(built):
+    d = built[0]
+    idx = ix.open_index(d / "ix")
+    assert sorted(p.name for p in (d / "ix").iterdir()) == \
+        ["000", "001", "002", "003", "004", ix.MANIFEST, ix.READY]
+    for b in range(len(idx.bins)):
+        assert sorted(p.name for p in (d / "ix" / ix.bin_folder(b)).iterdir()) == \
+            ["enc", "index_table", "pos_table"]
+    assert not (d / "ix.tmp").exists() and not (d / "ix.tmp.lock").exists()
+
+
+def test_indexed_arrays_are_the_tables_and_codes_the_engine_builds(built):
+    d, ref, _, _ = built
+    idx = ix.open_index(d / "ix")
+    records = read_records(ref)
+    ctx = Context.from_options(Options(seed="111011001011"))
+    for b, members in enumerate(idx.bins):
+        own = prepare_reference(ctx, b, [records[k] for k in members])
+        loaded = idx.load_host(b)
+        assert np.array_equal(loaded.index_table, own.table.index_table)
+        assert np.array_equal(loaded.pos_table, own.table.pos_table)
+        assert np.array_equal(loaded.enc, own.score)
+        assert np.array_equal(ix.seed_codes_of(loaded.enc)[:-1],
+                              np.where(own.score < 4, own.score, 4)[:-1])
+
+
+@pytest.mark.parametrize("gpus", ["1", "3"])
+@pytest.mark.parametrize("with_reference", [False, True])
+def test_run_with_the_index_writes_the_bytes_of_a_run_without(built, tmp_path, capsys, gpus,
+                                                              with_reference):
+    d, ref, qry, plain = built
+    before = snapshot(d / "ix")
+    argv = ["run", "--index", str(d / "ix"), "-q", str(qry), "-o", str(tmp_path / "out"),
+            *FLAGS, "--backend", "cpu", "--gpus", gpus, "--time"]
+    if with_reference:
+        argv += ["-r", str(ref)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert outputs(tmp_path / "out") == plain
+    assert snapshot(d / "ix") == before  # the index is read-only to run
+    visits = int(re.search(r"^schedule: policy=\S+ W=\d+ visits=(\d+)", err, re.M).group(1))
+    assert "index: using " in err and f"index: loaded {visits} bin(s)" in err
+    assert f"0 builds, {visits} loads, {visits} uploads" in err
+    assert ("input.reference (background)" in err) == with_reference
+    assert ("index.verify wait (emitter)" in err) == with_reference
+
+
+def test_hits_estimate_with_the_index_counts_what_it_counts_without(built, capsys):
+    d, ref, qry, _ = built
+    common = ["hits-estimate", "-q", str(qry), *FLAGS]
+    assert main(common + ["-r", str(ref)]) == 0
+    without = capsys.readouterr().out
+    assert main(common + ["--index", str(d / "ix")]) == 0
+    assert capsys.readouterr().out == without
+    assert len(without.splitlines()) == 10
+
+
+def test_every_indexed_bin_built_on_a_cpu_equals_a_second_build(built, tmp_path):
+    """Building is deterministic: a second build's MANIFEST (every checksum) is the first's."""
+    d, ref, _, _ = built
+    assert main(["index", "-r", str(ref), "--index", str(tmp_path / "again"), *INDEX_FLAGS,
+                 "--backend", "cpu", "-t", "1"]) == 0
+    assert (tmp_path / "again" / ix.MANIFEST).read_bytes() == \
+        (d / "ix" / ix.MANIFEST).read_bytes()
+
+
+# --------------------------------------------------------------------------------------------
+# Damage and mismatches: one line, exit 2, no output
+# --------------------------------------------------------------------------------------------
+
+
+def flip_byte(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def run_argv(index: Path, qry: Path, out: Path, *extra: str) -> list[str]:
+    return ["run", "--index", str(index), "-q", str(qry), "-o", str(out), *FLAGS,
+            "--backend", "cpu", *extra]
+
+
+@pytest.mark.parametrize("array", ["index_table", "pos_table", "enc"])
+def test_a_flipped_byte_in_an_array_stops_the_run_before_it_is_used(built, tmp_path, capfd,
+                                                                   array):
+    d, _, qry, _ = built
+    damaged = copy_index(d / "ix", tmp_path / "ix")
+    path = damaged / "002" / array
+    flip_byte(path, os.path.getsize(path) // 2)
+    assert_refused(capfd, run_argv(damaged, qry, tmp_path / "out"), 2,
+                   rf"bin 002 {array}: bytes .* fail their checksum", tmp_path, chatter=True)
+
+
+def test_a_truncated_array_stops_the_run(built, tmp_path, capfd):
+    d, _, qry, _ = built
+    damaged = copy_index(d / "ix", tmp_path / "ix")
+    path = damaged / "001" / "pos_table"
+    os.truncate(path, os.path.getsize(path) - 4)
+    assert_refused(capfd, run_argv(damaged, qry, tmp_path / "out"), 2,
+                   r"bin 001 pos_table: \d+ bytes, the MANIFEST records \d+", tmp_path,
+                   chatter=True)
+
+
+def test_a_flipped_byte_in_the_manifest_is_refused(built, tmp_path, capfd):
+    d, _, qry, _ = built
+    damaged = copy_index(d / "ix", tmp_path / "ix")
+    text = (damaged / ix.MANIFEST).read_text()
+    at = text.index("record 0 ") + len("record 0 ")
+    flip_byte(damaged / ix.MANIFEST, at)  # a record length changes by one
+    assert_refused(capfd, run_argv(damaged, qry, tmp_path / "out"), 2,
+                   r"MANIFEST fails its checksum", tmp_path)
+
+
+def test_an_index_without_ready_is_refused(built, tmp_path, capfd):
+    d, _, qry, _ = built
+    damaged = copy_index(d / "ix", tmp_path / "ix")
+    (damaged / ix.READY).unlink()
+    assert_refused(capfd, run_argv(damaged, qry, tmp_path / "out"), 2,
+                   r"has no READY marker", tmp_path)
+
+
+def test_an_index_of_another_format_is_refused(built, tmp_path, capfd):
+    d, _, qry, _ = built
+    damaged = copy_index(d / "ix", tmp_path / "ix")
+    m = ix.open_index(damaged).manifest
+    body = "".join(f"{line}\n" for line in m.lines()).replace(f"hspz-index {ix.FORMAT}\n",
+                                                               "hspz-index 99\n")
+    (damaged / ix.MANIFEST).write_text(body + f"checksum {ix.text_checksum(body)}\n")
+    assert_refused(capfd, run_argv(damaged, qry, tmp_path / "out"), 2,
+                   r"index format 99; this hspZ reads format 1", tmp_path)
+
+
+def test_a_same_size_edit_of_the_reference_is_caught_and_nothing_is_published(built, tmp_path,
+                                                                            capfd):
+    d, ref, qry, _ = built
+    records = read_records(ref)
+    seq = records[3].seq.copy()
+    seq[1000] = ord("A") if seq[1000] != ord("A") else ord("C")  # one base, same length
+    records[3] = type(records[3])(records[3].name, seq)
+    edited = tmp_path / "edited.2bit"
+    write_2bit(edited, records)
+    assert_refused(capfd, run_argv(d / "ix", qry, tmp_path / "out", "-r", str(edited)), 2,
+                   r"edited\.2bit: the bases differ from those the index .* was built from",
+                   tmp_path, chatter=True)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_reference_with_other_records_is_caught(built, tmp_path, capfd):
+    d, ref, qry, _ = built
+    records = read_records(ref)[:-1]
+    fewer = tmp_path / "fewer.2bit"
+    write_2bit(fewer, records)
+    assert_refused(capfd, run_argv(d / "ix", qry, tmp_path / "out", "-r", str(fewer)), 2,
+                   r"fewer\.2bit: its records \(5\) differ from those of the index", tmp_path,
+                   chatter=True)
+
+
+@pytest.mark.parametrize("flags, pattern", [
+    (["-s", "12of19"], r"--seed is TTT0T00TT00T0T0TTTT here but the index .* was built with"),
+    (["-e", "2"], r"--step is 2 here but the index"),
+    (["-B", "5000"], r"--seq-block-size is 5000 here but the index .* built with 4000"),
+    (["--kegalign-bins"], r"--kegalign-bins is on here but the index .* built with off"),
+])
+def test_run_flags_that_differ_from_the_index_are_refused(built, tmp_path, capfd, flags,
+                                                          pattern):
+    d, _, qry, _ = built
+    assert_refused(capfd, run_argv(d / "ix", qry, tmp_path / "out", *flags), 2, pattern,
+                   tmp_path)
+
+
+def test_a_plan_with_other_bins_than_the_index_is_refused(built):
+    """What a run does once the memory preflight has halved -B (`commands.run`): the plan's
+    bins must be the index's."""
+    d, ref, _, _ = built
+    idx = ix.open_index(d / "ix")
+    ix.check_plan(idx, idx.bins)
+    halved = planning.make_bins(idx.manifest.lengths, 2000, False)
+    with pytest.raises(UsageError, match=r"this run's plan has 6 reference bin\(s\) where the "
+                                         r"index .* has 5 \(the memory preflight shrank -B"):
+        ix.check_plan(idx, halved)
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["index", "-r", "{ref}", "--index", "{d}/new", "-T", "ref."],
+     r"--target-prefix belongs to run"),
+    (["index", "-r", "{ref}", "--index", "{d}/new", "-B", "0"], r"-B 0 .* cannot build"),
+    (["index", "-r", "{ref}", "--index", "{d}/ix"], r"already exists; an index is never "),
+    (["run", "--index", "{d}/ix", "-q", "{qry}", "-o", "{d}/o", "-B", "0"],
+     r"-B 0 .* cannot be combined with --index"),
+    (["run", "--index", "{d}/ix", "-q", "{qry}", "-o", "{d}/o", "--cpu-only"],
+     r"--cpu-only cannot be combined with --index"),
+    (["benchmark", "--index", "{d}/ix", "-r", "{ref}", "-q", "{qry}"],
+     r"benchmark cannot use --index"),
+    (["run", "--index", "{d}/missing", "-q", "{qry}", "-o", "{d}/o"],
+     r"missing is not an index folder"),
+    (["run", "--index", "{d}/ix", "-o", "{d}/o"], r"--query is required"),
+    (["run", "-q", "{qry}", "-o", "{d}/o"], r"--reference is required"),
+])
+def test_index_refusals(built, tmp_path, capfd, argv, pattern):
+    d, ref, qry, _ = built
+    work = copy_index(d / "ix", tmp_path / "ix")
+    args = [a.format(d=tmp_path, ref=ref, qry=qry) for a in argv]
+    del work
+    assert_refused(capfd, args, 2, pattern, tmp_path)
+
+
+def test_index_refuses_record_names_with_whitespace(tmp_path, capfd):
+    rng = np.random.default_rng(3)
+    seq = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, 3000)]
+    from hspz.sequence import Record
+
+    write_2bit(tmp_path / "ref.2bit", [Record("chr 1", seq)])
+    assert_refused(capfd, ["index", "-r", str(tmp_path / "ref.2bit"), "--index",
+                           str(tmp_path / "ix")], 2,
+                   r"record 1 has the name 'chr 1'; an index stores names without whitespace",
+                   tmp_path)
+
+
+def test_bins_too_large_for_u32_positions_are_refused_before_building():
+    with pytest.raises(Exception, match=r"bin 0 would hold 4294967296 bases"):
+        ix.check_bin_sizes(((0, 1),), [4_000_000_000, 294_967_295])
+    ix.check_bin_sizes(((0,), (1,)), [4_000_000_000, 294_967_295])
+
+
+def test_a_killed_build_leaves_no_index_and_the_next_build_starts_clean(built, tmp_path):
+    """SIGKILL while bins are written: no DIR, and DIR.tmp (whose lock died with the builder)
+    is removed by the next build, which succeeds."""
+    d, ref, _, _ = built
+    dest = tmp_path / "ix"
+    code = (f"import os, signal\nfrom hspz import index as ix\nreal = ix.write_bin\n"
+            f"def dying(*a, **k):\n    real(*a, **k)\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+            f"ix.write_bin = dying\nfrom hspz.cli import main\n"
+            f"main(['index', '-r', {str(ref)!r}, '--index', {str(dest)!r}, '-s', "
+            f"'111011001011', '-B', '4000', '--backend', 'cpu'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == -9, done.stderr
+    assert not dest.exists() and (tmp_path / "ix.tmp").is_dir()
+    assert main(["index", "-r", str(ref), "--index", str(dest), *INDEX_FLAGS,
+                 "--backend", "cpu"]) == 0
+    assert not (tmp_path / "ix.tmp").exists()
+    assert (dest / ix.MANIFEST).read_bytes() == (d / "ix" / ix.MANIFEST).read_bytes()
