@@ -1,4 +1,4 @@
-"""Reports: progress, `--time` (phase table, `lifecycle:`, peak RSS, the unit ledger and each
+"""Reports: `--time` (phase table, `lifecycle:`, peak RSS, the unit ledger and each
 worker's finish and busy times), `--hit-stats`, `--dump-plan`, `--dump-raw`, `--cpu-only`.
 
 Everything here goes to stderr except the files it is asked to write; nothing here decides what
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import resource
 import sys
-import time
 
 from hspz.engine import prepare_query, prepare_reference
 from hspz.manifest import replaced_atomically, write_text
@@ -23,21 +22,6 @@ def say(lines) -> None:
     """Print a line, or each of a list of lines, to stderr."""
     for line in [lines] if isinstance(lines, str) else lines:
         print(line, file=sys.stderr)
-
-
-def progress_printer(stream=None, every_s: float = 10.0):
-    """A callback printing `progress: k/n units` at most every few seconds, and at the end."""
-    last = [time.perf_counter()]
-    done = [0]
-
-    def report(unit, total: int) -> None:
-        done[0] += 1
-        now = time.perf_counter()
-        if done[0] == total or now - last[0] >= every_s:
-            print(f"progress: {done[0]}/{total} units", file=stream or sys.stderr)
-            last[0] = now
-
-    return report
 
 
 def write_plan(path: str, source, options=None) -> None:

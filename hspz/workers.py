@@ -22,6 +22,7 @@ import os
 import queue as queue_module
 import resource
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -34,16 +35,33 @@ import numpy as np
 
 from hspz.engine import Context, QueryBin, UnitResult, prepare_query, prepare_reference
 from hspz.errors import HspzError, RunError
-from hspz.plan import Plan
+from hspz.plan import Bins, Plan
 from hspz.schedule import Visit
 from hspz.sequence import Record
 
 Sink = Callable[[UnitResult, object], None]  # (result, hit histogram or None)
 
 
+@dataclass(frozen=True)
+class QuerySpec:
+    """One job of a batch as a worker sees it: its query bins (record indices of its file) and
+    the file, which the worker reads itself when it needs the job (the records are checked
+    against the hash they were planned with)."""
+
+    job: int  # index of the job in the batch
+    query_bins: Bins
+    path: str
+    digest: str
+
+
 @dataclass
 class WorkerJob:
-    """Everything one worker needs besides the records (picklable)."""
+    """Everything one worker needs besides the records (picklable).
+
+    A single query's worker has `queries` None: its visits cover that query's bins, whose
+    records are handed to it.  A batch worker's visits cover the batch axis (`batch.BatchAxis`:
+    every job's query bins in job order) and it reads each job's query file when a visit
+    reaches the job.  `skip` holds (job, ordinal) of units already done (a resumed `work`)."""
 
     worker: int
     device: int
@@ -55,6 +73,23 @@ class WorkerJob:
     t0: float  # time.perf_counter() origin of the run (CLOCK_MONOTONIC: one clock for all)
     hit_stats: bool = False
     index: str | None = None  # an index folder: reference bins are loaded, not built
+    queries: list[QuerySpec] | None = None
+    progress: bool = False  # report each unit's finished seed batches (`progress.Progress`)
+    skip: frozenset = frozenset()
+
+    def locate(self, g: int) -> tuple[int, int]:
+        """(job, query bin) of a visit's position g."""
+        if self.queries is None:
+            return 0, g
+        from hspz.batch import BatchAxis
+
+        return BatchAxis(tuple(len(s.query_bins) for s in self.queries)).locate(g)
+
+    def ordinal(self, r: int, job: int, q: int) -> int:
+        """The job's own ordinal of unit (reference bin r, its query bin q)."""
+        n = len(self.plan.query_bins) if self.queries is None else \
+            len(self.queries[job].query_bins)
+        return r * n + q
 
 
 @dataclass
@@ -92,35 +127,44 @@ def _add(phases: dict, name: str, t: float) -> None:
 
 
 def run_worker(job: WorkerJob, ref_records: Sequence[Record], qry_records: Sequence[Record],
-               sink: Sink) -> WorkerReport:
+               sink: Sink, progress: Callable | None = None) -> WorkerReport:
     """Run one worker's visits in order, handing each result to `sink`.  While a unit runs, the
     next unit's query bin, when it is another one, is prepared on a thread (at most two query
-    bins are held at once), and the first one while the first reference bin is built; "query
-    prepare" is the time the worker waited for one."""
+    bins are held at once), and the first one while the first reference bin is made; "query
+    prepare" is the time the worker waited for one.  Units in `job.skip` are not run, and a
+    visit left without units is neither built nor loaded.  `progress(key, share, hits)` hears
+    of each unit's finished seed batches (key: (job, ordinal))."""
     engine = load_engine(job)
     codes = getattr(engine, "HOST_CODES", True)
     rep = WorkerReport(job.worker, job.device)
-    order = [(v, q) for v, visit in enumerate(job.visits) for q in range(visit.first, visit.end)]
+    order = []  # (visit, job, query bin) of every unit to run, in order
+    for v, visit in enumerate(job.visits):
+        for g in range(visit.first, visit.end):
+            j, q = job.locate(g)
+            if (j, job.ordinal(visit.ref_bin, j, q)) not in job.skip:
+                order.append((v, j, q))
+    visits = sorted({v for v, _, _ in order})
     with ThreadPoolExecutor(max_workers=1) as prep, ThreadPoolExecutor(max_workers=1) as load:
         queries = _Queries(job, qry_records, prep, codes)
         refs = _References(job, engine, ref_records, load, codes)
         if order:  # the first query bin is prepared while the first reference bin is made
-            queries.ahead(order[0][1])
+            queries.ahead(order[0][1:])
         ref = None
-        for i, (v, q) in enumerate(order):
+        for i, (v, j, q) in enumerate(order):
             visit = job.visits[v]
             if i == 0 or order[i - 1][0] != v:  # one build or load per visit
                 ref = None  # let the last bin go before the next one is made
                 ref = refs.get(visit.ref_bin, rep)
-                if v + 1 < len(job.visits):
-                    refs.ahead(job.visits[v + 1].ref_bin)
+                later = visits.index(v) + 1
+                if later < len(visits):
+                    refs.ahead(job.visits[visits[later]].ref_bin)
             t = time.perf_counter()
-            current, swapped = queries.get(q)
+            current, swapped = queries.get((j, q))
             _add(rep.phases, "query prepare", t)
             rep.query_swaps += swapped
             if i + 1 < len(order):
-                queries.ahead(order[i + 1][1])
-            _run_unit(job, engine, rep, ref, current, visit.ref_bin, sink)
+                queries.ahead(order[i + 1][1:])
+            _run_unit(job, engine, rep, ref, current, visit.ref_bin, j, sink, progress)
     rep.finished_ms = _ms_since(job.t0)
     rep.peak_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rep
@@ -185,48 +229,84 @@ class _References:
 
 
 LOAD_WARN_S = 10.0
+PROGRESS_S = 0.5  # a worker process reports its unit's seed batches at most this often
 
 
 class _Queries:
-    """The worker's current query bin and the next one, prepared ahead on `prep`."""
+    """The worker's current query bin and the next one, prepared ahead on `prep`; keys are
+    (job, query bin).  A batch job's records are read from its file when a bin of it is first
+    needed and kept while the worker stays with that job (the last job's are let go)."""
 
     def __init__(self, job: WorkerJob, records: Sequence[Record], prep: ThreadPoolExecutor,
                  host_codes: bool):
         self.job, self.records, self.prep, self.host_codes = job, records, prep, host_codes
-        self.current: QueryBin | None = None
-        self.next: tuple[int, Future] | None = None
+        self.current: tuple[tuple[int, int], QueryBin] | None = None
+        self.next: tuple[tuple[int, int], Future] | None = None
+        self.files: tuple[int, Sequence[Record]] | None = None  # (job, its records)
+        self.lock = threading.Lock()
 
-    def _prepare(self, q: int) -> QueryBin:
-        members = [self.records[i] for i in self.job.plan.query_bins[q]]
-        return prepare_query(self.job.ctx, q, members, self.host_codes)
+    def _records(self, j: int) -> Sequence[Record]:
+        if self.job.queries is None:
+            return self.records
+        with self.lock:
+            if self.files is None or self.files[0] != j:
+                self.files = None
+                self.files = (j, read_job_query(self.job.queries[j]))
+            return self.files[1]
 
-    def get(self, q: int) -> tuple[QueryBin, bool]:
-        """(query bin q, whether it replaced the current one)."""
-        if self.current is not None and self.current.index == q:
-            return self.current, False
+    def _prepare(self, key: tuple[int, int]) -> QueryBin:
+        j, q = key
+        bins = self.job.plan.query_bins if self.job.queries is None else \
+            self.job.queries[j].query_bins
+        records = self._records(j)
+        return prepare_query(self.job.ctx, q, [records[i] for i in bins[q]], self.host_codes)
+
+    def get(self, key: tuple[int, int]) -> tuple[QueryBin, bool]:
+        """(query bin `key`, whether it replaced the current one)."""
+        if self.current is not None and self.current[0] == key:
+            return self.current[1], False
         self.current = None  # let it go before the next one is made
-        if self.next is not None and self.next[0] == q:
-            self.current = self.next[1].result()
+        if self.next is not None and self.next[0] == key:
+            self.current = (key, self.next[1].result())
         else:
-            self.current = self._prepare(q)
+            self.current = (key, self._prepare(key))
         self.next = None
-        return self.current, True
+        return self.current[1], True
 
-    def ahead(self, q: int) -> None:
-        """Prepare query bin q on the thread, unless it is the current or next one."""
-        held = self.current is not None and self.current.index == q
-        if not held and (self.next is None or self.next[0] != q):
-            self.next = (q, self.prep.submit(self._prepare, q))
+    def ahead(self, key: tuple[int, int]) -> None:
+        """Prepare query bin `key` on the thread, unless it is the current or next one."""
+        held = self.current is not None and self.current[0] == key
+        if not held and (self.next is None or self.next[0] != key):
+            self.next = (key, self.prep.submit(self._prepare, key))
+
+
+def read_job_query(spec: QuerySpec) -> list[Record]:
+    """A batch job's query records, read by the worker and checked against the records hash
+    it was planned with (a file changed since planning fails the run, never the output)."""
+    from hspz.sequence import read_records, records_digest
+
+    records = read_records(spec.path)
+    if spec.digest != "-" and records_digest(records) != spec.digest:
+        raise RunError(f"job {spec.job + 1:06d}: {spec.path} changed since the batch was "
+                       f"planned (its records no longer hash to the planned value)")
+    return records
 
 
 def _run_unit(job: WorkerJob, engine, rep: WorkerReport, ref, qry: QueryBin, ref_bin: int,
-              sink: Sink) -> None:
+              j: int, sink: Sink, progress: Callable | None = None) -> None:
     from hspz.estimate import unit_hit_histogram
 
     start = _ms_since(job.t0)
-    result = engine.run_unit(job.ctx, ref, qry, ref_bin * len(job.plan.query_bins) + qry.index)
+    ordinal = job.ordinal(ref_bin, j, qry.index)
+    if progress is not None and job.progress:
+        def batches(done: int, total: int, hits: int) -> None:
+            progress((j, ordinal), done / max(total, 1), hits)
+
+        result = engine.run_unit(job.ctx, ref, qry, ordinal, progress=batches)
+    else:
+        result = engine.run_unit(job.ctx, ref, qry, ordinal)
     result.host_start_ms, result.host_end_ms = start, _ms_since(job.t0)
-    result.worker, result.device = job.worker, job.device
+    result.worker, result.device, result.job = job.worker, job.device, j
     rep.phases["engine"] = rep.phases.get("engine", 0.0) + result.gpu_ms / 1e3
     rep.busy_ms += result.gpu_ms
     rep.units += 1
@@ -315,7 +395,15 @@ def _child(job: WorkerJob, ref: SharedRecords, qry: SharedRecords, out) -> None:
         def send(result: UnitResult, extras) -> None:
             out.put(("unit", job.worker, result.to_bytes(), extras))
 
-        out.put(("done", job.worker, run_worker(job, ref, qry, send)))
+        last = [0.0]
+
+        def tell(key, share: float, hits: int) -> None:
+            now = time.perf_counter()
+            if now - last[0] >= PROGRESS_S:
+                last[0] = now
+                out.put(("progress", job.worker, key, share, hits))
+
+        out.put(("done", job.worker, run_worker(job, ref, qry, send, tell)))
     except BaseException as exc:  # reported to the parent, which turns it into one line
         detail = traceback.format_exc() if os.environ.get("HSPZ_DEBUG") == "1" else ""
         message = str(exc) if isinstance(exc, HspzError) else f"{type(exc).__name__}: {exc}"
@@ -366,7 +454,8 @@ class Pool:
         self.close(failed=kind is not None)
 
     def run(self, jobs: Sequence[WorkerJob], ref_records: Sequence[Record],
-            qry_records: Sequence[Record], sink: Sink) -> list[WorkerReport]:
+            qry_records: Sequence[Record], sink: Sink,
+            progress: Callable | None = None) -> list[WorkerReport]:
         """Run jobs[k] on process k (k = its worker number); results go to `sink`.  Returns
         when every worker has reported; `close` waits for their exit."""
         self.shm, (ref, qry) = share([ref_records, qry_records])
@@ -375,7 +464,7 @@ class Pool:
                 _hand(k, self.inboxes[k], (job, ref, qry))
             self.handed = len(jobs)
             self._stop(range(self.handed, self.started))
-            return _collect(self.procs[:len(jobs)], self.out, sink, len(jobs))
+            return _collect(self.procs[:len(jobs)], self.out, sink, len(jobs), progress)
         except BaseException:
             self.close(failed=True)
             raise
@@ -446,21 +535,22 @@ def _pooled(engine: str, worker: int, inbox, out, numba: bool = False) -> None:
 
 
 def run_workers(jobs: Sequence[WorkerJob], ref_records: Sequence[Record],
-                qry_records: Sequence[Record], sink: Sink,
-                pool: Pool | None = None) -> list[WorkerReport]:
+                qry_records: Sequence[Record], sink: Sink, pool: Pool | None = None,
+                progress: Callable | None = None) -> list[WorkerReport]:
     """Run every job; one in this process, several in one process each (`pool`'s, when it
-    has enough, else processes spawned now)."""
+    has enough, else processes spawned now).  `progress(key, share, hits)` hears of the
+    seed batches of the units in flight (from worker processes at most every PROGRESS_S)."""
     if len(jobs) == 1:
         if pool is not None:
             pool.close()
         with _Handoff(sink) as handoff:
-            return [run_worker(jobs[0], ref_records, qry_records, handoff)]
-    if pool is not None and len(pool) >= len(jobs):
-        return pool.run(jobs, ref_records, qry_records, sink)  # the caller's `with` closes it
+            return [run_worker(jobs[0], ref_records, qry_records, handoff, progress)]
+    if pool is not None and len(pool) >= len(jobs):  # the caller's `with` closes it
+        return pool.run(jobs, ref_records, qry_records, sink, progress)
     if pool is not None:
         pool.close()
     with Pool(len(jobs), jobs[0].engine) as fresh:
-        return fresh.run(jobs, ref_records, qry_records, sink)
+        return fresh.run(jobs, ref_records, qry_records, sink, progress)
 
 
 class _Handoff:
@@ -496,7 +586,8 @@ class _Handoff:
             self.thread.shutdown(wait=True)
 
 
-def _collect(procs, out, sink: Sink, n: int) -> list[WorkerReport]:
+def _collect(procs, out, sink: Sink, n: int,
+             progress: Callable | None = None) -> list[WorkerReport]:
     reports: dict[int, WorkerReport] = {}
     suspects: set[int] = set()
     while len(reports) < n:
@@ -508,6 +599,9 @@ def _collect(procs, out, sink: Sink, n: int) -> list[WorkerReport]:
         kind, worker = msg[0], msg[1]
         if kind == "unit":
             sink(UnitResult.from_file(io.BytesIO(msg[2])), msg[3])
+        elif kind == "progress":
+            if progress is not None:
+                progress(*msg[2:])
         elif kind == "done":
             reports[worker] = msg[2]
         else:

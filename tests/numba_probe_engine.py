@@ -5,8 +5,8 @@ from hspz import jit
 from hspz.engine import cpu
 
 
-def run_unit(ctx, ref, qry, ordinal):
+def run_unit(ctx, ref, qry, ordinal, progress=None):
     loaded = jit.loaded()
-    result = cpu.run_unit(ctx, ref, qry, ordinal)
+    result = cpu.run_unit(ctx, ref, qry, ordinal, progress)
     result.gpu_ms = 1.0 if loaded else 0.0
     return result

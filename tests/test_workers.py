@@ -306,8 +306,8 @@ def test_the_worker_in_this_process_hands_results_to_a_thread_in_order(pair, mon
 
     real = workers._run_unit
 
-    def run_unit(job, engine, rep, ref_bin, qry_bin, index, sink_):
-        real(job, engine, rep, ref_bin, qry_bin, index, sink_)
+    def run_unit(job, engine, rep, ref_bin, qry_bin, index, *rest):
+        real(job, engine, rep, ref_bin, qry_bin, index, *rest)
         if rep.units == 2:
             release.set()
 

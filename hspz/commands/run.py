@@ -10,9 +10,10 @@ from contextlib import nullcontext
 from hspz import index as ix
 from hspz.budget import devices_for
 from hspz.commands import Request
-from hspz.execute import Execution, Summary, execute, print_counts, timed
+from hspz.execute import Execution, Job, Summary, execute, print_counts, timed
 from hspz.freeze import context_of, load_manifest, prepare, schedule_for, write_dumps
 from hspz.inputs import read_both, read_side
+from hspz.progress import Progress
 from hspz.report import say
 from hspz.sequence import SMALL_BYTES
 from hspz.workers import Pool
@@ -109,9 +110,10 @@ def _planned(req: Request, select, t0: float, summary: Summary, pool, ref, qry, 
     sched = schedule_for(m, o.gpus, devices)
     if idx is not None:
         say(index_using_line(idx, req.reference))
-    how = Execution(req.output, req.tarball, o.diagonal_partition, bool(req.dump_raw),
-                    req.hit_stats, report.progress_printer(), index=req.index, verify=verify)
-    execute(m, sched, engine.__name__, o.threads, ref, qry, how, t0, summary, pool)
+    how = Execution(o.diagonal_partition, bool(req.dump_raw), req.hit_stats,
+                    Progress(len(m.plan.units)), index=req.index, verify=verify)
+    execute([Job(m, req.output, req.tarball)], sched, engine.__name__, o.threads, ref, qry,
+            how, t0, summary, pool)
     if idx is not None:
         say(index_loaded_line(idx, summary, req.reference))
     print_counts(summary)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 import io
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -200,6 +202,28 @@ class BatchOut:
     raw_hsps: int = 0
     hsps: list = field(default_factory=list)
     raw: list = field(default_factory=list)
+
+
+Progress = Callable[[int, int, int], None]  # (batches done, batches, seed hits so far)
+
+
+class BatchTally:
+    """Counts a unit's finished seed batches and their hits for its `Progress` callback
+    (called from any thread)."""
+
+    def __init__(self, batches: int, progress: Progress | None):
+        self.batches, self.progress = batches, progress
+        self.done = self.hits = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, out: BatchOut, batches: int = 1) -> BatchOut:
+        if self.progress is not None:
+            with self.lock:
+                self.done += batches
+                self.hits += out.hits
+                done, hits = self.done, self.hits
+            self.progress(done, self.batches, hits)
+        return out
 
 
 def unit_batches(ctx: Context, qry: QueryBin) -> list[tuple[int, str, tuple[int, int]]]:

@@ -16,7 +16,9 @@ import numpy as np
 from hspz import hsp, jit, plan
 from hspz.engine import (
     BatchOut,
+    BatchTally,
     Context,
+    Progress,
     QueryBin,
     RefBin,
     UnitResult,
@@ -65,20 +67,27 @@ def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk) -> B
     return out
 
 
-def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResult:
+def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
+             progress: Progress | None = None) -> UnitResult:
     """Every interval of the query bin against the reference bin, plus then minus per interval.
 
     Batches are independent, so they run on `--threads` threads (the numba kernels release the
     GIL); their outputs are put back in plan order, so the thread count never changes bytes.
+    `progress(batches done, batches, seed hits so far)` is called as batches finish.
     """
     start = time.perf_counter()
     jobs = unit_batches(ctx, qry)
     _ = ref.table  # build once, before the threads share it
+    tally = BatchTally(len(jobs), progress)
+
+    def one(job) -> BatchOut:
+        return tally(run_batch(ctx, ref, qry, job[1], job[2]))
+
     if _threads[0] == 1:
-        outs = [run_batch(ctx, ref, qry, strand, chunk) for _, strand, chunk in jobs]
+        outs = [one(j) for j in jobs]
     else:
         with ThreadPoolExecutor(max_workers=_threads[0]) as pool:
-            outs = list(pool.map(lambda j: run_batch(ctx, ref, qry, j[1], j[2]), jobs))
+            outs = list(pool.map(one, jobs))
     result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, outs)
     result.gpu_ms = (time.perf_counter() - start) * 1e3
     return result

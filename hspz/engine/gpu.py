@@ -48,7 +48,9 @@ import numpy as np
 from hspz import hsp, knobs, lean, plan, xdrop
 from hspz.engine import (
     BatchOut,
+    BatchTally,
     Context,
+    Progress,
     QueryBin,
     RefBin,
     UnitResult,
@@ -651,9 +653,11 @@ def _piece_hits() -> int:
     return min(PIECE, max(1 << 16, _free_bytes() // 4 // PIECE_BYTES))
 
 
-def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResult:
+def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
+             progress: Progress | None = None) -> UnitResult:
     """Every batch of the unit on the current device, in groups (`batch_groups`), the host
-    halves overlapping on threads.
+    halves overlapping on threads; `progress` hears of each group's batches as its device half
+    returns.
 
     (Device halves on several streams, one host thread each, measured slower on the H200:
     BENCHMARKS.md.)"""
@@ -676,10 +680,13 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResu
     with ThreadPoolExecutor(max_workers=threads) as pool:
         submit = functools.partial(pool.submit, _in_slot, slots)
         pending = []
+        tally = BatchTally(len(jobs), progress)
         for group in groups:
             host = [next(seeds) for _ in group]
-            pending += run_group(ctx, ref, qry, [jobs[i] for i in group], k.chunk_walk_full,
-                                 buckets, None if host[0] is None else host, submit, piece)
+            outs = run_group(ctx, ref, qry, [jobs[i] for i in group], k.chunk_walk_full,
+                             buckets, None if host[0] is None else host, submit, piece)
+            pending += outs
+            tally(BatchOut(hits=sum(out.hits for out, _ in outs)), len(group))
         stop.record()
         if threads > HOST_THREADS:  # nothing left to launch: every thread takes host halves
             slots.release(threads - HOST_THREADS)
