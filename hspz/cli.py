@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-u", "--cpu-only", action="store_true",
                      help="stop after CPU preprocessing; print seed and hit counts")
     run.add_argument("--dump-raw", metavar="F", help="every pre-dedup HSP")
+    run.add_argument("--query-list", metavar="FILE",
+                     help="a file of query paths (one a line): each is a job, written to "
+                          "OUT/000001/, ... with OUT/queries.tsv")
     run.add_argument("--index", metavar="DIR",
                      help="load the reference bins from an index (`hspZ index`); "
                           "--reference is then optional and verified in the background")
@@ -208,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--iterations", default="3")
     bench.add_argument("--json", help="append one JSON record per pass to this file")
     bench.add_argument("--index", help=argparse.SUPPRESS)  # refused with a reason
+    bench.add_argument("--query-list", help=argparse.SUPPRESS)  # refused with a reason
     return parser
 
 
@@ -290,14 +294,37 @@ def _request(ns: argparse.Namespace, options: Options):
         _writable_file("--" + flag.replace("_", "-"), getattr(ns, flag, None))
     return Request(options, explicit_flags(ns), ns.reference, ns.query, ns.output,
                    from_manifest=ns.from_manifest, dump_manifest=ns.dump_manifest,
-                   dump_plan=ns.dump_plan, index=getattr(ns, "index", None))
+                   dump_plan=ns.dump_plan, index=getattr(ns, "index", None),
+                   query_list=getattr(ns, "query_list", None))
+
+
+def _batch_flags(ns: argparse.Namespace, options: Options) -> None:
+    """What batch mode refuses (gpus-and-seeding.txt, "Many queries against one reference")."""
+    if ns.query is not None:
+        raise UsageError("--query and --query-list cannot be combined: list every query")
+    if not ns.query_list:
+        raise UsageError("--query-list: an empty path")
+    if not getattr(ns, "index", None):
+        _need(ns, "--reference")
+    for given, flag, why in (
+            (options.seq_block_size == 0, "-B 0", "every job must plan to the same bins"),
+            (options.kegalign_bins, "--kegalign-bins", "every job must plan to the same bins"),
+            (getattr(ns, "from_manifest", None), "--from-manifest", "each job freezes its own "
+             "plan; use --dump-manifest per job"),
+            (getattr(ns, "cpu_only", False), "--cpu-only", "it stops before any job runs")):
+        if given:
+            raise UsageError(f"{flag} cannot be combined with --query-list: {why}")
 
 
 def _need_inputs(ns: argparse.Namespace, options: Options) -> None:
     """--query, and --reference unless an index gives the reference; the flags -B 0 and
     --index refuse."""
     index = getattr(ns, "index", None)
-    _need(ns, *(("--query",) if index else ("--reference", "--query")))
+    query_list = getattr(ns, "query_list", None)
+    if query_list is not None:
+        _batch_flags(ns, options)
+    else:
+        _need(ns, *(("--query",) if index else ("--reference", "--query")))
     if options.seq_block_size == 0 and options.kegalign_bins:
         raise UsageError("-B 0 (automatic layout) cannot be combined with --kegalign-bins")
     if index is not None:
@@ -343,6 +370,12 @@ def _run(ns: argparse.Namespace, options: Options) -> int:
     _writable_file("--dump-raw", ns.dump_raw)
     req.dump_raw, req.time, req.hit_stats, req.cpu_only = (ns.dump_raw, ns.time, ns.hit_stats,
                                                            ns.cpu_only)
+    if req.query_list:
+        from hspz.commands.batch import batch_command, tarball_note
+        from hspz.report import say
+
+        say([note] if (note := tarball_note(req)) else [])
+        return batch_command(req, lambda: backends.select(options))
     return run_command(req, lambda: backends.select(options))
 
 
@@ -423,6 +456,9 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
     if ns.index is not None:
         raise UsageError("benchmark cannot use --index: it times building the reference bin "
                          "too; use run --index --time")
+    if ns.query_list is not None:
+        raise UsageError("benchmark cannot use --query-list: it times one pair; use run "
+                         "--query-list --time")
     _need(ns, "--reference", "--query")
     warmup = parse_int("--warmup", ns.warmup, 0)
     iterations = parse_int("--iterations", ns.iterations, 1)

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import tarfile
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -59,7 +60,7 @@ class Emitter:
         self.tables = tables
         self.outdir = Path(outdir)
         self.tarball = Path(tarball) if tarball else None
-        self.stage = self.outdir / f".hspz-partial-{os.getpid()}"
+        self.stage = self.outdir / f".hspz-partial-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self.created = not self.outdir.exists()  # removed again if the run fails
         self.partitioner = partition.Partitioner() if diagonal else None
         self.on_emit = on_emit

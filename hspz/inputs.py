@@ -39,17 +39,26 @@ class KnownRecord:
         return self.length
 
 
-class KnownRecords(list):
+class HashedRecords(list):
+    """Records with their `sequence.records_digest`, computed once (a batch plans every job
+    against one reference)."""
+
+    def __init__(self, records, digest: str | None = None):
+        super().__init__(records)
+        self.digest = records_digest(self) if digest is None else digest
+
+
+class KnownRecords(HashedRecords):
     """KnownRecords with the records hash they were recorded with."""
 
     def __init__(self, names: list[str], lengths: list[int], digest: str):
-        super().__init__(KnownRecord(n, k) for n, k in zip(names, lengths, strict=True))
-        self.digest = digest
+        super().__init__((KnownRecord(n, k) for n, k in zip(names, lengths, strict=True)),
+                         digest)
 
 
 def side_digest(records) -> str:
-    """`sequence.records_digest` of one side's records, or the hash known records carry."""
-    return records.digest if isinstance(records, KnownRecords) else records_digest(records)
+    """`sequence.records_digest` of one side's records, or the hash they carry."""
+    return records.digest if isinstance(records, HashedRecords) else records_digest(records)
 
 
 def read_side(path: str, side: str) -> list[Record]:

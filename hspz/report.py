@@ -100,18 +100,21 @@ def lifecycle_line(summary) -> str:
     """`lifecycle:` ref bins, work units, builds, uploads, query swaps."""
     reps, m = summary.reports, summary.manifest
     loads = sum(r.loads for r in reps)
-    return (f"lifecycle: {len(m.plan.ref_bins)} ref bins, {len(m.plan.units)} work units, "
+    units = sum(v.units for vs in summary.schedule.visits for v in vs)
+    return (f"lifecycle: {len(m.plan.ref_bins)} ref bins, {units} work units, "
             f"{sum(r.builds for r in reps)} builds, " + (f"{loads} loads, " if loads else "")
             + f"{sum(r.uploads for r in reps)} uploads, "
             f"{sum(r.query_swaps for r in reps)} query swaps")
 
 
 def ledger_lines(summary) -> list[str]:
-    """The unit ledger in ordinal order, then each worker's finish and busy times."""
-    lines = ["unit ledger:\t" + "\t".join(LEDGER_COLUMNS)]
-    for row in sorted(summary.ledger, key=lambda r: r["ordinal"]):
+    """The unit ledger in ordinal order (a batch: by job, then ordinal, with a job column
+    first), then each worker's finish and busy times."""
+    columns = (("job",) if summary.batch else ()) + LEDGER_COLUMNS
+    lines = ["unit ledger:\t" + "\t".join(columns)]
+    for row in sorted(summary.ledger, key=lambda r: (r["job"], r["ordinal"])):
         cells = []
-        for c in LEDGER_COLUMNS:
+        for c in columns:
             v = row[c]
             cells.append(f"{v:.3f}" if c == "gpu_ms" else f"{v:.2f}" if c.endswith("_ms")
                          else str(v))
@@ -120,6 +123,27 @@ def ledger_lines(summary) -> list[str]:
         lines.append(f"unit ledger: worker {rep.worker} finished at {rep.finished_ms:.2f} ms, "
                      f"busy {rep.busy_ms:.2f} ms ({rep.units} units)")
     return lines
+
+
+def print_batch(summary, planned, wall_s: float, stream=None) -> None:
+    """`--time` in batch mode: one `job` line per job (its units, hits, HSPs, when its first
+    unit started and its last ended), then the `batch:` line."""
+    stream = stream or sys.stderr
+    rows: dict[int, list[dict]] = {}
+    for row in summary.ledger:
+        rows.setdefault(row["job"], []).append(row)
+    for p in planned:
+        units = rows.get(p.number, [])
+        first = min((r["host_start_ms"] for r in units), default=0.0)
+        last = max((r["host_end_ms"] for r in units), default=0.0)
+        print(f"job {p.name}: units={len(units)} seeds={sum(r['seeds'] for r in units)} "
+              f"hits={sum(r['hits'] for r in units)} hsps={sum(r['hsps'] for r in units)} "
+              f"first_unit_ms={first:.2f} last_unit_ms={last:.2f} path={p.path}", file=stream)
+    reps = summary.reports
+    print(f"batch: {len(planned)} jobs, {len(summary.ledger)} units, "
+          f"{len(summary.manifest.plan.ref_bins)} ref bins, {sum(r.builds for r in reps)} "
+          f"builds, {sum(r.loads for r in reps)} loads, wall {wall_s:.3f} s, "
+          f"{wall_s / max(len(planned), 1):.3f} s per job", file=stream)
 
 
 def print_time(summary, wall_s: float, stream=None) -> None:

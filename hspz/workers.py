@@ -25,9 +25,9 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
 
@@ -158,16 +158,29 @@ def run_worker(job: WorkerJob, ref_records: Sequence[Record], qry_records: Seque
                 later = visits.index(v) + 1
                 if later < len(visits):
                     refs.ahead(job.visits[visits[later]].ref_bin)
-            t = time.perf_counter()
-            current, swapped = queries.get((j, q))
-            _add(rep.phases, "query prepare", t)
-            rep.query_swaps += swapped
-            if i + 1 < len(order):
-                queries.ahead(order[i + 1][1:])
-            _run_unit(job, engine, rep, ref, current, visit.ref_bin, j, sink, progress)
+            with _naming_the_job(job, j):
+                t = time.perf_counter()
+                current, swapped = queries.get((j, q))
+                _add(rep.phases, "query prepare", t)
+                rep.query_swaps += swapped
+                if i + 1 < len(order):
+                    queries.ahead(order[i + 1][1:])
+                _run_unit(job, engine, rep, ref, current, visit.ref_bin, j, sink, progress)
     rep.finished_ms = _ms_since(job.t0)
     rep.peak_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rep
+
+
+@contextmanager
+def _naming_the_job(job: WorkerJob, j: int) -> Iterator[None]:
+    """In a batch, an error of one job's unit names the job and its query file."""
+    try:
+        yield
+    except HspzError as exc:
+        if job.queries is None:
+            raise
+        spec = job.queries[j]
+        raise type(exc)(f"job {spec.job + 1:06d} ({spec.path}): {exc}") from exc
 
 
 class _References:
@@ -287,8 +300,8 @@ def read_job_query(spec: QuerySpec) -> list[Record]:
 
     records = read_records(spec.path)
     if spec.digest != "-" and records_digest(records) != spec.digest:
-        raise RunError(f"job {spec.job + 1:06d}: {spec.path} changed since the batch was "
-                       f"planned (its records no longer hash to the planned value)")
+        raise RunError("the file changed since the batch was planned (its records no longer "
+                       "hash to the planned value)")
     return records
 
 

@@ -35,3 +35,4 @@ class Request:
     hit_stats: bool = False
     cpu_only: bool = False
     index: str | None = None  # an index folder (`hspZ index`) instead of building the bins
+    query_list: str | None = None  # a file of query paths: batch mode (`commands.batch`)
