@@ -193,3 +193,49 @@ def test_jobs_with_other_reference_bins_are_refused():
     with pytest.raises(Exception, match=r"job 000002 \(b\.fa\) plans 2 reference bin\(s\) where "
                                         r"job 000001 plans 1"):
         bt.check_same_reference_bins([((0, 1),), ((0,), (1,))], ["a.fa", "b.fa"])
+
+
+def peak_rss_kib(argv: list[str]) -> int:
+    """Peak RSS of a command, measured by a process of its own that only waits for it."""
+    import subprocess
+    import sys
+
+    probe = ("import resource, subprocess, sys\n"
+             "done = subprocess.run(sys.argv[1:], capture_output=True)\n"
+             "assert done.returncode == 0, done.stderr.decode()[-2000:]\n"
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout)
+
+
+@pytest.mark.slow
+def test_a_thousand_job_batch_needs_the_memory_of_its_largest_job(tmp_path):
+    """Memory follows the largest job, not the batch: 1,000 queries of 1-2 kbp run in peak RSS
+    within 1.5x that of the largest one run alone."""
+    import sys
+
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    bases = np.frombuffer(b"ACGT", np.uint8)
+    ref = bases[rng.integers(0, 4, 50_000)]
+    (tmp_path / "ref.fa").write_bytes(b">r\n" + ref.tobytes() + b"\n")
+    lines = []
+    for k in range(1000):
+        n = 2000 if k == 500 else int(rng.integers(1000, 1800))
+        at = int(rng.integers(0, len(ref) - n))
+        seq = ref[at:at + n].copy()
+        hit = rng.random(n) < 0.1
+        seq[hit] = bases[rng.integers(0, 4, int(hit.sum()))]
+        (tmp_path / f"q{k}.fa").write_bytes(b">q%d\n" % k + seq.tobytes() + b"\n")
+        lines.append(f"q{k}.fa")
+    (tmp_path / "list.txt").write_text("\n".join(lines) + "\n")
+    hspz = [sys.executable, "-m", "hspz", "run", "-r", str(tmp_path / "ref.fa"), "--backend",
+            "cpu", "-s", "111011001011", "-H", "1500"]
+    alone = peak_rss_kib(hspz + ["-q", str(tmp_path / "q500.fa"), "-o", str(tmp_path / "a")])
+    batch = peak_rss_kib(hspz + ["--query-list", str(tmp_path / "list.txt"), "-o",
+                                 str(tmp_path / "b")])
+    assert len((tmp_path / "b" / "queries.tsv").read_text().splitlines()) == 1001
+    assert outputs(tmp_path / "b" / "000501") == outputs(tmp_path / "a")
+    assert batch <= 1.5 * alone, (batch, alone)
