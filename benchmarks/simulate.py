@@ -761,12 +761,14 @@ def _forked_ancestor(i: int) -> np.ndarray:
     return _ancestor(spec, lib, sizes[i : i + 1], first=i)[0]
 
 
-def _forked_genome(side: str, path: str) -> None:
+def _forked_genome(job: tuple[str, int | None]) -> None:
+    """Write the reference (seed None) or the query of this seed."""
+    path, seed = job
     spec, lib, ancestor, sizes = (_FORKED[k] for k in ("spec", "lib", "ancestor", "sizes"))
-    if side == "reference":
+    if seed is None:
         records = _reference(spec, lib, ancestor, sizes)
     else:
-        records = _query(spec, lib, ancestor, _query_seed(spec))
+        records = _query(spec, lib, ancestor, seed)
     write_records(Path(path), records, "2bit")
 
 
@@ -775,22 +777,25 @@ def write_pair_2bit(spec: PairSpec, ref_path: str | Path, qry_path: str | Path) 
     chromosome a process (each has its own random stream), then the reference and the query side
     by side (each has its own stream).  The same bytes as simulate_pair, in about a third of the
     time with enough cores (benchmarks that generate genome-sized pairs on the device)."""
+    write_queries_2bit(spec, ref_path, {qry_path: _query_seed(spec)})
+
+
+def write_queries_2bit(spec: PairSpec, ref_path: str | Path,
+                       queries: dict[str | Path, int]) -> None:
+    """simulate_queries as 2bit files (the reference, and one query per seed), built in forked
+    processes as `write_pair_2bit` builds its pair."""
     import multiprocessing
 
     fork = multiprocessing.get_context("fork")
     lib, sizes = _layout(spec, spec.query_mbp)
     _FORKED.update(spec=spec, lib=lib, sizes=sizes)
+    cores = max(1, multiprocessing.cpu_count())
     try:
-        with fork.Pool(min(len(sizes), max(1, multiprocessing.cpu_count()))) as pool:
+        with fork.Pool(min(len(sizes), cores)) as pool:
             _FORKED["ancestor"] = pool.map(_forked_ancestor, range(len(sizes)))
-        procs = [fork.Process(target=_forked_genome, args=(side, str(path)))
-                 for side, path in (("reference", ref_path), ("query", qry_path))]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join()
-            if p.exitcode:
-                raise RuntimeError(f"building a genome failed (exit code {p.exitcode})")
+        jobs = [(str(ref_path), None)] + [(str(p), int(s)) for p, s in queries.items()]
+        with fork.Pool(min(len(jobs), cores)) as pool:
+            pool.map(_forked_genome, jobs, chunksize=1)
     finally:
         _FORKED.clear()
 

@@ -285,3 +285,17 @@ def test_a_killed_build_leaves_no_index_and_the_next_build_starts_clean(built, t
                  "--backend", "cpu"]) == 0
     assert not (tmp_path / "ix.tmp").exists()
     assert (dest / ix.MANIFEST).read_bytes() == (d / "ix" / ix.MANIFEST).read_bytes()
+
+
+def test_a_slow_bin_load_warns(built, tmp_path, capsys, monkeypatch):
+    """A load above LOAD_WARN_S (10 s) says to keep the index on local storage; here the bound
+    is lowered so that every load is slow."""
+    from hspz import workers
+
+    d, _, qry, plain = built
+    monkeypatch.setattr(workers, "LOAD_WARN_S", 0.0)
+    assert main(run_argv(d / "ix", qry, tmp_path / "out")) == 0
+    err = capsys.readouterr().err
+    assert len(re.findall(r"^warning: loading reference bin \d of the index .* took [\d.]+ s; "
+                          r"keep the index on local storage$", err, re.M)) == 5
+    assert outputs(tmp_path / "out") == plain
