@@ -1,10 +1,5 @@
-# hspZ as a Snakemake workflow: per (job, query) one plan, W work jobs, one merge.
+# hspZ as a Snakemake workflow: a query sheet -> index -> plan -> work[W] -> merge, per batch.
 # How to configure and run it: config/README.md.
-from snakemake.utils import min_version
-
-min_version("8.0")
-
-
 configfile: "config/config.yaml"
 
 
@@ -12,6 +7,6 @@ include: "workflow/Snakefile"
 
 
 rule all:
+    default_target: True
     input:
         final_outputs(),
-    default_target: True

@@ -1,19 +1,23 @@
+# Every worker's results replayed in ordinal order into results/<batch>/: the bytes
+# `hspZ run --query-list` writes (000001/, ... or archives, queries.tsv last), plus names.tsv.
 # The flags follow the results: -Z takes an optional path and would swallow the first result.
 rule hspz_merge:
     input:
-        plan="results/{job}/plan.txt",
+        plan=f"{WORK}/{{batch}}/plan.txt",
+        names=f"{WORK}/{{batch}}/names.tsv",
         results=work_results,
     output:
-        segments=directory("results/{job}/segments"),
-        digest="results/{job}/digest.txt",
+        queries=f"{RESULTS}/{{batch}}/queries.tsv",
+        names=f"{RESULTS}/{{batch}}/names.tsv",
+        ledger=f"{WORK}/{{batch}}/ledger.tsv",
     log:
-        "logs/hspz_merge/{job}.log",
-    params:
-        flags=merge_flags,
-    threads: 1
+        f"{LOGS}/hspz_merge/{{batch}}.log",
     conda:
         "../envs/hspz.yaml"
+    threads: 1
+    params:
+        out=f"{RESULTS}/{{batch}}",
+        flags=merge_flags,
     shell:
-        "hspZ merge --plan {input.plan} --output {output.segments} {input.results}"
-        " {params.flags} > {log} 2>&1"
-        " && grep '^digest: ' {log} > {output.digest}"
+        "(hspZ merge --plan {input.plan} --output {params.out} --ledger {output.ledger}"
+        " {input.results} {params.flags} && cp {input.names} {output.names}) > {log} 2>&1"
