@@ -21,7 +21,7 @@ from hspz.freeze import context_of
 from hspz.inputs import Inputs, table_lookup
 from hspz.manifest import Manifest
 from hspz.options import Options
-from hspz.report import say
+from hspz.report import say, write_raw
 from hspz.scoring import resolve_matrix
 from hspz.sequence import Record
 from hspz.workers import Pool, WorkerJob, WorkerReport, run_workers
@@ -64,6 +64,7 @@ class Execution:
     hit_stats: bool = False
     progress: object = None
     keep_results: bool = False  # Summary.results holds every UnitResult (--dump-raw, library)
+    raw_path: str | Path | None = None  # --dump-raw: published with the segments files
 
 
 def worker_jobs(m: Manifest, sched: scheduling.Schedule, engine_name: str, threads: int,
@@ -102,6 +103,8 @@ def execute(m: Manifest, sched: scheduling.Schedule, engine_name: str, threads: 
 
     emitter = Emitter(m.plan.units, table_lookup(m), how.outdir, how.tarball, how.diagonal,
                       emitted)
+    if how.raw_path:
+        emitter.also(how.raw_path, lambda tmp: write_raw(tmp, summary.results), "--dump-raw")
     summary.hit_stats = estimate.HitHistogram() if how.hit_stats else None
 
     def sink(result: UnitResult, extras) -> None:

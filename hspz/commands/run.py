@@ -64,11 +64,9 @@ def _run(req: Request, select, t0: float, summary: Summary, pool) -> int:
         return report.cpu_only(context_of(m), m.plan, ref, qry)
     sched = schedule_for(m, o.gpus, devices)
     how = Execution(req.output, req.tarball, o.diagonal_partition, bool(req.dump_raw),
-                    req.hit_stats, report.progress_printer())
+                    req.hit_stats, report.progress_printer(), raw_path=req.dump_raw)
     execute(m, sched, engine.__name__, o.threads, ref, qry, how, t0, summary, pool)
     print_counts(summary)
-    if req.dump_raw:
-        report.write_raw(req.dump_raw, summary)
     if req.time:
         report.print_time(summary, time.perf_counter() - t0)
     if req.hit_stats:
