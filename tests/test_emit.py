@@ -217,3 +217,16 @@ def test_a_unit_ahead_of_its_turn_is_staged_on_arrival_except_with_diagonal_spli
         e.finish()
     assert emit(tmp_path, range(6), "inorder")[1] == {
         p.name: p.read_bytes() for p in sorted((tmp_path / "plain").iterdir())}
+
+
+def test_emitters_of_two_processes_with_one_pid_stage_in_different_folders(tmp_path,
+                                                                           monkeypatch):
+    """Processes in two PID namespaces (containers, hosts) can share a PID; a stage named by
+    the PID made their files meet in one folder, so stages are named by a uuid4."""
+    import os
+
+    monkeypatch.setattr(os, "getpid", lambda: 4242)
+    a = Emitter(PLAN.units, tables, tmp_path / "out")
+    b = Emitter(PLAN.units, tables, tmp_path / "out")
+    assert a.stage != b.stage and a.stage.parent == b.stage.parent == tmp_path / "out"
+    assert "4242" not in a.stage.name
