@@ -102,6 +102,9 @@ def check_disjoint(inputs: Mapping[str, PathArg | Sequence[PathArg] | None],
             if (entry := _claimed_entry(tree, p)) is not None:
                 raise UsageError(f"{flag}: publishing into {tree.path} would replace or remove "
                                  f"{entry}, {_input(in_flag)}; an input is never written")
+            if _within(tree.path, p):
+                raise UsageError(f"{flag}: {tree.path} lies in {p}, {_input(in_flag)} folder; "
+                                 f"an input is never written")
         for out_flag, p in outs:
             if any(same_file(p, w) for w in tree.writes):
                 continue
@@ -114,6 +117,9 @@ def check_disjoint(inputs: Mapping[str, PathArg | Sequence[PathArg] | None],
                 also = "" if os.fspath(p) == os.fspath(q) else f" {q}"
                 raise UsageError(f"{flag}: {p} is {_input(in_flag)}{also}; an input is never "
                                  f"written")
+            if _within(p, q):
+                raise UsageError(f"{flag}: {p} lies in {q}, {_input(in_flag)} folder; an "
+                                 f"input is never written")
         for other, q in outs[:k]:
             if same_file(p, q):
                 raise UsageError(f"{flag}: {p} is also the {other} output")
@@ -141,6 +147,15 @@ def same_file(a: PathArg, b: PathArg) -> bool:
     except (OSError, ValueError):
         return False
     return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def _within(path: PathArg, folder: PathArg) -> bool:
+    """`path` is, or lies below, `folder`, an existing directory (an input folder: the index
+    of `run --index`)."""
+    if not os.path.isdir(folder):
+        return False
+    rel = os.path.relpath(os.path.realpath(path), os.path.realpath(folder))
+    return rel == os.curdir or not rel.startswith(os.pardir + os.sep) and rel != os.pardir
 
 
 def _claimed_entry(tree: Tree, path: PathArg) -> Path | None:

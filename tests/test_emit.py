@@ -136,7 +136,6 @@ def test_sigterm_while_publishing_waits_for_the_last_rename(tmp_path, monkeypatc
     the stage gone); only then does it stop the run.  OUT is never half-published."""
     import os
     import signal
-
     from pathlib import Path
 
     from hspz import emit as emit_module
