@@ -378,6 +378,7 @@ def cmd_merge(ns: argparse.Namespace) -> int:
 
 
 def cmd_estimate(ns: argparse.Namespace) -> int:
+    from hspz import outdir
     from hspz.commands import Request
     from hspz.commands.estimate import estimate_command
 
@@ -386,8 +387,6 @@ def cmd_estimate(ns: argparse.Namespace) -> int:
     if options.seq_block_size == 0 and options.kegalign_bins:
         raise UsageError("-B 0 (automatic layout) cannot be combined with --kegalign-bins")
     stride = parse_int("--stride", ns.stride, 1)
-    from hspz import outdir
-
     outdir.check_disjoint(_inputs(ns), {"--dump-plan": ns.dump_plan})
     _writable_file("--dump-plan", ns.dump_plan)
     req = Request(options, explicit_flags(ns), ns.reference, ns.query,

@@ -282,6 +282,9 @@ class OutLock:
             return
         except BlockingIOError:
             pass
+        except OSError as exc:  # ENOLCK: a file system without locks; never run unlocked
+            raise UsageError(f"{self.flag}: cannot lock {self.path}: {exc.strerror or exc}") \
+                from None
         holder = read_holder(self.lock_path)
         if not self.wait:
             raise OutputBusy(f"{self.flag}: {self.path} is in use by {holder}; wait for it to "

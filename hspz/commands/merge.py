@@ -21,7 +21,7 @@ def merge_command(plan_path: str, outdir: str, tarball: str | None, diagonal: bo
     check_disjoint({"--plan": plan_path, "RESULT": result_paths,
                     "the reference of --plan": pf.reference, "the query of --plan": pf.query},
                    {"--tarball": tarball},
-                   {"--output": Tree(outdir, writes=() if tarball is None else (tarball,))})
+                   {"--output": Tree(outdir, writes=(tarball,) if tarball else ())})
     with OutLock(outdir, "--output", wait, command, keep_empty=tarball is None):
         emitter = Emitter(m.plan.units, table_lookup(m), outdir, tarball, diagonal)
         try:
