@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -124,12 +125,17 @@ def explicit_flags(ns: argparse.Namespace) -> set[str]:
     return {FIELDS.get(n, n) for n in names}
 
 
+DEFAULT_TARBALL = object()  # -Z given without a PATH
+
+
 def _add_outputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("-D", "--diagonal-partition", action="store_true",
                    help="split each segments file as KegAlign's diagonal_partition.py")
-    p.add_argument("-Z", "--tarball", nargs="?", const="", metavar="PATH",
+    p.add_argument("-Z", "--tarball", nargs="?", const=DEFAULT_TARBALL, metavar="PATH",
                    help="one byte-reproducible .tar.gz instead of files "
                         "(default OUT/segments.tar.gz)")
+    p.add_argument("--wait", action="store_true",
+                   help="wait while another run or merge holds OUT, instead of refusing")
 
 
 def _add_manifest_flags(p: argparse.ArgumentParser) -> None:
@@ -218,7 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     before = _raise_on_sigterm()
     try:
+        argv = list(sys.argv[1:] if argv is None else argv)
         ns = build_parser().parse_args(argv)
+        ns.command_line = shlex.join(["hspZ", *argv])  # the OUT lock's holder record
         return COMMANDS[ns.command](ns)
     except (HspzError, OSError) as exc:  # an OSError: one the stages did not word themselves
         if os.environ.get("HSPZ_DEBUG") == "1":
@@ -273,14 +281,26 @@ def _need(ns: argparse.Namespace, *flags: str) -> None:
             raise UsageError(f"{flag} is required")
 
 
-def _writable_file(flag: str, path: str | None) -> None:
-    """The directory a file will be written into must exist (or be creatable) and be writable."""
-    from hspz.outdir import check_output_dir
+def _writable_file(flag: str, path: str | None, make_folders: bool = False) -> None:
+    """A file an output flag names can be written there (checked before any work)."""
+    from hspz.outdir import check_output_file
 
-    if path:
-        if os.path.isdir(path):
-            raise UsageError(f"{flag}: {path} is a directory")
-        check_output_dir(os.path.dirname(os.path.abspath(path)), flag)
+    if path is not None:
+        check_output_file(flag, path, make_folders)
+
+
+def _inputs(ns: argparse.Namespace) -> dict[str, str | list[str] | None]:
+    """The input paths a planning command reads, by flag (for `outdir.check_disjoint`): a
+    query list's listed files too."""
+    paths = {flag: getattr(ns, flag[2:].replace("-", "_"), None)
+             for flag in ("--reference", "--query", "--scoring", "--from-manifest", "--index",
+                          "--query-list")}
+    if paths["--query-list"]:
+        from hspz.batch import read_query_list
+
+        paths["a query of --query-list"] = [q.path for q in read_query_list(
+            paths["--query-list"])[0]]
+    return paths
 
 
 def _request(ns: argparse.Namespace, options: Options):
@@ -290,8 +310,6 @@ def _request(ns: argparse.Namespace, options: Options):
 
     _need_inputs(ns, options)
     knobs.read()  # a knob value the spec calls an error stops the run before any work
-    for flag in ("dump_plan", "dump_manifest"):
-        _writable_file("--" + flag.replace("_", "-"), getattr(ns, flag, None))
     return Request(options, explicit_flags(ns), ns.reference, ns.query, ns.output,
                    from_manifest=ns.from_manifest, dump_manifest=ns.dump_manifest,
                    dump_plan=ns.dump_plan, index=getattr(ns, "index", None),
@@ -338,13 +356,18 @@ def _need_inputs(ns: argparse.Namespace, options: Options) -> None:
 
 
 def _tarball(ns: argparse.Namespace) -> str | None:
+    """The -Z archive's path; a PATH given is proven writable (OUT's default one is proven by
+    OUT's lock)."""
     from hspz import outdir
 
-    if ns.tarball is None:
-        return None
-    path = ns.tarball or os.path.join(ns.output, outdir.DEFAULT_TARBALL)
-    _writable_file("--tarball", path)
-    return path
+    if ns.tarball is DEFAULT_TARBALL:
+        return os.path.join(ns.output, outdir.DEFAULT_TARBALL)
+    _writable_file("--tarball", ns.tarball, make_folders=True)
+    return ns.tarball
+
+
+def _own(tarball: str | None) -> tuple[str, ...]:
+    return () if tarball is None else (tarball,)
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
@@ -360,32 +383,52 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 
 def _run(ns: argparse.Namespace, options: Options) -> int:
-    from hspz import backends
+    """Every output path checked against every input, then OUT locked (created, proven
+    writable) before any work; the lock is held until the run has published and printed its
+    digest.  -u writes nothing in OUT, so it takes no lock."""
+    from hspz import backends, outdir
     from hspz.commands.run import run_command
-    from hspz.outdir import check_output_dir
 
     req = _request(ns, options)
-    check_output_dir(ns.output)
     req.tarball = _tarball(ns)
-    _writable_file("--dump-raw", ns.dump_raw)
+    outdir.check_disjoint(_inputs(ns), {"--tarball": req.tarball,
+                                        "--dump-manifest": ns.dump_manifest,
+                                        "--dump-plan": ns.dump_plan, "--dump-raw": ns.dump_raw},
+                          {"--output": outdir.Tree(ns.output, writes=_own(req.tarball),
+                                                   claims=outdir.batch_claims if req.query_list
+                                                   else outdir.publish_claims)})
     req.dump_raw, req.time, req.hit_stats, req.cpu_only = (ns.dump_raw, ns.time, ns.hit_stats,
                                                            ns.cpu_only)
-    if req.query_list:
-        from hspz.commands.batch import batch_command, tarball_note
-        from hspz.report import say
+    if ns.cpu_only:
+        _writable_files(ns, "--dump-plan", "--dump-manifest")
+        return run_command(req, lambda: backends.select(options))
+    with outdir.OutLock(ns.output, "--output", ns.wait, ns.command_line,
+                        keep_empty=req.tarball is None):
+        _writable_files(ns, "--dump-plan", "--dump-manifest", "--dump-raw")  # OUT exists now
+        if req.query_list:
+            from hspz.commands.batch import batch_command, tarball_note
+            from hspz.report import say
 
-        say([note] if (note := tarball_note(req)) else [])
-        return batch_command(req, lambda: backends.select(options))
-    return run_command(req, lambda: backends.select(options))
+            say([note] if (note := tarball_note(req)) else [])
+            return batch_command(req, lambda: backends.select(options))
+        return run_command(req, lambda: backends.select(options))
+
+
+def _writable_files(ns: argparse.Namespace, *flags: str) -> None:
+    for flag in flags:
+        _writable_file(flag, getattr(ns, flag[2:].replace("-", "_")))
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:
-    from hspz import backends
+    from hspz import backends, outdir
     from hspz.commands.plan import plan_command
 
     options = options_from_args(ns)
     req = _request(ns, options)
-    _writable_file("--output", ns.output)
+    outdir.check_disjoint(_inputs(ns), {"--output": ns.output,
+                                        "--dump-manifest": ns.dump_manifest,
+                                        "--dump-plan": ns.dump_plan})
+    _writable_files(ns, "--output", "--dump-plan", "--dump-manifest")
     return plan_command(req, lambda: backends.select(options))
 
 
@@ -405,20 +448,21 @@ def cmd_work(ns: argparse.Namespace) -> int:
 
 def cmd_merge(ns: argparse.Namespace) -> int:
     from hspz.commands.merge import merge_command
-    from hspz.outdir import check_output_dir
 
-    check_output_dir(ns.output)
     tarball = _tarball(ns)
-    return merge_command(ns.plan, ns.output, tarball, ns.diagonal_partition, ns.results)
+    return merge_command(ns.plan, ns.output, tarball, ns.diagonal_partition, ns.results,
+                         ns.wait, ns.command_line)
 
 
 def cmd_estimate(ns: argparse.Namespace) -> int:
+    from hspz import outdir
     from hspz.commands import Request
     from hspz.commands.estimate import estimate_command
 
     options = options_from_args(ns)
     _need_inputs(ns, options)
     stride = parse_int("--stride", ns.stride, 1)
+    outdir.check_disjoint(_inputs(ns), {"--dump-plan": ns.dump_plan})
     _writable_file("--dump-plan", ns.dump_plan)
     req = Request(options, explicit_flags(ns), ns.reference, ns.query,
                   from_manifest=ns.from_manifest, dump_plan=ns.dump_plan, index=ns.index)
@@ -442,15 +486,18 @@ def cmd_index(ns: argparse.Namespace) -> int:
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
-    from hspz import compare
+    from hspz import compare, outdir
 
     options = options_from_args(ns)
     _need(ns, "--reference", "--query")
+    keeps = outdir.Tree(ns.keep, lambda name: name in compare.KEPT) if ns.keep is not None \
+        else None
+    outdir.check_disjoint(_inputs(ns), {}, {"--keep": keeps})
     return compare.main(options, ns.reference, ns.query, ns.lastz, ns.keep)
 
 
 def cmd_benchmark(ns: argparse.Namespace) -> int:
-    from hspz import bench
+    from hspz import bench, outdir
 
     options = options_from_args(ns)
     if ns.index is not None:
@@ -460,6 +507,7 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
         raise UsageError("benchmark cannot use --query-list: it times one pair; use run "
                          "--query-list --time")
     _need(ns, "--reference", "--query")
+    outdir.check_disjoint(_inputs(ns), {"--json": ns.json})
     warmup = parse_int("--warmup", ns.warmup, 0)
     iterations = parse_int("--iterations", ns.iterations, 1)
     return bench.main(options, ns.reference, ns.query, warmup, iterations, ns.json)

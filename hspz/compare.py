@@ -94,6 +94,9 @@ def verdict(ours: list[bytes], theirs: list[bytes]) -> tuple[str, list[bytes], l
     return "DIFFERENT", only_o, only_t
 
 
+KEPT = ("hspz.sorted", "lastz.sorted")  # the files --keep writes
+
+
 def main(options: Options, reference: str, query: str, lastz: str, keep: str | None) -> int:
     check_lastz(lastz)  # before any work
     engine = backends.select(options)
@@ -117,6 +120,6 @@ def main(options: Options, reference: str, query: str, lastz: str, keep: str | N
     if keep:
         k = Path(keep)
         k.mkdir(parents=True, exist_ok=True)
-        (k / "hspz.sorted").write_bytes(b"".join(x + b"\n" for x in ours))
-        (k / "lastz.sorted").write_bytes(b"".join(x + b"\n" for x in theirs))
+        for name, lines in zip(KEPT, (ours, theirs), strict=True):
+            (k / name).write_bytes(b"".join(x + b"\n" for x in lines))
     return 0

@@ -5,11 +5,23 @@ its ordinal.  A duplicate ordinal, one outside the plan, or one whose bins are n
 error, and `finish` checks that every unit arrived.  Emission order is units by ordinal and,
 inside a unit, interval 1 plus, 1 minus, 2 plus, …; only non-empty files are written; a minus
 list is printed reversed.  With `-D` each file is split as `partition` says, its history running
-in emission order.  Files are staged in a hidden directory inside OUT and moved into place (or
-archived into the `-Z` tarball) only when the whole run has succeeded, so a failed run leaves
-nothing that looks complete.  Segments files an earlier run left in OUT that this run did not
-write (another layout's, say) are removed once the new ones are in place, so OUT holds exactly
-this run's output and `cat *.segments | LC_ALL=C sort | sha256sum` gives the printed digest.
+in emission order.
+
+Publishing, and what a killed run leaves.  Every file of the run (its segments files, or the
+`-Z` archive, and the `--dump-raw` file) is written and fsynced under a hidden stage folder in
+OUT named by a uuid4 (unique across hosts and PID namespaces; a file destined outside OUT is
+staged beside its destination), while the workers still run.  Only when every unit has arrived
+does `finish` hand the complete set to `outdir.publish`: a journal naming every move and every
+stale file is written atomically, the files are renamed into place, the stale ones removed, and
+the journal removed.  Stale files are the segments files named as hspZ names them that this run
+did not write (an earlier layout's, say), so OUT then holds exactly this run's output and
+`cat *.segments | LC_ALL=C sort | sha256sum` gives the printed digest; other files are kept.
+
+The invariant: at every instant, OUT holds the complete earlier result, plus at most a stage
+folder (before the journal exists), or a journal whose steps, repeated by the next command that
+takes OUT's lock (`outdir.OutLock`), give the complete new result.  So after a SIGKILL at any
+instant and that command's roll-forward, OUT holds one complete result, never a mixture; a run
+that fails or is stopped before its journal exists leaves the earlier result untouched.
 """
 
 from __future__ import annotations
@@ -18,7 +30,6 @@ import gzip
 import hashlib
 import io
 import os
-import re
 import shutil
 import tarfile
 import uuid
@@ -30,24 +41,16 @@ from pathlib import Path
 
 import numpy as np
 
-from hspz import jit, partition
+from hspz import faults, jit, partition
 from hspz.engine import UnitResult
 from hspz.errors import RunError, sigterm_held
 from hspz.jit import njit
-from hspz.manifest import replaced_atomically
+from hspz.outdir import OUR_NAMES, complete, journal_of, new_stage, publish, segments_name
 from hspz.plan import WorkUnit
 from hspz.segments import SMALL_LINES, format_lines
 from hspz.sequence import PackedBin
 
 TableLookup = Callable[[str, int, str], PackedBin]  # (side, bin, strand) -> record table
-
-
-def segments_name(n: int, query_bin: int, ref_bin: int, strand: str) -> str:
-    return f"tmp{n}.block{query_bin}.r{ref_bin}.{strand}.segments"
-
-
-# the names `segments_name` gives, and their -D splits (`Emitter._pieces`)
-OUR_NAMES = re.compile(r"tmp\d+\.block\d+\.r\d+\.(plus|minus)(\.split\d+)?\.segments")
 
 
 class Emitter:
@@ -59,8 +62,9 @@ class Emitter:
         self.units = {u.ordinal: u for u in units}
         self.tables = tables
         self.outdir = Path(outdir)
+        self.root = Path(os.path.abspath(outdir))
         self.tarball = Path(tarball) if tarball else None
-        self.stage = self.outdir / f".hspz-partial-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.stage = new_stage(self.root)
         self.created = not self.outdir.exists()  # removed again if the run fails
         self.partitioner = partition.Partitioner() if diagonal else None
         self.on_emit = on_emit
@@ -75,6 +79,13 @@ class Emitter:
                                   for b in sorted(self.left)})
         self.counts = dict(seeds=0, hits=0, raw_hsps=0, hsps=0)
         self.removed: list[str] = []  # an earlier run's segments files, removed by `finish`
+        self.extras: list[tuple[Path, Callable[[Path], None], str]] = []  # `also`
+        self.outside: list[Path] = []  # files staged beside a destination outside OUT
+
+    def also(self, path: str | Path, write: Callable[[Path], None], flag: str) -> None:
+        """Publish one more file with the segments files: `write(tmp)` writes it (at `finish`,
+        to a staged name) and it is moved onto `path` in the same publish."""
+        self.extras.append((Path(path), write, flag))
 
     def add(self, result: UnitResult) -> None:
         """Accept one unit's result; emit every unit that is now next in order.
@@ -100,9 +111,10 @@ class Emitter:
             self.next += 1
             if self.on_emit:
                 self.on_emit(ready)
+        faults.point("unit")
 
     def _stage(self, result: UnitResult) -> list[str]:
-        """Write one unit's files into the stage; their names, in emission order."""
+        """Write one unit's files into the stage, synced; their names, in emission order."""
         for key in self.counts:
             self.counts[key] += getattr(result, key)
         ref = self.tables("reference", result.ref_bin, "plus")
@@ -116,18 +128,18 @@ class Emitter:
             files += [(file_name, rows, qry, strand)
                       for file_name, rows in self._pieces(name, ordered, ref, qry, strand)]
 
-        def render(file: tuple) -> tuple[bytes, np.ndarray]:
-            _, rows, qry, strand = file
+        def render(file: tuple) -> np.ndarray:
+            file_name, rows, qry, strand = file
             data = format_lines(rows, ref, qry, strand)
-            return data, sorted_lines(data)
+            _write_synced(self.stage / file_name, data)
+            return sorted_lines(data)
 
-        with ThreadPoolExecutor(max(1, min(STAGE_THREADS, len(files)))) as pool:
-            for (file_name, *_), (data, lines) in zip(files, pool.map(render, files),
-                                                      strict=True):
-                with _writing(self.outdir):
-                    self.stage.mkdir(parents=True, exist_ok=True)
-                    (self.stage / file_name).write_bytes(data)
-                self.digest.add_sorted(lines, result.ref_bin)
+        with _writing(self.outdir):
+            if files:
+                self.stage.mkdir(parents=True, exist_ok=True)
+            with ThreadPoolExecutor(max(1, min(STAGE_THREADS, len(files)))) as pool:
+                for lines in pool.map(render, files):
+                    self.digest.add_sorted(lines, result.ref_bin)
         self.left[result.ref_bin] -= 1
         if not self.left[result.ref_bin]:
             self.digest.seal(result.ref_bin)
@@ -143,38 +155,83 @@ class Emitter:
         return [(f"{base}.split{k}.segments", h[idx]) for k, idx in enumerate(parts, 1)]
 
     def finish(self) -> str:
-        """Check completeness, publish the files (or the archive); return the digest."""
+        """Check completeness, publish the files (or the archive) and the extra files in one
+        step (see the module docstring); return the digest."""
         missing = [o for o in self.order[self.next:] if o not in self.pending]
         if missing:
             raise RunError(f"{len(missing)} of {len(self.order)} work unit(s) never arrived "
                            f"(first missing: {missing[0]})")
         digest = self.digest.hexdigest()
-        with _writing(self.outdir), sigterm_held():  # all of the renames, or none
-            self.outdir.mkdir(parents=True, exist_ok=True)
+        with _writing(self.outdir):
+            self.stage.mkdir(parents=True, exist_ok=True)
+            moves = [self._extra(path, write, flag) for path, write, flag in self.extras]
             if self.tarball is not None:
-                write_tarball(self.tarball, self.stage, self.written)
+                moves.append(self._archive())
+                stale = []
             else:
-                for name in self.written:
-                    os.replace(self.stage / name, self.outdir / name)
-                self.created = False  # OUT is the result, even with no files in it
-                self.removed = self._remove_stale()
-            self.abort()  # the stage, and an OUT made only for staging a -Z archive elsewhere
+                moves += [(self.stage / n, self.outdir / n) for n in self.written]
+                stale = self._stale()
+            faults.point("staged")
+            with sigterm_held():  # all of the renames, or none
+                publish(self.root, self.stage, moves, [self.outdir / n for n in stale], digest)
+        self.removed = stale
+        if self.tarball is None:
+            self.created = False  # OUT is the result, even with no files in it
+        self.abort()  # an OUT made only for staging a -Z archive elsewhere
         return digest
 
-    def _remove_stale(self) -> list[str]:
-        """Remove the segments files named as hspZ names them that this run did not write."""
+    def _staged_for(self, path: Path) -> Path:
+        """Where a file destined for `path` is written first: in the stage when `path` lies in
+        OUT itself (a rename within one folder tree), else beside `path` (one mount)."""
+        path = Path(os.path.abspath(path))
+        if path.parent == self.root:
+            return self.stage / f".{path.name}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex}")
+        self.outside.append(tmp)
+        return tmp
+
+    def _extra(self, path: Path, write: Callable[[Path], None], flag: str) -> tuple[Path, Path]:
+        tmp = self._staged_for(path)
+        try:
+            write(tmp)
+        except OSError as exc:
+            raise RunError(f"{flag}: cannot write {path}: {exc.strerror or exc}") from exc
+        return tmp, path
+
+    def _archive(self) -> tuple[Path, Path]:
+        tmp = self._staged_for(self.tarball)
+        write_tarball(tmp, self.stage, self.written)
+        return tmp, self.tarball
+
+    def _stale(self) -> list[str]:
+        """The segments files named as hspZ names them that this run did not write."""
         ours = set(self.written)
-        stale = sorted(e.name for e in os.scandir(self.outdir) if e.name not in ours
-                       and OUR_NAMES.fullmatch(e.name) and e.is_file(follow_symlinks=False))
-        for name in stale:
-            (self.outdir / name).unlink()
-        return stale
+        return sorted(e.name for e in os.scandir(self.outdir) if e.name not in ours
+                      and OUR_NAMES.fullmatch(e.name) and e.is_file(follow_symlinks=False))
 
     def abort(self) -> None:
-        """Remove the stage (and OUT when this emitter created it and it is empty)."""
+        """Remove the stage and the files staged outside OUT (and OUT when this emitter created
+        it and it is empty).  A publish stopped after its journal was written (an error, or
+        Ctrl-C, between two renames) is completed instead: the journal promised it."""
+        try:
+            journal = journal_of(self.root)
+            if journal is not None and journal["stage"] == self.stage.name:
+                complete(self.root)
+        except (OSError, RunError):
+            return  # the journal, its stage and files stay for the next command to complete
         shutil.rmtree(self.stage, ignore_errors=True)
+        for tmp in self.outside:
+            tmp.unlink(missing_ok=True)
         if self.created and self.outdir.is_dir() and not any(self.outdir.iterdir()):
             self.outdir.rmdir()
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 @contextmanager
@@ -433,9 +490,9 @@ def digest_of(chunks: list[bytes]) -> str:
 
 
 def write_tarball(path: Path, stage: Path, names: list[str]) -> None:
-    """A byte-reproducible .tar.gz: entries in emission order, mode 0644, mtime 0, bare names."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with (replaced_atomically(path, "-Z: ") as tmp, open(tmp, "wb") as raw,
+    """A byte-reproducible .tar.gz at `path` (synced; the caller renames it into place):
+    entries in emission order, mode 0644, mtime 0, bare names."""
+    with (open(path, "wb") as raw,
           gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz):
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
             for name in names:
@@ -445,3 +502,5 @@ def write_tarball(path: Path, stage: Path, names: list[str]) -> None:
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""
                 tar.addfile(info, io.BytesIO(data))
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())

@@ -24,7 +24,7 @@ from hspz.inputs import Inputs, table_lookup
 from hspz.manifest import Manifest
 from hspz.options import Options
 from hspz.progress import Progress
-from hspz.report import say
+from hspz.report import say, write_raw
 from hspz.scoring import resolve_matrix
 from hspz.sequence import Record
 from hspz.workers import Pool, QuerySpec, WorkerJob, WorkerReport, run_workers
@@ -82,6 +82,7 @@ class Job:
     tarball: str | Path | None = None
     spec: QuerySpec | None = None
     number: int = 0  # a batch job's number (1, 2, ...); 0 for a single query
+    raw: str | Path | None = None  # --dump-raw: published with the job's segments files
     summary: Summary = field(default_factory=lambda: Summary())
 
 
@@ -135,6 +136,10 @@ class _Emitters:
         self.emitters = [Emitter(job.manifest.plan.units, table_lookup(job.manifest),
                                  job.outdir, job.tarball, how.diagonal, emitted(job))
                          for job in jobs]
+        for job, emitter in zip(jobs, self.emitters, strict=True):
+            if job.raw:
+                emitter.also(job.raw, lambda tmp, job=job: write_raw(tmp, job.summary.results),
+                             "--dump-raw")
         self.open = set(range(len(jobs)))
 
     def add(self, result: UnitResult) -> None:

@@ -10,8 +10,9 @@ KegAlign runs, per segments file `tmp<n>.block<q>.r<r>.<strand>.segments`,
 and so does this module, file by file in emission order, concatenating the alignments (a
 fixed `##maf version=1` header for MAF, so the output is reproducible).  The files cannot be
 concatenated and given to one LASTZ: for a multi-record query LASTZ wants its segments in
-query order, plus before minus, per record.  LASTZ reads neither gzip nor every IUPAC code in
-2bit, so the inputs are written as 2bit (or plain FASTA when they hold other bytes) first.
+query order, plus before minus, per record.  LASTZ reads no gzip, so the inputs are written as
+2bit first, as KegAlign's faToTwoBit writes them: a byte other than ACGTN (any case) becomes N
+(n when lowercase).
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from hspz.emit import OUR_NAMES
 from hspz.errors import InputError, RunError
 from hspz.manifest import Manifest, replaced_atomically
-from hspz.sequence import read_records, write_2bit, write_fasta
+from hspz.sequence import Record, read_records, write_2bit
 
 FORMATS = ("maf", "maf-", "general", "general-")
 MAF_HEADER = b"##maf version=1 scoring=lastz\n"
@@ -43,14 +46,21 @@ def emission_order(names: list[str], n_query_bins: int) -> list[str]:
     return sorted((n for n in names if OUR_NAMES.fullmatch(n)), key=key)
 
 
+def _two_bit_table() -> np.ndarray:
+    table = np.full(256, ord("N"), np.uint8)
+    table[np.arange(ord("a"), ord("z") + 1)] = ord("n")
+    for base in b"ACGTNacgtn":
+        table[base] = base
+    return table
+
+
+TWO_BIT = _two_bit_table()
+
+
 def lastz_input(records, folder: Path, stem: str) -> Path:
-    """Records as a file LASTZ reads: 2bit, or FASTA when 2bit cannot hold a byte."""
+    """Records as a 2bit file LASTZ reads (bytes 2bit cannot hold become N or n)."""
     path = folder / f"{stem}.2bit"
-    try:
-        write_2bit(path, records)
-    except InputError:
-        path = folder / f"{stem}.fa"
-        write_fasta(path, records)
+    write_2bit(path, [Record(r.name, TWO_BIT[r.seq]) for r in records])
     return path
 
 

@@ -19,6 +19,7 @@ import hashlib
 import io
 import json
 import os
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -118,13 +119,17 @@ def _bin_lines(m: Manifest) -> list[str]:
 
 @contextmanager
 def replaced_atomically(path: str | os.PathLike, flag: str = "") -> Iterator[Path]:
-    """A temporary name beside `path` to write; renamed onto `path` when the block succeeds,
-    removed when it fails (SIGTERM, `errors.Terminated`, included).  An OSError becomes one
+    """A temporary name beside `path` to write; synced and renamed onto `path` when the block
+    succeeds, removed when it fails (SIGTERM, `errors.Terminated`, included), so `path` holds
+    the old bytes or the complete new ones, never a part.  The temporary name is hidden and
+    unique across hosts and PID namespaces (a SIGKILL may leave it).  An OSError becomes one
     UsageError line (`flag` first)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex}")
     try:
         yield tmp
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)

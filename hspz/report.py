@@ -7,11 +7,12 @@ is computed.
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 
 from hspz.engine import prepare_query, prepare_reference
-from hspz.manifest import replaced_atomically, write_text
+from hspz.manifest import write_text
 from hspz.segments import format_raw
 
 LEDGER_COLUMNS = ("ordinal", "worker", "device", "ref_bin", "query_bin", "ref_bp", "query_bp",
@@ -41,14 +42,17 @@ def write_plan(path: str, source, options=None) -> None:
     write_text(path, "".join(rows))
 
 
-def write_raw(path: str, summary) -> None:
-    """Every pre-dedup HSP in ordinal order: `strand ref_start query_start len score`,
-    block-relative, 0-based."""
+def write_raw(path, results) -> None:
+    """Every pre-dedup HSP of `results` in ordinal order: `strand ref_start query_start len
+    score`, block-relative, 0-based; synced.  Written where it is told: the emitter stages the
+    file and publishes it with the segments files."""
     parts = [format_raw(h, strand)
-             for result in sorted(summary.results, key=lambda r: r.ordinal)
+             for result in sorted(results, key=lambda r: r.ordinal)
              for strand, h in result.raw]
-    with replaced_atomically(path, "--dump-raw: ") as tmp:
-        tmp.write_bytes(b"".join(parts))
+    with open(path, "wb") as fh:
+        fh.write(b"".join(parts))
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def cpu_only(ctx, plan, ref_records, qry_records) -> int:

@@ -95,22 +95,22 @@ def test_bad_values_of_the_other_commands(inputs, capfd, argv, message):
 
 
 @pytest.mark.parametrize("gpus", ["1", "2"])
-def test_output_that_cannot_be_written_is_one_line_exit_1(inputs, capfd, monkeypatch, gpus):
-    """A write that fails while the run stages its files (here the stage's name is taken by a
-    file: the stage's random suffix is pinned; a full disk fails the same way) is one line
-    naming OUT, exit status 1, and OUT keeps only what was there."""
-    import os
-    import uuid
-
-    pinned = uuid.UUID(int=0xABCDEF)
-    monkeypatch.setattr(uuid, "uuid4", lambda: pinned)
-    stage = f".hspz-partial-{os.getpid()}-{pinned.hex[:12]}"
-    out = inputs / "out"
-    out.mkdir()
-    (out / stage).write_text("in the way\n")
+def test_output_that_cannot_be_written_is_one_line_exit_1(inputs, capfd, gpus):
+    """A write that fails while the run publishes its files (here a folder sits where one of
+    its segments files goes) is one line naming OUT, exit status 1, and OUT keeps exactly what
+    was there: the publish fails before its journal, so nothing has moved."""
     argv = [a.format(d=inputs) for a in RUN] + ["--gpus", gpus, "-B", "4000"]
+    assert main(argv) == 0
+    out = inputs / "out"
+    name = sorted(p.name for p in out.iterdir())[0]
+    for p in out.iterdir():
+        p.unlink()
+    (out / name).mkdir()
+    (out / name / "mine").write_text("kept\n")
+    capfd.readouterr()
     assert main(argv) == 1
     err = [line for line in capfd.readouterr().err.splitlines()
-           if not line.startswith(("schedule:", "progress:", "note:"))]
-    assert err == [f"hspZ: cannot write the output in {out}: File exists ({stage})"], err
-    assert [p.name for p in out.iterdir()] == [stage]
+           if not line.startswith(("schedule:", "progress:", "note:", "#"))]
+    assert err == [f"hspZ: cannot write the output in {out}: {name} is a directory"], err
+    assert [p.name for p in out.iterdir()] == [name]
+    assert [p.name for p in (out / name).iterdir()] == ["mine"]

@@ -136,15 +136,19 @@ def test_sigterm_while_publishing_waits_for_the_last_rename(tmp_path, monkeypatc
     the stage gone); only then does it stop the run.  OUT is never half-published."""
     import os
     import signal
+    from pathlib import Path
 
     from hspz import emit as emit_module
     from hspz.errors import Terminated, on_sigterm
+    from hspz.outdir import JOURNAL
 
     _, files = emit(tmp_path, range(6), "fresh")
     real = os.replace
     calls = []
 
     def replace(src, dst):
+        if Path(dst).name == JOURNAL:  # written before the first file moves
+            return real(src, dst)
         calls.append(dst)
         if len(calls) == 1:
             os.kill(os.getpid(), signal.SIGTERM)  # its handler runs before the next rename
@@ -212,3 +216,16 @@ def test_a_unit_ahead_of_its_turn_is_staged_on_arrival_except_with_diagonal_spli
         e.finish()
     assert emit(tmp_path, range(6), "inorder")[1] == {
         p.name: p.read_bytes() for p in sorted((tmp_path / "plain").iterdir())}
+
+
+def test_emitters_of_two_processes_with_one_pid_stage_in_different_folders(tmp_path,
+                                                                           monkeypatch):
+    """Processes in two PID namespaces (containers, hosts) can share a PID; a stage named by
+    the PID made their files meet in one folder, so stages are named by a uuid4."""
+    import os
+
+    monkeypatch.setattr(os, "getpid", lambda: 4242)
+    a = Emitter(PLAN.units, tables, tmp_path / "out")
+    b = Emitter(PLAN.units, tables, tmp_path / "out")
+    assert a.stage != b.stage and a.stage.parent == b.stage.parent == tmp_path / "out"
+    assert "4242" not in a.stage.name

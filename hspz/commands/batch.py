@@ -140,7 +140,8 @@ def _execute(req: Request, engine, devices, ref, planned: list[PlannedJob], idx,
 
         say(index_using_line(idx, req.reference))
     jobs = [Job(p.manifest, out if req.tarball else out / p.name,
-                out / f"{p.name}.tar.gz" if req.tarball else None, p.spec, p.number)
+                out / f"{p.name}.tar.gz" if req.tarball else None, p.spec, p.number,
+                raw=suffixed(req.dump_raw, p) if req.dump_raw else None)
             for p in planned]
     if idx is None and not req.tarball:  # job folders exist from the start (see the spec)
         for job in jobs:
@@ -156,8 +157,6 @@ def _execute(req: Request, engine, devices, ref, planned: list[PlannedJob], idx,
                                 digest=job.summary.digest, completion="complete")
         progress.job_done(f"progress: job {p.name} complete: {job.summary.hsps} HSPs, digest "
                           f"{job.summary.digest} ({p.path})")
-        if req.dump_raw:
-            report.write_raw(suffixed(req.dump_raw, p), job.summary)
 
     how = Execution(o.diagonal_partition, bool(req.dump_raw), req.hit_stats, progress,
                     index=req.index, verify=verify, on_job=published)

@@ -112,13 +112,11 @@ def _planned(req: Request, select, t0: float, summary: Summary, pool, ref, qry, 
         say(index_using_line(idx, req.reference))
     how = Execution(o.diagonal_partition, bool(req.dump_raw), req.hit_stats,
                     Progress(len(m.plan.units)), index=req.index, verify=verify)
-    execute([Job(m, req.output, req.tarball)], sched, engine.__name__, o.threads, ref, qry,
-            how, t0, summary, pool)
+    execute([Job(m, req.output, req.tarball, raw=req.dump_raw)], sched, engine.__name__,
+            o.threads, ref, qry, how, t0, summary, pool)
     if idx is not None:
         say(index_loaded_line(idx, summary, req.reference))
     print_counts(summary)
-    if req.dump_raw:
-        report.write_raw(req.dump_raw, summary)
     if req.time:
         report.print_time(summary, time.perf_counter() - t0)
     if req.hit_stats:

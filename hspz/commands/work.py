@@ -11,6 +11,7 @@ from hspz.errors import UsageError
 from hspz.freeze import context_of
 from hspz.inputs import read_both
 from hspz.manifest import check_inputs, check_version
+from hspz.outdir import check_disjoint
 from hspz.sequence import records_digest
 from hspz.workers import WorkerJob, run_worker
 
@@ -21,6 +22,8 @@ def work_command(plan_path: str, worker: int, output: str, select, threads: int,
     from hspz.manifest import read_plan, write_results
 
     pf = read_plan(plan_path)
+    check_disjoint({"--plan": plan_path, "the reference of --plan": pf.reference,
+                    "the query of --plan": pf.query}, {"--output": output})
     m, sched = pf.manifest, pf.schedule
     if not 0 <= worker < sched.workers:
         raise UsageError(f"--worker: {worker} is not a worker of {plan_path} "
