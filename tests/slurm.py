@@ -67,8 +67,10 @@ def unavailable() -> str | None:
     if missing() and shutil.which("apt-get", path=SEARCH_PATH) is None:
         return f"SLURM is not installed ({', '.join(missing())} missing) and there is no apt-get"
     if _foreign_conf():
-        return (f"{DEFAULT_CONF} exists (a SLURM configured here, or a test cluster still up: "
-                f"`python3 tests/slurm.py down DIR`); the test cluster does not replace it")
+        owner = DEFAULT_CONF.resolve().parent
+        if (owner / "cluster.json").exists():
+            return f"a test cluster is up: stop it with `python3 tests/slurm.py down {owner}`"
+        return f"{DEFAULT_CONF} exists (a SLURM configured here): the test does not replace it"
     return None
 
 
@@ -148,21 +150,24 @@ def start(timeout: float = 60) -> Cluster:
 
 def stop(cluster: Cluster, timeout: float = 20) -> None:
     """Cancel every job, kill the daemons and leftover job processes by PID, remove the folder."""
+    survivors = []
     try:
         if "slurmctld" in cluster.pids and _alive(cluster.pids["slurmctld"], cluster.root):
             _cancel_jobs(cluster, timeout)
         for name in ("slurmd", "slurmctld", "munged"):
-            if name in cluster.pids:
-                _kill(cluster.pids[name], cluster.root, timeout)
-        for pid in cluster_processes(cluster.root):
-            _kill(pid, None, timeout)
+            if name in cluster.pids and not _kill(cluster.pids[name], cluster.root, timeout):
+                survivors.append(cluster.pids[name])
+        survivors += [pid for pid in cluster_processes(cluster.root) if not _kill(pid, None, 5)]
         for child in cluster.children:
-            child.wait(timeout)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout)
     finally:
         with contextlib.suppress(OSError):
             if DEFAULT_CONF.is_symlink() and DEFAULT_CONF.readlink() == cluster.root / "slurm.conf":
                 DEFAULT_CONF.unlink()
         shutil.rmtree(cluster.root, ignore_errors=True)
+    if survivors:
+        raise SlurmError(f"processes {survivors} survived SIGKILL")
 
 
 @contextlib.contextmanager
@@ -356,18 +361,18 @@ def _alive(pid: int, root: Path | None) -> bool:
     return False
 
 
-def _kill(pid: int, root: Path | None, timeout: float) -> None:
-    """SIGTERM, then SIGKILL after `timeout` seconds; a PID taken by another process is left."""
+def _kill(pid: int, root: Path | None, timeout: float) -> bool:
+    """SIGTERM, then SIGKILL after `timeout` seconds; whether it is gone (a PID taken by another
+    process counts as gone: that one is left alone)."""
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
         if not _alive(pid, root):
-            return
+            return True
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
         deadline = time.monotonic() + wait
         while _alive(pid, root) and time.monotonic() < deadline:
             time.sleep(0.05)
-    if _alive(pid, root):
-        raise SlurmError(f"process {pid} survived SIGKILL")
+    return not _alive(pid, root)
 
 
 def cluster_processes(root: Path) -> list[int]:
@@ -402,6 +407,8 @@ def _main(argv: list[str]) -> int:
         cluster = start()
         print(f"SLURM up in {time.monotonic() - started:.1f} s: {cluster.root}")
     elif len(argv) == 2 and argv[0] == "down":
+        if not (Path(argv[1]) / "cluster.json").exists():
+            raise SlurmError(f"{argv[1]}: not the folder of a test cluster (no cluster.json)")
         stop(Cluster.load(Path(argv[1])))
     else:
         print("usage: python3 tests/slurm.py install | up | down DIR", file=sys.stderr)
