@@ -5,7 +5,6 @@ nothing behind. Skipped where the cluster cannot start (not root, no SLURM and n
 
 from __future__ import annotations
 
-import collections
 import os
 import re
 import subprocess
@@ -24,12 +23,22 @@ ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ROOT / "profiles"
 BIN = Path(sys.executable).parent  # the jobs' shells must find this environment's hspZ
 
-# What the SLURM run is checked on; to test another config, change these two. `workflow_inputs`
-# writes a config and its inputs into an empty folder and returns the config's path; after a
-# local-profile run and a SLURM run, every file that COMPARED matches must be the same bytes.
-# The final outputs only: plans and work results hold timings (once results/ holds nothing
-# else, ("results/**",)).
-workflow_inputs = make_workdir
+
+# What the SLURM run is checked on; to test another config, change `workflow_inputs` (it writes
+# a config and its inputs into an empty folder and returns the config's path) and COMPARED:
+# after a local-profile run and a SLURM run, every file that COMPARED matches must be the same
+# bytes. The final outputs only: plans and work results hold timings (once results/ holds
+# nothing else, ("results/**",)).
+def workflow_inputs(workdir: Path) -> Path:
+    """test_workflow's inputs and config, with backend auto: plan and work jobs then ask SLURM
+    for a GPU (they get a fake one; hspZ, finding no CUDA device, runs its CPU backend)."""
+    config = make_workdir(workdir)
+    jobs = yaml.safe_load(config.read_text())["jobs"]
+    jobs = [{**job, "backend": "auto"} for job in jobs]
+    config.write_text(yaml.safe_dump({"jobs": jobs}, sort_keys=False))
+    return config
+
+
 COMPARED = ("results/**/segments/*", "results/**/digest.txt")
 
 # The plugin's settings for a cluster without slurmdbd: job states from squeue (sacct would
@@ -91,20 +100,25 @@ def files(root: Path, patterns: tuple[str, ...]) -> dict[str, bytes]:
     return {str(path.relative_to(root)): path.read_bytes() for path in paths}
 
 
-def jobs_per_rule(output: str, kinds: str = "(?:local)?") -> collections.Counter:
-    """Rule name -> jobs in a Snakemake run's output: its `rule NAME:` blocks, and those of
-    local jobs (`localrule NAME:`) unless `kinds` is ""."""
-    blocks = re.findall(rf"^{kinds}(?:rule|checkpoint) (\w+):$", output, re.M)
-    return collections.Counter(blocks)
+def snakemake_jobs(output: str) -> list[tuple[str, str, int]]:
+    """(kind, rule, GPUs) of each job in a Snakemake run's output: kind "local" for a job run in
+    the Snakemake process (`localrule NAME:`), "" for one handed to the executor."""
+    blocks = re.split(r"\n(?=(?:local)?(?:rule|checkpoint) \w+:\n)", output)
+    jobs = []
+    for block in blocks:
+        if head := re.match(r"(local)?(?:rule|checkpoint) (\w+):\n", block):
+            gpus = re.search(r"^    resources: .*\bgpu=(\d+)", block, re.M)
+            jobs.append((head[1] or "", head[2], int(gpus[1]) if gpus else 0))
+    return jobs
 
 
-def slurm_jobs_per_rule(cluster: slurm.Cluster) -> tuple[collections.Counter, set[str]]:
-    """Rule name -> SLURM jobs the plugin submitted (its --comment rule_NAME_...), and their
-    states."""
-    table = cluster.run("squeue", "-h", "--states=all", "-o", "%k|%T").stdout.split()
-    jobs = [row.split("|") for row in table if row.startswith("rule_")]
-    rules = collections.Counter(re.sub(r"^rule_|_wildcards_.*$", "", comment) for comment, _ in jobs)
-    return rules, {state for _, state in jobs}
+def slurm_jobs(cluster: slurm.Cluster) -> list[tuple[str, str, str]]:
+    """(rule, state, TRES per job) of each SLURM job the plugin submitted, from the
+    `--comment rule_NAME[_wildcards_...]` it gives each."""
+    table = cluster.run("squeue", "-h", "--states=all", "-O", "Comment:|,State:|,tres-per-job:")
+    rows = [line.split("|") for line in table.stdout.split() if line.startswith("rule_")]
+    return [(re.sub(r"^rule_|_wildcards_.*$", "", comment), state, tres)
+            for comment, state, tres in rows]
 
 
 def cmdline(pid: int) -> bytes:
@@ -162,9 +176,13 @@ def test_workflow_on_slurm_writes_the_local_profiles_bytes(cluster: slurm.Cluste
     assert done.returncode == 0, done.stderr[-4000:] + "\n" + cluster.log_tail()
     assert files(workdir, COMPARED) == expected
 
-    # Each job of the local run ran here too: as a SLURM job that completed, or (rule all) locally.
-    rules, states = slurm_jobs_per_rule(cluster)
-    submitted, ran_here = jobs_per_rule(done.stderr, ""), jobs_per_rule(done.stderr, "local")
-    assert rules and rules == submitted
-    assert submitted + ran_here == jobs_per_rule(local_run.stderr)
-    assert states == {"COMPLETED"}
+    # Each job of the local run ran here too: as a SLURM job that completed, or locally (rule
+    # all); each SLURM job was given the GPU its Snakemake job asked for.
+    ran = snakemake_jobs(done.stderr)
+    submitted = [(rule, gpus) for kind, rule, gpus in ran if not kind]
+    on_slurm = slurm_jobs(cluster)
+    assert {state for _, state, _ in on_slurm} == {"COMPLETED"}
+    given = [(rule, int(tres.split(":")[-1]) if "gpu" in tres else 0) for rule, _, tres in on_slurm]
+    assert submitted and sorted(given) == sorted(submitted)
+    local_jobs = snakemake_jobs(local_run.stderr)
+    assert sorted(rule for _, rule, _ in ran) == sorted(rule for _, rule, _ in local_jobs)
