@@ -9,7 +9,7 @@ The node has the machine's CPUs and memory (`slurmd -C`) and two fake GPUs as GR
 
 Job status comes from `squeue` (MinJobAge keeps finished jobs there for 5 minutes): there is no
 slurmdbd, so `sacct` knows no job and snakemake-executor-plugin-slurm must be run with
-`--slurm-status-command squeue`. The one file written outside the folder is a symlink
+`--slurm-status-command squeue`. The one file `start` writes outside the folder is a symlink
 /etc/slurm/slurm.conf to it: the plugin strips SLURM_CONF from the environment of the `srun`
 inside each job, so that srun finds the cluster only at the default path. An existing
 /etc/slurm/slurm.conf is never replaced (`unavailable` says why the cluster cannot start).
