@@ -139,8 +139,8 @@ def test_dry_run_resolves_under_local_and_slurm_profiles(tmp_path: Path) -> None
         assert done.returncode == 0, done.stdout + done.stderr
         plans = dry_run_jobs(done, "hspz_plan")
         assert sorted(job.split("wildcards: job=")[1].split()[0] for job in plans) == sorted(CHAINS)
-        if profile == "slurm":
-            assert all("gpu=1" in job and "<gpu-partition>" in job for job in plans)
+        if profile == "slurm":  # backend: cpu asks for no GPU; no partition: the default one
+            assert all("gpu=0" in job and "slurm_partition" not in job for job in plans)
     slurm = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.v8+.yaml").read_text())
     assert slurm["executor"] == "slurm"
 
@@ -188,10 +188,17 @@ def test_work_jobs_are_the_planned_workers_not_more_than_reference_bins(workflow
         assert any((workflow_run / "logs" / rule).rglob("*.log")), f"no log for {rule}"
 
 
-def test_slurm_profile_asks_one_gpu_per_work_job(workflow_run: Path) -> None:
-    config = workflow_run / "config.yaml"
-    done = snakemake(workflow_run, config, "-n", "--forcerun", "hspz_work", profile="slurm")
-    assert done.returncode == 0, done.stdout + done.stderr
-    work = dry_run_jobs(done, "hspz_work")
-    assert len(work) == 2 + 3 + 3
-    assert all("gpu=1" in job and "<gpu-partition>" in job for job in work)
+def test_slurm_profile_asks_one_gpu_per_work_job_unless_the_backend_is_cpu(
+    workflow_run: Path,
+) -> None:
+    jobs = yaml.safe_load((workflow_run / "config.yaml").read_text())["jobs"]
+    auto = workflow_run / "auto.yaml"
+    auto.write_text(yaml.safe_dump({"jobs": [{**job, "backend": "auto"} for job in jobs]}))
+    for config, gpus in ((workflow_run / "config.yaml", "gpu=0"), (auto, "gpu=1")):
+        # mtime only: the changed backend would otherwise rerun the plans (work jobs unknown)
+        args = ("-n", "--forcerun", "hspz_work", "--rerun-triggers", "mtime")
+        done = snakemake(workflow_run, config, *args, profile="slurm")
+        assert done.returncode == 0, done.stdout + done.stderr
+        work = dry_run_jobs(done, "hspz_work")
+        assert len(work) == 2 + 3 + 3
+        assert all(gpus in job and "slurm_partition" not in job for job in work)

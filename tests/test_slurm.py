@@ -1,0 +1,188 @@
+"""The workflow on a real SLURM: a single-node cluster on localhost (tests/slurm.py) runs it with
+profiles/slurm through snakemake-executor-plugin-slurm, and its final outputs are the local
+profile's, byte for byte; fake GPUs give each GPU job its own device; stopping the cluster leaves
+nothing behind. Skipped where the cluster cannot start (not root, no SLURM and no apt-get)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import slurm
+import yaml
+from test_workflow import make_workdir
+
+pytestmark = pytest.mark.slurm
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILES = ROOT / "profiles"
+BIN = Path(sys.executable).parent  # the jobs' shells must find this environment's hspZ
+
+
+# What the SLURM run is checked on; to test another config, change `workflow_inputs` (it writes
+# a config and its inputs into an empty folder and returns the config's path) and COMPARED:
+# after a local-profile run and a SLURM run, every file that COMPARED matches must be the same
+# bytes. The final outputs only: plans and work results hold timings (once results/ holds
+# nothing else, ("results/**",)).
+def workflow_inputs(workdir: Path) -> Path:
+    """test_workflow's inputs and config, with backend auto: plan and work jobs then ask SLURM
+    for a GPU (they get a fake one; hspZ, finding no CUDA device, runs its CPU backend)."""
+    config = make_workdir(workdir)
+    jobs = yaml.safe_load(config.read_text())["jobs"]
+    jobs = [{**job, "backend": "auto"} for job in jobs]
+    config.write_text(yaml.safe_dump({"jobs": jobs}, sort_keys=False))
+    return config
+
+
+COMPARED = ("results/**/segments/*", "results/**/digest.txt")
+
+# The plugin's settings for a cluster without slurmdbd: job states from squeue (sacct would
+# never learn them and Snakemake would wait forever), the first check after one second.
+TEST_SETTINGS = {"slurm-status-command": "squeue", "slurm-init-seconds-before-status-checks": 1}
+
+
+def skip_unless_startable() -> None:
+    if reason := slurm.unavailable():
+        pytest.skip(reason)
+    slurm.install()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> slurm.Cluster:
+    """One cluster for the module's tests, stopped (daemons killed by PID) after the last."""
+    skip_unless_startable()
+    with slurm.running() as running:
+        yield running
+
+
+def snakemake(workdir: Path, config: Path, profiles: list[Path], env: dict[str, str],
+              *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
+    cmd += ["--directory", str(workdir), "--configfile", str(config), *args]
+    for profile in profiles:
+        cmd += ["--profile", str(profile)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+
+
+def with_bin(env: dict[str, str]) -> dict[str, str]:
+    return {**env, "PATH": f"{BIN}:{env['PATH']}"}
+
+
+def overlay_profile(cluster: slurm.Cluster, folder: Path) -> Path:
+    """A second --profile over profiles/slurm: TEST_SETTINGS, and the real profile's resources
+    with every mem_mb cut to the test node's memory (a later profile replaces whole keys)."""
+    real = yaml.safe_load((PROFILES / "slurm" / "config.v8+.yaml").read_text())
+
+    def capped(resources: dict) -> dict:
+        return {key: min(value, cluster.memory_mb) if key.startswith("mem_mb") else value
+                for key, value in resources.items()}
+
+    overlay = dict(TEST_SETTINGS)
+    if "default-resources" in real:
+        overlay["default-resources"] = capped(real["default-resources"])
+    if "set-resources" in real:
+        overlay["set-resources"] = {rule: capped(r) for rule, r in real["set-resources"].items()}
+    folder.mkdir()
+    (folder / "config.v8+.yaml").write_text(yaml.safe_dump(overlay))
+    return folder
+
+
+def files(root: Path, patterns: tuple[str, ...]) -> dict[str, bytes]:
+    """The files under `root` that `patterns` match, by relative path, but Snakemake's
+    directory() timestamps."""
+    paths = {p for pattern in patterns for p in root.glob(pattern) if p.is_file()}
+    paths = sorted(p for p in paths if p.name != ".snakemake_timestamp")
+    return {str(path.relative_to(root)): path.read_bytes() for path in paths}
+
+
+def snakemake_jobs(output: str) -> list[tuple[str, str, int]]:
+    """(kind, rule, GPUs) of each job in a Snakemake run's output: kind "local" for a job run in
+    the Snakemake process (`localrule NAME:`), "" for one handed to the executor."""
+    blocks = re.split(r"\n(?=(?:local)?(?:rule|checkpoint) \w+:\n)", output)
+    jobs = []
+    for block in blocks:
+        if head := re.match(r"(local)?(?:rule|checkpoint) (\w+):\n", block):
+            gpus = re.search(r"^    resources: .*\bgpu=(\d+)", block, re.M)
+            jobs.append((head[1] or "", head[2], int(gpus[1]) if gpus else 0))
+    return jobs
+
+
+def slurm_jobs(cluster: slurm.Cluster) -> list[tuple[str, str, str]]:
+    """(rule, state, TRES per job) of each SLURM job the plugin submitted, from the
+    `--comment rule_NAME[_wildcards_...]` it gives each."""
+    table = cluster.run("squeue", "-h", "--states=all", "-O", "Comment:|,State:|,tres-per-job:")
+    rows = [line.split("|") for line in table.stdout.split() if line.startswith("rule_")]
+    return [(re.sub(r"^rule_|_wildcards_.*$", "", comment), state, tres)
+            for comment, state, tres in rows]
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # gone meanwhile
+        return b""
+
+
+def test_stopping_the_cluster_leaves_no_process_and_no_file() -> None:
+    """Runs before the module's cluster starts: only one cluster can be up at a time."""
+    skip_unless_startable()
+    with slurm.running() as cluster:
+        job = cluster.run("sbatch", "--parsable", "--output=/dev/null", "--wrap", "sleep 600")
+        assert job.returncode == 0, job.stderr
+        deadline = time.monotonic() + 30
+        while b"sleep\x00600\x00" not in map(cmdline, processes := slurm.cluster_processes(
+                cluster.root)):
+            assert time.monotonic() < deadline, "the job's sleep never started"
+            time.sleep(0.2)
+        assert set(cluster.pids.values()) <= set(processes)
+        root = cluster.root
+    assert not [pid for pid in processes if slurm.alive(pid)]
+    assert not root.exists()
+    assert not slurm.DEFAULT_CONF.is_symlink()
+
+
+def test_two_concurrent_gpu_jobs_see_devices_0_and_1(cluster: slurm.Cluster, tmp_path: Path):
+    # Each job writes the device it was given, then waits for the other's file: both ran at once.
+    script = (f'echo "$CUDA_VISIBLE_DEVICES" > {tmp_path}/gpu.$SLURM_JOB_ID; '
+              f'for i in $(seq 300); do [ $(ls {tmp_path} | wc -l) -ge 2 ] && exit 0; sleep 0.1; '
+              "done; exit 1")
+    steps = [subprocess.Popen(["srun", "--gpus=1", "bash", "-c", script], env=cluster.env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(2)]
+    outputs = [step.communicate(timeout=60)[0] for step in steps]
+    assert [step.returncode for step in steps] == [0, 0], outputs
+    assert sorted(p.read_text().strip() for p in tmp_path.iterdir()) == ["0", "1"]
+
+
+def test_workflow_on_slurm_writes_the_local_profiles_bytes(cluster: slurm.Cluster,
+                                                           tmp_path: Path) -> None:
+    # Both runs work in the same folder, so no output may differ by an absolute path: first the
+    # local one, whose folder is then moved aside, then the SLURM one in a fresh copy.
+    workdir, local = tmp_path / "run", tmp_path / "local"
+    local_run = snakemake(workdir, workflow_inputs(workdir), [PROFILES / "local"],
+                          with_bin(dict(os.environ)), "--cores", "2")
+    assert local_run.returncode == 0, local_run.stderr[-4000:]
+    workdir.rename(local)
+    expected = files(local, COMPARED)
+    assert expected, "the local run wrote no result"
+
+    profiles = [PROFILES / "slurm", overlay_profile(cluster, tmp_path / "test-profile")]
+    done = snakemake(workdir, workflow_inputs(workdir), profiles, with_bin(cluster.env))
+    assert done.returncode == 0, done.stderr[-4000:] + "\n" + cluster.log_tail()
+    assert files(workdir, COMPARED) == expected
+
+    # Each job of the local run ran here too: as a SLURM job that completed, or locally (rule
+    # all); each SLURM job was given the GPU its Snakemake job asked for.
+    ran = snakemake_jobs(done.stderr)
+    submitted = [(rule, gpus) for kind, rule, gpus in ran if not kind]
+    on_slurm = slurm_jobs(cluster)
+    assert {state for _, state, _ in on_slurm} == {"COMPLETED"}
+    given = [(rule, int(tres.split(":")[-1]) if "gpu" in tres else 0) for rule, _, tres in on_slurm]
+    assert submitted and sorted(given) == sorted(submitted)
+    local_jobs = snakemake_jobs(local_run.stderr)
+    assert sorted(rule for _, rule, _ in ran) == sorted(rule for _, rule, _ in local_jobs)
