@@ -272,6 +272,8 @@ def _writable_file(flag: str, path: str | None) -> None:
     """The directory a file will be written into must exist (or be creatable) and be writable."""
     from hspz.outdir import check_output_dir
 
+    if path == "":
+        raise UsageError(f"{flag}: an empty path")
     if path:
         if os.path.isdir(path):
             raise UsageError(f"{flag}: {path} is a directory")
