@@ -203,3 +203,24 @@ def test_an_unreadable_score_file_is_an_input_error_naming_it(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00\x81 A C\n")
     with pytest.raises(InputError, match=r"--scoring: cannot read .*binary\.txt"):
         read_score_file(binary)
+
+
+def test_the_score_bounds_keep_every_int32_sum_of_the_gpu_capped_walks():
+    """options.py's derivation, checked against the caps engine/gpu.py walks with (read from
+    its source: CuPy is not needed to know them)."""
+    import re
+    from pathlib import Path
+
+    from hspz import options
+    from hspz.sequence import MAX_BIN_BP
+
+    source = (Path(options.__file__).parent / "engine" / "gpu.py").read_text()
+    caps = [int(re.search(rf"^{name} = (\d+)", source, re.M).group(1)) for name in ("CAP", "CAP2")]
+    assert max(caps) <= options.WALK_CAP
+    s, x, top = options.SCORE_MAX, options.XDROP_MAX, options.INT32_MAX
+    assert 2 * options.WALK_CAP * s <= top  # mr + ml
+    assert 10 * x <= top  # the separator's entry
+    assert x + 8 * (s + 10 * x) <= top  # a walk's deepest drawdown, bound_walk's 8-base test
+    assert MAX_BIN_BP * s < 2**53  # a maximal HSP: exact in float64, far inside int64
+    assert options.MAX_BP == MAX_BIN_BP and options.HSPTHRESH_MAX == top
+    assert build_matrix(x).min() == -10 * x  # the largest x-drop still builds an int32 matrix
