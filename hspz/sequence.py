@@ -447,7 +447,7 @@ def write_fasta(path: PathLike, records: Iterable[Record], width: int = 60) -> N
     """Write FASTA, `width` bases per line (0: one line per record)."""
     records = list(records)
     for rec in records:
-        if not rec.name or any(c in rec.name for c in _WHITESPACE.decode()):
+        if not rec.name or name_problem(rec.name):
             raise InputError(f"{os.fspath(path)}: FASTA cannot hold record name {rec.name!r}")
     _write_atomic(path, (chunk for rec in records for chunk in _fasta_chunks(rec, width)))
 

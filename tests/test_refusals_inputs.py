@@ -11,8 +11,10 @@ refuses, or whose entries break the int32 bounds; `knobs-` environment knobs.
 What LASTZ 1.04.22 (the installed `lastz`) does with the same inputs, tried one by one:
   - a file of headers only: "FAILURE: target file ... contains no sequence";
   - a protein FASTA: "FAILURE: bad fasta character ... (uppercase M)";
-  - duplicate names, or names sharing their first word: read, giving lines that cannot be told
-    apart; a \\x01 in a name is printed as is, a NUL ends the name;
+  - duplicate names, or names sharing their first word (FASTA or 2bit): read, giving lines that
+    cannot be told apart; a \\x01 in a FASTA name is printed as is, a NUL ends the name; a 2bit
+    name is cut at a TAB and printed with its newline (a line broken in two);
+  - a 2bit file whose records are all empty: "FAILURE: bad 2bit length";
   - score files: missing row "row scores are for quantum DNA, but target is not", missing
     column or lowercase labels "missing bottleneck alphabet", no labels "invalid character
     code", repeated row or column "duplicate ... character code", an unknown or repeated
