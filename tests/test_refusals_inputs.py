@@ -151,6 +151,7 @@ CASES = [
     Case("names-target-prefix-space", _flags("--target-prefix", "my ref."), r"holds ' '"),
     Case("names-query-prefix-newline", _flags("-Q", "q\n"), r"--query-prefix: 'q\\n' holds"),
     Case("names-query-prefix-control", _flags("-Q", "\x01"), r"holds '\\x01'"),
+    Case("names-query-prefix-nul", _flags("-Q", "q\x00"), r"--query-prefix: 'q\\x00' holds"),
     Case("names-prefix-not-utf8", _flags("-T", "ref\udcff"), r"--target-prefix: .* not valid UTF"),
     # ---- protein ----------------------------------------------------------------------------
     Case("protein-reference", _file("ref.fa", f">sp|P01308|INS_HUMAN\n{INSULIN}\n"),
