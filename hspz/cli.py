@@ -27,12 +27,21 @@ from collections.abc import Sequence
 from hspz import __version__
 from hspz.errors import HspzError, Terminated, UsageError, on_sigterm
 from hspz.options import (
+    HSPTHRESH_MAX,
+    MAX_BP,
+    MAX_HITS,
+    MAX_PASSES,
+    MAX_THREADS,
+    MAX_WORKERS,
+    XDROP_MAX,
     Options,
     parse_ambiguous,
     parse_choice,
     parse_int,
     parse_pattern,
+    parse_prefix,
     parse_size,
+    shown,
 )
 
 # argparse dest -> Options field, for the flags that decide what is computed
@@ -93,30 +102,36 @@ def options_from_args(ns: argparse.Namespace) -> Options:
     g = functools.partial(_text, ns)  # g(name, default): the flag's text, or the default's
     qbs = getattr(ns, "query_block_size", None)
     amb = getattr(ns, "ambiguous", None)
-    return Options(
+    bp = functools.partial(parse_size, minimum=1, maximum=MAX_BP)
+    options = Options(
         strand=parse_choice("--strand", g("strand", d.strand), ("plus", "minus", "both")),
         seed=parse_pattern("--seed", g("seed", d.seed)),
-        step=parse_int("--step", g("step", d.step), 1),
+        step=parse_int("--step", g("step", d.step), 1, MAX_BP),
         transition=not getattr(ns, "notransition", None),
-        xdrop=parse_int("--xdrop", g("xdrop", d.xdrop), 1),
-        hspthresh=parse_int("--hspthresh", g("hspthresh", d.hspthresh), 1),
+        xdrop=parse_int("--xdrop", g("xdrop", d.xdrop), 1, XDROP_MAX),
+        hspthresh=parse_int("--hspthresh", g("hspthresh", d.hspthresh), 1, HSPTHRESH_MAX),
         entropy=not getattr(ns, "noentropy", None),
         ambiguous=None if amb is None else parse_ambiguous("--ambiguous", amb),
         scoring=getattr(ns, "scoring", None),
-        target_prefix=_given(ns, "target_prefix", ""),
-        query_prefix=_given(ns, "query_prefix", ""),
-        wga_chunk_size=parse_size("--wga-chunk-size", g("wga_chunk_size", d.wga_chunk_size), 1),
-        interval_size=parse_size("--lastz-interval-size",
-                                 g("lastz_interval_size", d.interval_size), 1),
-        seq_block_size=parse_size("--seq-block-size", g("seq_block_size", d.seq_block_size), 0),
-        query_block_size=None if qbs is None else parse_size("--query-block-size", qbs, 1),
-        max_hits=parse_size("--max-hits", g("max_hits", d.max_hits), 0),
-        threads=parse_int("--threads", g("threads", d.threads), 0),
-        gpus=parse_int("--gpus", g("gpus", d.gpus), 1),
+        target_prefix=parse_prefix("--target-prefix", _given(ns, "target_prefix", "")),
+        query_prefix=parse_prefix("--query-prefix", _given(ns, "query_prefix", "")),
+        wga_chunk_size=bp("--wga-chunk-size", g("wga_chunk_size", d.wga_chunk_size)),
+        interval_size=bp("--lastz-interval-size", g("lastz_interval_size", d.interval_size)),
+        seq_block_size=parse_size("--seq-block-size", g("seq_block_size", d.seq_block_size), 0,
+                                  MAX_BP),
+        query_block_size=None if qbs is None else bp("--query-block-size", qbs),
+        max_hits=parse_size("--max-hits", g("max_hits", d.max_hits), 0, MAX_HITS),
+        threads=parse_int("--threads", g("threads", d.threads), 0, MAX_THREADS),
+        gpus=parse_int("--gpus", g("gpus", d.gpus), 1, MAX_WORKERS),
         backend=parse_choice("--backend", g("backend", d.backend), ("auto", "gpu", "cpu")),
         kegalign_bins=bool(getattr(ns, "kegalign_bins", None)),
         diagonal_partition=bool(getattr(ns, "diagonal_partition", False)),
     )
+    if options.scoring is not None:  # its scores are numbers too: checked before any work
+        from hspz.scoring import read_score_file
+
+        read_score_file(options.scoring)
+    return options
 
 
 def explicit_flags(ns: argparse.Namespace) -> set[str]:
@@ -245,10 +260,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _one_line(exc: Exception) -> str:
+    """The message, kept to one line whatever it quotes (a path or value with a newline)."""
     if isinstance(exc, HspzError):
-        return str(exc)
-    where = f"{exc.filename}: " if exc.filename else ""
-    return f"{where}{exc.strerror or exc}"
+        text = str(exc)
+    else:
+        where = f"{exc.filename}: " if exc.filename else ""
+        text = f"{where}{exc.strerror or exc}"
+    return shown(text, len(text))[1:-1]
 
 
 def _raise_on_sigterm():
@@ -436,10 +454,10 @@ def cmd_work(ns: argparse.Namespace) -> int:
     from hspz import backends
     from hspz.commands.work import work_command
 
-    worker = parse_int("--worker", ns.worker, 0)
-    threads = parse_int("--threads", ns.threads, 0)
+    worker = parse_int("--worker", ns.worker, 0, MAX_WORKERS - 1)
+    threads = parse_int("--threads", ns.threads, 0, MAX_THREADS)
     backend = parse_choice("--backend", ns.backend, ("auto", "gpu", "cpu"))
-    device = None if ns.device is None else parse_int("--device", ns.device, 0)
+    device = None if ns.device is None else parse_int("--device", ns.device, 0, MAX_WORKERS - 1)
     _writable_file("--output", ns.output)
     options = Options(backend=backend, threads=threads)
     return work_command(ns.plan, worker, ns.output, lambda: backends.select(options),
@@ -461,7 +479,7 @@ def cmd_estimate(ns: argparse.Namespace) -> int:
 
     options = options_from_args(ns)
     _need_inputs(ns, options)
-    stride = parse_int("--stride", ns.stride, 1)
+    stride = parse_int("--stride", ns.stride, 1, MAX_BP)
     outdir.check_disjoint(_inputs(ns), {"--dump-plan": ns.dump_plan})
     _writable_file("--dump-plan", ns.dump_plan)
     req = Request(options, explicit_flags(ns), ns.reference, ns.query,
@@ -508,8 +526,8 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
                          "--query-list --time")
     _need(ns, "--reference", "--query")
     outdir.check_disjoint(_inputs(ns), {"--json": ns.json})
-    warmup = parse_int("--warmup", ns.warmup, 0)
-    iterations = parse_int("--iterations", ns.iterations, 1)
+    warmup = parse_int("--warmup", ns.warmup, 0, MAX_PASSES)
+    iterations = parse_int("--iterations", ns.iterations, 1, MAX_PASSES)
     return bench.main(options, ns.reference, ns.query, warmup, iterations, ns.json)
 
 

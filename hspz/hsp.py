@@ -12,8 +12,11 @@ import numpy as np
 
 from hspz.jit import njit
 
+# Positions and lengths are below 2^32 (bins are); a score is int64 because a long HSP's sum
+# passes 2^31 (two identical 248 Mbp chromosomes score about 2.4e10 with HOXD70), while
+# options.SCORE_MAX keeps a maximal one below 2^53.
 HSP_DTYPE = np.dtype(
-    [("ref_start", "<u4"), ("query_start", "<u4"), ("len", "<u4"), ("score", "<i4")]
+    [("ref_start", "<u4"), ("query_start", "<u4"), ("len", "<u4"), ("score", "<i8")]
 )
 LN4 = float(np.float32(math.log(4.0)))  # KegAlign divides by a float32 ln 4
 

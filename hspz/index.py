@@ -192,15 +192,6 @@ def _manifest_from(rows: list[list[str]]) -> IndexManifest:
 # --------------------------------------------------------------------------------------------
 
 
-def check_names(records: Sequence[Record], source: str) -> None:
-    """Record names the index can store: non-empty, no whitespace or control bytes."""
-    for i, rec in enumerate(records, 1):
-        bad = [c for c in rec.name if c.isspace() or ord(c) < 32 or ord(c) == 127]
-        if not rec.name or bad:
-            raise InputError(f"{source}: record {i} has the name {rec.name!r}; an index stores "
-                             f"names without whitespace or control characters")
-
-
 def check_bin_sizes(bins: planning.Bins, lengths: Sequence[int]) -> None:
     """Every bin's packed size (records and separators) below MAX_BIN_BP, before building."""
     for b, members in enumerate(bins):

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 
 from hspz.errors import UsageError
+from hspz.options import MAX_WORKERS, shown
 
 # HSPZ_REF_BUCKETS=1 without a shift counting-sorts each piece's hits by 1 kbp reference windows:
 # finer than the knob's 16..31 allows, and the fastest window measured on the H200
@@ -38,7 +39,7 @@ def read(env: dict | None = None) -> Knobs:
         ref_buckets=_strict(env, "HSPZ_REF_BUCKETS", {"auto": None, "0": False, "1": True}),
         bucket_shift=_shift(env),
         chunk_walk_full=env.get("HSPZ_CHUNK_WALK") == "full",
-        layout_force_workers=_positive(env.get("HSPZ_LAYOUT_FORCE_WORKERS")),
+        layout_force_workers=_workers(env.get("HSPZ_LAYOUT_FORCE_WORKERS")),
         shift_given=bool(env.get("HSPZ_REF_BUCKET_SHIFT")),
     )
 
@@ -49,7 +50,7 @@ def _strict(env, name: str, values: dict):
         return None
     if text not in values:
         allowed = ", ".join(values)
-        raise UsageError(f"{name}={text} is not one of: unset, {allowed}")
+        raise UsageError(f"{name}={shown(text)[1:-1]} is not one of: unset, {allowed}")
     return values[text]
 
 
@@ -57,14 +58,16 @@ def _shift(env) -> int:
     text = env.get("HSPZ_REF_BUCKET_SHIFT")
     if text is None or text == "":
         return DEFAULT_BUCKET_SHIFT
-    if not (text.isascii() and text.isdigit()) or not 16 <= int(text) <= 31:
-        raise UsageError(f"HSPZ_REF_BUCKET_SHIFT={text} must be an integer from 16 to 31")
+    if not (text.isascii() and text.isdigit() and len(text) <= 2 and 16 <= int(text) <= 31):
+        raise UsageError(f"HSPZ_REF_BUCKET_SHIFT={shown(text)[1:-1]} must be an integer from 16 "
+                         "to 31")
     return int(text)
 
 
-def _positive(text: str | None) -> int | None:
-    ok = text and text.isascii() and text.isdigit() and int(text) >= 1
-    return int(text) if ok else None
+def _workers(text: str | None) -> int | None:
+    """A worker count from 1 to MAX_WORKERS (as --gpus), else None (the knob is ignored)."""
+    ok = text and text.isascii() and text.isdigit() and len(text) <= 6
+    return int(text) if ok and 1 <= int(text) <= MAX_WORKERS else None
 
 
 def buckets_on(knobs: Knobs, ref_len: int) -> bool:

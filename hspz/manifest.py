@@ -36,7 +36,7 @@ from hspz.schedule import Schedule, Visit, schedule_lines
 
 FORMAT = 1
 PLAN_FORMAT = 1
-RESULTS_FORMAT = 1
+RESULTS_FORMAT = 2  # 2: HSP scores are int64 (hsp.HSP_DTYPE)
 
 # Options fields a manifest freezes: each decides output, so replay compares them.
 FROZEN = ("strand", "seed", "step", "transition", "xdrop", "hspthresh", "entropy", "ambiguous",

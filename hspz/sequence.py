@@ -29,6 +29,7 @@ import numpy as np
 from hspz import jit
 from hspz.errors import InputError, RunError
 from hspz.jit import njit
+from hspz.names import name_problem
 
 PathLike = str | os.PathLike[str]
 
@@ -126,19 +127,41 @@ def _gunzip(data: bytes, source: str) -> bytes:
 
 # ---- FASTA -----------------------------------------------------------------------------------
 
+_BOM = b"\xef\xbb\xbf"  # UTF-8's byte-order mark, which some editors put first
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_CR = ord("\r")
+_BLANKS = b" \t"
+# Nucleotides for the protein rule: A, C, G, T, U and N of either case, and X, the hard-mask
+# letter of RepeatMasker -x (half a mammalian genome can be X).  IUPAC ambiguity letters are
+# not counted: they are amino-acid letters too, and real DNA holds few of them.
+_NUCLEOTIDE = np.zeros(256, np.bool_)
+_NUCLEOTIDE[list(b"ACGTUNXacgtunx")] = True
+PROTEIN_SAMPLE = 1 << 20  # bases the protein rule looks at: evenly spaced, all of a small file
+
 
 def read_fasta_bytes(data: bytes, source: str) -> list[Record]:
-    """Parse FASTA bytes (vectorised: whole-buffer passes, one Python step per record)."""
+    """Parse FASTA bytes (vectorised: whole-buffer passes, one Python step per record).
+
+    Lines may end in LF, CRLF or CR alone; a UTF-8 byte-order mark is skipped; a header is a
+    line whose first byte other than spaces and tabs is '>'.  Refused: a file without a header
+    or without a single base, a bad or repeated name, and a file whose bases are mostly not
+    nucleotides (`_refuse_protein`)."""
     if len(data) == 0:
         raise InputError(f"{source}: empty file")
+    if data.startswith(_UTF16_BOMS):
+        raise InputError(f"{source}: UTF-16 text; FASTA must be ASCII (or UTF-8)")
     arr = np.frombuffer(data, dtype=np.uint8)
-    heads = _header_starts(arr)
+    heads = _header_starts(data, arr, len(_BOM) if data.startswith(_BOM) else 0)
     if heads.size == 0:
         raise InputError(f"{source}: no FASTA records (no line starts with '>')")
     ends = _line_ends(data, heads)
     names = [_header_name(data, int(s), int(e), source) for s, e in zip(heads, ends, strict=True)]
+    refuse_duplicates(names, source)
     keep = _sequence_mask(arr, heads, ends)
     bases = arr[keep]
+    if bases.size == 0:
+        raise InputError(f"{source}: no sequence bases (only headers)")
+    _refuse_protein(bases, source)
     # np.add.reduceat would widen the whole mask; count_nonzero per record is far faster
     cuts = [*heads.tolist(), len(arr)]
     counts = [np.count_nonzero(keep[a:b]) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
@@ -147,30 +170,89 @@ def read_fasta_bytes(data: bytes, source: str) -> list[Record]:
     return [Record(name, bases[bounds[i] : bounds[i + 1]]) for i, name in enumerate(names)]
 
 
-def _header_starts(arr: np.ndarray) -> np.ndarray:
-    """Offsets of every '>' that begins a line."""
+def _header_starts(data: bytes, arr: np.ndarray, begin: int) -> np.ndarray:
+    """Offsets of every '>' that begins a header: at `begin` (0, or just past a byte-order
+    mark), after a line end (LF or CR), or after spaces and tabs that follow one."""
     gt = np.flatnonzero(arr == ord(">"))
-    at_line_start = (gt == 0) | (arr[np.maximum(gt - 1, 0)] == _NEWLINE)
-    return gt[at_line_start]
+    before = arr[np.maximum(gt - 1, 0)]
+    start = (gt == begin) | (before == _NEWLINE) | (before == _CR)
+    for i in np.flatnonzero(~start & ((before == 32) | (before == 9))).tolist():
+        start[i] = _blanks_from_line_start(data, int(gt[i]), begin)
+    return gt[start]
+
+
+def _blanks_from_line_start(data: bytes, at: int, begin: int) -> bool:
+    """Whether only spaces and tabs lie between the start of the line and offset `at` (the
+    walk back covers the blanks only, so all of them cost a file's size at most)."""
+    j = at - 1
+    while j >= begin and data[j] in _BLANKS:
+        j -= 1
+    return j < begin or data[j] in (_NEWLINE, _CR)
 
 
 def _line_ends(data: bytes, starts: np.ndarray) -> np.ndarray:
-    """For each line start, the offset just past its newline (or the end of the data)."""
+    """For each line start, the offset just past its line end, LF or CR (or the data's end).
+    The next LF is searched for once per LF found, so a file without any costs one scan."""
     size = len(data)
-    ends = [data.find(b"\n", int(s)) for s in starts]
-    return np.array([size if e < 0 else e + 1 for e in ends], dtype=np.int64)
+    ends = np.empty(len(starts), dtype=np.int64)
+    lf = -2  # the first LF at or after the last search's start; -1: none left in the file
+    for i, s in enumerate(starts.tolist()):
+        if -1 < lf < s or lf == -2:
+            lf = data.find(b"\n", s)
+        stop = size if lf < 0 else lf
+        cr = data.find(b"\r", s, stop)
+        ends[i] = min(size, (cr if cr >= 0 else stop) + 1)
+    return ends
 
 
 def _header_name(data: bytes, start: int, end: int, source: str) -> str:
     tokens = data[start + 1 : end].split(maxsplit=1)
+    where = functools.partial(_line_number, data, start, source)
     if not tokens:
-        line = data.count(b"\n", 0, start) + 1
-        raise InputError(f"{source}: line {line}: FASTA header has an empty name")
+        raise InputError(f"{where()}FASTA header has an empty name")
     try:
-        return tokens[0].decode("utf-8")
+        name = tokens[0].decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, start) + 1
-        raise InputError(f"{source}: line {line}: FASTA name is not valid UTF-8") from exc
+        raise InputError(f"{where()}FASTA name is not valid UTF-8") from exc
+    problem = name_problem(name)
+    if problem:
+        raise InputError(f"{where()}record name {ascii(name)} {problem}")
+    return name
+
+
+def _line_number(data: bytes, offset: int, source: str) -> str:
+    """'SOURCE: line N: ' for `offset`, counting LF, CRLF and lone-CR line ends (an error's
+    prefix: it scans the file up to `offset`)."""
+    ends = data.count(b"\n", 0, offset) + data.count(b"\r", 0, offset)
+    ends -= data.count(b"\r\n", 0, offset)
+    return f"{source}: line {ends + 1}: "
+
+
+def refuse_duplicates(names: Sequence[str], source: str) -> None:
+    """One file's record names must differ: two equal names give output lines that cannot be
+    told apart."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        j = first.setdefault(name, i)
+        if j != i:
+            raise InputError(
+                f"{source}: record name {ascii(name)} is used twice (records {j + 1} and {i + 1})"
+            )
+
+
+def _refuse_protein(bases: np.ndarray, source: str) -> None:
+    """Refuse a file whose bases are mostly (over half) not nucleotides (`_NUCLEOTIDE`): a
+    protein FASTA would run to no seeds and no word.  Protein is about a quarter A, C, G, T, N;
+    DNA, soft-masked, N-gapped or X-masked, nearly all.  An evenly spaced sample of at most
+    PROTEIN_SAMPLE bases decides, so a genome costs no extra pass."""
+    sample = bases[:: -(-len(bases) // PROTEIN_SAMPLE)]
+    nucleotides = int(np.count_nonzero(_NUCLEOTIDE[sample]))
+    if 2 * nucleotides < len(sample):
+        share = 100 * (len(sample) - nucleotides) // len(sample)
+        raise InputError(
+            f"{source}: {share}% of the bases are not nucleotides (A, C, G, T, U, N or X, either "
+            "case): protein or other non-DNA sequence"
+        )
 
 
 def _sequence_mask(arr: np.ndarray, heads: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -217,16 +299,25 @@ def read_2bit_bytes(data: bytes, source: str) -> list[Record]:
         raise InputError(f"{source}: not a 2bit file (bad signature)")
     try:
         index = _twobit_index(data, order, source)
-        arr = np.frombuffer(data, dtype=np.uint8)
-        unpack = functools.partial(_twobit_record, data, arr, order, source=source)
-        if len(index) == 1 or len(data) < _THREADED_BYTES:
-            return [unpack(name, off) for name, off in index]
-        # Records unpack independently, and numpy's gather and the numba loops release the
-        # GIL: a genome's chromosomes unpack on every core (map raises the first error in order).
-        with ThreadPoolExecutor(min(len(index), os.cpu_count() or 1)) as pool:
-            return list(pool.map(unpack, *zip(*index, strict=True)))
+        refuse_duplicates([name for name, _ in index], source)
+        records = _twobit_records(data, order, index, source)
     except struct.error as exc:
         raise InputError(f"{source}: truncated 2bit file ({exc})") from exc
+    if not any(len(rec) for rec in records):
+        raise InputError(f"{source}: no sequence bases (every record is empty)")
+    return records
+
+
+def _twobit_records(data: bytes, order: str, index: list[tuple[str, int]],
+                    source: str) -> list[Record]:
+    arr = np.frombuffer(data, dtype=np.uint8)
+    unpack = functools.partial(_twobit_record, data, arr, order, source=source)
+    if len(index) == 1 or len(data) < _THREADED_BYTES:
+        return [unpack(name, off) for name, off in index]
+    # Records unpack independently, and numpy's gather and the numba loops release the GIL:
+    # a genome's chromosomes unpack on every core (map raises the first error in order).
+    with ThreadPoolExecutor(min(len(index), os.cpu_count() or 1)) as pool:
+        return list(pool.map(unpack, *zip(*index, strict=True)))
 
 
 def _twobit_index(data: bytes, order: str, source: str) -> list[tuple[str, int]]:
@@ -258,9 +349,14 @@ def _twobit_index(data: bytes, order: str, source: str) -> list[tuple[str, int]]
 
 def _twobit_name(raw: bytes, i: int, source: str) -> str:
     try:
-        return raw.decode("utf-8")
+        name = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{source}: 2bit index entry {i + 1}: name is not valid UTF-8") from exc
+    problem = name_problem(name)
+    if problem:
+        raise InputError(f"{source}: 2bit index entry {i + 1}: record name {ascii(name)} "
+                         f"{problem}")
+    return name
 
 
 def _twobit_record(
@@ -351,7 +447,7 @@ def write_fasta(path: PathLike, records: Iterable[Record], width: int = 60) -> N
     """Write FASTA, `width` bases per line (0: one line per record)."""
     records = list(records)
     for rec in records:
-        if not rec.name or any(c in rec.name for c in _WHITESPACE.decode()):
+        if not rec.name or name_problem(rec.name):
             raise InputError(f"{os.fspath(path)}: FASTA cannot hold record name {rec.name!r}")
     _write_atomic(path, (chunk for rec in records for chunk in _fasta_chunks(rec, width)))
 

@@ -188,6 +188,7 @@ def read_score_file(path: str | Path) -> list[list[int]]:
     settings: dict[str, int] = {}
     header: list[str] | None = None
     defined: dict[tuple[str, str], int] = {}
+    rows: list[str] = []
     for raw in Path(path).read_text().splitlines():
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -197,8 +198,11 @@ def read_score_file(path: str | Path) -> list[list[int]]:
             settings[name] = int(value)
         elif header is None:
             header = line.split()
-        else:
-            row, *values = line.split()
+        else:  # a row without its label takes the next column label (LASTZ, blastz files)
+            fields = line.split()
+            row, values = (header[len(rows)], fields) if len(fields) == len(header) else \
+                (fields[0], fields[1:])
+            rows.append(row)
             for col, value in zip(header, values, strict=True):
                 defined[(row, col)] = int(value)
     fill = settings.get("fill_score")

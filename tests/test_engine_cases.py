@@ -310,17 +310,16 @@ def test_scoring_file_plus100_minus50(engine, rng, tmp_path):
     assert files == {"tmp1.block0.r0.plus.segments": line("r", 1, 800, "q", 1, 800, "+", 79550)}
 
 
-def test_scoring_file_fill_score_covers_undefined_pairs(engine, rng, tmp_path):
+def test_scoring_file_rows_without_labels_take_the_columns_in_order(engine, rng, tmp_path):
     matrix = tmp_path / "score.txt"
-    matrix.write_text("fill_score = -50\nA C G\nA 100 -50 -50\nC -50 100 -50\nG -50 -50 100\n")
+    matrix.write_text("  T   A   C   G\n"
+                      "-50 -50 -50 -50\n-50 100 -50 -50\n-50 -50 100 -50\n-50 -50 -50 100\n")
     seq = bytearray(dna(rng, 800, b"ACG"))
     for i in (100, 250, 400, 550, 700):
         seq[i] = ord("T")
     seq = bytes(seq)
-    files = engine([("r", seq)], [("q", seq)])
-    assert list(files) == ["tmp1.block0.r0.plus.segments"]
     files = engine([("r", seq)], [("q", seq)], scoring=str(matrix))
-    # T is in neither header nor rows, so T/T is fill_score: 795 * 100 + 5 * -50
+    # the first row is T's (T/T scores -50), as LASTZ reads blastz files: 795 * 100 + 5 * -50
     assert files == {"tmp1.block0.r0.plus.segments": line("r", 1, 800, "q", 1, 800, "+", 79250)}
 
 

@@ -444,3 +444,53 @@ def test_gpu_run_with_the_index_writes_the_bytes_of_a_run_without(indexed, tmp_p
     assert main(["run", "--index", str(d / "ix-gpu"), "-q", str(qry), "-o", str(tmp_path / "o"),
                  *flags, "--backend", "gpu", *extra]) == 0
     assert outputs(tmp_path / "o") == plain
+
+
+# ---- scores at the bounds of options.py (SCORE_MAX, XDROP_MAX, HSPTHRESH_MAX) ---------------
+
+MILLION = """\
+     A        C        G        T
+A  1000000 -1000000 -1000000 -1000000
+C -1000000  1000000 -1000000 -1000000
+G -1000000 -1000000  1000000 -1000000
+T -1000000 -1000000 -1000000  1000000
+"""
+
+
+def _segment_lines(out: Path) -> list[list[str]]:
+    return [line.split("\t") for p in sorted(out.glob("*.segments"))
+            for line in p.read_text().splitlines()]
+
+
+def test_gpu_an_hsp_scoring_past_2_to_the_31_prints_whole_and_equals_cpu(tmp_path):
+    seq = bytes(np.random.default_rng(3).choice(np.frombuffer(b"ACGT", np.uint8), 3000))
+    r = write_fa(tmp_path / "r.fa", [("s", seq)])
+    (tmp_path / "scores.txt").write_text(MILLION)
+    run_both(tmp_path, r, r, "--scoring", str(tmp_path / "scores.txt"), "-x", "5000000", "-S",
+             "plus")
+    assert ["s", "1", "3000", "s", "1", "3000", "+", "3000000000"] in \
+        _segment_lines(tmp_path / "out-gpu")
+
+
+def test_gpu_identical_long_pair_with_a_wide_score_equals_cpu(tmp_path):
+    seq = bytes(np.random.default_rng(4).choice(np.frombuffer(b"ACGT", np.uint8), 150_000))
+    r = write_fa(tmp_path / "r.fa", [("s", seq)])
+    (tmp_path / "scores.txt").write_text(MILLION.replace("1000000", "30000"))
+    run_both(tmp_path, r, r, "--scoring", str(tmp_path / "scores.txt"), "-x", "5000000", "-S",
+             "plus")
+    assert ["s", "1", "150000", "s", "1", "150000", "+", "4500000000"] in \
+        _segment_lines(tmp_path / "out-gpu")
+
+
+@pytest.mark.parametrize("hspthresh", ["1000000", "2147483647"])
+def test_gpu_largest_legal_scores_and_xdrop_equal_cpu(tmp_path, hspthresh):
+    """Entries of +-SCORE_MAX and the x-drop at XDROP_MAX (the separator scores -1e8) through
+    the int32 capped walks, on related pairs of two records a side."""
+    (tmp_path / "scores.txt").write_text(MILLION)
+    rng = np.random.default_rng(int(hspthresh) % 1000)
+    for i in range(3):
+        ref, qry = related_pair(rng, 6000)
+        r = write_fa(tmp_path / f"r{i}.fa", [("rA", ref[:3000]), ("rB", ref[3000:])])
+        q = write_fa(tmp_path / f"q{i}.fa", [("qA", qry[:2500]), ("qB", qry[2500:])])
+        run_both(tmp_path, r, q, "--scoring", str(tmp_path / "scores.txt"), "-x", "10000000",
+                 "-H", hspthresh)

@@ -258,7 +258,7 @@ def test_index_refuses_record_names_with_whitespace(tmp_path, capfd):
     write_2bit(tmp_path / "ref.2bit", [Record("chr 1", seq)])
     assert_refused(capfd, ["index", "-r", str(tmp_path / "ref.2bit"), "--index",
                            str(tmp_path / "ix")], 2,
-                   r"record 1 has the name 'chr 1'; an index stores names without whitespace",
+                   r"record name 'chr 1' holds ' '",
                    tmp_path)
 
 

@@ -140,29 +140,54 @@ def test_columns_and_rows_are_matched_by_symbol_not_by_position(tmp_path):
             assert block[i, j] == rows[a][header.index(b)], (a, b)
 
 
-def test_pairs_the_file_leaves_undefined_get_fill_score(tmp_path):
-    text = "fill_score = -77\n   A   C\nA  5  -6\nC -7  8\n"
-    block = read_score_file(_write(tmp_path, text))
-    expected = np.full((4, 4), -77)
-    expected[:2, :2] = [[5, -6], [-7, 8]]
-    assert block.tolist() == expected.tolist()
-
-
 def test_a_score_file_reaches_the_run_matrix(tmp_path):
-    text = "fill_score = -3\n   A   C   G   T\nA  1  2  3  4\nC 5 6 7 8\nG 9 10 11 12\n"
+    text = "fill_score = -3\n   A   C   G   T\nA  1  2  3  4\nC 5 6 7 8\nG 9 10 11 12\n" \
+           "T 13 14 15 16\n"
     m = resolve_matrix(50, str(_write(tmp_path, text)), None)
-    assert m[:4, :4].tolist() == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [-3, -3, -3, -3]]
+    assert m[:4, :4].tolist() == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]]
     assert m[7, 0] == -500 and m[4, 0] == -1000
 
 
+def test_rows_without_labels_take_the_column_labels_in_order_as_lastz_reads_blastz_files(
+        tmp_path):
+    text = "   T  G  C  A\n 1  2  3  4\n 5  6  7  8\n 9 10 11 12\n13 14 15 16\n"
+    block = read_score_file(_write(tmp_path, text))
+    rows = {"T": [1, 2, 3, 4], "G": [5, 6, 7, 8], "C": [9, 10, 11, 12], "A": [13, 14, 15, 16]}
+    for i, a in enumerate("ACGT"):
+        for j, b in enumerate("ACGT"):
+            assert block[i, j] == rows[a]["TGCA".index(b)], (a, b)
+
+
+def test_labels_may_be_two_hex_digits_as_in_lastz(tmp_path):
+    text = "   41 43 47 54\n41 1 2 3 4\n43 5 6 7 8\n47 9 10 11 12\n54 13 14 15 16\n"
+    assert read_score_file(_write(tmp_path, text)).tolist() == \
+        [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]]
+
+
+def test_gap_settings_and_a_largest_legal_entry_are_accepted(tmp_path):
+    text = ("gap_open_penalty = -10\nE = 30\ny_drop = 9400\ngapped_threshold = 3000\n"
+            "bad_score = X:-1000\n" + FULL.replace("91  -114", "1000000  -114", 1))
+    assert read_score_file(_write(tmp_path, text))[0, 0] == 1_000_000
+
+
+FULL = """\
+     A     C     G     T
+A   91  -114   -31  -123
+C -114   100  -125   -31
+G  -31  -125   100  -114
+T -123   -31  -114    91
+"""
+
+
 @pytest.mark.parametrize("text, message", [
-    ("   A   C\nA 1.5 2\nC 3 4\n", r"line 2: '1\.5' is not an integer score"),
-    ("   A   C\nA 1 2\nC 3 4e1\n", r"line 3: '4e1' is not an integer score"),
-    ("fill_score = -1.5\n   A\nA 1\n", r"line 1: fill_score '-1\.5' is not an integer"),
-    ("bad_score = X:-2.5\n   A\nA 1\n", r"line 1: bad_score 'X:-2\.5' is not an integer"),
+    (FULL.replace("-114   -31  -123", "1.5   -31  -123"), r"line 2: score '1\.5' is not an int"),
+    (FULL.replace("91\n", "4e1\n"), r"line 5: score '4e1' is not an integer"),
+    ("fill_score = -1.5\n" + FULL, r"line 1: fill_score '-1\.5' is not an integer"),
+    ("bad_score = X:-2.5\n" + FULL, r"line 1: bad_score 'X:-2\.5' is not an integer"),
     ("# only settings\nfill_score = -5\ngap_open_penalty = 400\n", r"has no score matrix"),
     ("", r"has no score matrix"),
-    ("   A   C\nA 1 2 3\n", r"line 2: expected 3 fields"),
+    ("   A   C  G  T\nA 1 2\n", r"line 2: 3 fields; a row has 5 .* or 4"),
+    ("   A   C  G  T\n", r"column labels but no score rows"),
 ])
 def test_malformed_score_files_are_input_errors(tmp_path, text, message):
     with pytest.raises(InputError, match=message):
@@ -178,3 +203,24 @@ def test_an_unreadable_score_file_is_an_input_error_naming_it(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00\x81 A C\n")
     with pytest.raises(InputError, match=r"--scoring: cannot read .*binary\.txt"):
         read_score_file(binary)
+
+
+def test_the_score_bounds_keep_every_int32_sum_of_the_gpu_capped_walks():
+    """options.py's derivation, checked against the caps engine/gpu.py walks with (read from
+    its source: CuPy is not needed to know them)."""
+    import re
+    from pathlib import Path
+
+    from hspz import options
+    from hspz.sequence import MAX_BIN_BP
+
+    source = (Path(options.__file__).parent / "engine" / "gpu.py").read_text()
+    caps = [int(re.search(rf"^{name} = (\d+)", source, re.M).group(1)) for name in ("CAP", "CAP2")]
+    assert max(caps) <= options.WALK_CAP
+    s, x, top = options.SCORE_MAX, options.XDROP_MAX, options.INT32_MAX
+    assert 2 * options.WALK_CAP * s <= top  # mr + ml
+    assert 10 * x <= top  # the separator's entry
+    assert x + 8 * (s + 10 * x) <= top  # a walk's deepest drawdown, bound_walk's 8-base test
+    assert MAX_BIN_BP * s < 2**53  # a maximal HSP: exact in float64, far inside int64
+    assert options.MAX_BP == MAX_BIN_BP and options.HSPTHRESH_MAX == top
+    assert build_matrix(x).min() == -10 * x  # the largest x-drop still builds an int32 matrix
