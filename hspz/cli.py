@@ -207,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--dump-plan", metavar="F")
     est.add_argument("--from-manifest", metavar="F")
     est.add_argument("--index", metavar="DIR", help="the reference's seed tables from an index")
+    est.add_argument("--ns-per-hit", metavar="NS",
+                     help="project each unit's GPU time at this measured ns per seed hit (a "
+                          "6th column), and the wall at --gpus W from the run's partition")
 
     idx = sub.add_parser("index", help="build a reference's seed tables once, into a folder")
     idx.add_argument("-r", "--reference", required=True, help="reference FASTA, FASTA.gz or 2bit")
@@ -484,7 +487,19 @@ def cmd_estimate(ns: argparse.Namespace) -> int:
     _writable_file("--dump-plan", ns.dump_plan)
     req = Request(options, explicit_flags(ns), ns.reference, ns.query,
                   from_manifest=ns.from_manifest, dump_plan=ns.dump_plan, index=ns.index)
-    return estimate_command(req, stride)
+    per_hit = None if ns.ns_per_hit is None else parse_ns(ns.ns_per_hit)
+    return estimate_command(req, stride, per_hit)
+
+
+def parse_ns(text: str) -> float:
+    """--ns-per-hit: a finite positive number of nanoseconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"--ns-per-hit: {shown(text)} is not a number") from None
+    if not 0 < value < 1e9:
+        raise UsageError(f"--ns-per-hit: {shown(text)} must be above 0 and below 1e9")
+    return value
 
 
 def cmd_index(ns: argparse.Namespace) -> int:

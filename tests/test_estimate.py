@@ -70,3 +70,27 @@ def test_hit_histogram_buckets_and_nearest_rank_quantiles():
     for q in (0.5, 0.95, 0.99):
         assert h.quantile(q) == nonempty[int((len(nonempty) - 1) * q)]
     assert "max 300" in h.report()[-1]
+
+
+def test_the_projection_prices_each_unit_and_the_runs_partition(tmp_path, capsys):
+    """--ns-per-hit: a 6th column of hits x ns per unit, their total, and the wall at --gpus W
+    as the busiest worker's units under the partition run --gpus W prints."""
+    import re
+
+    from multibin import FLAGS, write_pair
+
+    from hspz.cli import main
+
+    ref, qry = write_pair(tmp_path)
+    args = ["-r", str(ref), "-q", str(qry), *FLAGS, "--gpus", "2"]
+    assert main(["hits-estimate", *args, "--ns-per-hit", "2.5"]) == 0
+    out, err = capsys.readouterr()
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert all(float(r[5]) == pytest.approx(int(r[4]) * 2.5e-6, abs=5e-4) for r in rows)
+    total = re.search(r"projected at 2.5 ns/hit: ([\d.]+) s of GPU time for 10 units", err)
+    assert float(total.group(1)) == pytest.approx(sum(int(r[4]) for r in rows) * 2.5e-9,
+                                                  abs=1e-3)
+    assert main(["run", *args, "-o", str(tmp_path / "o"), "--backend", "cpu"]) == 0
+    run_err = capsys.readouterr().err
+    policy = re.search(r"schedule: policy=(\S+) W=2 visits=(\d+)", run_err).groups()
+    assert f"2 worker(s), policy={policy[0]}, visits={policy[1]}" in err

@@ -13,6 +13,7 @@ import numpy as np
 from hspz import estimate
 from hspz import index as ix
 from hspz import plan as planning
+from hspz import schedule as scheduling
 from hspz.commands import Request
 from hspz.engine import Context
 from hspz.execute import say
@@ -22,8 +23,9 @@ from hspz.seed import SeedShape
 from hspz.sequence import Record
 
 
-def estimate_command(req: Request, stride: int) -> int:
-    """`hspZ hits-estimate`: the exact seed hits of every unit, by histogram dot products."""
+def estimate_command(req: Request, stride: int, ns_per_hit: float | None = None) -> int:
+    """`hspZ hits-estimate`: the exact seed hits of every unit, by histogram dot products;
+    with `ns_per_hit`, each unit's projected GPU time and the wall at --gpus W."""
     t0 = time.perf_counter()
     idx = None
     if req.index:
@@ -52,7 +54,11 @@ def estimate_command(req: Request, stride: int) -> int:
 
         report.write_plan(req.dump_plan, Inputs(ref, qry, p))
     rows, times = estimate_rows(ctx, p, ref, qry, stride, idx)
+    if ns_per_hit is not None:
+        rows = [(*row, f"{row[4] * ns_per_hit / 1e6:.3f}") for row in rows]
     sys.stdout.write("".join("\t".join(str(x) for x in row) + "\n" for row in rows))
+    if ns_per_hit is not None:
+        say(projection_lines(p, rows, ns_per_hit, req.options.gpus))
     me = estimate_peak_mib()
     say(f"hits-estimate: R={len(p.ref_bins)} Q={len(p.query_bins)} stride={stride} "
         f"threads={req.options.threads or os.cpu_count()} query_s={times[0]:.3f} "
@@ -89,6 +95,28 @@ def estimate_rows(ctx: Context, p: planning.Plan, ref: list[Record], qry: list[R
         t1 = time.perf_counter()
         rows = [row for part in pool.map(reference_side, range(len(p.ref_bins))) for row in part]
     return rows, [t1 - t, time.perf_counter() - t1]
+
+
+def projection_lines(p: planning.Plan, rows: list[tuple], ns_per_hit: float,
+                     gpus: int) -> list[str]:
+    """The projected GPU time of the whole plan, and the wall at `gpus` GPUs of one class: the
+    busiest worker's units under the partition `run --gpus` would use (`schedule`; the
+    HSPZ_UNIT_PARTITION knob decides as it does for a run).  GPU time only: a run adds its
+    start, reading, the reference builds and the tail after the last unit."""
+    unit_ms = [row[4] * ns_per_hit / 1e6 for row in rows]  # ordinal order
+    ref_bp = [row[2] for row in rows[::len(p.query_bins)]]
+    devices = scheduling.Devices("gpu", tuple(scheduling.DeviceProfile(1, 1, 1, "projected")
+                                              for _ in range(gpus)))
+    sched = scheduling.make_schedule(p, ref_bp, gpus, devices, scheduling.partition_knob())
+    busy = [sum(unit_ms[o] for o in scheduling.units_of(v, len(p.query_bins)))
+            for v in sched.visits]
+    lines = [f"hits-estimate: projected at {ns_per_hit:g} ns/hit: {sum(unit_ms) / 1e3:.3f} s "
+             f"of GPU time for {len(rows)} units ({sum(r[4] for r in rows)} seed hits)"]
+    lines.append(f"hits-estimate: at --gpus {gpus}: {sched.workers} worker(s), "
+                 f"policy={sched.policy}, visits={sched.total_visits}; busiest worker "
+                 f"{max(busy) / 1e3:.3f} s (" + ", ".join(f"worker {k} {b / 1e3:.3f} s"
+                                                         for k, b in enumerate(busy)) + ")")
+    return lines
 
 
 def estimate_peak_mib() -> float:
