@@ -132,7 +132,7 @@ def replay(m: Manifest, options: Options, explicit: set[str], ref: list[Record],
     if explicit & {"scoring", "ambiguous", "xdrop"}:
         matrix = resolve_matrix(options.xdrop, options.scoring, options.ambiguous)
     check_flags(m, options, explicit, matrix, source)
-    check_inputs(m, records_digest(ref), records_digest(qry), source)
+    check_inputs(m, ref, qry, source)
     return m
 
 
