@@ -41,6 +41,7 @@ class Summary:
     hit_stats: estimate.HitHistogram | None = None
     manifest: Manifest | None = None
     schedule: scheduling.Schedule | None = None
+    memory: planning.HostEstimate | None = None  # the CPU preflight's estimate (`--time`)
 
 
 @contextmanager

@@ -109,6 +109,11 @@ def time_lines(summary, wall_s: float) -> list[str]:
     me, kids = peak_rss_mib()
     worst = max([me, kids] + [r.peak_rss_kib / 1024 for r in summary.reports])
     lines.append(f"time: peak RSS {me:.1f} MiB (main), {worst:.1f} MiB (largest process)")
+    est = getattr(summary, "memory", None)
+    if est is not None:  # the CPU preflight's estimate of the same two numbers
+        lines.append(f"time: memory estimate {est.main / 2**20:.1f} MiB (main), "
+                     f"{max(est.main, est.worker) / 2**20:.1f} MiB (largest process), "
+                     f"{est.total / 2**20:.1f} MiB in all")
     return lines
 
 
