@@ -69,26 +69,30 @@ def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk) -> B
     return out
 
 
-def hit_pieces(qpos, lo, counts, cum, s0: int, s1: int, piece: int) -> list[tuple]:
+def hit_pieces(qpos, lo, counts, cum, s0: int, s1: int, piece: int):
     """The hits of seeds s0..s1 (one semantic chunk) as (qpos, lo, counts) pieces of at most
-    `piece` hits each, in hit order; a seed whose hits straddle a piece boundary is split
-    (its first index into `pos_table` moved, its count cut).  `cum` is the batch's inclusive
-    prefix sum of `counts`."""
+    `piece` hits each, in hit order; a seed whose hits straddle a piece boundary is split (its
+    first index into `pos_table` moved, its count cut).  `cum` is the batch's inclusive prefix
+    sum of `counts`.  The pieces are views: the split seeds are edited in place while their
+    piece is out and restored before the next one (`lo` and `counts` belong to one batch, so
+    no other thread sees them), which keeps a piece from copying its seeds."""
     first, last = (int(cum[s0 - 1]) if s0 else 0), int(cum[s1])
-    if last - first <= piece:
-        return [(qpos[s0:s1 + 1], lo[s0:s1 + 1], counts[s0:s1 + 1])]
-    out = []
     for a in range(first, last, piece):
         b = min(a + piece, last)
         i = int(np.searchsorted(cum, a, side="right"))  # the seed holding hit a
         j = int(np.searchsorted(cum, b, side="left"))  # the seed holding hit b - 1
-        lo_p, counts_p = lo[i:j + 1].copy(), counts[i:j + 1].copy()
+        saved = lo[i], counts[i], counts[j]
         skip = a - (int(cum[i]) - int(counts[i]))
-        lo_p[0] += skip
-        counts_p[0] -= skip
-        counts_p[-1] -= int(cum[j]) - b
-        out.append((qpos[i:j + 1], lo_p, counts_p))
-    return out
+        lo[i] += skip
+        counts[i] -= skip
+        counts[j] -= int(cum[j]) - b
+        try:
+            yield qpos[i:j + 1], lo[i:j + 1], counts[i:j + 1]
+        finally:  # in reverse: when i == j, both saved counts are the seed's own
+            counts[j] = saved[2]
+            lo[i], counts[i] = saved[0], saved[1]
+    if last == first:  # a chunk without hits still goes through the gate once
+        yield qpos[s0:s1 + 1], lo[s0:s1 + 1], counts[s0:s1 + 1]
 
 
 def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResult:
