@@ -129,8 +129,23 @@ def run_worker(job: WorkerJob, ref_records: Sequence[Record], qry_records: Seque
                 queries.ahead(order[i + 1][1])
             _run_unit(job, engine, rep, ref, current, visit.ref_bin, sink)
     rep.finished_ms = _ms_since(job.t0)
-    rep.peak_rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rep.peak_rss_kib = peak_rss_kib()
     return rep
+
+
+def peak_rss_kib() -> int:
+    """This process's peak resident set size in KiB: VmHWM, the high-water mark of its own
+    memory since it was exec'd.  (`ru_maxrss` also holds the RSS of the process it was
+    started from: Linux records the old address space's mark at exec, so a worker spawned by
+    a parent holding the inputs, or hspZ started from a large Python process, would report
+    theirs.)"""
+    try:
+        for line in open("/proc/self/status", encoding="ascii"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 class _Queries:

@@ -75,6 +75,26 @@ def test_the_cpu_estimate_is_within_1_5x_of_the_measured_peak_rss(pair, tmp_path
         assert estimated / 1.5 <= measured <= estimated * 1.5, (peak, est)
 
 
+def test_the_peak_rss_time_prints_is_the_process_own_not_its_parents(pair, tmp_path):
+    """hspZ started from a process holding 600 MiB (a workflow engine, a test runner): Linux
+    hands the parent's RSS mark to ru_maxrss across exec, so the peak printed must come from
+    the process's own high-water mark."""
+    ref, qry = pair
+    script = ("import subprocess, sys\n"
+              "ballast = bytearray(600 << 20)\n"
+              "ballast[::4096] = b'x' * len(ballast[::4096])\n"
+              "done = subprocess.run([sys.executable, '-m', 'hspz', *sys.argv[1:]],"
+              " capture_output=True, text=True)\n"
+              "sys.stderr.write(done.stderr)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HSPZ_")}
+    done = subprocess.run([sys.executable, "-c", script, "run", "-r", str(ref), "-q", str(qry),
+                           *FLAGS, "--backend", "cpu", "--gpus", "2", "--time", "-o",
+                           str(tmp_path / "out")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    peak, _ = _peaks(done.stderr)
+    assert peak[0] < 300 and peak[1] < 400, peak
+
+
 def test_a_run_is_costed_on_the_workers_its_plan_has(pair, tmp_path, capsys, monkeypatch):
     """--gpus 1000 on a plan of 5 reference bins runs 5 workers: a budget that holds 5 fits,
     without halving -B (costing 1000 workers would halve it until no record could be split)."""
