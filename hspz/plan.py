@@ -248,6 +248,7 @@ class MemoryModel:
 # kernels (157-175 MiB); the parent of worker processes does not load numba (49-51 MiB).
 CPU_PROCESS = 160 << 20
 PARENT_PROCESS = 48 << 20
+READ_COPIES = 2  # transient copies of the inputs while they are read (FASTA, gzip, 2bit alike)
 
 
 def workers_for(gpus: int, plan: Plan) -> int:
@@ -324,9 +325,11 @@ def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
                  qry_lengths: Sequence[int], workers: int) -> HostEstimate:
     """Peak host memory of a CPU run of this plan on `workers` workers (`workers_for`).
 
-    One worker runs in the calling process: CPU_PROCESS, every record read (R + Q bytes) and
-    the largest unit's `unit_bytes`.  Several: the parent holds the records and their copy in
-    shared memory; each worker process CPU_PROCESS, its largest unit and the shared pages of
+    One worker runs in the calling process: CPU_PROCESS, every record read (R + Q bytes), and
+    the larger of what reading them took besides (READ_COPIES x R + Q: decoded 24 Mbp FASTA and
+    2bit, and gzipped FASTA, peaked at three times their bases) and the largest unit's
+    `unit_bytes`.  Several: the parent holds the records, what reading took, then their copy
+    in shared memory; each worker process CPU_PROCESS, its largest unit and the shared pages of
     that unit's records, which it reads (counted once in the total).
 
     Estimate against the peak RSS `--time` printed (`time: peak RSS`, MiB; main, or the largest
@@ -339,12 +342,13 @@ def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
     inputs = sum(ref_lengths) + sum(qry_lengths)
     unit = worst_unit_bytes(m, plan, ref_lengths, qry_lengths)
     if workers <= 1:
-        main = CPU_PROCESS + inputs + unit
+        main = CPU_PROCESS + inputs + max(READ_COPIES * inputs, unit)
         return HostEstimate(main, 0, main, 1)
     r, q = largest_packed(plan, ref_lengths, qry_lengths)
     worker = CPU_PROCESS + unit + r + q
-    main = PARENT_PROCESS + 2 * inputs
-    return HostEstimate(main, worker, main + workers * (CPU_PROCESS + unit), workers)
+    main = PARENT_PROCESS + (1 + READ_COPIES) * inputs
+    running = PARENT_PROCESS + 2 * inputs + workers * (CPU_PROCESS + unit)
+    return HostEstimate(main, worker, max(main, running), workers)
 
 
 def can_split(plan: Plan) -> bool:
