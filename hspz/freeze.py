@@ -104,9 +104,9 @@ def advice(f: Freeze, p: planning.Plan, frozen: bool = False) -> str:
     """The flags that can make this run fit, as they apply to its backend and plan: fewer
     --gpus when several workers share what the budget covers (the host on the CPU backend, a
     device on the GPU), fewer --threads on the CPU backend (a seed batch and a piece of hits
-    per thread), a smaller --max-hits while a chunk's resident hits follow it, a smaller
-    -B/--query-block-size where the bins could still shrink.  `frozen`: a manifest's plan,
-    whose -B and --max-hits are fixed."""
+    per thread), a smaller --max-hits where a chunk's resident hits follow it (on the CPU only
+    below the engine's piece, `engine.cpu.PIECE`), a smaller -B/--query-block-size where the
+    bins could still shrink.  `frozen`: a manifest's plan, whose -B and --max-hits are fixed."""
     o, devices = f.options, f.devices
     w = planning.workers_for(o.gpus, p)
     cpu = devices.backend == "cpu"
@@ -116,7 +116,8 @@ def advice(f: Freeze, p: planning.Plan, frozen: bool = False) -> str:
     if cpu and (per_worker_threads(o.threads, w) or os.cpu_count() or 1) > 1:
         flags.append("fewer --threads")
     if not frozen:
-        flags.append("a smaller --max-hits")
+        if not cpu or o.max_hits < _cpu_piece():
+            flags.append("a smaller --max-hits")
         if planning.can_split(p):
             flags.append("a smaller -B/--query-block-size")
     if not flags:
@@ -125,13 +126,17 @@ def advice(f: Freeze, p: planning.Plan, frozen: bool = False) -> str:
         flags[-1] + ")"
 
 
+def _cpu_piece() -> int:
+    from hspz.engine import cpu
+
+    return cpu.PIECE
+
+
 def resident_hits(devices: scheduling.Devices, max_hits: int) -> int:
     """Hits of one semantic chunk held at once: at most the engine's physical piece (how it
     streams a chunk never changes bytes)."""
     if devices.backend != "gpu":
-        from hspz.engine import cpu
-
-        return min(max_hits, cpu.PIECE)
+        return min(max_hits, _cpu_piece())
     from hspz.engine import gpu
 
     return min(max_hits, getattr(gpu, "PIECE", max_hits))

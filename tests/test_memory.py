@@ -158,7 +158,7 @@ def test_a_unit_extended_in_small_pieces_writes_the_bytes_of_whole_chunks(pair, 
 
 
 def _advice(backend: str, gpus: int, threads: int, devices: int, bins: int,
-            frozen: bool = False, records_per_bin: int = 1) -> str:
+            frozen: bool = False, records_per_bin: int = 1, max_hits: int = 16711680) -> str:
     from hspz.freeze import Freeze, advice
     from hspz.options import Options
     from hspz.schedule import DeviceProfile, Devices
@@ -166,21 +166,21 @@ def _advice(backend: str, gpus: int, threads: int, devices: int, bins: int,
     p = planning.Plan(tuple(tuple(range(k * records_per_bin, (k + 1) * records_per_bin))
                             for k in range(bins)), ((0,),))
     devs = Devices(backend, tuple(DeviceProfile(1, 1, 1) for _ in range(devices)))
-    f = Freeze(Options(gpus=gpus, threads=threads, backend=backend), devs,
+    f = Freeze(Options(gpus=gpus, threads=threads, backend=backend, max_hits=max_hits), devs,
                np.zeros((8, 8), np.int32))
     return advice(f, p, frozen)
 
 
 def test_the_preflight_advice_names_only_the_flags_that_apply_to_the_backend():
-    # CPU, one worker, one thread, bins of single records: only --max-hits can help
-    assert _advice("cpu", 1, 1, 1, 3) == " (try a smaller --max-hits)"
+    # CPU, one worker, one thread, bins of single records, hits in pieces: nothing would help
+    assert _advice("cpu", 1, 1, 1, 3) == ""
+    assert _advice("cpu", 1, 1, 1, 3, max_hits=1000) == " (try a smaller --max-hits)"
     # --gpus 4 on a plan of one reference bin is one worker: never told to use fewer --gpus
     assert "--gpus" not in _advice("cpu", 4, 1, 4, 1)
-    assert _advice("cpu", 2, 4, 2, 3) == " (try fewer --gpus, fewer --threads or a smaller " \
-                                         "--max-hits)"
+    assert _advice("cpu", 2, 4, 2, 3) == " (try fewer --gpus or fewer --threads)"
     assert _advice("cpu", 1, 2, 1, 3, records_per_bin=2) == \
-        " (try fewer --threads, a smaller --max-hits or a smaller -B/--query-block-size)"
-    assert _advice("cpu", 1, 2, 1, 3, frozen=True) == " (try fewer --threads)"
+        " (try fewer --threads or a smaller -B/--query-block-size)"
+    assert _advice("cpu", 1, 2, 1, 3, frozen=True, max_hits=1000) == " (try fewer --threads)"
     # GPU: device memory, so never --threads; --gpus only while workers share a device
     assert _advice("gpu", 2, 8, 2, 3) == " (try a smaller --max-hits)"
     assert _advice("gpu", 4, 8, 2, 3) == " (try fewer --gpus or a smaller --max-hits)"

@@ -334,21 +334,22 @@ def preflight_case(kind: str):
                "--backend", "cpu", "-o", str(root / "out")]
         head = "^hspZ: memory preflight: the largest unit .* over its 0.00 GiB budget \\(90% of " \
                "HSPZ_HOST_MEMORY_BYTES\\)"
-        if kind == "cpu-one-thread":  # bins of single records: -B cannot help
-            return (run + ["-B", "1000", "-t", "1"], 2,
+        if kind == "cpu-one-thread":  # bins of single records: no flag named would help
+            return (run + ["-B", "1000", "-t", "1"], 2, f"{head}; records are never split$")
+        if kind == "cpu-small-max-hits":  # below the engine's piece, the hits follow -m
+            return (run + ["-B", "1000", "-t", "1", "-m", "1000"], 2,
                     f"{head}; records are never split \\(try a smaller --max-hits\\)$")
         if kind == "cpu-threads":
             return (run + ["-B", "1000", "-t", "2"], 2,
-                    f"{head}; records are never split \\(try fewer --threads or a smaller "
-                    f"--max-hits\\)$")
+                    f"{head}; records are never split \\(try fewer --threads\\)$")
         if kind == "cpu-two-workers":
             return (run + ["-B", "1000", "-t", "4", "--gpus", "2"], 2,
-                    f"{head}; records are never split \\(try fewer --gpus, fewer --threads or "
-                    f"a smaller --max-hits\\)$")
+                    f"{head}; records are never split \\(try fewer --gpus or fewer "
+                    f"--threads\\)$")
         if kind == "cpu-kegalign-bins":
             return (run + ["-B", "20000", "-t", "1", "--kegalign-bins"], 2,
                     f"{head}; --kegalign-bins never shrinks the blocks \\(try a smaller "
-                    f"--max-hits or a smaller -B/--query-block-size\\)$")
+                    f"-B/--query-block-size\\)$")
         if kind == "manifest-frozen":
             (m,) = _copy(frozen, root, "m.txt")
             argv = ["run", "-r", str(root / "ref.fa"), "-q", str(root / "qry.fa"),
@@ -376,7 +377,8 @@ CASES = {
         "damaged-unit", "another-plan", "duplicate", "missing-worker", "old-format")},
     **{f"workers-{k}": workers_case(k) for k in ("out-of-range", "far-out-of-range")},
     **{f"preflight-{k}": preflight_case(k) for k in (
-        "cpu-one-thread", "cpu-threads", "cpu-two-workers", "cpu-kegalign-bins",
+        "cpu-one-thread", "cpu-small-max-hits", "cpu-threads", "cpu-two-workers",
+        "cpu-kegalign-bins",
         "manifest-frozen")},
 }
 
