@@ -251,7 +251,10 @@ def _option_value(lines: _Lines, name: str, at: tuple[int, str]):
 def parse_manifest(text: str, source: str) -> Manifest:
     """A Manifest from the text of a manifest or a plan file, its checksum checked first;
     InputError names the file (and the line)."""
-    data = text.encode("utf-8")
+    return _manifest_of(text.encode("utf-8"), source)
+
+
+def _manifest_of(data: bytes, source: str) -> Manifest:
     if data.startswith(b"hspz-plan"):
         return read_plan_text(data, source).manifest
     _check_format(data, source, "hspz-manifest", FORMAT, "manifest")
@@ -349,12 +352,7 @@ def _check_topology(plan: Plan, units: list, records: dict, source: str) -> None
 
 def read_manifest(path: str | os.PathLike) -> Manifest:
     """The manifest of a manifest file or of a plan file, checked (`parse_manifest`)."""
-    source = os.fspath(path)
-    data = _read(path)
-    if data.startswith(b"hspz-plan"):
-        return read_plan_text(data, source).manifest
-    _check_format(data, source, "hspz-manifest", FORMAT, "manifest")
-    return _manifest_body(unsealed(data, source, "manifest"), source)
+    return _manifest_of(_read(path), os.fspath(path))
 
 
 def _read(path: str | os.PathLike) -> bytes:
