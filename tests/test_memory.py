@@ -96,17 +96,32 @@ def test_the_peak_rss_time_prints_is_the_process_own_not_its_parents(pair, tmp_p
 
 
 def test_a_run_is_costed_on_the_workers_its_plan_has(pair, tmp_path, capsys, monkeypatch):
-    """--gpus 1000 on a plan of 5 reference bins runs 5 workers: a budget that holds 5 fits,
-    without halving -B (costing 1000 workers would halve it until no record could be split)."""
+    """--gpus 6 on a plan of 5 reference bins runs 5 workers, each with its share of -t 10: a
+    budget that holds them fits without halving -B.  Costing 6 workers of one thread, as
+    --gpus asked, would not (nor would the old model, which gave every worker the budget's
+    sixth)."""
     ref, qry = (str(p) for p in pair)
-    common = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-t", "1"]
+    common = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-t", "10"]
     assert main(common + ["-o", str(tmp_path / "one")]) == 0
-    monkeypatch.setenv("HSPZ_HOST_MEMORY_BYTES", str(2 << 30))
+    from hspz import freeze
+    from hspz.options import Options
+    from hspz.schedule import cpu_devices
+
+    five = planning.cpu_estimate(freeze.memory_model(freeze.Freeze(
+        Options(gpus=6, threads=10), cpu_devices(6), np.zeros((8, 8), np.int32)), 16711680, 5),
+        planning.make_plan(*_lengths(pair), 4000, 7000), *_lengths(pair), 5).total
+    monkeypatch.setenv("HSPZ_HOST_MEMORY_BYTES", str(int(five / 0.9) + 1))
     capsys.readouterr()
-    assert main(common + ["--gpus", "1000", "-o", str(tmp_path / "many")]) == 0
+    assert main(common + ["--gpus", "6", "-o", str(tmp_path / "many")]) == 0
     err = capsys.readouterr().err
-    assert "note:" not in err and re.search(r"^schedule: policy=\S+ W=5 ", err, re.M)
+    assert "note:" not in err and re.search(r"^schedule: policy=\S+ W=5 ", err, re.M), err
     assert outputs(tmp_path / "many") == outputs(tmp_path / "one")
+
+
+def _lengths(pair) -> tuple[list[int], list[int]]:
+    from hspz.sequence import read_records
+
+    return tuple([len(r) for r in read_records(str(p))] for p in pair)
 
 
 def _pieces(counts: np.ndarray, s0: int, s1: int, piece: int):
