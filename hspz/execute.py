@@ -46,6 +46,7 @@ class Summary:
     schedule: scheduling.Schedule | None = None
     jobs: list = field(default_factory=list)  # the execution's Jobs (a batch: one each)
     batch: bool = False  # a --query-list run: the ledger has a job column
+    memory: planning.HostEstimate | None = None  # the CPU preflight's estimate (`--time`)
 
 
 @contextmanager

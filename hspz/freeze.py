@@ -18,19 +18,19 @@ from hspz import plan as planning
 from hspz import schedule as scheduling
 from hspz.budget import (
     device_budget,
+    host_budget,
     layout_workers,
     per_worker_threads,
     resolve_max_hits,
 )
 from hspz.engine import Context
 from hspz.errors import UsageError
-from hspz.inputs import side_digest
 from hspz.manifest import Manifest, check_flags, check_inputs, check_version
 from hspz.options import Options
 from hspz.report import say
 from hspz.scoring import resolve_matrix
 from hspz.seed import SeedShape
-from hspz.sequence import Record
+from hspz.sequence import Record, side_digest
 
 if TYPE_CHECKING:
     from hspz.commands import Request
@@ -47,36 +47,96 @@ class Freeze:
     notes: list[str] = field(default_factory=list)
 
 
-def memory_fits(f: Freeze, max_hits: int, ref_lengths: list[int], qry_lengths: list[int]):
-    """(fits(plan), describe(plan)) for this run's workers and budget."""
-    o, devices = f.options, f.devices
-    workers = max(1, o.gpus)
+def memory_model(f: Freeze, max_hits: int, workers: int) -> planning.MemoryModel:
+    """The memory model of this run's flags on `workers` workers."""
+    o = f.options
     threads = per_worker_threads(o.threads, workers) or os.cpu_count() or 1
-    model = planning.MemoryModel(devices.backend, SeedShape.from_pattern(o.pattern).weight,
-                                 o.step, resident_hits(devices, max_hits), o.wga_chunk_size,
-                                 o.transition, threads)
-    budget = device_budget(devices, workers)
+    return planning.MemoryModel(f.devices.backend, SeedShape.from_pattern(o.pattern).weight,
+                                o.step, resident_hits(f.devices, max_hits), o.wga_chunk_size,
+                                o.transition, threads)
+
+
+def memory_fits(f: Freeze, max_hits: int, ref_lengths: list[int], qry_lengths: list[int]):
+    """(fits(plan), describe(plan)) for this run's budget: on the CPU backend the whole run's
+    host memory (`plan.cpu_estimate`) against 90% of the host's, on the GPU each worker's
+    device memory against its share of the free memory.  A plan runs on min(--gpus, its
+    reference bins) workers (`plan.workers_for`), so each candidate plan is costed on its
+    own worker count."""
+    devices, gpus = f.devices, f.options.gpus
+    host = host_budget() if devices.backend == "cpu" else None
 
     def need(p: planning.Plan) -> int:
+        w = planning.workers_for(gpus, p)
+        model = memory_model(f, max_hits, w)
+        if devices.backend == "cpu":
+            return planning.cpu_estimate(model, p, ref_lengths, qry_lengths, w).total
         return planning.worst_unit_bytes(model, p, ref_lengths, qry_lengths)
 
+    def budget(p: planning.Plan) -> int | None:
+        if devices.backend == "cpu":
+            return None if host is None else host[0]
+        return device_budget(devices, planning.workers_for(gpus, p))
+
     def fits(p: planning.Plan) -> bool:
-        return budget is None or need(p) <= budget
+        b = budget(p)
+        return b is None or need(p) <= b
 
     def describe(p: planning.Plan) -> str:
         rbp = max(planning.bin_bp(p.ref_bins, ref_lengths))
         qbp = max(planning.bin_bp(p.query_bins, qry_lengths))
-        return (f"the largest unit ({rbp} x {qbp} bp) needs ~{need(p) / 2**30:.2f} GiB per "
-                f"worker, over the {budget / 2**30:.2f} GiB budget of {workers} worker(s)")
+        w = planning.workers_for(gpus, p)
+        if devices.backend == "cpu":
+            t = memory_model(f, max_hits, w).threads
+            return (f"the largest unit ({rbp} x {qbp} bp) makes the run need ~"
+                    f"{_gib(need(p))} GiB of host memory ({w} worker(s), {t} thread(s) each), "
+                    f"over its {_gib(host[0])} GiB budget (90% of {host[1]})")
+        return (f"the largest unit ({rbp} x {qbp} bp) needs ~{_gib(need(p))} GiB per "
+                f"worker, over the {_gib(budget(p))} GiB budget of {w} worker(s)")
 
     return fits, describe
 
 
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f}"
+
+
+def advice(f: Freeze, p: planning.Plan, frozen: bool = False) -> str:
+    """The flags that can make this run fit, as they apply to its backend and plan: fewer
+    --gpus when several workers share what the budget covers (the host on the CPU backend, a
+    device on the GPU), fewer --threads on the CPU backend (a seed batch and a piece of hits
+    per thread), a smaller --max-hits where a chunk's resident hits follow it (on the CPU only
+    below the engine's piece, `engine.cpu.PIECE`), a smaller -B/--query-block-size where the
+    bins could still shrink.  `frozen`: a manifest's plan, whose -B and --max-hits are fixed."""
+    o, devices = f.options, f.devices
+    w = planning.workers_for(o.gpus, p)
+    cpu = devices.backend == "cpu"
+    flags = []
+    if w > 1 and (cpu or w > devices.count):
+        flags.append("fewer --gpus")
+    if cpu and (per_worker_threads(o.threads, w) or os.cpu_count() or 1) > 1:
+        flags.append("fewer --threads")
+    if not frozen:
+        if not cpu or o.max_hits < _cpu_piece():
+            flags.append("a smaller --max-hits")
+        if planning.can_split(p):
+            flags.append("a smaller -B/--query-block-size")
+    if not flags:
+        return ""
+    return " (try " + ", ".join(flags[:-1]) + (" or " if len(flags) > 1 else "") + \
+        flags[-1] + ")"
+
+
+def _cpu_piece() -> int:
+    from hspz.engine import cpu
+
+    return cpu.PIECE
+
+
 def resident_hits(devices: scheduling.Devices, max_hits: int) -> int:
-    """Hits of one semantic chunk held at once: all of them on the CPU; on the GPU at most the
-    engine's physical piece (how it streams a chunk never changes bytes)."""
+    """Hits of one semantic chunk held at once: at most the engine's physical piece (how it
+    streams a chunk never changes bytes)."""
     if devices.backend != "gpu":
-        return max_hits
+        return min(max_hits, _cpu_piece())
     from hspz.engine import gpu
 
     return min(max_hits, getattr(gpu, "PIECE", max_hits))
@@ -92,7 +152,8 @@ def plan_layout(f: Freeze, max_hits: int, ref_lengths: list[int],
             q = o.resolved_query_block_size
             p = planning.make_plan(ref_lengths, qry_lengths, o.seq_block_size, q, True)
             if not fits(p):
-                raise ValueError(f"{describe(p)}; --kegalign-bins never shrinks the blocks")
+                raise planning.NoFit(f"{describe(p)}; --kegalign-bins never shrinks the "
+                                     f"blocks", p)
             return planning.Layout(p, o.seq_block_size, q, [])
         if o.seq_block_size == 0:
             w = layout_workers(o.gpus, f.devices)
@@ -104,9 +165,8 @@ def plan_layout(f: Freeze, max_hits: int, ref_lengths: list[int],
         q = o.resolved_query_block_size
         return planning.plan_within_budget(ref_lengths, qry_lengths, o.seq_block_size, q,
                                            fits, describe)
-    except ValueError as exc:
-        raise UsageError(f"memory preflight: {exc}; records are never split (use fewer "
-                         f"--gpus or a smaller --max-hits)") from None
+    except planning.NoFit as exc:
+        raise UsageError(f"memory preflight: {exc}{advice(f, exc.plan)}") from None
 
 
 def freeze(f: Freeze, ref: list[Record], qry: list[Record]) -> Manifest:
@@ -133,7 +193,7 @@ def replay(m: Manifest, options: Options, explicit: set[str], ref: list[Record],
     if explicit & {"scoring", "ambiguous", "xdrop"}:
         matrix = resolve_matrix(options.xdrop, options.scoring, options.ambiguous)
     check_flags(m, options, explicit, matrix, source)
-    check_inputs(m, side_digest(ref), side_digest(qry), source)
+    check_inputs(m, ref, qry, source)
     return m
 
 
@@ -158,12 +218,13 @@ def prepare(req: Request, devices: scheduling.Devices, ref: list[Record], qry: l
             digests: bool, loaded: Manifest | None = None) -> Manifest:
     """The frozen job: a loaded manifest checked against the budget, or planned from flags."""
     if loaded is not None:
-        fits, describe = memory_fits(Freeze(req.options, devices, loaded.matrix),
-                                     loaded.options.max_hits, loaded.ref_lengths,
-                                     loaded.qry_lengths)
+        # the frozen settings, with this run's workers and threads
+        o = loaded.options.replace(gpus=req.options.gpus, threads=req.options.threads)
+        f = Freeze(o, devices, loaded.matrix)
+        fits, describe = memory_fits(f, o.max_hits, loaded.ref_lengths, loaded.qry_lengths)
         if not fits(loaded.plan):
             raise UsageError(f"{req.from_manifest}: {describe(loaded.plan)}; a frozen plan is "
-                             f"never replanned")
+                             f"never replanned{advice(f, loaded.plan, frozen=True)}")
         return loaded
     o = req.options
     matrix = resolve_matrix(o.xdrop, o.scoring, o.ambiguous)
@@ -171,6 +232,18 @@ def prepare(req: Request, devices: scheduling.Devices, ref: list[Record], qry: l
     m = freeze(f, ref, qry)
     say(f.notes)
     return m
+
+
+def memory_estimate(options: Options, devices: scheduling.Devices,
+                    m: Manifest) -> planning.HostEstimate | None:
+    """The CPU backend's host memory estimate for a frozen job on this run's workers and
+    threads (what `--time` prints beside the peak RSS); None on the GPU backend."""
+    if devices.backend != "cpu":
+        return None
+    o = m.options.replace(gpus=options.gpus, threads=options.threads)
+    w = planning.workers_for(o.gpus, m.plan)
+    model = memory_model(Freeze(o, devices, m.matrix), o.max_hits, w)
+    return planning.cpu_estimate(model, m.plan, m.ref_lengths, m.qry_lengths, w)
 
 
 def write_dumps(req: Request, m: Manifest) -> None:

@@ -436,7 +436,7 @@ def check_plan(idx: Index, ref_bins: planning.Bins) -> None:
 
 def known_records(idx: Index):
     """The index's reference as records known by name and length (and the records hash)."""
-    from hspz.inputs import KnownRecords
+    from hspz.sequence import KnownRecords
 
     m = idx.manifest
     return KnownRecords(m.names, m.lengths, m.records_digest)

@@ -1,16 +1,26 @@
 """Frozen plans on disk: the manifest (`--dump-manifest` / `--from-manifest`), the plan file of
-`hspZ plan` and the results file of `hspZ work`.
+`hspZ plan` and the results file of `hspZ work`, each sealed by a checksum of its content.
 
 A manifest is line-oriented text, `key value` per line (`#` comments and blank lines ignored):
 the format version and hspZ version, every parameter (the ones that decide output are checked on
 replay, `gpus`/`threads`/`backend` are informational), the resolved 8x8 matrix, the resolved
 `--max-hits`, sha256 digests of both inputs' records (`sequence.records_digest`), each record's
-name and length, the bins and the units.  Replay validates and fails with one line on any
-mismatch; it never replans.
+name and length, the bins and the units.  Its last line is `checksum sha256:<hex>`, the sha256
+of every byte before that line: an edit or a flipped byte anywhere, a truncation or anything
+appended is refused with one line naming the file, before a single value is believed.  Replay
+then checks every record's name and length and both digests against the inputs, and each
+explicit flag against the frozen value; it never replans.
 
-A plan file is a manifest followed by the schedule for W workers and the absolute input paths.
+A plan file is the schedule for W workers and the absolute input paths followed by a manifest's
+lines, sealed by one checksum line over the whole file.
+
 A results file is an .npz of `UnitResult.to_bytes()` images plus a JSON header naming the plan
-(sha256 of the plan file's text) and the worker, written to a temporary name and renamed.
+(sha256 of the plan file's bytes), the worker, its units, the sha256 of each unit's image and a
+checksum of the header itself; reading it checks all of them, and a damaged zip (bad CRC,
+truncated, not a zip) is one line too.  It is written to a temporary name and renamed.
+
+Each format has a version (FORMAT, PLAN_FORMAT, RESULTS_FORMAT): another version is refused
+with one line, never read half-way.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import io
 import json
 import os
 import uuid
+import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -33,10 +44,12 @@ from hspz.errors import InputError, UsageError
 from hspz.options import Options
 from hspz.plan import Plan
 from hspz.schedule import Schedule, Visit, schedule_lines
+from hspz.sequence import Record, side_digest
 
-FORMAT = 1
-PLAN_FORMAT = 1
-RESULTS_FORMAT = 2  # 2: HSP scores are int64 (hsp.HSP_DTYPE)
+FORMAT = 2  # 2: the checksum line
+PLAN_FORMAT = 2
+RESULTS_FORMAT = 3  # 2: unit image digests and the header checksum; 3: int64 HSP scores
+SEAL = "checksum sha256:"
 
 # Options fields a manifest freezes: each decides output, so replay compares them.
 FROZEN = ("strand", "seed", "step", "transition", "xdrop", "hspthresh", "entropy", "ambiguous",
@@ -62,7 +75,8 @@ class Manifest:
     version: str = __version__
 
     def to_text(self) -> str:
-        return "".join(f"{line}\n" for line in manifest_lines(self))
+        """The manifest file: its lines and the checksum line."""
+        return sealed("".join(f"{line}\n" for line in manifest_lines(self)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -145,6 +159,45 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# The checksum line
+# --------------------------------------------------------------------------------------------
+
+
+def sealed(text: str) -> str:
+    """`text` (whole lines) followed by `checksum sha256:<hex of text's UTF-8 bytes>`."""
+    return f"{text}{SEAL}{hashlib.sha256(text.encode('utf-8')).hexdigest()}\n"
+
+
+def unsealed(data: bytes, source: str, what: str) -> str:
+    """The text before the checksum line of `data`, once the checksum matches; InputError
+    (naming `source`) when the line is missing or anything before or after it changed."""
+    head, _, last = data[:-1].rpartition(b"\n") if data.endswith(b"\n") else (b"", b"", b"")
+    body = head + b"\n" if head else b""
+    if not last.startswith(SEAL.encode()):
+        raise InputError(f"{source}: no checksum line at the end of the {what} (truncated, or "
+                         f"not written by this hspZ)")
+    if hashlib.sha256(body).hexdigest().encode() != last[len(SEAL):]:
+        raise InputError(f"{source}: checksum mismatch: the {what} was edited or damaged after "
+                         f"hspZ wrote it (re-create it rather than edit it)")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:  # sealed, so written this way: not by hspZ
+        raise InputError(f"{source}: not UTF-8 text ({exc.reason})") from None
+
+
+def _check_format(data: bytes, source: str, key: str, current: int, what: str) -> None:
+    """The first line must be `key <current>`; an older or newer version is refused before
+    the checksum is (an older file has none)."""
+    first = data.partition(b"\n")[0].decode("utf-8", "replace").split(" ")
+    if first[0] != key or len(first) != 2:
+        raise InputError(f"{source}: not an hspZ {what}")
+    if first[1] != str(current):
+        age = "an older" if first[1].isdigit() and int(first[1]) < current else "another"
+        raise InputError(f"{source}: {what} format {first[1]!r} was written by {age} hspZ; this "
+                         f"one reads format {current} (re-create the {what} with this hspZ)")
+
+
+# --------------------------------------------------------------------------------------------
 # Reading
 # --------------------------------------------------------------------------------------------
 
@@ -201,10 +254,22 @@ def _option_value(lines: _Lines, name: str, at: tuple[int, str]):
 
 
 def parse_manifest(text: str, source: str) -> Manifest:
-    """A Manifest from text (a manifest or a plan file); InputError names the line."""
+    """A Manifest from the text of a manifest or a plan file, its checksum checked first;
+    InputError names the file (and the line)."""
+    return _manifest_of(text.encode("utf-8"), source)
+
+
+def _manifest_of(data: bytes, source: str) -> Manifest:
+    if data.startswith(b"hspz-plan"):
+        return read_plan_text(data, source).manifest
+    _check_format(data, source, "hspz-manifest", FORMAT, "manifest")
+    return _manifest_body(unsealed(data, source, "manifest"), source)
+
+
+def _manifest_body(text: str, source: str) -> Manifest:
+    """A Manifest from checked text without its checksum line (plan lines filtered out)."""
     lines = _Lines(text, source)
-    head = [k for _, k, _ in lines.items[:1]]
-    if head not in (["hspz-manifest"], ["hspz-plan"]):
+    if [k for _, k, _ in lines.items[:1]] != ["hspz-manifest"]:
         raise InputError(f"{source}: not an hspZ manifest")
     keys = ["hspz-manifest", "hspz_version", "pattern", "matrix"]
     keys += [f"{n}_hex" if n.endswith("prefix") else n for n in FROZEN + INFORMATIONAL]
@@ -291,15 +356,15 @@ def _check_topology(plan: Plan, units: list, records: dict, source: str) -> None
 
 
 def read_manifest(path: str | os.PathLike) -> Manifest:
-    return parse_manifest(_read(path), os.fspath(path))
+    """The manifest of a manifest file or of a plan file, checked (`parse_manifest`)."""
+    return _manifest_of(_read(path), os.fspath(path))
 
 
-def _read(path: str | os.PathLike) -> str:
+def _read(path: str | os.PathLike) -> bytes:
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {os.fspath(path)}: "
-                         f"{getattr(exc, 'strerror', None) or exc}") from exc
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {os.fspath(path)}: {exc.strerror or exc}") from exc
 
 
 # --------------------------------------------------------------------------------------------
@@ -313,13 +378,32 @@ def check_version(m: Manifest, source: str) -> None:
                          f"replay refuses a different version")
 
 
-def check_inputs(m: Manifest, ref_digest: str, qry_digest: str, source: str) -> None:
-    """The records on this machine must be the records the plan was made from."""
-    for side, want, got in (("reference", m.ref_digest, ref_digest),
-                            ("query", m.qry_digest, qry_digest)):
+def check_inputs(m: Manifest, ref: Sequence[Record], qry: Sequence[Record],
+                 source: str) -> None:
+    """The records on this machine must be the records the plan was made from: the same
+    names and lengths in the same order (the first one that differs is named), then the same
+    bases (`sequence.records_digest`)."""
+    for side, names, lengths, records in (("reference", m.ref_names, m.ref_lengths, ref),
+                                          ("query", m.qry_names, m.qry_lengths, qry)):
+        _check_records(side, names, lengths, records, source)
+    for side, want, records in (("reference", m.ref_digest, ref), ("query", m.qry_digest, qry)):
+        got = side_digest(records)
         if want != got:
             raise InputError(f"{source}: {side} records differ from the planned ones "
                              f"(sha256 {got[:16]}… here, {want[:16]}… in the manifest)")
+
+
+def _check_records(side: str, names: list[str], lengths: list[int], records: Sequence[Record],
+                   source: str) -> None:
+    here = [(r.name, len(r)) for r in records]
+    frozen = list(zip(names, lengths, strict=True))
+    for i, (a, b) in enumerate(zip(here, frozen, strict=False)):
+        if a != b:
+            raise InputError(f"{source}: {side} record {i + 1} is {a[0]!r} ({a[1]} bp) here, "
+                             f"{b[0]!r} ({b[1]} bp) in the manifest")
+    if len(here) != len(frozen):
+        raise InputError(f"{source}: the {side} has {len(here)} records here, {len(frozen)} "
+                         f"in the manifest")
 
 
 def check_flags(m: Manifest, given: Options, explicit: Iterable[str], matrix: np.ndarray | None,
@@ -370,23 +454,25 @@ def plan_text(manifest: Manifest, schedule: Schedule, reference: str, query: str
         lines.append(f"worker {k} {schedule.devices[k]} {schedule.labels[k]}")
         lines += [f"visit {k} {v.ref_bin} {v.first} {v.end}" for v in visits]
     lines += schedule_lines(schedule)  # the same lines `hspZ plan` prints, for readers
-    return "".join(f"{line}\n" for line in lines) + manifest.to_text()
+    body = "".join(f"{line}\n" for line in lines + manifest_lines(manifest))
+    return sealed(body)
 
 
 def read_plan(path: str | os.PathLike) -> PlanFile:
-    source = os.fspath(path)
-    text = _read(path)
+    """A plan file, its checksum, schedule and manifest checked; InputError names the file."""
+    return read_plan_text(_read(path), os.fspath(path))
+
+
+def read_plan_text(data: bytes, source: str) -> PlanFile:
+    _check_format(data, source, "hspz-plan", PLAN_FORMAT, "plan file")
+    text = unsealed(data, source, "plan file")
     lines = _Lines(text, source)
-    if [k for _, k, _ in lines.items[:1]] != ["hspz-plan"]:
-        raise InputError(f"{source}: not an hspZ plan file (made by `hspZ plan`)")
     s = lines.scalars(["hspz-plan", "reference_path", "query_path", "workers", "policy",
                        "reason"])
-    if _int(lines, s["hspz-plan"], "format version") != PLAN_FORMAT:
-        raise lines.error(s["hspz-plan"][0], "unsupported plan format version")
     body = "\n".join(raw for raw in text.split("\n") if not _is_plan_key(raw))
-    manifest = parse_manifest(body, source)
+    manifest = _manifest_body(body, source)
     schedule = _schedule(lines, _int(lines, s["workers"], "workers"), s, manifest)
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(data).hexdigest()
     return PlanFile(manifest, schedule, s["reference_path"][1], s["query_path"][1], digest)
 
 
@@ -431,24 +517,73 @@ def _check_cover(visits: list[list[Visit]], plan: Plan, source: str) -> None:
 
 
 def write_results(path: str | os.PathLike, results: Sequence[UnitResult], header: dict) -> None:
-    """All of one worker's UnitResults in one .npz, written under a temporary name."""
-    arrays = {f"unit{r.ordinal}": np.frombuffer(r.to_bytes(), np.uint8) for r in results}
-    head = dict(header, format=RESULTS_FORMAT, units=[r.ordinal for r in results])
+    """All of one worker's UnitResults in one .npz, written under a temporary name; the header
+    records each unit image's sha256 and its own checksum."""
+    images = {r.ordinal: r.to_bytes() for r in results}
+    head = dict(header, format=RESULTS_FORMAT, units=list(images),
+                sha256=[hashlib.sha256(b).hexdigest() for b in images.values()])
+    head["checksum"] = _header_checksum(head)
+    arrays = {f"unit{o}": np.frombuffer(b, np.uint8) for o, b in images.items()}
     arrays["header"] = np.frombuffer(json.dumps(head).encode(), np.uint8)
     with replaced_atomically(path, "--output: ") as tmp, open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
 
 
+def _header_checksum(head: dict) -> str:
+    rest = {k: v for k, v in head.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
+
+
+# What a damaged .npz raises while it is read: zipfile's BadZipFile (bad CRC-32, no central
+# directory), EOFError (empty or cut short), OSError, ValueError (not a zip and not .npy).
+_DAMAGED = (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zipfile.LargeZipFile)
+
+
 def read_results(path: str | os.PathLike) -> tuple[dict, list[UnitResult]]:
-    """(header, UnitResults) of one results file; InputError when it is not one."""
+    """(header, UnitResults) of one results file, every checksum checked; InputError when it
+    is damaged, of another format or not a results file."""
     source = os.fspath(path)
     try:
-        with np.load(source, allow_pickle=False) as z:
-            header = json.loads(z["header"].tobytes().decode())
-            keys = [f"unit{o}" for o in header["units"]]
-            results = [UnitResult.from_file(io.BytesIO(z[k].tobytes())) for k in keys]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{source}: not an hspZ results file ({exc})") from exc
-    if header.get("format") != RESULTS_FORMAT:
-        raise InputError(f"{source}: unsupported results format {header.get('format')!r}")
+        z = np.load(source, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise InputError(f"{source}: not an hspZ results file (made by `hspZ work`)")
+        with z:
+            header = _results_header(z, source)
+            images = {o: z[f"unit{o}"].tobytes() for o in header["units"]}
+    except _DAMAGED as exc:
+        raise InputError(f"{source}: not a readable hspZ results file "
+                         f"({type(exc).__name__}: {exc})") from None
+    for (o, image), want in zip(images.items(), header["sha256"], strict=True):
+        if hashlib.sha256(image).hexdigest() != want:
+            raise InputError(f"{source}: unit {o} is damaged (its sha256 differs from the one "
+                             f"in the header)")
+    results = [UnitResult.from_file(io.BytesIO(image)) for image in images.values()]
+    for o, r in zip(images, results, strict=True):
+        if r.ordinal != o:
+            raise InputError(f"{source}: unit {o} holds the result of unit {r.ordinal}")
     return header, results
+
+
+def _results_header(z, source: str) -> dict:
+    """The header, its format, its checksum and the members it names checked."""
+    if "header" not in z.files:
+        raise InputError(f"{source}: not an hspZ results file (made by `hspZ work`)")
+    try:
+        header = json.loads(z["header"].tobytes().decode())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        header = None
+    if not isinstance(header, dict):
+        raise InputError(f"{source}: the results header is not a JSON object")
+    if header.get("format") != RESULTS_FORMAT:
+        raise InputError(f"{source}: results format {header.get('format')!r} was written by "
+                         f"another hspZ; this one reads format {RESULTS_FORMAT} (rerun "
+                         f"`hspZ work`)")
+    if header.get("checksum") != _header_checksum(header):
+        raise InputError(f"{source}: checksum mismatch: the results header was edited or "
+                         f"damaged after `hspZ work` wrote it")
+    units, digests = header.get("units"), header.get("sha256")
+    members = sorted(f for f in z.files if f != "header")
+    if not isinstance(units, list) or not isinstance(digests, list) or \
+            len(units) != len(digests) or members != sorted(f"unit{o}" for o in units):
+        raise InputError(f"{source}: the results header does not list the file's units")
+    return header

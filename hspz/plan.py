@@ -7,9 +7,10 @@ query bin) pair with the dense ordinal `r * Q + q`.  Intervals and chunks are ha
 inclusive exactly as KegAlign has them, so a boundary window may be seeded twice and the last
 window of a bin never: that is reproduced on purpose.
 
-The memory model (`unit_bytes`) is an estimate of one worker's peak working set for one unit;
-`plan_within_budget` halves the block sizes until the largest unit fits a worker's budget, and
-`auto_layout` resolves `-B 0`.  Neither ever runs for `--kegalign-bins` or a frozen manifest.
+The memory model (`unit_bytes`) is an estimate of one worker's peak working set for one unit
+(`cpu_estimate`: of the CPU backend's whole run, by process); `plan_within_budget` halves the
+block sizes until the largest unit fits the budget, and `auto_layout` resolves `-B 0`.  Neither
+ever runs for `--kegalign-bins` or a frozen manifest.
 """
 
 from __future__ import annotations
@@ -236,35 +237,61 @@ class MemoryModel:
     backend: str  # "cpu" (host bytes) or "gpu" (device bytes)
     weight: int  # care positions of the seed
     step: int
-    max_hits: int  # hits of one semantic chunk resident at once
+    max_hits: int  # hits of one semantic chunk resident at once (at most the engine's piece)
     chunk_size: int
     transition: bool
-    threads: int = 1
+    threads: int = 1  # per worker
+
+
+# The CPU model's process sizes, measured (peak RSS of the multibin pair, whose tables and
+# batches are a few MiB): a worker process holds the interpreter, numpy, numba and the compiled
+# kernels (157-175 MiB); the parent of worker processes does not load numba (49-51 MiB).
+CPU_PROCESS = 160 << 20
+PARENT_PROCESS = 48 << 20
+READ_COPIES = 2  # transient copies of the inputs while they are read (FASTA, gzip, 2bit alike)
+
+
+def workers_for(gpus: int, plan: Plan) -> int:
+    """min(--gpus, reference bins): the workers a plan runs on (at least one)."""
+    return max(1, min(gpus, len(plan.ref_bins)))
 
 
 def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) -> int:
-    """Estimated peak bytes one worker needs for a unit of these packed sizes.
+    """Estimated peak bytes one worker needs for a unit of these packed sizes, beyond its
+    process (CPU_PROCESS) and the input records.
 
     GPU (device memory): index table 4·4^k, positions 4·R/step, encoded reference R, both query
     strands 2Q (+Q while a query bin is swapped), seed batch buffers 24 B per seed, 36 B per hit
-    of one semantic chunk, scan scratch, plus 64 MiB headroom.  CPU (host memory): the table
-    and its build histogram 12·4^k, positions 4·R/step, reference bytes and both codes 3R, both
-    query strands with their codes 6Q (12Q when there are several query bins: a worker prepares
-    the next one while a unit runs), one seed batch per thread (36 B per seed) and one semantic
-    chunk's extension arrays (48 B per hit), plus the same headroom.
+    of one semantic chunk, scan scratch, plus 64 MiB headroom.
+
+    CPU (host memory), the larger of two phases, plus both query strands with their seed and
+    score codes, 6Q (12Q when there are several query bins: the next one is prepared while a
+    unit runs).  Building the reference table: the packed bin, its score and seed codes 3R,
+    the histogram, its prefix sum and the fill cursors 20·4^k (int64, int64 and the u32 table),
+    positions 4·R/step.  Running the batches: the bin and its score codes 2R, the table 4·4^k
+    and positions, and per thread one seed batch (36 B per seed: k-mer, position, table index,
+    count, prefix sum; 12 B per window) and one piece of hits being extended (112 B per hit: 48
+    for the first pass, 64 for a share of them walked again by the diagonal sweep; at most
+    `engine.cpu.PIECE` hits however large --max-hits is).  See `cpu_estimate` for the process
+    sizes and the measured peaks.
     """
-    seeds = m.chunk_size * ((m.weight + 1) if m.transition else 1)
+    per_window = (m.weight + 1) if m.transition else 1
     positions = 4 * math.ceil(ref_bp / max(m.step, 1))
     table = 4 ** m.weight
     if m.backend == "gpu":
+        seeds = m.chunk_size * per_window
         swap = query_bp if query_bins > 1 else 0
         scan = 12 * math.ceil(m.chunk_size / 256) + 8 * math.ceil(seeds / 256) \
             + 8 * math.ceil(m.max_hits / 256)
         return (4 * table + positions + ref_bp + 2 * query_bp + swap + 36 * m.max_hits
                 + 24 * seeds + 4 * m.chunk_size + scan + HEADROOM)
-    queries = 2 if query_bins > 1 else 1
-    return (12 * table + positions + 3 * ref_bp + 6 * queries * query_bp
-            + max(m.threads, 1) * 36 * seeds + 48 * m.max_hits + HEADROOM)
+    windows = min(m.chunk_size, max(query_bp, 1))  # a batch never spans more than its bin
+    seeds = windows * per_window
+    queries = 6 * query_bp * (2 if query_bins > 1 else 1)
+    build = 3 * ref_bp + 20 * table + positions
+    batch = 36 * seeds + 12 * windows + 112 * m.max_hits
+    run = 2 * ref_bp + 4 * table + positions + max(m.threads, 1) * batch
+    return max(build, run) + queries
 
 
 def worst_unit_bytes(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
@@ -272,14 +299,87 @@ def worst_unit_bytes(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
     """The estimate for the largest reference bin against the largest query bin."""
     if not plan.ref_bins or not plan.query_bins:
         return 0
-    packed = [max(bin_bp(bins, lengths)[i] + len(b) - 1 for i, b in enumerate(bins))
-              for bins, lengths in ((plan.ref_bins, ref_lengths), (plan.query_bins, qry_lengths))]
-    return unit_bytes(m, packed[0], packed[1], len(plan.query_bins))
+    r, q = largest_packed(plan, ref_lengths, qry_lengths)
+    return unit_bytes(m, r, q, len(plan.query_bins))
+
+
+def largest_packed(plan: Plan, ref_lengths: Sequence[int],
+                   qry_lengths: Sequence[int]) -> tuple[int, int]:
+    """Packed bytes (records and separators) of the largest reference and query bin."""
+    r, q = (max(bin_bp(bins, lengths)[i] + len(b) - 1 for i, b in enumerate(bins))
+            for bins, lengths in ((plan.ref_bins, ref_lengths), (plan.query_bins, qry_lengths)))
+    return r, q
+
+
+@dataclass(frozen=True)
+class HostEstimate:
+    """The CPU backend's host memory for a run, by process (bytes)."""
+
+    main: int  # the calling process: the records, and the worker itself when W = 1
+    worker: int  # one worker process when W >= 2, else 0
+    total: int  # all at once (the shared records counted once)
+    workers: int
+
+
+def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
+                 qry_lengths: Sequence[int], workers: int) -> HostEstimate:
+    """Peak host memory of a CPU run of this plan on `workers` workers (`workers_for`).
+
+    One worker runs in the calling process: CPU_PROCESS, every record read (R + Q bytes), and
+    the larger of what reading them took besides (READ_COPIES x R + Q: decoded 24 Mbp FASTA and
+    2bit, and gzipped FASTA, peaked at three times their bases) and the largest unit's
+    `unit_bytes`.  Several: the parent holds the records, what reading took, then their copy
+    in shared memory; each worker process CPU_PROCESS, its largest unit and the shared pages of
+    that unit's records, which it reads (counted once in the total).
+
+    Estimate against the peak RSS `--time` printed (each process's VmHWM, MiB), on the 2-core
+    dev machine, CPU backend, default flags unless given (`benchmarks/memory_model.py`); the
+    demo, H. pylori and the 24 x 4 Mbp pair at the default layout have one reference bin, so
+    --gpus 2 runs them on one worker, with the same figures as --gpus 1:
+
+    | workload | -t | --gpus | process | estimate | peak RSS | peak / estimate |
+    |---|---|---|---|---|---|---|
+    | demo | 1 | 1 | main | 484 | 470 | 0.97 |
+    | demo | 2 | 1 | main | 484 | 470 | 0.97 |
+    | multibin (tests/multibin.py FLAGS) | 1 | 1 | main | 189 | 157 | 0.83 |
+    | multibin | 2 | 1 | main | 217 | 158 | 0.72 |
+    | multibin | 1, 2 | 2 | main | 48 | 51-52 | 1.06-1.08 |
+    | multibin | 1, 2 | 2 | worker | 189 | 149 | 0.79 |
+    | H. pylori (1.7 x 1.7 Mbp) | 1 | 1 | main | 504 | 493 | 0.98 |
+    | H. pylori | 2 | 1 | main | 531 | 496 | 0.93 |
+    | sim 24 x 4 Mbp (2bit) | 1 | 1 | main | 690 | 651 | 0.94 |
+    | sim 24 x 4 Mbp | 2 | 1 | main | 696 | 651 | 0.94 |
+    | sim 24 x 4 Mbp, -B 8M (4 bins) | 1 | 1 | main | 599 | 617 | 1.03 |
+    | sim 24 x 4 Mbp, -B 8M | 2 | 1 | main | 618 | 635 | 1.03 |
+    | sim 24 x 4 Mbp, -B 8M | 1, 2 | 2 | main | 128 | 140 | 1.09 |
+    | sim 24 x 4 Mbp, -B 8M | 1, 2 | 2 | worker | 586 | 549 | 0.94 |
+
+    The first run after installing compiles numba's loops, which adds about 85 MiB (the
+    multibin pair at -t 2: 240 MiB with an empty cache, 156 MiB with it written).
+    """
+    inputs = sum(ref_lengths) + sum(qry_lengths)
+    unit = worst_unit_bytes(m, plan, ref_lengths, qry_lengths)
+    if workers <= 1:
+        main = CPU_PROCESS + inputs + max(READ_COPIES * inputs, unit)
+        return HostEstimate(main, 0, main, 1)
+    r, q = largest_packed(plan, ref_lengths, qry_lengths)
+    worker = CPU_PROCESS + unit + r + q
+    main = PARENT_PROCESS + (1 + READ_COPIES) * inputs
+    running = PARENT_PROCESS + 2 * inputs + workers * (CPU_PROCESS + unit)
+    return HostEstimate(main, worker, max(main, running), workers)
 
 
 def can_split(plan: Plan) -> bool:
     """Whether halving the targets can still make a bin smaller (records are never split)."""
     return any(len(b) > 1 for b in plan.ref_bins + plan.query_bins)
+
+
+class NoFit(ValueError):
+    """The memory preflight found no plan that fits; `plan` is the last one it tried."""
+
+    def __init__(self, message: str, plan: Plan):
+        super().__init__(message)
+        self.plan = plan
 
 
 @dataclass
@@ -296,20 +396,20 @@ class Layout:
 def plan_within_budget(ref_lengths: Sequence[int], qry_lengths: Sequence[int], target: int,
                        query_target: int, fits: Callable[[Plan], bool],
                        describe: Callable[[Plan], str]) -> Layout:
-    """The plan at these targets, halving both until `fits` holds; ValueError when even bins
-    of single records do not fit (records are never split)."""
+    """The plan at these targets, halving both until `fits` holds; NoFit when even bins of
+    single records do not fit (records are never split)."""
     notes: list[str] = []
     for _ in range(64):
         plan = make_plan(ref_lengths, qry_lengths, target, query_target)
         if fits(plan):
             return Layout(plan, target, query_target, notes)
         if not can_split(plan) or target <= 1:
-            raise ValueError(describe(plan))
+            raise NoFit(f"{describe(plan)}; records are never split", plan)
         notes.append(f"note: {describe(plan)}; halving --seq-block-size to {target // 2} and "
                      f"--query-block-size to {max(query_target // 2, 1)} (this changes the "
                      f"plan and its digest)")
         target, query_target = target // 2, max(query_target // 2, 1)
-    raise ValueError(describe(plan))
+    raise NoFit(describe(plan), plan)
 
 
 def auto_ref_bin_count(n_records: int, default_bins: int, workers: int) -> int:
@@ -336,9 +436,9 @@ def auto_layout(ref_lengths: Sequence[int], qry_lengths: Sequence[int], workers:
     if query_target is not None:
         plan = Plan(ref_bins, balanced_bins(qry_lengths, query_target))
         if not fits(plan):
-            raise ValueError(f"automatic layout (R={r} Q={len(plan.query_bins)}) with the "
-                             f"explicit --query-block-size: {describe(plan)}; drop "
-                             f"--query-block-size or give -B explicitly")
+            raise NoFit(f"automatic layout (R={r} Q={len(plan.query_bins)}) with the "
+                        f"explicit --query-block-size: {describe(plan)}; drop "
+                        f"--query-block-size or give -B explicitly", plan)
         return Layout(plan, seq_target, query_target, [])
     single = Plan(ref_bins, balanced_bins_n(qry_lengths, 1))
     if fits(single):

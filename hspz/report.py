@@ -8,7 +8,6 @@ is computed.
 from __future__ import annotations
 
 import os
-import resource
 import sys
 
 from hspz.engine import prepare_query, prepare_reference
@@ -73,11 +72,11 @@ def cpu_only(ctx, plan, ref_records, qry_records) -> int:
     return 0
 
 
-def peak_rss_mib() -> tuple[float, float]:
-    """(this process, the largest finished child) peak resident set size in MiB."""
-    me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return me, kids
+def peak_rss_mib() -> float:
+    """This process's peak resident set size in MiB (`workers.peak_rss_kib`)."""
+    from hspz.workers import peak_rss_kib
+
+    return peak_rss_kib() / 1024
 
 
 def time_lines(summary, wall_s: float) -> list[str]:
@@ -94,9 +93,14 @@ def time_lines(summary, wall_s: float) -> list[str]:
     for phase, seconds in summed.items():
         lines.append(f"time: {'workers: ' + phase:<28} {seconds:>9.3f}  (summed over "
                      f"{len(summary.reports)} worker(s))")
-    me, kids = peak_rss_mib()
-    worst = max([me, kids] + [r.peak_rss_kib / 1024 for r in summary.reports])
+    me = peak_rss_mib()  # the workers report their own peaks
+    worst = max([me] + [r.peak_rss_kib / 1024 for r in summary.reports])
     lines.append(f"time: peak RSS {me:.1f} MiB (main), {worst:.1f} MiB (largest process)")
+    est = getattr(summary, "memory", None)
+    if est is not None:  # the CPU preflight's estimate of the same two numbers
+        lines.append(f"time: memory estimate {est.main / 2**20:.1f} MiB (main), "
+                     f"{max(est.main, est.worker) / 2**20:.1f} MiB (largest process), "
+                     f"{est.total / 2**20:.1f} MiB in all")
     return lines
 
 

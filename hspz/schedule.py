@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hspz import knobs
-from hspz.plan import Plan
+from hspz.plan import Plan, workers_for
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,7 @@ class Schedule:
 def make_schedule(plan: Plan, ref_bp: Sequence[int], gpus: int, devices: Devices,
                   knob: bool | None) -> Schedule:
     """min(--gpus, reference bins) workers, the policy and the partition."""
-    workers = max(1, min(gpus, len(plan.ref_bins)))
+    workers = workers_for(gpus, plan)
     use_units, reason = choose_policy(knob, workers, devices)
     q = len(plan.query_bins)
     part = unit_partition(ref_bp, q, workers) if use_units else \

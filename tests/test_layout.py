@@ -71,10 +71,11 @@ def test_auto_reference_bins_are_a_multiple_of_the_workers():
 
 
 def needs(pair_lengths, target: int) -> int:
-    """The preflight's estimate for the plan at `target` (both sides), one thread, H 1000."""
+    """The preflight's estimate for the plan at `target` (both sides): the whole run's host
+    memory at one worker, one thread, H 1000."""
     model = planning.MemoryModel("cpu", SEED.count("1"), 1, 1000, 1500, True, 1)
     p = planning.make_plan(*pair_lengths, target, target)
-    return planning.worst_unit_bytes(model, p, *pair_lengths)
+    return planning.cpu_estimate(model, p, *pair_lengths, 1).total
 
 
 def test_preflight_halves_the_blocks_until_a_unit_fits(pair, tmp_path, capsys, monkeypatch):

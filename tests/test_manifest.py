@@ -4,6 +4,7 @@ mismatch with one line; `hspZ plan` -> `work` (every worker) -> `merge` writes e
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 
@@ -42,7 +43,8 @@ def test_manifest_text_round_trips(job):
     text = open(job["manifest"]).read()
     m = parse_manifest(text, "m")
     assert m.to_text() == text
-    assert re.search(r"^hspz-manifest 1$", text, re.M)
+    assert re.search(r"^hspz-manifest 2$", text, re.M)
+    assert re.search(r"\nchecksum sha256:[0-9a-f]{64}\n\Z", text)
     assert re.search(r"^records R 6 [0-9a-f]{64}$", text, re.M)
     assert re.search(r"^matrix (-?\d+,){63}-?\d+$", text, re.M)
     assert len(m.plan.ref_bins) == 5 and len(m.plan.query_bins) == 2
@@ -75,10 +77,22 @@ def _edited_query(job, tmp_path):
     return path
 
 
+def sealed(text: str) -> str:
+    """`text` and the checksum line the frozen formats end with (written out here, so that the
+    format itself is checked): `checksum sha256:<hex of every byte before it>`."""
+    return f"{text}checksum sha256:{hashlib.sha256(text.encode()).hexdigest()}\n"
+
+
+def resealed(text: str) -> str:
+    """A sealed text edited as `hspZ` itself would have written it: the checksum line
+    recomputed (to reach the checks behind the checksum)."""
+    return sealed(text[:text.rindex("checksum sha256:")])
+
+
 def _version_changed(job, tmp_path):
     path = tmp_path / "m.txt"
-    path.write_text(re.sub(r"^hspz_version .*$", "hspz_version 0.0.0", open(job["manifest"]).read(),
-                           flags=re.M))
+    path.write_text(resealed(re.sub(r"^hspz_version .*$", "hspz_version 0.0.0",
+                                    open(job["manifest"]).read(), flags=re.M)))
     return path
 
 
@@ -103,8 +117,9 @@ def _scores(tmp_path):
     ("scores", "scoring matrix differs"),
     ("query", "query records differ from the planned ones"),
     ("version", "made by hspZ 0.0.0"),
-    ("truncated", "not a complete hspZ manifest|record table|units do not form"),
-    ("swapped", "reference records differ"),
+    ("truncated", "no checksum line at the end of the manifest"),
+    ("swapped", "reference record 1 is 'contig0' .3000 bp. here, 'chr0' .3800 bp. in the "
+                "manifest"),
 ])
 def test_replay_refuses_every_mismatch_with_one_line(job, tmp_path, capsys, case, message):
     ref, qry, manifest, extra = job["ref"], job["qry"], job["manifest"], []
@@ -162,27 +177,30 @@ def test_plan_work_merge_writes_the_bytes_of_run(job, tmp_path, capsys, gpus):
 
 def test_merge_refuses_missing_duplicate_and_foreign_results(job, tmp_path, capsys):
     plan, results = plan_work(job, tmp_path, capsys, 2)
-    cases = [(results[:1], 1, "never arrived"), (results + results[:1], 1, "arrived twice")]
-    other = tmp_path / "other.txt"
-    shutil.copy(plan, other)
-    with open(other, "a") as fh:
-        fh.write("# another plan\n")
-    for args, status, message in cases + [(results, 2, "belong to another plan")]:
+    other = tmp_path / "other.txt"  # another plan of the same pair: three workers
+    assert run(capsys, ["plan", "-r", job["ref"], "-q", job["qry"], *FLAGS, "--backend", "cpu",
+                        "--gpus", "3", "-o", other])[0] == 0
+    cases = [(plan, results[:1], "no results of worker.s. 1 of"),
+             (plan, results + results[:1], "the results of worker 0 were given twice"),
+             (other, results, "these results belong to another plan than")]
+    for p, args, message in cases:
         out = tmp_path / "out"
-        p = other if "another" in message else plan
         got, _, err = run(capsys, ["merge", "--plan", p, "-o", out, *args])
-        assert got == status and message in one_line_error(err)
+        assert got == 2 and re.search(message, one_line_error(err)), err
         assert not out.exists()
 
 
 def test_work_refuses_a_worker_outside_the_plan_and_changed_inputs(job, tmp_path, capsys):
-    plan, _ = plan_work(job, tmp_path, capsys, 2)
+    ref, qry = tmp_path / "ref.fa", tmp_path / "qry.fa"
+    shutil.copy(job["ref"], ref)
+    shutil.copy(job["qry"], qry)
+    plan = tmp_path / "plan.txt"
+    assert run(capsys, ["plan", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "--gpus", "2",
+                        "-o", plan])[0] == 0
     status, _, err = run(capsys, ["work", "--plan", plan, "--worker", "2", "-o", tmp_path / "r"])
     assert status == 2 and "--worker: 2 is not a worker" in one_line_error(err)
-    text = open(plan).read().replace(job["qry"], str(_edited_query(job, tmp_path)))
-    edited = tmp_path / "edited.txt"
-    edited.write_text(text)
-    status, _, err = run(capsys, ["work", "--plan", edited, "--worker", "0", "-o", tmp_path / "r"])
+    assert _edited_query(job, tmp_path) == qry  # the planned file, one base edited
+    status, _, err = run(capsys, ["work", "--plan", plan, "--worker", "0", "-o", tmp_path / "r"])
     assert status == 2 and "query records differ" in one_line_error(err)
     assert not (tmp_path / "r").exists()
 

@@ -158,10 +158,11 @@ def test_a_failing_worker_process_fails_the_run_with_one_line(pair, tmp_path):
         run_workers(jobs, ref, qry, lambda result, extras: None)
 
 
-def test_an_early_pool_larger_than_the_jobs_runs_them_and_leaves_no_process(pair):
-    """The pool returns its workers' reports; the shared records stay until the pool's `with`
-    ends (the workers' exit overlaps the caller's publishing), then no process or shared block
-    is left."""
+def test_a_pool_larger_than_the_jobs_runs_them_unlinks_the_shared_block_and_leaves_nothing(
+        pair):
+    """The pool returns its workers' reports; the shared block's name is gone as soon as every
+    worker has attached (its memory stays mapped until the pool's `with` ends), and then no
+    process is left."""
     import multiprocessing
     import os
 
@@ -171,10 +172,10 @@ def test_an_early_pool_larger_than_the_jobs_runs_them_and_leaves_no_process(pair
     got = []
     with Pool(3, "hspz.engine.cpu") as pool:
         reports = run_workers(jobs, ref, qry, lambda result, extras: got.append(result), pool)
-        block = f"/dev/shm/{pool.shm.name}"
-        assert os.path.exists(block)
+        assert pool.shm is not None and pool.unlinked
+        assert not os.path.exists(f"/dev/shm/{pool.shm.name.lstrip('/')}")
     assert sorted(r.ordinal for r in got) == [0, 1] and [r.units for r in reports] == [1, 1]
-    assert not multiprocessing.active_children() and not os.path.exists(block)
+    assert not multiprocessing.active_children()
 
 
 def test_a_pooled_worker_gone_before_its_job_fails_the_run_with_one_line(pair):
@@ -215,7 +216,7 @@ def test_a_closed_pool_frees_its_queue_and_pipes_at_once(pair):
         gc.enable()
 
 
-def test_bad_input_with_several_workers_is_one_line_and_stops_the_early_pool(
+def test_bad_input_with_several_workers_is_one_line_and_leaves_no_worker(
         pair, tmp_path, capsys):
     import multiprocessing
 
@@ -336,7 +337,7 @@ def test_a_failing_sink_fails_the_in_process_worker(pair):
 
 @pytest.mark.parametrize("numba", [False, True])
 def test_pooled_workers_load_numba_before_their_job_only_when_asked(pair, numba, monkeypatch):
-    """A pool asked to load numba (large inputs: `commands.run.may_hold_large_bins`) has it loaded
+    """A pool asked to load numba (large bins: `commands.run.holds_large_bins`) has it loaded
     in each process before the job; otherwise the job finds it unloaded (the probe engine has
     no warm_worker, and its tiny bins prepare with numpy)."""
     from pathlib import Path
@@ -351,16 +352,23 @@ def test_pooled_workers_load_numba_before_their_job_only_when_asked(pair, numba,
     assert got == [1.0 if numba else 0.0] * 2
 
 
-def test_only_inputs_that_may_hold_a_large_bin_ask_for_numba(tmp_path):
-    from hspz.commands.run import may_hold_large_bins
+def test_only_plans_with_a_bin_of_small_bytes_or_more_ask_for_numba():
+    import numpy as np
+
+    from hspz.commands.run import holds_large_bins
+    from hspz.manifest import Manifest
+    from hspz.options import Options
+    from hspz.plan import Plan
     from hspz.sequence import SMALL_BYTES
 
-    small, large = tmp_path / "small.2bit", tmp_path / "large.2bit"
-    small.write_bytes(b"x" * (SMALL_BYTES // 4 - 1))
-    with open(large, "wb") as f:
-        f.truncate(SMALL_BYTES // 4)
-    assert not may_hold_large_bins([str(small), str(tmp_path / "missing.fa")])
-    assert may_hold_large_bins([str(small), str(large)])
+    def manifest(query_lengths: list[int]) -> Manifest:
+        plan = Plan(((0,), (1,)), ((0, 1),))
+        return Manifest(Options(), np.zeros((8, 8), np.int32), plan, ["a", "b"], [1000, 2000],
+                        ["c", "d"], query_lengths, "-", "-")
+
+    half = SMALL_BYTES // 2
+    assert not holds_large_bins(manifest([half - 1, half - 2]))  # packed: SMALL_BYTES - 1
+    assert holds_large_bins(manifest([half - 1, half - 1]))  # two separators: SMALL_BYTES
 
 
 def test_a_rerun_with_another_layout_leaves_only_its_own_files(pair, baseline, tmp_path, capsys,

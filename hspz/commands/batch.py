@@ -26,13 +26,13 @@ from hspz.commands import Request
 from hspz.errors import HspzError, UsageError
 from hspz.execute import Execution, Job, Summary, execute, print_counts, timed
 from hspz.freeze import Freeze, freeze
-from hspz.inputs import HashedRecords, read_side
+from hspz.inputs import read_side
 from hspz.manifest import Manifest, write_text
 from hspz.progress import Progress
 from hspz.report import say
 from hspz.schedule import make_schedule, partition_knob, schedule_lines
 from hspz.scoring import resolve_matrix
-from hspz.sequence import records_digest
+from hspz.sequence import HashedRecords, records_digest
 from hspz.workers import QuerySpec
 
 

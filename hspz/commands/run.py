@@ -1,41 +1,110 @@
-"""`hspZ run`: read both inputs, freeze the plan, schedule it over the workers, run them, emit
-the results in ordinal order and report."""
+"""`hspZ run`: read both inputs (or the query, and the reference's index), freeze the plan,
+schedule it over the workers, run them, emit the results in ordinal order and report.
+
+    read -> freeze (manifest) -> schedule -> worker processes -> dumps -> workers -> emit
+    -> report
+"""
 
 from __future__ import annotations
 
-import os
 import time
 from contextlib import nullcontext
 
 from hspz import index as ix
+from hspz import plan as planning
 from hspz.budget import devices_for
 from hspz.commands import Request
 from hspz.execute import Execution, Job, Summary, execute, print_counts, timed
-from hspz.freeze import context_of, load_manifest, prepare, schedule_for, write_dumps
+from hspz.freeze import (
+    context_of,
+    load_manifest,
+    memory_estimate,
+    prepare,
+    schedule_for,
+    write_dumps,
+)
 from hspz.inputs import read_both, read_side
+from hspz.manifest import Manifest
 from hspz.progress import Progress
 from hspz.report import say
+from hspz.schedule import Schedule
 from hspz.sequence import SMALL_BYTES
 from hspz.workers import Pool
 
 
 def run_command(req: Request, select) -> int:
     """`hspZ run`: read, plan, schedule, run the workers, emit, report.  `select()` picks the
-    engine once the inputs have been read, so bad input is reported before backend notes."""
+    engine once the inputs have been read, so bad input is reported before backend notes.
+    With an index the reference is not read (or verified in the background) and its bins
+    are loaded."""
     t0 = time.perf_counter()
     summary = Summary()
-    with early_pool(req) as pool:
-        return _run(req, select, t0, summary, pool)
+    o = req.options
+    idx = verify = None
+    with timed(summary.phases, "input"):
+        if req.index:
+            idx = ix.open_index(req.index)
+            ix.check_options(idx, o)
+            verify = ix.Verification(req.reference, idx) if req.reference else None
+            ref, qry = ix.known_records(idx), read_side(req.query, "query")
+        else:
+            ref, qry = read_both(req.reference, req.query)
+    try:
+        return _planned(req, select, t0, summary, ref, qry, idx, verify)
+    finally:
+        if verify is not None:
+            verify.close()
 
 
-def early_pool(req: Request):
-    """The worker processes of a `--gpus W` run (W > 1), started before reading the inputs so
-    that their start-up overlaps it (BENCHMARKS.md); a null context otherwise."""
-    if req.options.gpus < 2 or req.cpu_only:
+def _planned(req: Request, select, t0: float, summary: Summary, ref, qry, idx,
+             verify) -> int:
+    from hspz import report
+
+    o = req.options
+    with timed(summary.phases, "plan"):
+        loaded = load_manifest(req, ref, qry)
+        engine = select()
+        devices = devices_for(engine, o.gpus)
+        m = prepare(req, devices, ref, qry, False, loaded)
+        if idx is not None:
+            ix.check_plan(idx, m.plan.ref_bins)
+    if req.cpu_only:
+        write_dumps(req, m)
+        return report.cpu_only(context_of(m), m.plan, ref, qry)
+    sched = schedule_for(m, o.gpus, devices)
+    summary.memory = memory_estimate(o, devices, m)
+    if idx is not None:
+        say(index_using_line(idx, req.reference))
+    with worker_pool(sched, engine.__name__, m) as pool:
+        write_dumps(req, m)
+        how = Execution(o.diagonal_partition, bool(req.dump_raw), req.hit_stats,
+                        Progress(len(m.plan.units)), index=req.index, verify=verify)
+        execute([Job(m, req.output, req.tarball, raw=req.dump_raw)], sched, engine.__name__,
+                o.threads, ref, qry, how, t0, summary, pool)
+        if idx is not None:
+            say(index_loaded_line(idx, summary, req.reference))
+        _report(req, summary, t0)
+    return 0
+
+
+def worker_pool(sched: Schedule, engine: str, m: Manifest):
+    """The worker processes of a schedule with several workers, one per scheduled worker
+    (min(--gpus, reference bins)), started before the dumps and the shared records so that
+    their start-up overlaps them; a null context for one worker (it runs in this process)."""
+    if sched.workers < 2:
         return nullcontext()
-    engine = "hspz.engine.cpu" if req.options.backend == "cpu" else "hspz.engine.gpu"
-    return Pool(req.options.gpus, engine,
-                may_hold_large_bins([p for p in (req.reference, req.query) if p]))
+    return Pool(sched.workers, engine, holds_large_bins(m))
+
+
+def holds_large_bins(m: Manifest) -> bool:
+    """Whether a bin of the plan packs `sequence.SMALL_BYTES` bases or more, which loads numba
+    to prepare: worker processes then load it while the parent shares the records (a GPU
+    worker otherwise loads it when its first large query bin is reverse-complemented)."""
+    p = m.plan
+    packed = [bp + len(b) for bins, lengths in ((p.ref_bins, m.ref_lengths),
+                                                 (p.query_bins, m.qry_lengths))
+              for bp, b in zip(planning.bin_bp(bins, lengths), bins, strict=True)]
+    return max(packed, default=0) >= SMALL_BYTES
 
 
 def index_using_line(idx, reference: str | None) -> str:
@@ -60,66 +129,12 @@ def index_loaded_line(idx, summary: Summary, reference: str | None) -> str:
     return line
 
 
-def may_hold_large_bins(paths: list[str]) -> bool:
-    """Whether an input may hold a bin of `sequence.SMALL_BYTES` bases, which loads numba to
-    prepare (a 2bit or gzip file holds about 4 bases a byte): worker processes then load it
-    while the parent reads (a GPU worker otherwise loads it when its first large query bin is
-    reverse-complemented)."""
-    def size(path: str) -> int:
-        try:
-            return os.path.getsize(path)
-        except OSError:  # reported when the inputs are read
-            return 0
-
-    return any(4 * size(p) >= SMALL_BYTES for p in paths)
-
-
-def _run(req: Request, select, t0: float, summary: Summary, pool) -> int:
-    o = req.options
-    idx = verify = None
-    with timed(summary.phases, "input"):
-        if req.index:
-            idx = ix.open_index(req.index)
-            ix.check_options(idx, o)
-            verify = ix.Verification(req.reference, idx) if req.reference else None
-            ref, qry = ix.known_records(idx), read_side(req.query, "query")
-        else:
-            ref, qry = read_both(req.reference, req.query)
-    try:
-        return _planned(req, select, t0, summary, pool, ref, qry, idx, verify)
-    finally:
-        if verify is not None:
-            verify.close()
-
-
-def _planned(req: Request, select, t0: float, summary: Summary, pool, ref, qry, idx,
-             verify) -> int:
+def _report(req: Request, summary: Summary, t0: float) -> None:
     from hspz import report
 
-    o = req.options
-    with timed(summary.phases, "plan"):
-        loaded = load_manifest(req, ref, qry)
-        engine = select()
-        devices = devices_for(engine, o.gpus)
-        m = prepare(req, devices, ref, qry, False, loaded)
-        if idx is not None:
-            ix.check_plan(idx, m.plan.ref_bins)
-    write_dumps(req, m)
-    if req.cpu_only:
-        return report.cpu_only(context_of(m), m.plan, ref, qry)
-    sched = schedule_for(m, o.gpus, devices)
-    if idx is not None:
-        say(index_using_line(idx, req.reference))
-    how = Execution(o.diagonal_partition, bool(req.dump_raw), req.hit_stats,
-                    Progress(len(m.plan.units)), index=req.index, verify=verify)
-    execute([Job(m, req.output, req.tarball, raw=req.dump_raw)], sched, engine.__name__,
-            o.threads, ref, qry, how, t0, summary, pool)
-    if idx is not None:
-        say(index_loaded_line(idx, summary, req.reference))
     print_counts(summary)
     if req.time:
         report.print_time(summary, time.perf_counter() - t0)
     if req.hit_stats:
         report.print_hit_stats(summary.hit_stats)
     print(f"digest: {summary.digest}")
-    return 0

@@ -12,7 +12,6 @@ from hspz.freeze import context_of
 from hspz.inputs import read_both
 from hspz.manifest import check_inputs, check_version
 from hspz.outdir import check_disjoint
-from hspz.sequence import records_digest
 from hspz.workers import WorkerJob, run_worker
 
 
@@ -30,7 +29,7 @@ def work_command(plan_path: str, worker: int, output: str, select, threads: int,
                          f"(0..{sched.workers - 1})")
     check_version(m, plan_path)
     ref, qry = read_both(pf.reference, pf.query)
-    check_inputs(m, records_digest(ref), records_digest(qry), plan_path)
+    check_inputs(m, ref, qry, plan_path)
     engine = select()
     if device is None:
         device = worker % devices_for(engine, sched.workers).count

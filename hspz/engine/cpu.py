@@ -2,7 +2,10 @@
 
 Per unit: for each interval, plus chunks then minus chunks; per chunk (one seed batch) the query
 seeds, their hit counts, the semantic `--max-hits` walk, and per semantic chunk hit expansion,
-x-drop extension (numba, one sweep per diagonal), the score/entropy gate and dedup.
+x-drop extension (numba, one sweep per diagonal), the score/entropy gate and dedup.  A semantic
+chunk's hits are extended in pieces of at most `PIECE` (`hit_pieces`), so host memory per
+thread does not grow with `--max-hits`; dedup sorts the chunk's gated HSPs whole, so the pieces
+never change bytes.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from hspz.seed import batch_hits, query_seeds
 from hspz.xdrop import extend_seeds
 
 _threads = [1]
+PIECE = 1 << 18  # most hits extended at once per thread: ~28 MiB (`plan.unit_bytes`), not bytes
 
 
 def set_threads(threads: int) -> None:
@@ -61,10 +65,36 @@ def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk) -> B
     cum = np.cumsum(counts)
     out = BatchOut(seeds=len(kmers), hits=int(cum[-1]) if len(cum) else 0)
     for s0, s1 in plan.chunk_walk(cum, o.max_hits):
-        sl = slice(s0, s1 + 1)
-        finish_chunk(ctx, chunk_hsps(ctx, ref, qry, strand, qpos[sl], lo[sl], counts[sl]), out,
-                     strand)
+        parts = [chunk_hsps(ctx, ref, qry, strand, *piece)
+                 for piece in hit_pieces(qpos, lo, counts, cum, s0, s1, PIECE)]
+        finish_chunk(ctx, parts[0] if len(parts) == 1 else np.concatenate(parts), out, strand)
     return out
+
+
+def hit_pieces(qpos, lo, counts, cum, s0: int, s1: int, piece: int):
+    """The hits of seeds s0..s1 (one semantic chunk) as (qpos, lo, counts) pieces of at most
+    `piece` hits each, in hit order; a seed whose hits straddle a piece boundary is split (its
+    first index into `pos_table` moved, its count cut).  `cum` is the batch's inclusive prefix
+    sum of `counts`.  The pieces are views: the split seeds are edited in place while their
+    piece is out and restored before the next one (`lo` and `counts` belong to one batch, so
+    no other thread sees them), which keeps a piece from copying its seeds."""
+    first, last = (int(cum[s0 - 1]) if s0 else 0), int(cum[s1])
+    for a in range(first, last, piece):
+        b = min(a + piece, last)
+        i = int(np.searchsorted(cum, a, side="right"))  # the seed holding hit a
+        j = int(np.searchsorted(cum, b, side="left"))  # the seed holding hit b - 1
+        saved = lo[i], counts[i], counts[j]
+        skip = a - (int(cum[i]) - int(counts[i]))
+        lo[i] += skip
+        counts[i] -= skip
+        counts[j] -= int(cum[j]) - b
+        try:
+            yield qpos[i:j + 1], lo[i:j + 1], counts[i:j + 1]
+        finally:  # in reverse: when i == j, both saved counts are the seed's own
+            counts[j] = saved[2]
+            lo[i], counts[i] = saved[0], saved[1]
+    if last == first:  # a chunk without hits still goes through the gate once
+        yield qpos[s0:s1 + 1], lo[s0:s1 + 1], counts[s0:s1 + 1]
 
 
 def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,

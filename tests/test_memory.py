@@ -1,0 +1,202 @@
+"""The CPU memory preflight (issue 15, item 6): the budget is the host's memory (the cgroup's
+limit, else MemTotal), never what happens to be free; the estimate (`plan.cpu_estimate`, printed
+by `--time`) is within 1.5x of the peak RSS the run measures; a run is costed on the workers its
+plan has; the CPU engine's pieces of hits, which bound the estimate, never change bytes; the
+refusal's advice names only the flags that apply to the backend in use."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from multibin import FLAGS, outputs, write_pair
+
+from hspz import plan as planning
+from hspz.cli import main
+
+DEMO = Path(__file__).resolve().parent.parent / "demo"
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return write_pair(tmp_path_factory.mktemp("memory"))
+
+
+def _meminfo(key: str) -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(key)
+
+
+def test_the_host_budget_is_the_cgroup_limit_or_memtotal_never_the_free_memory(monkeypatch):
+    from hspz.budget import host_budget, host_memory
+
+    monkeypatch.delenv("HSPZ_HOST_MEMORY_BYTES", raising=False)
+    found, where = host_memory()
+    total = _meminfo("MemTotal")
+    assert (found, where) == (total, "MemTotal") or \
+        (where == "the cgroup memory limit" and found < total)
+    assert host_budget() == (int(found * 0.9), where)
+    monkeypatch.setenv("HSPZ_HOST_MEMORY_BYTES", "123456789")
+    assert host_memory() == (123456789, "HSPZ_HOST_MEMORY_BYTES")
+
+
+def _peaks(err: str) -> tuple[list[float], list[float]]:
+    """(peak RSS, estimate) in MiB, each as (main, largest process), from `--time`."""
+    peak = re.search(r"^time: peak RSS ([\d.]+) MiB \(main\), ([\d.]+) MiB \(largest", err, re.M)
+    est = re.search(r"^time: memory estimate ([\d.]+) MiB \(main\), ([\d.]+) MiB \(largest",
+                    err, re.M)
+    assert peak and est, err
+    return [float(x) for x in peak.groups()], [float(x) for x in est.groups()]
+
+
+@pytest.mark.parametrize("workload, extra", [
+    ("demo", ["-t", "1"]),
+    ("demo", ["-t", "2"]),
+    ("multibin", [*FLAGS, "-t", "2"]),
+    ("multibin", [*FLAGS, "-t", "2", "--gpus", "2"]),  # two worker processes
+])
+def test_the_cpu_estimate_is_within_1_5x_of_the_measured_peak_rss(pair, tmp_path, workload,
+                                                                  extra):
+    ref, qry = (DEMO / "reference.fa.gz", DEMO / "query.2bit") if workload == "demo" else pair
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HSPZ_")}
+    done = subprocess.run([sys.executable, "-m", "hspz", "run", "-r", str(ref), "-q", str(qry),
+                           *extra, "--backend", "cpu", "--time", "-o", str(tmp_path / "out")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    peak, est = _peaks(done.stderr)
+    for measured, estimated in zip(peak, est, strict=True):
+        assert estimated / 1.5 <= measured <= estimated * 1.5, (peak, est)
+
+
+def test_the_peak_rss_time_prints_is_the_process_own_not_its_parents(pair, tmp_path):
+    """hspZ started from a process holding 600 MiB (a workflow engine, a test runner): Linux
+    hands the parent's RSS mark to ru_maxrss across exec, so the peak printed must come from
+    the process's own high-water mark."""
+    ref, qry = pair
+    script = ("import subprocess, sys\n"
+              "ballast = bytearray(600 << 20)\n"
+              "ballast[::4096] = b'x' * len(ballast[::4096])\n"
+              "done = subprocess.run([sys.executable, '-m', 'hspz', *sys.argv[1:]],"
+              " capture_output=True, text=True)\n"
+              "sys.stderr.write(done.stderr)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HSPZ_")}
+    done = subprocess.run([sys.executable, "-c", script, "run", "-r", str(ref), "-q", str(qry),
+                           *FLAGS, "--backend", "cpu", "--gpus", "2", "--time", "-o",
+                           str(tmp_path / "out")], env=env, capture_output=True, text=True,
+                          timeout=600)
+    peak, _ = _peaks(done.stderr)
+    assert peak[0] < 300 and peak[1] < 400, peak
+
+
+def test_a_run_is_costed_on_the_workers_its_plan_has(pair, tmp_path, capsys, monkeypatch):
+    """--gpus 6 on a plan of 5 reference bins runs 5 workers, each with its share of -t 10: a
+    budget that holds them fits without halving -B.  Costing 6 workers of one thread, as
+    --gpus asked, would not (nor would the old model, which gave every worker the budget's
+    sixth)."""
+    ref, qry = (str(p) for p in pair)
+    common = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-t", "10"]
+    assert main(common + ["-o", str(tmp_path / "one")]) == 0
+    from hspz import freeze
+    from hspz.options import Options
+    from hspz.schedule import cpu_devices
+
+    five = planning.cpu_estimate(freeze.memory_model(freeze.Freeze(
+        Options(gpus=6, threads=10), cpu_devices(6), np.zeros((8, 8), np.int32)), 16711680, 5),
+        planning.make_plan(*_lengths(pair), 4000, 7000), *_lengths(pair), 5).total
+    monkeypatch.setenv("HSPZ_HOST_MEMORY_BYTES", str(int(five / 0.9) + 1))
+    capsys.readouterr()
+    assert main(common + ["--gpus", "6", "-o", str(tmp_path / "many")]) == 0
+    err = capsys.readouterr().err
+    assert "note:" not in err and re.search(r"^schedule: policy=\S+ W=5 ", err, re.M), err
+    assert outputs(tmp_path / "many") == outputs(tmp_path / "one")
+
+
+def _lengths(pair) -> tuple[list[int], list[int]]:
+    from hspz.sequence import read_records
+
+    return tuple([len(r) for r in read_records(str(p))] for p in pair)
+
+
+def _pieces(counts: np.ndarray, s0: int, s1: int, piece: int):
+    from hspz.engine.cpu import hit_pieces
+
+    cum = np.cumsum(counts)
+    lo = np.concatenate(([0], cum[:-1])) * 3 + 7  # any first index per seed
+    qpos = np.arange(len(counts), dtype=np.int64) * 11
+    before = lo.copy(), counts.copy()
+    got = []
+    for q, lo_p, n_p in hit_pieces(qpos, lo, counts, cum, s0, s1, piece):
+        hits = [(int(qq), int(ll) + k) for qq, ll, nn in zip(q, lo_p, n_p, strict=True)
+                for k in range(int(nn))]
+        got.append(hits)
+    want = [(int(qpos[i]), int(lo[i]) + k) for i in range(s0, s1 + 1)
+            for k in range(int(counts[i]))]
+    assert np.array_equal(lo, before[0]) and np.array_equal(counts, before[1])
+    return got, want
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_hit_pieces_hold_a_chunks_hits_once_in_order_and_leave_the_seeds_as_they_were(seed):
+    rng = np.random.default_rng(seed)
+    counts = rng.choice([0, 0, 1, 2, 5, 40], size=300).astype(np.int64)
+    s0, s1 = sorted(int(x) for x in rng.integers(0, 300, 2))
+    for piece in (1, 3, 17, 10**9):
+        got, want = _pieces(counts, s0, s1, piece)
+        assert [h for part in got for h in part] == want
+        assert all(0 < len(part) <= piece for part in got) or not want
+
+
+def test_a_unit_extended_in_small_pieces_writes_the_bytes_of_whole_chunks(pair, tmp_path,
+                                                                          monkeypatch):
+    """Pieces of 37 hits (about 1,900 pieces) against the default: the same segments files
+    and the same --dump-raw, at two semantic chunk sizes."""
+    from hspz.engine import cpu
+
+    ref, qry = (str(p) for p in pair)
+    default = cpu.PIECE
+    for hits in ("16711680", "3000"):
+        runs = {}
+        for piece in (default, 37):
+            monkeypatch.setattr(cpu, "PIECE", piece)
+            out = tmp_path / f"out{hits}_{piece}"
+            assert main(["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-m", hits,
+                         "-o", str(out), "--dump-raw", str(tmp_path / f"raw{hits}_{piece}")]) == 0
+            runs[piece] = (outputs(out), (tmp_path / f"raw{hits}_{piece}").read_bytes())
+        assert runs[37] == runs[default]
+
+
+def _advice(backend: str, gpus: int, threads: int, devices: int, bins: int,
+            frozen: bool = False, records_per_bin: int = 1, max_hits: int = 16711680) -> str:
+    from hspz.freeze import Freeze, advice
+    from hspz.options import Options
+    from hspz.schedule import DeviceProfile, Devices
+
+    p = planning.Plan(tuple(tuple(range(k * records_per_bin, (k + 1) * records_per_bin))
+                            for k in range(bins)), ((0,),))
+    devs = Devices(backend, tuple(DeviceProfile(1, 1, 1) for _ in range(devices)))
+    f = Freeze(Options(gpus=gpus, threads=threads, backend=backend, max_hits=max_hits), devs,
+               np.zeros((8, 8), np.int32))
+    return advice(f, p, frozen)
+
+
+def test_the_preflight_advice_names_only_the_flags_that_apply_to_the_backend():
+    # CPU, one worker, one thread, bins of single records, hits in pieces: nothing would help
+    assert _advice("cpu", 1, 1, 1, 3) == ""
+    assert _advice("cpu", 1, 1, 1, 3, max_hits=1000) == " (try a smaller --max-hits)"
+    # --gpus 4 on a plan of one reference bin is one worker: never told to use fewer --gpus
+    assert "--gpus" not in _advice("cpu", 4, 1, 4, 1)
+    assert _advice("cpu", 2, 4, 2, 3) == " (try fewer --gpus or fewer --threads)"
+    assert _advice("cpu", 1, 2, 1, 3, records_per_bin=2) == \
+        " (try fewer --threads or a smaller -B/--query-block-size)"
+    assert _advice("cpu", 1, 2, 1, 3, frozen=True, max_hits=1000) == " (try fewer --threads)"
+    # GPU: device memory, so never --threads; --gpus only while workers share a device
+    assert _advice("gpu", 2, 8, 2, 3) == " (try a smaller --max-hits)"
+    assert _advice("gpu", 4, 8, 2, 3) == " (try fewer --gpus or a smaller --max-hits)"
+    assert _advice("gpu", 1, 8, 1, 3, frozen=True) == ""

@@ -1,0 +1,393 @@
+"""The refusal catalogue of frozen files, workers and the memory preflight (issue 15, items 5-6).
+
+Each case is one `hspZ` command against files copied into the case's own directory, checked by
+`refusal.assert_refused`: one `hspZ:` line naming the problem (and the file), exit status 2, no
+traceback, nothing under the directory changed.  The classes:
+
+- `manifest-`: a manifest (`--dump-manifest` / `--from-manifest`) edited anywhere, a byte of it
+  flipped, cut short, without its checksum line, of an older format, or sealed again after its
+  record table was edited (then the replay's record check names the record);
+- `plan-`: the same for a plan file (`hspZ plan`), read by `work`, `merge` and `--from-manifest`;
+- `results-`: a results file (`hspZ work`) with a bad CRC, truncated, not a zip, empty, a forged
+  header (stale or recomputed checksum), a damaged unit image in a valid zip, another plan's,
+  given twice, a worker's missing, an older format;
+- `workers-`: a worker number outside the plan;
+- `preflight-`: the memory preflight's refusal naming only the flags that apply to the run
+  (never --gpus to a run with one worker, --threads only with several threads per worker, -B
+  only where bins could still shrink).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from multibin import FLAGS, write_pair
+from refusal import assert_refused
+
+from hspz.cli import main
+
+CPU = ["--backend", "cpu", "-t", "1"]
+
+
+def sealed(text: str) -> str:
+    """`text` and the checksum line the frozen formats end with (written out here, so that the
+    format itself is checked): `checksum sha256:<hex of every byte before it>`."""
+    return f"{text}checksum sha256:{hashlib.sha256(text.encode()).hexdigest()}\n"
+
+
+@pytest.fixture(scope="module")
+def frozen(tmp_path_factory) -> Path:
+    """The pair, its manifest, a two-worker plan with both workers' results, and a
+    three-worker plan of the same pair (another plan)."""
+    d = tmp_path_factory.mktemp("frozen")
+    ref, qry = (str(p) for p in write_pair(d))
+    common = ["-r", ref, "-q", qry, *FLAGS, *CPU]
+    assert main(["run", *common, "-o", str(d / "out"), "--dump-manifest", str(d / "m.txt")]) == 0
+    assert main(["plan", *common, "--gpus", "2", "-o", str(d / "plan.txt")]) == 0
+    assert main(["plan", *common, "--gpus", "3", "-o", str(d / "other.txt")]) == 0
+    for k in range(2):
+        assert main(["work", "--plan", str(d / "plan.txt"), "--worker", str(k), *CPU,
+                     "-o", str(d / f"w{k}.npz")]) == 0
+    return d
+
+
+def _copy(frozen: Path, root: Path, *names: str) -> list[Path]:
+    out = []
+    for name in names:
+        shutil.copy(frozen / name, root / name)
+        out.append(root / name)
+    return out
+
+
+def _edit(path: Path, old: str, new: str, reseal: bool = False) -> None:
+    """Replace the first `old` in a text file; `reseal`: recompute the checksum line (a file
+    edited by someone who knows the format)."""
+    text = path.read_text()
+    assert old in text, old
+    text = text.replace(old, new, 1)
+    path.write_text(sealed(text[:text.rindex("checksum sha256:")]) if reseal else text)
+
+
+def _flip(path: Path, at: float) -> None:
+    """Flip one bit of the byte at fraction `at` of the file."""
+    data = bytearray(path.read_bytes())
+    data[int(len(data) * at)] ^= 0x04
+    path.write_bytes(bytes(data))
+
+
+def _cut(path: Path, keep: float) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[:int(len(data) * keep)])
+
+
+def _first_manifest_line(path: Path, key: str) -> str:
+    return next(line for line in path.read_text().splitlines() if line.startswith(key))
+
+
+# --------------------------------------------------------------------------------------------
+# Results files: what a damaged or forged .npz looks like
+# --------------------------------------------------------------------------------------------
+
+
+def _members(path: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as z:
+        return {name: z.read(name) for name in z.namelist()}
+
+
+def _write_members(path: Path, members: dict[str, bytes]) -> None:
+    with zipfile.ZipFile(path, "w") as z:  # CRCs computed afresh: a valid zip
+        for name, data in members.items():
+            z.writestr(name, data)
+
+
+def _npy(array: np.ndarray) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+def _header(path: Path) -> dict:
+    import io
+
+    return json.loads(np.load(io.BytesIO(_members(path)["header.npy"])).tobytes().decode())
+
+
+def _with_header(path: Path, header: dict, reseal: bool) -> None:
+    if reseal:
+        rest = {k: v for k, v in header.items() if k != "checksum"}
+        header["checksum"] = hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
+    members = _members(path)
+    members["header.npy"] = _npy(np.frombuffer(json.dumps(header).encode(), np.uint8))
+    _write_members(path, members)
+
+
+def _bad_crc(path: Path) -> None:
+    """Flip a byte inside the first unit's stored data, the zip's CRC left as it was."""
+    import struct
+
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as z:
+        info = next(i for i in z.infolist() if i.filename.startswith("unit"))
+    at = info.header_offset  # the local header: 30 bytes, then its name and its extra field
+    name_len, extra_len = struct.unpack("<HH", data[at + 26:at + 30])
+    data[at + 30 + name_len + extra_len + info.compress_size // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _damaged_image(path: Path) -> None:
+    """A unit image with one byte changed, in a zip whose CRCs match (only the header's
+    sha256 of the image can tell)."""
+    members = _members(path)
+    name = next(n for n in members if n.startswith("unit"))
+    import io
+
+    image = np.load(io.BytesIO(members[name])).copy()
+    image[len(image) // 2] ^= 0x01
+    members[name] = _npy(image)
+    _write_members(path, members)
+
+
+# --------------------------------------------------------------------------------------------
+# The cases: each returns (argv, status, pattern, env, chatter)
+# --------------------------------------------------------------------------------------------
+
+
+def _replay(root: Path, manifest: Path, query: str = "qry.fa") -> list[str]:
+    return ["run", "-r", str(root / "ref.fa"), "-q", str(root / query), "--from-manifest",
+            str(manifest), *CPU, "-o", str(root / "out")]
+
+
+def manifest_case(kind: str):
+    def case(frozen: Path, root: Path):
+        _copy(frozen, root, "ref.fa", "qry.fa")
+        (m,) = _copy(frozen, root, "m.txt")
+        name = re.escape(str(m))
+        mismatch = f"^hspZ: {name}: checksum mismatch: the manifest was edited or damaged"
+        missing = f"^hspZ: {name}: no checksum line at the end of the manifest"
+        if kind == "edited-setting":
+            _edit(m, "\nxdrop 910\n", "\nxdrop 800\n")
+            return _replay(root, m), 2, mismatch
+        if kind == "edited-record-name":
+            _edit(m, " chr3\n", " chrX\n")
+            return _replay(root, m), 2, mismatch
+        if kind == "edited-max-hits":
+            _edit(m, "\nmax_hits 16711680\n", "\nmax_hits 1000\n")
+            return _replay(root, m), 2, mismatch
+        if kind in ("flipped-byte-head", "flipped-byte-middle", "flipped-byte-tail"):
+            _flip(m, {"head": 0.1, "middle": 0.5, "tail": 0.97}[kind.rsplit("-", 1)[1]])
+            return _replay(root, m), 2, f"{mismatch}|{missing}"
+        if kind == "truncated":
+            _cut(m, 0.6)
+            return _replay(root, m), 2, missing
+        if kind == "missing-checksum":
+            text = m.read_text()
+            m.write_text(text[:text.rindex("checksum sha256:")])
+            return _replay(root, m), 2, missing
+        if kind == "appended-line":
+            with open(m, "a") as fh:
+                fh.write("# a note added after the checksum\n")
+            return _replay(root, m), 2, missing
+        if kind == "old-format":
+            text = m.read_text()
+            m.write_text(text[:text.rindex("checksum sha256:")].replace("hspz-manifest 2",
+                                                                         "hspz-manifest 1", 1))
+            return _replay(root, m), 2, (f"^hspZ: {name}: manifest format '1' was written by an "
+                                         f"older hspZ; this one reads format 2")
+        if kind == "resealed-record-name":
+            _edit(m, " chr3\n", " chrX\n", reseal=True)
+            return _replay(root, m), 2, (f"^hspZ: {name}: reference record 4 is 'chr3' "
+                                         f"\\(2500 bp\\) here, 'chrX' \\(2500 bp\\) in the manifest$")
+        if kind == "other-query":
+            return _replay(root, m, "ref.fa"), 2, f"^hspZ: {name}: query record 1 is 'chr0'"
+        if kind == "not-a-manifest":
+            shutil.copy(root / "qry.fa", m)
+            return _replay(root, m), 2, f"^hspZ: {name}: not an hspZ manifest$"
+        if kind == "empty":
+            m.write_bytes(b"")
+            return _replay(root, m), 2, f"^hspZ: {name}: not an hspZ manifest$"
+        raise AssertionError(kind)
+
+    return case
+
+
+def plan_case(kind: str):
+    def case(frozen: Path, root: Path):
+        (p,) = _copy(frozen, root, "plan.txt")
+        name = re.escape(str(p))
+        work = ["work", "--plan", str(p), "--worker", "0", *CPU, "-o", str(root / "w.npz")]
+        mismatch = f"^hspZ: {name}: checksum mismatch: the plan file was edited or damaged"
+        missing = f"^hspZ: {name}: no checksum line at the end of the plan file"
+        if kind == "edited-schedule":
+            visit = _first_manifest_line(p, "visit 0 ")
+            _edit(p, visit + "\n", visit.rsplit(" ", 1)[0] + " 1\n")
+            return work, 2, mismatch
+        if kind == "edited-input-path":
+            _edit(p, "query_path ", "query_path /elsewhere")
+            return work, 2, mismatch
+        if kind == "flipped-byte":
+            _flip(p, 0.5)
+            return work, 2, f"{mismatch}|{missing}"
+        if kind == "truncated":
+            _cut(p, 0.5)
+            return work, 2, missing
+        if kind == "old-format":
+            text = p.read_text()
+            p.write_text(text[:text.rindex("checksum sha256:")].replace("hspz-plan 2",
+                                                                         "hspz-plan 1", 1))
+            return work, 2, f"^hspZ: {name}: plan file format '1' was written by an older hspZ"
+        if kind == "resealed-record-name":
+            _edit(p, " contig2\n", " contigX\n", reseal=True)
+            return work, 2, (f"^hspZ: {name}: query record 3 is 'contig2' \\(3000 bp\\) here, "
+                             f"'contigX' \\(3000 bp\\) in the manifest$")
+        if kind == "edited-read-by-merge":
+            _copy(frozen, root, "w0.npz", "w1.npz")
+            _edit(p, "\nhspthresh 150\n", "\nhspthresh 151\n")
+            return (["merge", "--plan", str(p), "-o", str(root / "out"), str(root / "w0.npz"),
+                     str(root / "w1.npz")], 2, mismatch)
+        if kind == "edited-as-manifest":
+            _copy(frozen, root, "ref.fa", "qry.fa")
+            _edit(p, "\nxdrop 910\n", "\nxdrop 911\n")
+            return _replay(root, p), 2, mismatch
+        raise AssertionError(kind)
+
+    return case
+
+
+def results_case(kind: str):
+    def case(frozen: Path, root: Path):
+        (p,) = _copy(frozen, root, "plan.txt")
+        w0, w1 = _copy(frozen, root, "w0.npz", "w1.npz")
+        name = re.escape(str(w0))
+        merge = ["merge", "--plan", str(p), "-o", str(root / "out"), str(w0), str(w1)]
+        unreadable = f"^hspZ: {name}: not a readable hspZ results file"
+        if kind == "bad-crc":
+            _bad_crc(w0)
+            return merge, 2, f"{unreadable} \\(BadZipFile: Bad CRC-32"
+        if kind == "truncated":
+            _cut(w0, 0.5)
+            return merge, 2, f"{unreadable} \\(BadZipFile"
+        if kind == "not-a-zip":
+            shutil.copy(p, w0)
+            return merge, 2, unreadable
+        if kind == "empty":
+            w0.write_bytes(b"")
+            return merge, 2, unreadable
+        if kind == "forged-header":
+            header = _header(w0)
+            header["worker"] = 1
+            _with_header(w0, header, reseal=False)
+            return merge, 2, f"^hspZ: {name}: checksum mismatch: the results header was edited"
+        if kind == "forged-header-resealed":
+            header = _header(w0)
+            header["worker"] = 1
+            _with_header(w0, header, reseal=True)
+            return ["merge", "--plan", str(p), "-o", str(root / "out"), str(w0)], 2, \
+                f"^hspZ: {name}: holds units \\[.*\\] but worker 1 of .* runs units \\["
+        if kind == "damaged-unit":
+            _damaged_image(w0)
+            return merge, 2, f"^hspZ: {name}: unit \\d+ is damaged"
+        if kind == "another-plan":
+            (other,) = _copy(frozen, root, "other.txt")
+            merge[2] = str(other)
+            return merge, 2, f"^hspZ: {name}: these results belong to another plan than"
+        if kind == "duplicate":
+            merge.append(str(w0))
+            return merge, 2, f"the results of worker 0 were given twice \\(also {name}\\)$"
+        if kind == "missing-worker":
+            return merge[:-1], 2, "^hspZ: no results of worker\\(s\\) 1 of .*plan.txt were given"
+        if kind == "old-format":
+            header = _header(w0)
+            for key in ("sha256", "checksum"):
+                header.pop(key)
+            header["format"] = 1
+            _with_header(w0, header, reseal=False)
+            return merge, 2, f"^hspZ: {name}: results format 1 was written by another hspZ"
+        raise AssertionError(kind)
+
+    return case
+
+
+def workers_case(kind: str):
+    def case(frozen: Path, root: Path):
+        (p,) = _copy(frozen, root, "plan.txt")
+        worker = {"out-of-range": "2", "far-out-of-range": "1000"}[kind]
+        return (["work", "--plan", str(p), "--worker", worker, *CPU, "-o", str(root / "w.npz")],
+                2, f"^hspZ: --worker: {worker} is not a worker of .*plan.txt \\(0..1\\)$")
+
+    return case
+
+
+def preflight_case(kind: str):
+    """HSPZ_HOST_MEMORY_BYTES=1000000: nothing fits; the advice depends on the run."""
+    def case(frozen: Path, root: Path):
+        _copy(frozen, root, "ref.fa", "qry.fa")
+        run = ["run", "-r", str(root / "ref.fa"), "-q", str(root / "qry.fa"), "-s", FLAGS[1],
+               "--backend", "cpu", "-o", str(root / "out")]
+        head = "^hspZ: memory preflight: the largest unit .* over its 0.00 GiB budget \\(90% of " \
+               "HSPZ_HOST_MEMORY_BYTES\\)"
+        if kind == "cpu-one-thread":  # bins of single records: no flag named would help
+            return (run + ["-B", "1000", "-t", "1"], 2, f"{head}; records are never split$")
+        if kind == "cpu-small-max-hits":  # below the engine's piece, the hits follow -m
+            return (run + ["-B", "1000", "-t", "1", "-m", "1000"], 2,
+                    f"{head}; records are never split \\(try a smaller --max-hits\\)$")
+        if kind == "cpu-threads":
+            return (run + ["-B", "1000", "-t", "2"], 2,
+                    f"{head}; records are never split \\(try fewer --threads\\)$")
+        if kind == "cpu-two-workers":
+            return (run + ["-B", "1000", "-t", "4", "--gpus", "2"], 2,
+                    f"{head}; records are never split \\(try fewer --gpus or fewer "
+                    f"--threads\\)$")
+        if kind == "cpu-kegalign-bins":
+            return (run + ["-B", "20000", "-t", "1", "--kegalign-bins"], 2,
+                    f"{head}; --kegalign-bins never shrinks the blocks \\(try a smaller "
+                    f"-B/--query-block-size\\)$")
+        if kind == "manifest-frozen":
+            (m,) = _copy(frozen, root, "m.txt")
+            argv = ["run", "-r", str(root / "ref.fa"), "-q", str(root / "qry.fa"),
+                    "--from-manifest", str(m), "--backend", "cpu", "-t", "2", "-o",
+                    str(root / "out")]
+            return (argv, 2,
+                    f"^hspZ: {re.escape(str(m))}: the largest unit .*; a frozen plan is never "
+                    f"replanned \\(try fewer --threads\\)$")
+        raise AssertionError(kind)
+
+    return case
+
+
+CASES = {
+    **{f"manifest-{k}": manifest_case(k) for k in (
+        "edited-setting", "edited-record-name", "edited-max-hits", "flipped-byte-head",
+        "flipped-byte-middle", "flipped-byte-tail", "truncated", "missing-checksum",
+        "appended-line", "old-format", "resealed-record-name", "other-query", "not-a-manifest",
+        "empty")},
+    **{f"plan-{k}": plan_case(k) for k in (
+        "edited-schedule", "edited-input-path", "flipped-byte", "truncated", "old-format",
+        "resealed-record-name", "edited-read-by-merge", "edited-as-manifest")},
+    **{f"results-{k}": results_case(k) for k in (
+        "bad-crc", "truncated", "not-a-zip", "empty", "forged-header", "forged-header-resealed",
+        "damaged-unit", "another-plan", "duplicate", "missing-worker", "old-format")},
+    **{f"workers-{k}": workers_case(k) for k in ("out-of-range", "far-out-of-range")},
+    **{f"preflight-{k}": preflight_case(k) for k in (
+        "cpu-one-thread", "cpu-small-max-hits", "cpu-threads", "cpu-two-workers",
+        "cpu-kegalign-bins",
+        "manifest-frozen")},
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_damaged_or_mismatched_frozen_file_is_refused_in_one_line(frozen, tmp_path, capfd,
+                                                                    monkeypatch, case):
+    monkeypatch.delenv("HSPZ_HOST_MEMORY_BYTES", raising=False)
+    if case.startswith("preflight-"):
+        monkeypatch.setenv("HSPZ_HOST_MEMORY_BYTES", "1000000")
+    argv, status, pattern = CASES[case](frozen, tmp_path)
+    assert_refused(capfd, argv, status, pattern, tmp_path, chatter=case.startswith("results-"))
