@@ -3,11 +3,15 @@
 Every value is checked before any work; a bad one is a single `hspZ: ...` line and exit status 2,
 and nothing is written.  No traceback reaches the user unless HSPZ_DEBUG=1.
 
-    hspZ run            reference x query -> segments files (workers, -D, -Z, --time, manifests)
-    hspZ plan           freeze the plan and the schedule for --gpus workers into a plan file
-    hspZ work           run worker K of a plan file into one results file
+    hspZ run            reference x query (or a --query-list) -> segments files
+    hspZ index          a reference's seed tables, built once into a folder
+    hspZ plan           freeze the plan(s) and the schedule for --gpus workers into a plan file
+    hspZ work           run worker K of a plan file into one results file, resumable
     hspZ merge          replay results files into the outputs, byte-identical to `run`
     hspZ hits-estimate  exact seed hits per work unit, on the CPU, before any GPU work
+    hspZ dotplot        a PNG of one job's HSPs        (the workflow's report)
+    hspZ summarize      a table of a batch             (the workflow's report)
+    hspZ gapped         lastz's gapped extension of one job's segments files
     hspZ compare        lastz --nogapped beside hspZ, and the parity verdict
     hspZ benchmark      cold + warm timed passes of one single-bin pair
 """
@@ -185,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="freeze the plan and schedule for --gpus workers")
     _add_run_options(plan)
     plan.add_argument("-o", "--output", required=True, help="the plan file to write")
+    plan.add_argument("--query-list", metavar="FILE",
+                      help="plan every listed query as run --query-list does (a batch)")
+    plan.add_argument("--index", metavar="DIR", help="plan from an index (`hspZ index`)")
     _add_manifest_flags(plan)
 
     work = sub.add_parser("work", help="run one worker of a plan file")
@@ -194,10 +201,19 @@ def build_parser() -> argparse.ArgumentParser:
     work.add_argument("--backend", default="auto")
     work.add_argument("-t", "--threads", default="0")
     work.add_argument("--device", help="device to use (default: worker mod visible devices)")
+    work.add_argument("--device-lock", metavar="DIR",
+                      help="take the first free device, one lock file per device in DIR "
+                           "(several work jobs on one machine)")
+    work.add_argument("--index", metavar="DIR",
+                      help="load the reference bins from this index (default: the plan's)")
+    work.add_argument("--units", metavar="DIR",
+                      help="where each finished unit is kept, so a rerun computes only the "
+                           "missing ones (default: RESULT.units)")
 
     merge = sub.add_parser("merge", help="emit a plan's results files, as run would")
     merge.add_argument("--plan", required=True)
     merge.add_argument("-o", "--output", default=".")
+    merge.add_argument("--ledger", metavar="F", help="write every unit's ledger row as a TSV")
     _add_outputs(merge)
     merge.add_argument("results", nargs="+", metavar="RESULT")
 
@@ -224,6 +240,28 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("--backend", help="auto, gpu or cpu (the GPU builds the tables when chosen)")
     idx.add_argument("-y", "--time", action="store_true", help="phase times")
     idx.add_argument("-T", "--target-prefix", help=argparse.SUPPRESS)  # refused with a reason
+
+    dot = sub.add_parser("dotplot", help="a PNG of one job's HSPs (the workflow's report)")
+    dot.add_argument("--plan", required=True, help="the plan file the job belongs to")
+    dot.add_argument("--job", default="1", help="the job's number in a batch plan (1)")
+    dot.add_argument("-o", "--output", required=True, help="the PNG to write")
+    dot.add_argument("segments", metavar="SEGMENTS", help="the job's folder or -Z archive")
+
+    summ = sub.add_parser("summarize", help="one table of a batch: names, queries.tsv, ledger")
+    summ.add_argument("--queries", required=True, help="the batch's queries.tsv")
+    summ.add_argument("--names", required=True, help="names.tsv (sheet name -> job)")
+    summ.add_argument("--ledger", required=True, help="merge --ledger's TSV")
+    summ.add_argument("-o", "--output", required=True, help="the TSV to write")
+
+    gap = sub.add_parser("gapped", help="lastz's gapped extension of one job's segments files")
+    gap.add_argument("--plan", required=True, help="the plan file the job belongs to")
+    gap.add_argument("--job", default="1", help="the job's number in a batch plan (1)")
+    gap.add_argument("--format", default="maf", help="lastz --format: maf, maf-, general, "
+                                                     "general- (maf)")
+    gap.add_argument("--lastz", default="lastz", help="the lastz program (lastz)")
+    gap.add_argument("--lastz-flags", default="", help="more lastz flags, one string")
+    gap.add_argument("-o", "--output", required=True, help="the alignments to write")
+    gap.add_argument("segments", metavar="SEGMENTS", help="the job's segments folder")
 
     cmp = sub.add_parser("compare", help="run lastz --nogapped beside hspZ and report parity")
     _add_run_options(cmp)
@@ -462,17 +500,22 @@ def cmd_work(ns: argparse.Namespace) -> int:
     backend = parse_choice("--backend", ns.backend, ("auto", "gpu", "cpu"))
     device = None if ns.device is None else parse_int("--device", ns.device, 0, MAX_WORKERS - 1)
     _writable_file("--output", ns.output)
+    for flag in ("--index", "--units", "--device-lock"):
+        if getattr(ns, flag[2:].replace("-", "_")) == "":
+            raise UsageError(f"{flag}: an empty path")
     options = Options(backend=backend, threads=threads)
     return work_command(ns.plan, worker, ns.output, lambda: backends.select(options),
-                                 threads, device)
+                        threads, device, ns.index, ns.units, ns.device_lock)
 
 
 def cmd_merge(ns: argparse.Namespace) -> int:
     from hspz.commands.merge import merge_command
 
     tarball = _tarball(ns)
+    if ns.ledger is not None:
+        _writable_file("--ledger", ns.ledger, make_folders=True)
     return merge_command(ns.plan, ns.output, tarball, ns.diagonal_partition, ns.results,
-                         ns.wait, ns.command_line)
+                         ns.wait, ns.command_line, ns.ledger)
 
 
 def cmd_estimate(ns: argparse.Namespace) -> int:
@@ -518,6 +561,63 @@ def cmd_index(ns: argparse.Namespace) -> int:
                          ns.time)
 
 
+def _plan_job(ns: argparse.Namespace):
+    """The plan file's job --job (1-based), for dotplot and gapped."""
+    from hspz.planfile import read_plan
+
+    pf = read_plan(ns.plan)
+    n = parse_int("--job", ns.job, 1, len(pf.jobs))
+    return pf, pf.jobs[n - 1]
+
+
+def cmd_dotplot(ns: argparse.Namespace) -> int:
+    from hspz import outdir, plots
+
+    pf, job = _plan_job(ns)
+    outdir.check_disjoint({"--plan": ns.plan, "SEGMENTS": ns.segments}, {"--output": ns.output})
+    _writable_file("--output", ns.output, make_folders=True)
+    m = job.manifest
+    n = plots.dotplot(plots.segments_texts(ns.segments), (m.ref_names, m.ref_lengths),
+                      (m.qry_names, m.qry_lengths), ns.output,
+                      f"job {job.name}: {os.path.basename(job.path)}")
+    print(f"dotplot: {n} HSPs -> {ns.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_summarize(ns: argparse.Namespace) -> int:
+    from hspz import outdir, plots
+
+    outdir.check_disjoint({"--queries": ns.queries, "--names": ns.names,
+                           "--ledger": ns.ledger}, {"--output": ns.output})
+    _writable_file("--output", ns.output, make_folders=True)
+    plots.summarize(ns.queries, ns.names, ns.ledger, ns.output)
+    return 0
+
+
+def cmd_gapped(ns: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from hspz import gapped, outdir
+
+    pf, job = _plan_job(ns)
+    reference = pf.reference
+    if reference is None:
+        raise UsageError(f"{ns.plan}: planned from an index without --reference: the gapped "
+                         f"stage needs the reference's bases")
+    outdir.check_disjoint({"--plan": ns.plan, "SEGMENTS": ns.segments,
+                           "the reference of --plan": reference, "the query": job.path},
+                          {"--output": ns.output})
+    _writable_file("--output", ns.output, make_folders=True)
+    if not Path(ns.segments).is_dir():
+        raise UsageError(f"SEGMENTS: {ns.segments} is not a folder of segments files")
+    Path(ns.output).parent.mkdir(parents=True, exist_ok=True)
+    n = gapped.run_gapped(job.manifest, reference, job.path, Path(ns.segments), ns.output,
+                          ns.lastz, ns.format, ns.lastz_flags)
+    print(f"gapped: {n} segments file(s) extended by {ns.lastz} -> {ns.output}",
+          file=sys.stderr)
+    return 0
+
+
 def cmd_compare(ns: argparse.Namespace) -> int:
     from hspz import compare, outdir
 
@@ -547,4 +647,5 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, "plan": cmd_plan, "work": cmd_work, "merge": cmd_merge,
-            "hits-estimate": cmd_estimate, "index": cmd_index, "compare": cmd_compare, "benchmark": cmd_benchmark}
+            "hits-estimate": cmd_estimate, "index": cmd_index, "dotplot": cmd_dotplot,
+            "summarize": cmd_summarize, "gapped": cmd_gapped, "compare": cmd_compare, "benchmark": cmd_benchmark}

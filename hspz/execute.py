@@ -111,7 +111,7 @@ def ledger_row(m: Manifest, r: UnitResult, label: str, job: int = 0) -> dict:
                 hits=r.hits, raw_hsps=r.raw_hsps, hsps=r.hsps)
 
 
-class _Emitters:
+class Emitters:
     """One emitter per job, fed in any order; a batch job is published as soon as its last
     unit is in (its folder fills as its units finish), a single query once the workers are
     done.  Nothing is staged before the reference has been verified against the index."""
@@ -181,7 +181,7 @@ def execute(jobs: list[Job], sched: scheduling.Schedule, engine_name: str, threa
     summary.manifest, summary.schedule = jobs[0].manifest, sched
     t0 = time.perf_counter() if t0 is None else t0
     summary.hit_stats = estimate.HitHistogram() if how.hit_stats else None
-    emitters = _Emitters(jobs, sched, how, summary)
+    emitters = Emitters(jobs, sched, how, summary)
 
     def sink(result: UnitResult, extras) -> None:
         if extras is not None and summary.hit_stats is not None:

@@ -1,5 +1,6 @@
-"""Frozen plans on disk: the manifest (`--dump-manifest` / `--from-manifest`), the plan file of
-`hspZ plan` and the results file of `hspZ work`, each sealed by a checksum of its content.
+"""Frozen plans on disk: the manifest (`--dump-manifest` / `--from-manifest`), sealed by a
+checksum of its content, and the checks a replay makes (the plan file and results files of the
+workflow, built on these, are `hspz.planfile`'s).
 
 A manifest is line-oriented text, `key value` per line (`#` comments and blank lines ignored):
 the format version and hspZ version, every parameter (the ones that decide output are checked on
@@ -11,26 +12,15 @@ appended is refused with one line naming the file, before a single value is beli
 then checks every record's name and length and both digests against the inputs, and each
 explicit flag against the frozen value; it never replans.
 
-A plan file is the schedule for W workers and the absolute input paths followed by a manifest's
-lines, sealed by one checksum line over the whole file.
-
-A results file is an .npz of `UnitResult.to_bytes()` images plus a JSON header naming the plan
-(sha256 of the plan file's bytes), the worker, its units, the sha256 of each unit's image and a
-checksum of the header itself; reading it checks all of them, and a damaged zip (bad CRC,
-truncated, not a zip) is one line too.  It is written to a temporary name and renamed.
-
-Each format has a version (FORMAT, PLAN_FORMAT, RESULTS_FORMAT): another version is refused
-with one line, never read half-way.
+The format has a version (FORMAT): another version is refused with one line, never read
+half-way.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import os
 import uuid
-import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -39,16 +29,12 @@ from pathlib import Path
 import numpy as np
 
 from hspz import __version__
-from hspz.engine import UnitResult
 from hspz.errors import InputError, UsageError
 from hspz.options import Options
 from hspz.plan import Plan
-from hspz.schedule import Schedule, Visit, schedule_lines
 from hspz.sequence import Record, side_digest
 
 FORMAT = 2  # 2: the checksum line
-PLAN_FORMAT = 2
-RESULTS_FORMAT = 3  # 2: unit image digests and the header checksum; 3: int64 HSP scores
 SEAL = "checksum sha256:"
 
 # Options fields a manifest freezes: each decides output, so replay compares them.
@@ -260,8 +246,14 @@ def parse_manifest(text: str, source: str) -> Manifest:
 
 
 def _manifest_of(data: bytes, source: str) -> Manifest:
-    if data.startswith(b"hspz-plan"):
-        return read_plan_text(data, source).manifest
+    if data.startswith(b"hspz-plan"):  # a plan file: its one job's frozen plan
+        from hspz.planfile import read_plan_bytes
+
+        pf = read_plan_bytes(data, source)
+        if pf.batch:
+            raise InputError(f"{source}: a batch plan holds {len(pf.jobs)} jobs' plans; give "
+                             f"one job's manifest (--dump-manifest writes one per job)")
+        return pf.manifest
     _check_format(data, source, "hspz-manifest", FORMAT, "manifest")
     return _manifest_body(unsealed(data, source, "manifest"), source)
 
@@ -378,6 +370,18 @@ def check_version(m: Manifest, source: str) -> None:
                          f"replay refuses a different version")
 
 
+def check_side(m: Manifest, side: str, records: Sequence[Record], source: str) -> None:
+    """One side's records ("reference" or "query") against the frozen plan's, as
+    `check_inputs` checks both."""
+    names, lengths, want = ((m.ref_names, m.ref_lengths, m.ref_digest) if side == "reference"
+                            else (m.qry_names, m.qry_lengths, m.qry_digest))
+    _check_records(side, names, lengths, records, source)
+    got = side_digest(records)
+    if want != got:
+        raise InputError(f"{source}: {side} records differ from the planned ones "
+                         f"(sha256 {got[:16]}… here, {want[:16]}… in the manifest)")
+
+
 def check_inputs(m: Manifest, ref: Sequence[Record], qry: Sequence[Record],
                  source: str) -> None:
     """The records on this machine must be the records the plan was made from: the same
@@ -427,163 +431,3 @@ def check_flags(m: Manifest, given: Options, explicit: Iterable[str], matrix: np
 def _flag(name: str) -> str:
     return {"interval_size": "--lastz-interval-size", "transition": "--notransition",
             "entropy": "--noentropy"}.get(name, "--" + name.replace("_", "-"))
-
-
-# --------------------------------------------------------------------------------------------
-# Plan files (hspZ plan -> work -> merge)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class PlanFile:
-    manifest: Manifest
-    schedule: Schedule
-    reference: str
-    query: str
-    digest: str = ""  # sha256 of the file's text
-
-
-def plan_text(manifest: Manifest, schedule: Schedule, reference: str, query: str) -> str:
-    for path in (reference, query):
-        if "\n" in path:
-            raise UsageError(f"input path {path!r} contains a newline")
-    lines = [f"hspz-plan {PLAN_FORMAT}", f"reference_path {reference}", f"query_path {query}",
-             f"workers {schedule.workers}", f"policy {schedule.policy}",
-             f"reason {schedule.reason}"]
-    for k, visits in enumerate(schedule.visits):
-        lines.append(f"worker {k} {schedule.devices[k]} {schedule.labels[k]}")
-        lines += [f"visit {k} {v.ref_bin} {v.first} {v.end}" for v in visits]
-    lines += schedule_lines(schedule)  # the same lines `hspZ plan` prints, for readers
-    body = "".join(f"{line}\n" for line in lines + manifest_lines(manifest))
-    return sealed(body)
-
-
-def read_plan(path: str | os.PathLike) -> PlanFile:
-    """A plan file, its checksum, schedule and manifest checked; InputError names the file."""
-    return read_plan_text(_read(path), os.fspath(path))
-
-
-def read_plan_text(data: bytes, source: str) -> PlanFile:
-    _check_format(data, source, "hspz-plan", PLAN_FORMAT, "plan file")
-    text = unsealed(data, source, "plan file")
-    lines = _Lines(text, source)
-    s = lines.scalars(["hspz-plan", "reference_path", "query_path", "workers", "policy",
-                       "reason"])
-    body = "\n".join(raw for raw in text.split("\n") if not _is_plan_key(raw))
-    manifest = _manifest_body(body, source)
-    schedule = _schedule(lines, _int(lines, s["workers"], "workers"), s, manifest)
-    digest = hashlib.sha256(data).hexdigest()
-    return PlanFile(manifest, schedule, s["reference_path"][1], s["query_path"][1], digest)
-
-
-_PLAN_KEYS = ("hspz-plan", "reference_path", "query_path", "workers", "policy", "reason",
-              "worker", "visit", "schedule:")
-
-
-def _is_plan_key(raw: str) -> bool:
-    return raw.partition(" ")[0] in _PLAN_KEYS
-
-
-def _schedule(lines: _Lines, workers: int, s: dict, m: Manifest) -> Schedule:
-    visits: list[list[Visit]] = [[] for _ in range(max(workers, 0))]
-    devices, labels = [0] * len(visits), [""] * len(visits)
-    for n, key, rest in lines.items:
-        parts = rest.split(" ")
-        try:
-            if key == "worker":
-                k = int(parts[0])
-                devices[k], labels[k] = int(parts[1]), parts[2]
-            elif key == "visit":
-                k, b, first, end = (int(x) for x in parts)
-                visits[k].append(Visit(b, first, end))
-        except (ValueError, IndexError):
-            raise lines.error(n, f"malformed {key} line") from None
-    _check_cover(visits, m.plan, lines.source)
-    return Schedule(s["policy"][1], s["reason"][1], visits, devices, labels,
-                    len(m.plan.ref_bins))
-
-
-def _check_cover(visits: list[list[Visit]], plan: Plan, source: str) -> None:
-    q = len(plan.query_bins)
-    ordinals = sorted(v.ref_bin * q + k for vs in visits for v in vs for k in range(v.first,
-                                                                                    v.end))
-    if not visits or ordinals != list(range(len(plan.units))):
-        raise InputError(f"{source}: the schedule does not cover every unit exactly once")
-
-
-# --------------------------------------------------------------------------------------------
-# Results files (hspZ work -> merge)
-# --------------------------------------------------------------------------------------------
-
-
-def write_results(path: str | os.PathLike, results: Sequence[UnitResult], header: dict) -> None:
-    """All of one worker's UnitResults in one .npz, written under a temporary name; the header
-    records each unit image's sha256 and its own checksum."""
-    images = {r.ordinal: r.to_bytes() for r in results}
-    head = dict(header, format=RESULTS_FORMAT, units=list(images),
-                sha256=[hashlib.sha256(b).hexdigest() for b in images.values()])
-    head["checksum"] = _header_checksum(head)
-    arrays = {f"unit{o}": np.frombuffer(b, np.uint8) for o, b in images.items()}
-    arrays["header"] = np.frombuffer(json.dumps(head).encode(), np.uint8)
-    with replaced_atomically(path, "--output: ") as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-
-
-def _header_checksum(head: dict) -> str:
-    rest = {k: v for k, v in head.items() if k != "checksum"}
-    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
-
-
-# What a damaged .npz raises while it is read: zipfile's BadZipFile (bad CRC-32, no central
-# directory), EOFError (empty or cut short), OSError, ValueError (not a zip and not .npy).
-_DAMAGED = (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zipfile.LargeZipFile)
-
-
-def read_results(path: str | os.PathLike) -> tuple[dict, list[UnitResult]]:
-    """(header, UnitResults) of one results file, every checksum checked; InputError when it
-    is damaged, of another format or not a results file."""
-    source = os.fspath(path)
-    try:
-        z = np.load(source, allow_pickle=False)
-        if not isinstance(z, np.lib.npyio.NpzFile):
-            raise InputError(f"{source}: not an hspZ results file (made by `hspZ work`)")
-        with z:
-            header = _results_header(z, source)
-            images = {o: z[f"unit{o}"].tobytes() for o in header["units"]}
-    except _DAMAGED as exc:
-        raise InputError(f"{source}: not a readable hspZ results file "
-                         f"({type(exc).__name__}: {exc})") from None
-    for (o, image), want in zip(images.items(), header["sha256"], strict=True):
-        if hashlib.sha256(image).hexdigest() != want:
-            raise InputError(f"{source}: unit {o} is damaged (its sha256 differs from the one "
-                             f"in the header)")
-    results = [UnitResult.from_file(io.BytesIO(image)) for image in images.values()]
-    for o, r in zip(images, results, strict=True):
-        if r.ordinal != o:
-            raise InputError(f"{source}: unit {o} holds the result of unit {r.ordinal}")
-    return header, results
-
-
-def _results_header(z, source: str) -> dict:
-    """The header, its format, its checksum and the members it names checked."""
-    if "header" not in z.files:
-        raise InputError(f"{source}: not an hspZ results file (made by `hspZ work`)")
-    try:
-        header = json.loads(z["header"].tobytes().decode())
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        header = None
-    if not isinstance(header, dict):
-        raise InputError(f"{source}: the results header is not a JSON object")
-    if header.get("format") != RESULTS_FORMAT:
-        raise InputError(f"{source}: results format {header.get('format')!r} was written by "
-                         f"another hspZ; this one reads format {RESULTS_FORMAT} (rerun "
-                         f"`hspZ work`)")
-    if header.get("checksum") != _header_checksum(header):
-        raise InputError(f"{source}: checksum mismatch: the results header was edited or "
-                         f"damaged after `hspZ work` wrote it")
-    units, digests = header.get("units"), header.get("sha256")
-    members = sorted(f for f in z.files if f != "header")
-    if not isinstance(units, list) or not isinstance(digests, list) or \
-            len(units) != len(digests) or members != sorted(f"unit{o}" for o in units):
-        raise InputError(f"{source}: the results header does not list the file's units")
-    return header

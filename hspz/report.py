@@ -133,6 +133,17 @@ def ledger_lines(summary) -> list[str]:
     return lines
 
 
+def write_ledger(path: str, summary) -> None:
+    """The unit ledger as a TSV file (`merge --ledger`; the workflow's report reads it): a job
+    column (the batch job's number, 000001, ...; 000000 for a single query), then the
+    ledger's, one row per unit by job and ordinal."""
+    columns = ("job",) + LEDGER_COLUMNS
+    rows = sorted(summary.ledger, key=lambda r: (r["job"], r["ordinal"]))
+    text = "".join("\t".join(f"{r['job']:06d}" if c == "job" else str(r[c]) for c in columns)
+                   + "\n" for r in rows)
+    write_text(path, "\t".join(columns) + "\n" + text)
+
+
 def print_batch(summary, planned, wall_s: float, stream=None) -> None:
     """`--time` in batch mode: one `job` line per job (its units, hits, HSPs, when its first
     unit started and its last ended), then the `batch:` line."""

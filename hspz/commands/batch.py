@@ -7,7 +7,8 @@
 
 Every job is the standalone run of its query: OUT/000001/ holds the bytes `hspZ run -q` of that
 query writes.  The parent keeps each job's plan, not its bases: the workers read a job's query
-file when they reach it, so memory follows the largest job, not the batch.
+file when they reach it, so memory follows the largest job, not the batch.  `hspZ plan
+--query-list` runs the same planning (`plan_batch`) and `hspZ merge` the same emitting.
 """
 
 from __future__ import annotations
@@ -27,36 +28,33 @@ from hspz.errors import HspzError, UsageError
 from hspz.execute import Execution, Job, Summary, execute, print_counts, timed
 from hspz.freeze import Freeze, freeze
 from hspz.inputs import read_side
-from hspz.manifest import Manifest, write_text
+from hspz.manifest import write_text
+from hspz.planfile import PlanJob
 from hspz.progress import Progress
 from hspz.report import say
-from hspz.schedule import make_schedule, partition_knob, schedule_lines
+from hspz.schedule import Schedule, make_schedule, partition_knob, schedule_lines
 from hspz.scoring import resolve_matrix
-from hspz.sequence import HashedRecords, records_digest
+from hspz.sequence import HashedRecords
 from hspz.workers import QuerySpec
 
 
 @dataclass
-class PlannedJob:
-    """One job of a batch, planned: its frozen plan, the spec its workers read its query by,
-    and what queries.tsv says of its file."""
+class Batch:
+    """A planned batch: the engine and devices it was planned for, the reference (records, or
+    the index's known records), every job's frozen plan and the schedule."""
 
-    number: int
-    path: str
-    manifest: Manifest
-    spec: QuerySpec
-    size: int
-    sha256: str
-
-    @property
-    def name(self) -> str:
-        return bt.job_name(self.number)
+    engine: object
+    devices: object
+    ref: list
+    jobs: list[PlanJob]
+    schedule: Schedule
+    index: ix.Index | None = None
+    verify: ix.Verification | None = None
 
 
-def batch_command(req: Request, select) -> int:
-    """`hspZ run --query-list FILE`."""
-    t0 = time.perf_counter()
-    summary = Summary()
+def plan_batch(req: Request, select, summary: Summary) -> Batch:
+    """Read the list and the reference (or open the index), plan every job, schedule the
+    batch (its `schedule:` lines printed), write the per-job dumps."""
     o = req.options
     listed, notes = bt.read_query_list(req.query_list)
     say(notes)
@@ -69,21 +67,23 @@ def batch_command(req: Request, select) -> int:
             ref = ix.known_records(idx)
         else:
             ref = HashedRecords(read_side(req.reference, "reference"))
-    try:
-        engine = select()
-        devices = devices_for(engine, o.gpus)
-        with timed(summary.phases, "plan"):
-            jobs = plan_jobs(req, listed, devices, ref)
-            if idx is not None:
-                ix.check_plan(idx, jobs[0].manifest.plan.ref_bins)
-        write_job_dumps(req, jobs)
-        return _execute(req, engine, devices, ref, jobs, idx, verify, summary, t0)
-    finally:
-        if verify is not None:
-            verify.close()
+    engine = select()
+    devices = devices_for(engine, o.gpus)
+    with timed(summary.phases, "plan"):
+        jobs = plan_jobs(req, listed, devices, ref)
+        if idx is not None:
+            ix.check_plan(idx, jobs[0].manifest.plan.ref_bins)
+    write_job_dumps(req, jobs)
+    m0 = jobs[0].manifest
+    axis = bt.BatchAxis(tuple(len(j.manifest.plan.query_bins) for j in jobs))
+    ref_bp = [sum(m0.ref_lengths[k] for k in b) for b in m0.plan.ref_bins]
+    sched = make_schedule(axis.plan(m0.plan.ref_bins), ref_bp, o.gpus, devices,
+                          partition_knob())
+    say(schedule_lines(sched))
+    return Batch(engine, devices, ref, jobs, sched, idx, verify)
 
 
-def plan_jobs(req: Request, listed: list[bt.ListedQuery], devices, ref) -> list[PlannedJob]:
+def plan_jobs(req: Request, listed: list[bt.ListedQuery], devices, ref) -> list[PlanJob]:
     """Every listed query read and planned as a standalone run with these flags plans it; a
     job the memory preflight would replan is refused, and every job must share the first
     job's reference bins."""
@@ -105,19 +105,24 @@ def plan_jobs(req: Request, listed: list[bt.ListedQuery], devices, ref) -> list[
             raise UsageError(f"job {name} ({q.path}): the memory preflight would replan it "
                              f"({f.notes[0].removeprefix('note: ')}); a batch refuses rather "
                              f"than replans: give a smaller -B or --query-block-size")
-        spec = QuerySpec(q.number - 1, m.plan.query_bins, q.path, records_digest(records))
-        out.append(PlannedJob(q.number, q.path, m, spec, size, sha))
+        out.append(PlanJob(q.number, q.path, size, sha, m))
         del records
     bt.check_same_reference_bins([j.manifest.plan.ref_bins for j in out], [j.path for j in out])
     return out
 
 
-def suffixed(path: str, job: PlannedJob) -> str:
+def spec_of(job: PlanJob) -> QuerySpec:
+    """How a worker reads a batch job's query: its file, checked against its records hash."""
+    return QuerySpec(job.number - 1, job.manifest.plan.query_bins, job.path,
+                     job.manifest.qry_digest)
+
+
+def suffixed(path: str, job: PlanJob) -> str:
     """A dump file of one job: `plan.tsv` -> `plan.tsv.000001`."""
     return f"{path}.{job.name}"
 
 
-def write_job_dumps(req: Request, jobs: list[PlannedJob]) -> None:
+def write_job_dumps(req: Request, jobs: list[PlanJob]) -> None:
     for job in jobs:
         if req.dump_plan:
             report.write_plan(suffixed(req.dump_plan, job), job.manifest)
@@ -125,58 +130,76 @@ def write_job_dumps(req: Request, jobs: list[PlannedJob]) -> None:
             write_text(suffixed(req.dump_manifest, job), job.manifest.to_text())
 
 
-def _execute(req: Request, engine, devices, ref, planned: list[PlannedJob], idx, verify,
-             summary: Summary, t0: float) -> int:
+def batch_jobs(planned: list[PlanJob], out: Path, tarball: bool,
+               raw: str | None = None) -> list[Job]:
+    """Each planned job as an execution's Job: OUT/000001/ (or OUT/000001.tar.gz with -Z)."""
+    return [Job(p.manifest, out if tarball else out / p.name,
+                out / f"{p.name}.tar.gz" if tarball else None, spec_of(p), p.number,
+                raw=suffixed(raw, p) if raw else None)
+            for p in planned]
+
+
+def queries_row(p: PlanJob, summary: Summary) -> dict:
+    return dict(job=p.name, path=p.path, bytes=p.size, sha256=p.sha256,
+                blocks=len(p.manifest.plan.query_bins), units=len(p.manifest.plan.units),
+                hsps=summary.hsps, digest=summary.digest, completion="complete")
+
+
+def finish_batch(out: Path, planned: list[PlanJob], jobs: list[Job]) -> None:
+    """queries.tsv, written last (atomically) once every job is published, and each job's
+    `digest:` line."""
+    write_text(out / bt.QUERIES_TSV,
+               bt.queries_tsv([queries_row(p, j.summary) for p, j in zip(planned, jobs,
+                                                                            strict=True)]))
+    for job in jobs:
+        print(f"digest: {bt.job_name(job.number)} {job.summary.digest}")
+    say(f"batch: {len(jobs)} job(s) complete -> {out / bt.QUERIES_TSV}")
+
+
+def job_line(job: Job) -> str:
+    return (f"progress: job {bt.job_name(job.number)} complete: {job.summary.hsps} HSPs, "
+            f"digest {job.summary.digest} ({job.spec.path})")
+
+
+def batch_command(req: Request, select) -> int:
+    """`hspZ run --query-list FILE`."""
+    t0 = time.perf_counter()
+    summary = Summary()
+    b = plan_batch(req, select, summary)
+    try:
+        return _execute(req, b, summary, t0)
+    finally:
+        if b.verify is not None:
+            b.verify.close()
+
+
+def _execute(req: Request, b: Batch, summary: Summary, t0: float) -> int:
+    from hspz.commands.run import index_loaded_line, index_using_line
+
     o = req.options
     out = Path(req.output)
-    axis = bt.BatchAxis(tuple(len(j.manifest.plan.query_bins) for j in planned))
-    m0 = planned[0].manifest
-    ref_bp = [sum(m0.ref_lengths[k] for k in b) for b in m0.plan.ref_bins]
-    sched = make_schedule(axis.plan(m0.plan.ref_bins), ref_bp, o.gpus, devices,
-                          partition_knob())
-    say(schedule_lines(sched))
-    if idx is not None:
-        from hspz.commands.run import index_using_line
-
-        say(index_using_line(idx, req.reference))
-    jobs = [Job(p.manifest, out if req.tarball else out / p.name,
-                out / f"{p.name}.tar.gz" if req.tarball else None, p.spec, p.number,
-                raw=suffixed(req.dump_raw, p) if req.dump_raw else None)
-            for p in planned]
-    if idx is None and not req.tarball:  # job folders exist from the start (see the spec)
+    if b.index is not None:
+        say(index_using_line(b.index, req.reference))
+    jobs = batch_jobs(b.jobs, out, bool(req.tarball), req.dump_raw)
+    if b.index is None and not req.tarball:  # job folders exist from the start (see the spec)
         for job in jobs:
             Path(job.outdir).mkdir(parents=True, exist_ok=True)
-    progress = Progress(sum(len(p.manifest.plan.units) for p in planned), len(planned))
-    rows: dict[int, dict] = {}
-
-    def published(job: Job) -> None:
-        p = planned[job.number - 1]
-        rows[job.number] = dict(job=p.name, path=p.path, bytes=p.size, sha256=p.sha256,
-                                blocks=len(p.manifest.plan.query_bins),
-                                units=len(p.manifest.plan.units), hsps=job.summary.hsps,
-                                digest=job.summary.digest, completion="complete")
-        progress.job_done(f"progress: job {p.name} complete: {job.summary.hsps} HSPs, digest "
-                          f"{job.summary.digest} ({p.path})")
-
+    progress = Progress(sum(len(p.manifest.plan.units) for p in b.jobs), len(b.jobs))
     how = Execution(o.diagonal_partition, bool(req.dump_raw), req.hit_stats, progress,
-                    index=req.index, verify=verify, on_job=published)
+                    index=req.index, verify=b.verify,
+                    on_job=lambda job: progress.job_done(job_line(job)))
     summary.batch = True
-    execute(jobs, sched, engine.__name__, o.threads, ref, None, how, t0, summary)
-    write_text(out / bt.QUERIES_TSV, bt.queries_tsv([rows[n] for n in sorted(rows)]))
-    if idx is not None:
-        from hspz.commands.run import index_loaded_line
-
-        say(index_loaded_line(idx, summary, req.reference))
+    execute(jobs, b.schedule, b.engine.__name__, o.threads, b.ref, None, how, t0, summary)
+    if b.index is not None:
+        say(index_loaded_line(b.index, summary, req.reference))
     print_counts(summary)
     wall = time.perf_counter() - t0
     if req.time:
         report.print_time(summary, wall)
-        report.print_batch(summary, planned, wall)
+        report.print_batch(summary, b.jobs, wall)
     if req.hit_stats:
         report.print_hit_stats(summary.hit_stats)
-    for job in jobs:
-        print(f"digest: {bt.job_name(job.number)} {job.summary.digest}")
-    say(f"batch: {len(jobs)} job(s) complete -> {out / bt.QUERIES_TSV}")
+    finish_batch(out, b.jobs, jobs)
     sys.stdout.flush()
     return 0
 

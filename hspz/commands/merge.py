@@ -1,54 +1,81 @@
 """`hspZ merge`: replay every worker's results in ordinal order into the outputs, as `run`
-writes them.  Each results file is checked before its units are used: its checksums
-(`manifest.read_results`), that it belongs to this plan file, that it is one worker's and holds
-exactly that worker's units, and that no worker's results come twice or are missing."""
+writes them: one query's segments files in OUT, or a batch's OUT/000001/, ... and queries.tsv.
+
+    plan file -> OUT locked -> each results file checked, its units emitted -> every job
+    published -> queries.tsv (a batch) -> the ledger (--ledger)
+
+Each results file is checked before its units are used: its checksums
+(`planfile.read_results`), that it belongs to this plan file, that it is one worker's and holds
+exactly that worker's units, and that no worker's results come twice or are missing.
+"""
 
 from __future__ import annotations
 
-from hspz.emit import Emitter
+from pathlib import Path
+
 from hspz.errors import InputError
-from hspz.execute import Summary, print_counts, say_removed
-from hspz.inputs import table_lookup
-from hspz.outdir import OutLock, Tree, check_disjoint
+from hspz.execute import Emitters, Execution, Job, Summary, print_counts
+from hspz.outdir import OutLock, Tree, batch_claims, check_disjoint, publish_claims
+from hspz.planfile import PlanFile, read_plan, read_results
+from hspz.report import write_ledger
 
 
 def merge_command(plan_path: str, outdir: str, tarball: str | None, diagonal: bool,
-                  result_paths: list[str], wait: bool = False, command: str = "") -> int:
+                  result_paths: list[str], wait: bool = False, command: str = "",
+                  ledger: str | None = None) -> int:
     """`hspZ merge`: replay every worker's results in ordinal order into the outputs.  Its
     outputs are checked against its inputs and OUT is locked before any result is read."""
-    from hspz.manifest import read_plan, read_results
+    from hspz.commands.batch import batch_jobs, finish_batch
 
     pf = read_plan(plan_path)
-    m = pf.manifest
+    claims = batch_claims if pf.batch else publish_claims
     check_disjoint({"--plan": plan_path, "RESULT": result_paths,
-                    "the reference of --plan": pf.reference, "the query of --plan": pf.query},
-                   {"--tarball": tarball},
-                   {"--output": Tree(outdir, writes=(tarball,) if tarball else ())})
+                    "the reference of --plan": pf.reference,
+                    "a query of --plan": [j.path for j in pf.jobs]},
+                   {"--tarball": tarball if not pf.batch else None, "--ledger": ledger},
+                   {"--output": Tree(outdir, claims,
+                                     writes=(tarball,) if tarball and not pf.batch else ())})
     with OutLock(outdir, "--output", wait, command, keep_empty=tarball is None):
-        emitter = Emitter(m.plan.units, table_lookup(m), outdir, tarball, diagonal)
-        seen: dict[int, str] = {}
+        summary = Summary(batch=pf.batch)
+        if pf.batch:
+            jobs = batch_jobs(pf.jobs, Path(outdir), tarball is not None)
+        else:
+            jobs = [Job(pf.manifest, outdir, tarball)]
+        emitters = Emitters(jobs, pf.schedule, Execution(diagonal), summary)
         try:
-            for path in result_paths:
-                header, results = read_results(path)
-                seen[_worker_of(header, pf, path, plan_path, seen)] = path
-                for result in results:
-                    emitter.add(result)
-            missing = [str(k) for k in range(pf.schedule.workers) if k not in seen]
-            if missing:
-                raise InputError(f"no results of worker(s) {', '.join(missing)} of {plan_path} "
-                                 f"were given (`hspZ work --worker K` writes each)")
-            digest = emitter.finish()
+            _replay(pf, plan_path, result_paths, emitters)
+            for j in sorted(emitters.open):
+                emitters.finish(j)
         except BaseException:
-            emitter.abort()
+            emitters.abort()
             raise
-        say_removed(emitter)
-        summary = Summary(**emitter.counts, digest=digest)
+        for key in ("seeds", "hits", "raw_hsps", "hsps"):
+            setattr(summary, key, sum(getattr(job.summary, key) for job in jobs))
+        if ledger:
+            write_ledger(ledger, summary)
         print_counts(summary)
-        print(f"digest: {digest}")
+        if pf.batch:
+            finish_batch(Path(outdir), pf.jobs, jobs)
+        else:
+            print(f"digest: {jobs[0].summary.digest}")
     return 0
 
 
-def _worker_of(header: dict, pf, path: str, plan_path: str, seen: dict[int, str]) -> int:
+def _replay(pf: PlanFile, plan_path: str, result_paths: list[str], emitters: Emitters) -> None:
+    seen: dict[int, str] = {}
+    for path in result_paths:
+        header, results = read_results(path)
+        seen[_worker_of(header, pf, path, plan_path, seen)] = path
+        for result in results:
+            emitters.add(result)
+    missing = [str(k) for k in range(pf.schedule.workers) if k not in seen]
+    if missing:
+        raise InputError(f"no results of worker(s) {', '.join(missing)} of {plan_path} "
+                         f"were given (`hspZ work --worker K` writes each)")
+
+
+def _worker_of(header: dict, pf: PlanFile, path: str, plan_path: str,
+               seen: dict[int, str]) -> int:
     """The worker whose results `header` describes, checked against the plan file."""
     if header.get("plan") != pf.digest:
         raise InputError(f"{path}: these results belong to another plan than {plan_path}")
@@ -58,9 +85,16 @@ def _worker_of(header: dict, pf, path: str, plan_path: str, seen: dict[int, str]
     if k in seen:
         raise InputError(f"{path}: the results of worker {k} were given twice (also "
                          f"{seen[k]})")
-    q = len(pf.manifest.plan.query_bins)
-    planned = sorted(v.ref_bin * q + j for v in sched.visits[k] for j in range(v.first, v.end))
-    if sorted(header["units"]) != planned:
-        raise InputError(f"{path}: holds units {sorted(header['units'])} but worker {k} of "
-                         f"{plan_path} runs units {planned}")
+    planned = sorted(pf.worker_units(k))
+    held = sorted(tuple(u) for u in header["units"])
+    if held != planned:
+        raise InputError(f"{path}: holds units {_shown(held, pf)} but worker {k} of "
+                         f"{plan_path} runs units {_shown(planned, pf)}")
     return k
+
+
+def _shown(units: list[tuple[int, int]], pf: PlanFile) -> str:
+    """Units as ordinals for one query, as job:ordinal in a batch."""
+    if not pf.batch:
+        return str([o for _, o in units])
+    return "[" + ", ".join(f"{j + 1}:{o}" for j, o in units) + "]"

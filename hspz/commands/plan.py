@@ -1,29 +1,79 @@
-"""`hspZ plan`: freeze the plan and the schedule for --gpus workers into one plan file."""
+"""`hspZ plan`: freeze the plan and the schedule for --gpus workers into one plan file (the
+workflow's first step): one query, or a query list as `run --query-list` plans it.
+
+    read -> freeze (every job) -> schedule -> plan file
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 
+from hspz import index as ix
 from hspz.budget import devices_for
 from hspz.commands import Request
+from hspz.execute import Summary
 from hspz.freeze import load_manifest, prepare, schedule_for, write_dumps
-from hspz.inputs import read_both
+from hspz.inputs import read_both, read_side
+from hspz.manifest import write_text
+from hspz.planfile import PlanFile, PlanJob, plan_text
 
 
 def plan_command(req: Request, select) -> int:
     """`hspZ plan`: freeze the plan and the schedule for --gpus workers into one file."""
-    from hspz.manifest import plan_text, write_text
+    if req.query_list:
+        pf = _batch_plan(req, select)
+    else:
+        pf = _single_plan(req, select)
+    write_text(req.output, plan_text(pf))
+    m = pf.manifest
+    print(f"plan: {len(pf.jobs)} job(s), {len(m.plan.ref_bins)} reference bins, "
+          f"{pf.axis.total} query bins, {len(pf.grid().units)} units, "
+          f"{pf.schedule.workers} workers -> {req.output}", file=sys.stderr)
+    return 0
 
-    ref, qry = read_both(req.reference, req.query)
-    loaded = load_manifest(req, ref, qry)
-    devices = devices_for(select(), req.options.gpus)
-    m = prepare(req, devices, ref, qry, True, loaded)
+
+def _single_plan(req: Request, select) -> PlanFile:
+    """One query, planned as `run` plans it (from an index's records when given one)."""
+    idx = verify = None
+    if req.index:
+        idx = ix.open_index(req.index)
+        ix.check_options(idx, req.options)
+        verify = ix.Verification(req.reference, idx) if req.reference else None
+        ref, qry = ix.known_records(idx), read_side(req.query, "query")
+    else:
+        ref, qry = read_both(req.reference, req.query)
+    try:
+        loaded = load_manifest(req, ref, qry)
+        devices = devices_for(select(), req.options.gpus)
+        m = prepare(req, devices, ref, qry, True, loaded)
+        if idx is not None:
+            ix.check_plan(idx, m.plan.ref_bins)
+        if verify is not None:
+            verify.wait("verify")
+    finally:
+        if verify is not None:
+            verify.close()
     write_dumps(req, m)
     sched = schedule_for(m, req.options.gpus, devices)
-    text = plan_text(m, sched, os.path.abspath(req.reference), os.path.abspath(req.query))
-    write_text(req.output, text)
-    print(f"plan: {len(m.plan.ref_bins)} reference bins, {len(m.plan.query_bins)} query bins, "
-          f"{len(m.plan.units)} units, {sched.workers} workers -> {req.output}",
-          file=sys.stderr)
-    return 0
+    size, sha = ix.file_sha256(req.query)
+    job = PlanJob(1, os.path.abspath(req.query), size, sha, m)
+    return PlanFile(sched, os.path.abspath(req.reference) if req.reference else None,
+                    os.path.abspath(req.index) if req.index else None, [job], False)
+
+
+def _batch_plan(req: Request, select) -> PlanFile:
+    """The jobs of a query list, as `run --query-list` plans them (its reference verified
+    against the index first when both are given)."""
+    from hspz.commands.batch import plan_batch
+
+    b = plan_batch(req, select, Summary())
+    try:
+        if b.verify is not None:
+            b.verify.wait("verify")
+    finally:
+        if b.verify is not None:
+            b.verify.close()
+    reference = os.path.abspath(req.reference) if req.reference else None
+    index = os.path.abspath(req.index) if req.index else None
+    return PlanFile(b.schedule, reference, index, b.jobs, True)

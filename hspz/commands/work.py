@@ -1,45 +1,148 @@
-"""`hspZ work`: run one worker's units of a plan file into one results file."""
+"""`hspZ work`: run one worker's units of a plan file into one results file (the workflow's
+work step), resumable unit by unit.
+
+    plan file -> reference (read and checked, or the index) -> units already done (unit files)
+    -> the rest of the worker's units, each written as a unit file as it finishes -> results
+
+Every finished unit is written at once, atomically, under --units (default RESULT.units):
+a work job killed after hours loses at most the units in flight, and its rerun, or the work of
+another plan holding the same job, computes only the units it does not find.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sys
 import time
+from pathlib import Path
 
+from hspz import index as ix
 from hspz.budget import devices_for
+from hspz.commands.batch import spec_of
 from hspz.engine import UnitResult
 from hspz.errors import UsageError
 from hspz.freeze import context_of
-from hspz.inputs import read_both
-from hspz.manifest import check_inputs, check_version
+from hspz.inputs import read_side
+from hspz.manifest import check_side, check_version
 from hspz.outdir import check_disjoint
+from hspz.planfile import (
+    PlanFile,
+    read_plan,
+    read_unit,
+    unit_key,
+    unit_path,
+    write_results,
+    write_unit,
+)
+from hspz.report import say
 from hspz.workers import WorkerJob, run_worker
 
 
 def work_command(plan_path: str, worker: int, output: str, select, threads: int,
-                 device: int | None = None) -> int:
-    """`hspZ work`: run one worker's units of a plan file into one results file."""
-    from hspz.manifest import read_plan, write_results
-
+                 device: int | None = None, index: str | None = None,
+                 units: str | None = None, device_lock: str | None = None) -> int:
+    """`hspZ work`: run worker `worker`'s units of a plan file into one results file."""
     pf = read_plan(plan_path)
+    index = index or pf.index
+    folder = units or f"{output}.units"
     check_disjoint({"--plan": plan_path, "the reference of --plan": pf.reference,
-                    "the query of --plan": pf.query}, {"--output": output})
-    m, sched = pf.manifest, pf.schedule
+                    "--index": index, "a query of --plan": [j.path for j in pf.jobs]},
+                   {"--output": output})
+    sched = pf.schedule
     if not 0 <= worker < sched.workers:
         raise UsageError(f"--worker: {worker} is not a worker of {plan_path} "
                          f"(0..{sched.workers - 1})")
-    check_version(m, plan_path)
-    ref, qry = read_both(pf.reference, pf.query)
-    check_inputs(m, ref, qry, plan_path)
+    for job in pf.jobs:
+        check_version(job.manifest, plan_path)
+    ref, qry = _inputs(pf, index, plan_path)
     engine = select()
+    lock = None
     if device is None:
-        device = worker % devices_for(engine, sched.workers).count
+        count = devices_for(engine, sched.workers).count
+        device, lock = free_device(device_lock, worker, count) if device_lock and \
+            engine.__name__.endswith(".gpu") else (worker % count, None)
+    try:
+        return _work(pf, worker, output, engine, threads, device, index, folder, ref, qry)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _inputs(pf: PlanFile, index: str | None, source: str):
+    """The reference records (none with an index: its bins are loaded) and, for one query,
+    the query's; every one checked against the frozen plan."""
+    m = pf.manifest
+    if index is not None:
+        idx = ix.open_index(index)
+        ix.check_options(idx, m.options)
+        ix.check_plan(idx, m.plan.ref_bins)
+        ref = []
+    else:
+        if pf.reference is None:
+            raise UsageError(f"{source}: planned with an index: give --index")
+        ref = read_side(pf.reference, "reference")
+        check_side(m, "reference", ref, source)
+    if pf.batch:  # the workers read each job's query (and check it) themselves
+        return ref, []
+    qry = read_side(pf.query, "query")
+    check_side(m, "query", qry, source)
+    return ref, qry
+
+
+def _work(pf: PlanFile, worker: int, output: str, engine, threads: int, device: int,
+          index: str | None, folder: str, ref, qry) -> int:
+    keys = [unit_key(j.manifest) for j in pf.jobs]
+    planned = pf.worker_units(worker)
+    done: list[UnitResult] = []
+    for j, o in planned:
+        found = read_unit(unit_path(folder, keys[j], o), keys[j], j, o)
+        if found is not None:
+            done.append(found)
+    if done:
+        say(f"work: worker {worker} resumes: {len(done)} of {len(planned)} unit(s) already "
+            f"done in {folder}; computing {len(planned) - len(done)}")
+    Path(folder).mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    job = WorkerJob(worker, device, sched.visits[worker], context_of(m), m.plan,
-                    engine.__name__, threads, t0)
+    m = pf.manifest
+    plan = pf.grid() if pf.batch else m.plan
+    specs = [spec_of(j) for j in pf.jobs] if pf.batch else None
+    job = WorkerJob(worker, device, pf.schedule.visits[worker], context_of(m), plan,
+                    engine.__name__, threads, t0, index=index, queries=specs,
+                    skip=frozenset((r.job, r.ordinal) for r in done))
     results: list[UnitResult] = []
-    rep = run_worker(job, ref, qry, lambda r, _: results.append(r))
-    write_results(output, results, dict(plan=pf.digest, worker=worker, workers=sched.workers,
-                                        busy_ms=rep.busy_ms, finished_ms=rep.finished_ms))
-    print(f"work: worker {worker} ran {len(results)} unit(s) in {rep.finished_ms / 1e3:.3f} s "
-          f"-> {output}", file=sys.stderr)
+
+    def keep(result: UnitResult, _) -> None:
+        write_unit(folder, keys[result.job], result)
+        results.append(result)
+
+    rep = run_worker(job, ref, qry, keep)
+    write_results(output, done + results,
+                  dict(plan=pf.digest, worker=worker, workers=pf.schedule.workers,
+                       busy_ms=rep.busy_ms, finished_ms=rep.finished_ms))
+    say(f"work: worker {worker} ran {len(results)} unit(s) in {rep.finished_ms / 1e3:.3f} s "
+        f"on device {device}"
+        + (f" (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']})"
+           if "CUDA_VISIBLE_DEVICES" in os.environ else "") + f" -> {output}")
     return 0
+
+
+def free_device(folder: str, worker: int, count: int) -> tuple[int, int]:
+    """The first device of `count` whose lock in `folder` is free, from worker mod count on;
+    waits for that one when all are taken.  (device, the locked descriptor, held until the
+    process exits.)  Snakemake runs at most `resources: gpu` such jobs at once, so one is
+    free unless another program holds it."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    order = [(worker + i) % count for i in range(count)]
+    for d in order:
+        fd = os.open(Path(folder) / f"device{d}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return d, fd
+        except BlockingIOError:
+            os.close(fd)
+    fd = os.open(Path(folder) / f"device{order[0]}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    print(f"work: every device lock in {folder} is taken; waiting for device {order[0]}",
+          file=sys.stderr)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return order[0], fd
