@@ -12,6 +12,7 @@ in the order a run reaches them:
     done       the journal is removed; the stage folder is not yet
 
 A roll-forward (`outdir.complete`) passes through `publish`, `published` and `done` too.
+`hspZ work` has one more, `work-unit`: a finished unit's file is written (N: the N-th).
 """
 
 from __future__ import annotations

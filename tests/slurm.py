@@ -274,6 +274,7 @@ def _write_config(cluster: Cluster) -> None:
         "MpiDefault": "none",
         "MailProg": "/bin/true",
         "MinJobAge": 300,  # squeue shows a finished job this long: the plugin's status source
+        "KillWait": 5,  # seconds from a time limit's SIGTERM to its SIGKILL (30 by default)
         "ReturnToService": 2,
         "GresTypes": "gpu",
     }

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import slurm
 import yaml
-from test_workflow import make_workdir
+from test_workflow import JOBS, make_workdir
 
 pytestmark = pytest.mark.slurm
 
@@ -30,16 +30,20 @@ BIN = Path(sys.executable).parent  # the jobs' shells must find this environment
 # bytes. The final outputs only: plans and work results hold timings (once results/ holds
 # nothing else, ("results/**",)).
 def workflow_inputs(workdir: Path) -> Path:
-    """test_workflow's inputs and config, with backend auto: plan and work jobs then ask SLURM
-    for a GPU (they get a fake one; hspZ, finding no CUDA device, runs its CPU backend)."""
+    """test_workflow's inputs and config (a sheet with the index, the report and the gapped
+    stage; a list file; one query), with backend auto and `gpus: true`: plan and work jobs
+    then ask SLURM for a GPU (they get a fake one; hspZ, finding no CUDA device, runs its CPU
+    backend)."""
     config = make_workdir(workdir)
     jobs = yaml.safe_load(config.read_text())["jobs"]
-    jobs = [{**job, "backend": "auto"} for job in jobs]
+    jobs = [{**job, "backend": "auto", "gpus": True} for job in jobs]
     config.write_text(yaml.safe_dump({"jobs": jobs}, sort_keys=False))
     return config
 
 
-COMPARED = ("results/**/segments/*", "results/**/digest.txt")
+# every final output but the report's summary, which holds the engine's timings
+COMPARED = ("results/sheet/**", "results/listed/**", "results/single/**",
+            "results/gapped/**", "results/reports/**/*.png")
 
 # The plugin's settings for a cluster without slurmdbd: job states from squeue (sacct would
 # never learn them and Snakemake would wait forever), the first check after one second.
@@ -73,10 +77,13 @@ def with_bin(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PATH": f"{BIN}:{env['PATH']}"}
 
 
-def overlay_profile(cluster: slurm.Cluster, folder: Path) -> Path:
+def overlay_profile(cluster: slurm.Cluster, folder: Path, work_minutes: int | None = None) -> Path:
     """A second --profile over profiles/slurm: TEST_SETTINGS, and the real profile's resources
-    with every mem_mb cut to the test node's memory (a later profile replaces whole keys)."""
+    with every mem_mb cut to the test node's memory (a later profile replaces whole keys), and
+    with `work_minutes`, that time limit for every work job."""
     real = yaml.safe_load((PROFILES / "slurm" / "config.v8+.yaml").read_text())
+    if work_minutes is not None:
+        real["set-resources"]["hspz_work"]["runtime"] = work_minutes
 
     def capped(resources: dict) -> dict:
         return {key: min(value, cluster.memory_mb) if key.startswith("mem_mb") else value
@@ -186,3 +193,31 @@ def test_workflow_on_slurm_writes_the_local_profiles_bytes(cluster: slurm.Cluste
     assert submitted and sorted(given) == sorted(submitted)
     local_jobs = snakemake_jobs(local_run.stderr)
     assert sorted(rule for _, rule, _ in ran) == sorted(rule for _, rule, _ in local_jobs)
+
+
+def test_a_work_job_its_time_limit_ends_is_rerun_and_computes_only_its_missing_units(
+        cluster: slurm.Cluster, tmp_path: Path) -> None:
+    """A SLURM time limit: the work job stops itself after its second unit (HSPZ_FAULT's
+    `stop`), its one-minute limit passes and SLURM ends it (TIMEOUT); the rerun resumes from
+    its two unit files, computes the third, and merges the bytes of an unbroken run."""
+    config = make_workdir(tmp_path / "run", [{**JOBS[2], "workers": 1, "gpus": False}])
+    profiles = [PROFILES / "slurm", overlay_profile(cluster, tmp_path / "p", work_minutes=1)]
+    stopped = snakemake(tmp_path / "run", config, profiles,
+                        {**with_bin(cluster.env), "HSPZ_FAULT": "work-unit:2:stop"})
+    assert stopped.returncode != 0
+    states = [state for rule, state, _ in slurm_jobs(cluster) if rule == "hspz_work"]
+    assert "TIMEOUT" in states, states
+    done = snakemake(tmp_path / "run", config, profiles, with_bin(cluster.env))
+    assert done.returncode == 0, done.stderr[-4000:] + "\n" + cluster.log_tail()
+    log = (tmp_path / "run" / "logs" / "hspz_work" / "single" / "0.log").read_text()
+    assert "work: worker 0 resumes: 2 of 3 unit(s) already done" in log, log
+    listing = tmp_path / "one.list"
+    listing.write_text(f"{tmp_path / 'run' / 'q2.fa'}\n")
+    ref = subprocess.run([str(BIN / "hspZ"), "run", "-r", str(tmp_path / "run" / "ref.fa"),
+                          "--query-list", str(listing), "-o", str(tmp_path / "ref"),
+                          "--backend", "cpu", "--seq-block-size=3000", "--hspthresh=2000"],
+                         capture_output=True, text=True)
+    assert ref.returncode == 0, ref.stderr
+    got = files(tmp_path / "run" / "results" / "single", ("**",))
+    got.pop("names.tsv")
+    assert got == files(tmp_path / "ref", ("**",))

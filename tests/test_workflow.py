@@ -1,11 +1,14 @@
-"""The Snakemake workflow: lints clean, resolves under both profiles, validates its config, and
-reproduces `hspZ run` byte for byte through plan -> work -> merge."""
+"""The Snakemake workflow: lints and formats clean, resolves under both profiles, validates its
+config in one line, writes results/<job>/ byte for byte as `hspZ run --query-list` does (a sheet,
+a list file, one query), reruns nothing that was done when rows are added or reordered, resumes
+a killed work job unit by unit, and makes its report and gapped stage."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,40 +21,38 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # snakemake's shell jobs must find this environment's hspZ
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 HAVE_SLURM_PLUGIN = importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None
+HAVE_LASTZ = shutil.which("lastz") is not None
 
 # Three 3 kbp reference records with -B 3000 give three reference bins: workers: 2 really splits
-# the work, and workers: 5 is cut to three by the plan. The batch job runs two queries against the
-# same reference, with merge's -D and -Z.
+# the work, and workers: 5 is cut to three by the plan.
 OPTIONS = {"seq_block_size": 3000, "hspthresh": 2000}
+SHEET = [("alpha", "q1.fa"), ("beta", "q2.fa"), ("gamma", "q3.fa")]
 JOBS = [
-    {"name": "pair", "reference": "ref.fa", "query": "q1.fa", "workers": 2, "options": OPTIONS},
-    {
-        "name": "batch",
-        "reference": "ref.fa",
-        "query": ["q2.fa", "q1.fa"],
-        "workers": 5,
-        "diagonal_partition": True,
-        "tarball": True,
-        "options": {**OPTIONS, "strand": "both", "xdrop": 800},
-    },
+    {"name": "sheet", "reference": "ref.fa", "queries": "queries.tsv", "workers": 2,
+     "index": True, "gapped": HAVE_LASTZ, "options": OPTIONS},
+    {"name": "listed", "reference": "ref.fa", "query_list": "lists/queries.txt", "workers": 5,
+     "index": False, "diagonal_partition": True, "tarball": True, "report": False,
+     "options": {**OPTIONS, "xdrop": 800}},
+    {"name": "single", "reference": "ref.fa", "query": "q2.fa", "index": False,
+     "report": False, "options": OPTIONS},
 ]
-CHAINS = {
-    "pair": ("q1.fa", JOBS[0]),
-    "batch/000001": ("q2.fa", JOBS[1]),
-    "batch/000002": ("q1.fa", JOBS[1]),
+# job -> (its queries in job order, the hspZ flags that reproduce it)
+EXPECTED = {
+    "sheet": (["q1.fa", "q2.fa", "q3.fa"], []),
+    "listed": (["q2.fa", "q1.fa"], ["-D", "-Z", "--xdrop", "800"]),
+    "single": (["q2.fa"], []),
 }
 
 
-def snakemake(
-    workdir: Path, config: Path, *args: str, profile: str | None = None
-) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, config: Path, *args: str, profile: str | None = "local",
+              env: dict | None = None) -> subprocess.CompletedProcess:
     """Snakemake on the repository's workflow, working in `workdir` so the checkout stays clean."""
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
     cmd += ["--directory", str(workdir), "--configfile", str(config), *args]
     if profile:
         cmd += ["--profile", str(ROOT / "profiles" / profile)]
         cmd += slurm_executor() if profile == "slurm" else []
-    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=600)
+    return subprocess.run(cmd, capture_output=True, text=True, env=env or ENV, timeout=900)
 
 
 def hspz(*args: str) -> subprocess.CompletedProcess:
@@ -80,40 +81,45 @@ def revcomp(seq: np.ndarray) -> np.ndarray:
     return np.frombuffer(seq.tobytes()[::-1].translate(bytes.maketrans(b"ACGT", b"TGCA")), np.uint8)
 
 
-def make_workdir(workdir: Path) -> Path:
-    """A reference, two related queries and a config.yaml in `workdir`; returns the config."""
+def make_workdir(workdir: Path, jobs: list[dict] | None = None, sheet=SHEET) -> Path:
+    """A reference, three related queries, a sheet, a list file and a config.yaml in
+    `workdir`; returns the config."""
     rng = np.random.default_rng(11)
     bases = np.frombuffer(b"ACGT", dtype=np.uint8)
     ref = {f"chr{i}": bases[rng.integers(0, 4, 3000)] for i in (1, 2, 3)}
-    q1 = {
-        "q1a": mutate(rng, ref["chr1"][400:2600], 0.04),
-        "q1b": revcomp(mutate(rng, ref["chr3"][100:2300], 0.07)),
-    }
-    q2 = {
-        "q2a": np.concatenate(
-            [mutate(rng, ref["chr2"][0:1500], 0.05), bases[rng.integers(0, 4, 800)]]
-        )
+    queries = {
+        "q1.fa": {"q1a": mutate(rng, ref["chr1"][400:2600], 0.04),
+                  "q1b": revcomp(mutate(rng, ref["chr3"][100:2300], 0.07))},
+        "q2.fa": {"q2a": np.concatenate([mutate(rng, ref["chr2"][0:1500], 0.05),
+                                         bases[rng.integers(0, 4, 800)]])},
+        "q3.fa": {"q3a": mutate(rng, ref["chr3"][500:2900], 0.03)},
     }
     workdir.mkdir(parents=True, exist_ok=True)
     write_fasta(workdir / "ref.fa", ref)
-    write_fasta(workdir / "q1.fa", q1)
-    write_fasta(workdir / "q2.fa", q2)
-    jobs = [{**job, "backend": "cpu", "threads": 1} for job in JOBS]
+    for name, records in queries.items():
+        write_fasta(workdir / name, records)
+    write_sheet(workdir, sheet)
+    (workdir / "lists").mkdir(exist_ok=True)
+    (workdir / "lists" / "queries.txt").write_text("# relative to this list\n../q2.fa\n\n"
+                                                   "../q1.fa\n")
+    jobs = [{**job, "backend": "cpu", "threads": 1} for job in (jobs or JOBS)]
     config = workdir / "config.yaml"
     config.write_text(yaml.safe_dump({"jobs": jobs}, sort_keys=False))
     return config
 
 
+def write_sheet(workdir: Path, rows) -> None:
+    (workdir / "queries.tsv").write_text("name\tpath\n" + "".join(f"{n}\t{p}\n" for n, p in rows))
+
+
 def run_flags(job: dict) -> list[str]:
-    flags = [f"--{key.replace('_', '-')}={value}" for key, value in job["options"].items()]
-    flags += ["-D"] if job.get("diagonal_partition") else []
-    return flags + (["-Z"] if job.get("tarball") else [])
+    return [f"--{key.replace('_', '-')}={value}" for key, value in job["options"].items()]
 
 
-def segments(directory: Path) -> dict[str, bytes]:
-    """Every file by name, but Snakemake's .snakemake_timestamp in a directory() output."""
-    paths = sorted(p for p in directory.iterdir() if p.name != ".snakemake_timestamp")
-    return {path.name: path.read_bytes() for path in paths}
+def tree(directory: Path) -> dict[str, bytes]:
+    """Every file below `directory` by relative path, but Snakemake's timestamps."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
+            if p.is_file() and p.name != ".snakemake_timestamp"}
 
 
 def dry_run_jobs(done: subprocess.CompletedProcess, rule: str) -> list[str]:
@@ -122,13 +128,14 @@ def dry_run_jobs(done: subprocess.CompletedProcess, rule: str) -> list[str]:
     return [block for block in blocks if block.startswith(f"{rule}:")]
 
 
-def cli_missing() -> str | None:
-    probe = hspz("plan", "--help")
-    return None if probe.returncode == 0 else f"hspZ plan is unavailable: {probe.stderr.strip()}"
+def test_snakemake_lint_passes() -> None:
+    done = snakemake(ROOT, ROOT / "config" / "config.yaml", "--lint", profile=None)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_snakemake_lint_passes(tmp_path: Path) -> None:
-    done = snakemake(tmp_path, ROOT / "config" / "config.yaml", "--lint")
+def test_the_rules_are_snakefmt_clean() -> None:
+    done = subprocess.run([str(BIN / "snakefmt"), "--check", str(ROOT / "Snakefile"),
+                           str(ROOT / "workflow")], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -138,67 +145,165 @@ def test_dry_run_resolves_under_local_and_slurm_profiles(tmp_path: Path) -> None
         done = snakemake(tmp_path, config, "-n", profile=profile)
         assert done.returncode == 0, done.stdout + done.stderr
         plans = dry_run_jobs(done, "hspz_plan")
-        assert sorted(job.split("wildcards: job=")[1].split()[0] for job in plans) == sorted(CHAINS)
-        if profile == "slurm":  # backend: cpu asks for no GPU; no partition: the default one
-            assert all("gpu=0" in job and "slurm_partition" not in job for job in plans)
+        assert sorted(job.split("wildcards: batch=")[1].split()[0] for job in plans) == \
+            sorted(EXPECTED)
+        assert len(dry_run_jobs(done, "hspz_index")) == 1  # one reference, one layout
+        assert all("gpu=0" in job for job in plans)  # backend cpu: no GPU asked for
     slurm = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.v8+.yaml").read_text())
     assert slurm["executor"] == "slurm"
 
 
-def test_config_with_an_unknown_option_is_refused_at_parse_time(tmp_path: Path) -> None:
+def test_backend_gpu_asks_a_gpu_for_plan_and_work_jobs(tmp_path: Path) -> None:
+    config = make_workdir(tmp_path, [JOBS[2]])
+    job = yaml.safe_load(config.read_text())["jobs"][0]
+    config.write_text(yaml.safe_dump({"jobs": [{**job, "backend": "gpu"}]}))
+    done = snakemake(tmp_path, config, "-n", profile="slurm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert all("gpu=1" in job for job in dry_run_jobs(done, "hspz_plan"))
+
+
+@pytest.mark.parametrize("job, message", [
+    ({**JOBS[2], "options": {"max_hitz": 5}}, r"config\.jobs\[0\]\.options: Additional "
+                                              r"properties are not allowed \('max_hitz'"),
+    ({**JOBS[2], "workers": 0}, r"config\.jobs\[0\]\.workers: 0 is less than the minimum"),
+    ({"name": "x", "reference": "ref.fa"}, r"config: jobs\[0\] \(x\) needs exactly one of "
+                                           r"query, queries and query_list"),
+    ({**JOBS[2], "name": "reports"}, r"config\.jobs\[0\]\.name: 'reports' should not be"),
+])
+def test_a_bad_config_is_one_clear_line(tmp_path: Path, job: dict, message: str) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"jobs": [{**JOBS[0], "options": {"max_hitz": 5}}]}))
-    done = snakemake(tmp_path, bad, "-n", "--cores", "1")
-    assert done.returncode != 0
-    assert "max_hitz" in done.stdout + done.stderr
+    bad.write_text(yaml.safe_dump({"jobs": [job]}))
+    done = snakemake(tmp_path, bad, "-n", "--cores", "1", profile=None)
+    out = done.stdout + done.stderr
+    assert done.returncode != 0 and re.search(message, out), out
+    assert "Failed validating" not in out and out.count("\n") < 12, out
+
+
+def test_sheet_rows_with_their_own_options_form_batches_of_their_own(tmp_path: Path) -> None:
+    config = make_workdir(tmp_path, [JOBS[0]])
+    (tmp_path / "queries.tsv").write_text("name\tpath\thspthresh\nalpha\tq1.fa\t\n"
+                                          "beta\tq2.fa\t2500\ngamma\tq3.fa\t\n")
+    done = snakemake(tmp_path, config, "-n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    plans = dry_run_jobs(done, "hspz_plan")
+    assert sorted(job.split("wildcards: batch=")[1].split()[0] for job in plans) == \
+        ["sheet/g1", "sheet/g2"]
 
 
 @pytest.fixture(scope="module")
 def workflow_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The workflow run once with the local profile in a scratch directory."""
-    if reason := cli_missing():
-        pytest.skip(reason)
     workdir = tmp_path_factory.mktemp("workflow")
     config = make_workdir(workdir)
-    done = snakemake(workdir, config, "--cores", "2", profile="local")
+    done = snakemake(workdir, config, "--cores", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     return workdir
 
 
-@pytest.mark.parametrize("chain", list(CHAINS))
-def test_workflow_segments_are_byte_identical_to_hspz_run(workflow_run: Path, chain: str) -> None:
-    query, job = CHAINS[chain]
-    out = workflow_run / "run" / chain
-    inputs = ["--reference", str(workflow_run / "ref.fa"), "--query", str(workflow_run / query)]
-    done = hspz("run", *inputs, "--output", str(out), "--backend", "cpu", *run_flags(job))
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_results_are_byte_identical_to_run_query_list(workflow_run: Path, name: str) -> None:
+    queries, flags = EXPECTED[name]
+    job = next(j for j in JOBS if j["name"] == name)
+    listing = workflow_run / f"{name}.list"
+    listing.write_text("".join(f"{workflow_run / q}\n" for q in queries))
+    out = workflow_run / "run" / name
+    done = hspz("run", "--reference", str(workflow_run / "ref.fa"), "--query-list",
+                str(listing), "--output", str(out), "--backend", "cpu", *run_flags(job), *flags)
     assert done.returncode == 0, done.stderr
-    results = workflow_run / "results" / chain
-    expected = segments(out)
-    assert expected, "the test pair should produce HSPs"
-    assert segments(results / "segments") == expected
-    digest = [line for line in done.stdout.splitlines() if line.startswith("digest: ")]
-    assert (results / "digest.txt").read_text().splitlines() == digest
+    expected = tree(out)
+    assert len(expected) > len(queries), "the test pair should produce HSPs"
+    got = tree(workflow_run / "results" / name)
+    assert got.pop("names.tsv").decode().splitlines()[0] == "name\tjob\tpath"
+    assert got == expected
 
 
-def test_work_jobs_are_the_planned_workers_not_more_than_reference_bins(workflow_run: Path) -> None:
-    for chain, expected in (("pair", 2), ("batch/000001", 3), ("batch/000002", 3)):
-        results = sorted(p.name for p in (workflow_run / "results" / chain / "work").iterdir())
-        assert results == [f"{k}.result" for k in range(expected)]
-    for rule in ("hspz_plan", "hspz_work", "hspz_merge"):
+def test_names_tsv_maps_sheet_names_to_job_numbers(workflow_run: Path) -> None:
+    rows = (workflow_run / "results" / "sheet" / "names.tsv").read_text().splitlines()
+    assert rows[1:] == [f"{n}\t{k:06d}\t{workflow_run / p}" for k, (n, p) in
+                        enumerate(SHEET, 1)]
+
+
+def test_work_jobs_are_the_planned_workers_not_more_than_reference_bins(workflow_run: Path):
+    for name, expected in (("sheet", 2), ("listed", 3), ("single", 1)):
+        results = sorted(p.name for p in (workflow_run / "work" / name).glob("*.result"))
+        assert results == [f"worker{k}.result" for k in range(expected)]
+    assert len(list((workflow_run / "work" / "index").iterdir())) == 1
+    for rule in ("hspz_index", "hspz_plan", "hspz_work", "hspz_merge", "hspz_dotplot",
+                 "hspz_summary"):
         assert any((workflow_run / "logs" / rule).rglob("*.log")), f"no log for {rule}"
 
 
-def test_slurm_profile_asks_one_gpu_per_work_job_unless_the_backend_is_cpu(
-    workflow_run: Path,
-) -> None:
-    jobs = yaml.safe_load((workflow_run / "config.yaml").read_text())["jobs"]
-    auto = workflow_run / "auto.yaml"
-    auto.write_text(yaml.safe_dump({"jobs": [{**job, "backend": "auto"} for job in jobs]}))
-    for config, gpus in ((workflow_run / "config.yaml", "gpu=0"), (auto, "gpu=1")):
-        # mtime only: the changed backend would otherwise rerun the plans (work jobs unknown)
-        args = ("-n", "--forcerun", "hspz_work", "--rerun-triggers", "mtime")
-        done = snakemake(workflow_run, config, *args, profile="slurm")
-        assert done.returncode == 0, done.stdout + done.stderr
-        work = dry_run_jobs(done, "hspz_work")
-        assert len(work) == 2 + 3 + 3
-        assert all(gpus in job and "slurm_partition" not in job for job in work)
+def test_the_report_holds_a_summary_and_a_dot_plot_per_query(workflow_run: Path) -> None:
+    reports = workflow_run / "results" / "reports" / "sheet"
+    assert sorted(p.name for p in reports.iterdir()) == \
+        ["000001.dotplot.png", "000002.dotplot.png", "000003.dotplot.png", "summary.tsv"]
+    rows = [r.split("\t") for r in (reports / "summary.tsv").read_text().splitlines()]
+    assert [r[0] for r in rows[1:]] == ["alpha", "beta", "gamma"]
+    assert rows[0][:3] == ["name", "job", "path"] and "hits" in rows[0]
+    done = snakemake(workflow_run, workflow_run / "config.yaml", "--report",
+                     str(workflow_run / "report.html"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (workflow_run / "report.html").stat().st_size > 10_000
+
+
+@pytest.mark.lastz
+@pytest.mark.skipif(not HAVE_LASTZ, reason="lastz is not installed")
+def test_the_gapped_stage_writes_one_maf_per_query_with_lastz(workflow_run: Path) -> None:
+    gapped = workflow_run / "results" / "gapped" / "sheet"
+    mafs = sorted(gapped.iterdir())
+    assert [p.name for p in mafs] == ["000001.maf", "000002.maf", "000003.maf"]
+    for maf in mafs:
+        text = maf.read_text()
+        assert text.startswith("##maf version=1") and "\na score=" in text
+
+
+def units_computed(workdir: Path, batch: str) -> int:
+    """Units the last work jobs of a batch computed (their logs' `ran N unit(s)` lines)."""
+    logs = (workdir / "logs" / "hspz_work" / batch).glob("*.log")
+    return sum(int(re.search(r"ran (\d+) unit\(s\)", p.read_text()).group(1)) for p in logs)
+
+
+def test_adding_and_reordering_sheet_rows_recomputes_nothing_that_was_done(tmp_path: Path):
+    """Rows keyed by name: a rerun after the sheet gains a row and is reordered computes only
+    the new row's units (3 reference bins x 1 query bin), and writes what a fresh run writes."""
+    config = make_workdir(tmp_path, [JOBS[0]], SHEET[:2])
+    done = snakemake(tmp_path, config, "--cores", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert units_computed(tmp_path, "sheet") == 9  # q1: 2 query bins, q2: 1; 3 reference bins
+    write_sheet(tmp_path, [SHEET[2], SHEET[1], SHEET[0]])
+    done = snakemake(tmp_path, config, "--cores", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert units_computed(tmp_path, "sheet") == 3
+    fresh = make_workdir(tmp_path / "fresh", [JOBS[0]], [SHEET[2], SHEET[1], SHEET[0]])
+    assert snakemake(tmp_path / "fresh", fresh, "--cores", "2").returncode == 0
+    names = ("names.tsv", "queries.tsv")  # hold the folders' own paths
+    got, want = tree(tmp_path / "results" / "sheet"), tree(tmp_path / "fresh" / "results" /
+                                                          "sheet")
+    assert {k: v for k, v in got.items() if k not in names} == \
+        {k: v for k, v in want.items() if k not in names}
+
+
+def test_a_killed_work_job_is_rerun_and_computes_only_its_missing_units(tmp_path: Path):
+    """A work job SIGKILLed after its second unit (HSPZ_FAULT) fails the run; the rerun
+    (--rerun-incomplete) finds those two units and computes the rest, and the merged result is
+    the bytes of an unbroken run."""
+    config = make_workdir(tmp_path, [{**JOBS[2], "workers": 1, "options": {
+        **OPTIONS, "seq_block_size": 1000}}])
+    killed = snakemake(tmp_path, config, "--cores", "1",
+                       env={**ENV, "HSPZ_FAULT": "work-unit:2"})
+    assert killed.returncode != 0
+    assert not (tmp_path / "results" / "single" / "queries.tsv").exists()
+    done = snakemake(tmp_path, config, "--cores", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = (tmp_path / "logs" / "hspz_work" / "single" / "0.log").read_text()
+    assert "work: worker 0 resumes: 2 of 3 unit(s) already done" in log
+    assert "ran 1 unit(s)" in log
+    listing = tmp_path / "one.list"
+    listing.write_text(f"{tmp_path / 'q2.fa'}\n")
+    ref = hspz("run", "-r", str(tmp_path / "ref.fa"), "--query-list", str(listing), "-o",
+               str(tmp_path / "ref-run"), "--backend", "cpu", "--seq-block-size=1000",
+               "--hspthresh=2000")
+    assert ref.returncode == 0, ref.stderr
+    got = tree(tmp_path / "results" / "single")
+    got.pop("names.tsv")
+    assert got == tree(tmp_path / "ref-run")

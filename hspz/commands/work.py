@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from hspz import faults
 from hspz import index as ix
 from hspz.budget import devices_for
 from hspz.commands.batch import spec_of
@@ -115,6 +116,7 @@ def _work(pf: PlanFile, worker: int, output: str, engine, threads: int, device: 
     def keep(result: UnitResult, _) -> None:
         write_unit(folder, keys[result.job], result)
         results.append(result)
+        faults.point("work-unit")
 
     rep = run_worker(job, ref, qry, keep)
     write_results(output, done + results,

@@ -64,6 +64,12 @@ wildcard_constraints:
 
 def _sheet(job):
     """(name, path, per-query options) of every query of a config job, in sheet order."""
+    for key in ("queries", "query_list"):
+        if key in job and not Path(job[key]).is_file():
+            raise WorkflowError(
+                f"config: job {job['name']}: {key}: {job[key]} is not a file "
+                f"(paths are relative to the working directory)"
+            )
     if "query" in job:
         return [(Path(job["query"]).name, job["query"], {})]
     if "query_list" in job:
@@ -78,10 +84,13 @@ def _sheet(job):
     sheet = pd.read_csv(job["queries"], sep="\t", dtype=str, comment="#").fillna("")
     missing = {"name", "path"} - set(sheet.columns)
     if missing:
-        raise ValueError(f"{job['queries']}: the sheet needs columns name and path")
+        raise WorkflowError(
+            f"{job['queries']}: the sheet needs the columns name and path "
+            f"(tab-separated; it has {', '.join(sheet.columns)})"
+        )
     if sheet["name"].duplicated().any():
         dup = sheet["name"][sheet["name"].duplicated()].iloc[0]
-        raise ValueError(f"{job['queries']}: the name {dup!r} is used twice")
+        raise WorkflowError(f"{job['queries']}: the name {dup!r} is used twice")
     extra = [c for c in sheet.columns if c not in ("name", "path")]
     folder = Path(job["queries"]).parent
     rows = []
@@ -108,7 +117,7 @@ def _batches(jobs):
         for name, path, own in _sheet(job):
             bad = sorted(set(own) & set(INDEX_OPTIONS))
             if bad:
-                raise ValueError(
+                raise WorkflowError(
                     f"job {job['name']}: {bad[0]} decides the reference bins and "
                     f"cannot vary per query"
                 )

@@ -18,5 +18,5 @@ rule hspz_gapped:
         flags=lambda wildcards: batch_job(wildcards)["lastz_flags"],
     shell:
         "hspZ gapped --plan {input.plan} --job {wildcards.n} --format {wildcards.format}"
-        " --lastz {params.lastz} --lastz-flags {params.flags:q} --output {output}"
+        " --lastz {params.lastz} --lastz-flags={params.flags:q} --output {output}"
         " {params.segments} > {log} 2>&1"
