@@ -12,7 +12,8 @@ import pytest
 from multibin import FLAGS, outputs, write_pair
 
 from hspz.cli import main
-from hspz.manifest import parse_manifest, read_manifest, read_plan
+from hspz.manifest import parse_manifest, read_manifest
+from hspz.planfile import read_plan
 
 
 @pytest.fixture(scope="module")

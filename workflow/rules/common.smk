@@ -186,6 +186,11 @@ def index_reference(wildcards):
     return INDEXES[wildcards.index]["reference"]
 
 
+def index_threads(wildcards):
+    """The index job's threads: its reference's job's `threads` (the work jobs' too)."""
+    return INDEXES[wildcards.index]["threads"]
+
+
 def index_backend(wildcards):
     return INDEXES[wildcards.index]["backend"]
 

@@ -8,7 +8,7 @@ rule hspz_index:
         f"{LOGS}/hspz_index/{{index}}.log",
     conda:
         "../envs/hspz.yaml"
-    threads: workflow.cores
+    threads: index_threads
     params:
         flags=index_flags,
         backend=index_backend,
