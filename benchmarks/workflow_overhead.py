@@ -1,0 +1,127 @@
+"""The workflow's overhead: one batch through Snakemake (index -> plan -> work -> merge, the
+local profile) against the same batch in one process (`hspZ index`, then `hspZ run --index
+--query-list`), each from a fresh folder, interleaved, with the outputs checked equal:
+
+    python benchmarks/workflow_overhead.py --work DIR --out OUT [--runs 3] [--workers 1]
+        [--reference REF --queries LIST] [--backend auto] [-B 500M]
+
+By default REF and LIST are DIR/ref.2bit and DIR/list.txt (what benchmarks/index_batch.py
+generates); on the dev machine the demo's sheet does: --reference demo/reference.fa.gz
+--queries config/queries.tsv -B 150K.  Snakemake and hspZ must be on PATH.  One JSON record per
+run goes to OUT/workflow_overhead.jsonl; the summary compares the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def timed(cmd: list[str], cwd: Path, log: Path) -> float:
+    t = time.perf_counter()
+    with open(log, "w") as out:
+        done = subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode:
+        print(log.read_text()[-3000:], file=sys.stderr)
+        raise SystemExit(f"failed ({done.returncode}): {' '.join(cmd)}")
+    return time.perf_counter() - t
+
+
+def queries_of(listing: Path) -> list[str]:
+    """The query paths of a list file or (a .tsv) a sheet, absolute."""
+    lines = [line.strip() for line in listing.read_text().splitlines()]
+    if listing.suffix == ".tsv":
+        lines = [line.split("\t")[1] for line in lines[1:] if line]
+    return [str((listing.parent / p).resolve()) for p in lines if p and not p.startswith("#")]
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != "names.tsv"}
+
+
+def workflow_run(a, k: int, queries: list[str]) -> tuple[float, Path]:
+    wd = a.work / f"wf-{k}"
+    shutil.rmtree(wd, ignore_errors=True)
+    wd.mkdir(parents=True)
+    (wd / "list.txt").write_text("".join(f"{q}\n" for q in queries))
+    job = dict(name="batch", reference=str(Path(a.reference).resolve()),
+               query_list=str(wd / "list.txt"), workers=a.workers, backend=a.backend,
+               threads=a.threads, index=True, report=False, options=dict(seq_block_size=a.B))
+    (wd / "config.yaml").write_text(yaml.safe_dump({"jobs": [job]}))
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+           "--directory", str(wd), "--configfile", str(wd / "config.yaml"), "--profile",
+           str(ROOT / "profiles" / "local"), "--cores", "all", "--resources",
+           f"gpu={a.gpus}"]
+    return timed(cmd, wd, a.out / f"wf-{k}.log"), wd / "results" / "batch"
+
+
+def process_run(a, k: int, queries: list[str]) -> tuple[float, Path]:
+    wd = a.work / f"run-{k}"
+    shutil.rmtree(wd, ignore_errors=True)
+    wd.mkdir(parents=True)
+    (wd / "list.txt").write_text("".join(f"{q}\n" for q in queries))
+    t = timed(["hspZ", "index", "-r", a.reference, "--index", str(wd / "ix"), "-B", a.B,
+               "--backend", a.backend, "--threads", str(a.threads)], wd, a.out / f"ix-{k}.log")
+    t += timed(["hspZ", "run", "--index", str(wd / "ix"), "-r", a.reference, "--query-list",
+                str(wd / "list.txt"), "-o", str(wd / "out"), "-B", a.B, "--backend",
+                a.backend, "--gpus", str(a.workers), "-t", str(a.threads)], wd,
+               a.out / f"run-{k}.log")
+    return t, wd / "out"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--work", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--reference")
+    p.add_argument("--queries", type=Path)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--gpus", type=int, default=1, help="the local profile's gpu resource")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--backend", default="auto")
+    p.add_argument("-B", default="500M")
+    a = p.parse_args()
+    a.reference = str(Path(a.reference).resolve()) if a.reference else str(a.work / "ref.2bit")
+    queries = queries_of(a.queries or a.work / "list.txt")
+    a.threads = a.threads or os.cpu_count()
+    a.out.mkdir(parents=True, exist_ok=True)
+    walls: dict[str, list[float]] = {"workflow": [], "run": []}
+    for k in range(a.runs):
+        for arm, fn in (("workflow", workflow_run), ("run", process_run)):
+            wall, results = fn(a, k, queries)
+            walls[arm].append(wall)
+            record = dict(arm=arm, run=k, wall_s=round(wall, 3), queries=len(queries),
+                          files=len(tree(results)))
+            with open(a.out / "workflow_overhead.jsonl", "a") as fh:
+                fh.write(json.dumps(record) + "\n")
+            print(json.dumps(record), flush=True)
+        same = tree(a.work / f"wf-{k}" / "results" / "batch") == tree(a.work / f"run-{k}" / "out")
+        print(f"run {k}: workflow results equal run --query-list's: {same}", flush=True)
+        if not same:
+            raise SystemExit("the workflow's results differ from run --query-list's")
+    wf, run = (statistics.median(walls[x]) for x in ("workflow", "run"))
+    line = (f"workflow_overhead: {len(queries)} queries, workers {a.workers}: workflow median "
+            f"{wf:.2f} s (all {' '.join(f'{w:.2f}' for w in walls['workflow'])}), index + run "
+            f"--query-list median {run:.2f} s (all {' '.join(f'{w:.2f}' for w in walls['run'])})"
+            f", overhead {wf - run:+.2f} s ({(wf / run - 1) * 100:+.1f}%)")
+    print(line, flush=True)
+    with open(a.out / "summary.txt", "a") as fh:
+        fh.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
