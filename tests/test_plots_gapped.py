@@ -93,8 +93,13 @@ def test_the_gapped_stage_runs_lastz_per_segments_file_as_kegalign_does(run, tmp
     """Every segments file extended by the real lastz, alignments concatenated in emission
     order: a MAF with one header and blocks on the planned records."""
     d, ref, qry, m = run
-    n = gapped.run_gapped(m, str(ref), str(qry), d / "out", str(tmp_path / "q.maf"))
-    assert n == len([p for p in (d / "out").iterdir() if p.suffix == ".segments"])
+    # each file's first 20 anchors: lastz takes minutes over all of this repetitive pair's
+    segs = tmp_path / "segs"
+    segs.mkdir()
+    for p in (d / "out").iterdir():
+        (segs / p.name).write_bytes(b"".join(p.read_bytes().splitlines(True)[:20]))
+    n = gapped.run_gapped(m, str(ref), str(qry), segs, str(tmp_path / "q.maf"))
+    assert n == len([p for p in segs.iterdir() if p.suffix == ".segments"]) > 1
     text = (tmp_path / "q.maf").read_text()
     assert text.startswith("##maf version=1 scoring=lastz\n")
     blocks = text.count("\na score=")
@@ -102,11 +107,11 @@ def test_the_gapped_stage_runs_lastz_per_segments_file_as_kegalign_does(run, tmp
     names = {line.split()[1] for line in text.splitlines() if line.startswith("s ")}
     assert names <= set(m.ref_names) | set(m.qry_names)
     # the same as asking lastz for one file by hand
-    first = gapped.emission_order([p.name for p in (d / "out").iterdir()],
+    first = gapped.emission_order([p.name for p in segs.iterdir()],
                                   len(m.plan.query_bins))[0]
     one = tmp_path / "one"
     one.mkdir()
-    shutil.copy(d / "out" / first, one / first)
+    shutil.copy(segs / first, one / first)
     gapped.run_gapped(m, str(ref), str(qry), one, str(tmp_path / "one.maf"))
     assert text.startswith((tmp_path / "one.maf").read_text())
 

@@ -32,6 +32,7 @@ from multibin import FLAGS, write_pair
 from refusal import assert_refused
 
 from hspz.cli import main
+from hspz.planfile import PLAN_FORMAT
 
 CPU = ["--backend", "cpu", "-t", "1"]
 
@@ -231,7 +232,7 @@ def plan_case(kind: str):
             _edit(p, visit + "\n", visit.rsplit(" ", 1)[0] + " 1\n")
             return work, 2, mismatch
         if kind == "edited-input-path":
-            _edit(p, "query_path ", "query_path /elsewhere")
+            _edit(p, "reference_path ", "reference_path /elsewhere")
             return work, 2, mismatch
         if kind == "flipped-byte":
             _flip(p, 0.5)
@@ -241,8 +242,8 @@ def plan_case(kind: str):
             return work, 2, missing
         if kind == "old-format":
             text = p.read_text()
-            p.write_text(text[:text.rindex("checksum sha256:")].replace("hspz-plan 2",
-                                                                         "hspz-plan 1", 1))
+            p.write_text(text[:text.rindex("checksum sha256:")].replace(
+                f"hspz-plan {PLAN_FORMAT}", "hspz-plan 1", 1))
             return work, 2, f"^hspZ: {name}: plan file format '1' was written by an older hspZ"
         if kind == "resealed-record-name":
             _edit(p, " contig2\n", " contigX\n", reseal=True)
@@ -294,7 +295,7 @@ def results_case(kind: str):
                 f"^hspZ: {name}: holds units \\[.*\\] but worker 1 of .* runs units \\["
         if kind == "damaged-unit":
             _damaged_image(w0)
-            return merge, 2, f"^hspZ: {name}: unit \\d+ is damaged"
+            return merge, 2, f"^hspZ: {name}: unit \\d+ of job \\d+ is damaged"
         if kind == "another-plan":
             (other,) = _copy(frozen, root, "other.txt")
             merge[2] = str(other)

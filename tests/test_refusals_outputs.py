@@ -146,7 +146,7 @@ CASES = [
     ("collision-work-output-is-plan", WORK + ["-o", "{d}/plan.txt"],
      r"--output: .*/plan\.txt is the --plan input" + NEVER),
     ("collision-work-output-is-the-plans-query", WORK + ["-o", "{d}/qry.fa"],
-     r"--output: .*/qry\.fa is the query of --plan" + NEVER),
+     r"--output: .*/qry\.fa is a query of --plan" + NEVER),
     ("collision-work-output-via-hard-link-to-the-plans-reference", WORK + ["-o", "{d}/ref.hard"],
      r"--output: .*/ref\.hard is the reference of --plan .*/ref\.fa" + NEVER),
     # merge: its plan, its results files, the plan's inputs
