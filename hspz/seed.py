@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hspz.jit import njit
+from hspz.jit import njit, prefetch
 
 
 @dataclass(frozen=True)
@@ -185,3 +185,51 @@ def batch_hits(codes: np.ndarray, shape: SeedShape, first: int, end: int, transi
     n = _batch(codes, care, shape.size, first, max(end, first), transition, table.index_table,
                kmers, qpos, lo, counts) if m else 0
     return kmers[:n], qpos[:n], lo[:n], counts[:n]
+
+
+AHEAD = 8  # windows whose table entries are prefetched before they are looked up
+
+
+@njit
+def _hit_seeds(codes, care, size, first, end, transition, index_table, qpos, lo, counts, at):
+    """`_batch`'s stream, kept only where a seed has hits: per such seed its query position,
+    first pos_table index, hit count and place in the whole stream.  Returns (stream length,
+    seeds kept).  The table is far larger than the caches, so each window's entries are
+    prefetched AHEAD windows before they are read."""
+    win_pos = np.empty(end - first, np.int64)
+    win_kmer = np.empty(end - first, np.uint32)
+    n_win = _scan_windows(codes, care, size, first, end, 1, win_pos, win_kmer)
+    variants = len(care) if transition else 0
+    n = 0
+    full = 0
+    for w in range(n_win):
+        if w + AHEAD < n_win:
+            ahead = win_kmer[w + AHEAD]
+            for t in range(-1, variants):
+                prefetch(index_table, ahead if t < 0 else ahead ^ np.uint32(2 << (2 * t)))
+        k = win_kmer[w]
+        for t in range(-1, variants):
+            v = k if t < 0 else k ^ np.uint32(2 << (2 * t))
+            start = index_table[v - 1] if v > 0 else np.uint32(0)
+            c = index_table[v] - start
+            if c:
+                qpos[n] = win_pos[w]
+                lo[n] = start
+                counts[n] = c
+                at[n] = full
+                n += 1
+            full += 1
+    return full, n
+
+
+def hit_seeds(codes: np.ndarray, shape: SeedShape, first: int, end: int, transition: bool,
+              table: SeedTable):
+    """The seeds of `batch_hits`'s stream that have hits: (stream length, then per such seed
+    its query position, first pos_table index, hit count and place in the stream)."""
+    end = min(end, len(codes) - shape.size + 1)
+    m = max(end - first, 0) * ((shape.weight + 1) if transition else 1)
+    qpos, lo, counts, at = (np.empty(m, np.int64) for _ in range(4))
+    care = np.asarray(shape.care, dtype=np.int64)
+    full, n = _hit_seeds(codes, care, shape.size, first, max(end, first), transition,
+                         table.index_table, qpos, lo, counts, at) if m else (0, 0)
+    return full, qpos[:n], lo[:n], counts[:n], at[:n]
