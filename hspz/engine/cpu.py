@@ -1,8 +1,9 @@
 """The CPU backend: the readable reference implementation of the Seed+Filter contract.
 
 Per unit: for each interval, plus chunks then minus chunks; per chunk (one seed batch) the query
-seeds, their hit counts, the semantic `--max-hits` walk, and per semantic chunk hit expansion,
-x-drop extension (numba, one sweep per diagonal), the score/entropy gate and dedup.
+seeds that have hits, their hit counts, the semantic `--max-hits` walk, and per semantic chunk
+hit expansion, x-drop extension (numba: a bound rejects most hits, long HSPs are swept once per
+diagonal), the score/entropy gate and dedup.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from hspz.engine import (
     finish_chunk,
     unit_batches,
 )
-from hspz.seed import batch_hits, query_seeds
+from hspz.seed import hit_seeds, query_seeds
 from hspz.xdrop import extend_seeds
 
 _threads = [1]
@@ -53,16 +54,27 @@ def chunk_hsps(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, qpos, lo, 
 def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk) -> BatchOut:
     """One seed batch (wga chunk): seeds, hits, semantic chunks, each extended and deduped."""
     o = ctx.options
-    kmers, qpos, lo, counts = batch_hits(
+    n_seeds, qpos, lo, counts, at = hit_seeds(
         qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition, ref.table
     )
-    cum = np.cumsum(counts)
-    out = BatchOut(seeds=len(kmers), hits=int(cum[-1]) if len(cum) else 0)
-    for s0, s1 in plan.chunk_walk(cum, o.max_hits):
-        sl = slice(s0, s1 + 1)
-        finish_chunk(ctx, chunk_hsps(ctx, ref, qry, strand, qpos[sl], lo[sl], counts[sl]), out,
+    out = BatchOut(seeds=n_seeds, hits=int(counts.sum()))
+    for a, b in semantic_chunks(n_seeds, counts, at, o.max_hits):
+        finish_chunk(ctx, chunk_hsps(ctx, ref, qry, strand, qpos[a:b], lo[a:b], counts[a:b]), out,
                      strand)
     return out
+
+
+def semantic_chunks(n_seeds: int, counts: np.ndarray, at: np.ndarray,
+                    max_hits: int) -> list[tuple[int, int]]:
+    """`plan.chunk_walk` over a batch's whole stream of n_seeds seeds, given only the seeds with
+    hits (`counts`, their places `at`): each chunk as a range of those seeds.  The others add
+    nothing to a chunk, and a chunk of them alone still counts (it is settled, empty)."""
+    if counts.sum() < max_hits:  # chunk_walk's single chunk
+        return [(0, len(counts))] if n_seeds else []
+    whole = np.zeros(n_seeds, np.int64)
+    whole[at] = counts
+    return [(int(np.searchsorted(at, s0)), int(np.searchsorted(at, s1, side="right")))
+            for s0, s1 in plan.chunk_walk(np.cumsum(whole), max_hits)]
 
 
 def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResult:
