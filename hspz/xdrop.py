@@ -310,11 +310,17 @@ def _bound(rp, qp, ts, tc, xdrop, r, q, step, blocks):
 
 @njit
 def _reject_pass(ref, rp, qp, ts, tcr, tcl, ref_len, qry_len, xdrop, pos_table, lo, qpos, counts,
-                 size, keep_from, cand_r, cand_q, late_r, late_q):
+                 size, seed_best, q0, keep_from, cand_r, cand_q, late_r, late_q):
     """Expand every seed's hits; drop those whose walks stop within CAP bases a side under
     `keep_from` (`_bound`), list the rest as candidates for the exact walk (cand_r, cand_q) or,
     when a walk has not stopped within CAP, for the diagonal sweep (late_r, late_q).  Hits are
-    gathered AHEAD at a time so their cache misses overlap.  Returns both counts."""
+    gathered AHEAD at a time so their cache misses overlap.  Returns both counts.
+
+    A left walk first crosses its seed, the same `size` bases for every hit of a seed, and
+    seed_best[q - q0] bounds any walk's best over them (`seed_bounds`).  So the left bound is
+    first taken beyond the seed, from no drawdown (the walk's own there is no smaller, so it
+    stops no later): best of the whole walk <= seed_best + the best beyond.  Only where that
+    does not reject the hit is the left walk bounded from its anchor."""
     rb = np.empty((2, AHEAD), np.int64)
     qb = np.empty((2, AHEAD), np.int64)
     half = CAP // 2
@@ -329,6 +335,11 @@ def _reject_pass(ref, rp, qp, ts, tcr, tcl, ref_len, qry_len, xdrop, pos_table, 
             left = min(r, q) // 2
             stop, best = _bound(rp, qp, ts, tcr, xdrop, r, q, 2, min(right, half))
             if stop:
+                beyond = min((min(r, q) - size) // 2, half)
+                stop, best_l = _bound(rp, qp, ts, tcl, xdrop, r - size - 2, q - size - 2, -2,
+                                      beyond)
+                if stop and best + seed_best[q - q0] + best_l < keep_from:
+                    continue
                 stop, best_l = _bound(rp, qp, ts, tcl, xdrop, r - 2, q - 2, -2, min(left, half))
                 if stop and best + best_l < keep_from:
                     continue
@@ -343,6 +354,16 @@ def _reject_pass(ref, rp, qp, ts, tcr, tcl, ref_len, qry_len, xdrop, pos_table, 
         k = k_next
         row = 1 - row
     return n_cand, n_late
+
+
+def seed_bounds(qry: np.ndarray, mat: np.ndarray, first: int, last: int, size: int) -> np.ndarray:
+    """Per anchor q in [first, last] (q >= size): a bound of any walk's best over the `size`
+    bases before q, whatever the reference holds there: the sum over them of the best score
+    any reference symbol gets against the query's, where positive (every prefix of the scores
+    sums to no more)."""
+    best = np.maximum(np.asarray(mat, np.int64).reshape(8, 8).max(axis=0), 0)
+    cum = np.concatenate(([0], np.cumsum(best[qry[first - size:last]])))
+    return cum[size:] - cum[:-size] if last >= first else cum[:0]
 
 
 @njit
@@ -406,9 +427,11 @@ def extend_seeds(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, co
     total = int(counts.sum())
     cand_r, cand_q, late_r, late_q = (np.empty(total, np.int64) for _ in range(4))
     ts, tcr, tcl = pair_tables(mat)
+    q0 = int(qpos.min(initial=0)) + size
+    seed_best = seed_bounds(qry, mat, q0, int(qpos.max(initial=-1)) + size, size)
     n_cand, n_late = _reject_pass(ref, pair_view(ref), pair_view(qry), ts, tcr, tcl, ref_len,
-                                  qry_len, int(xdrop), pos_table, lo, qpos, counts, size, keep_from,
-                                  cand_r, cand_q, late_r, late_q)
+                                  qry_len, int(xdrop), pos_table, lo, qpos, counts, size,
+                                  seed_best, q0, keep_from, cand_r, cand_q, late_r, late_q)
     score, rs, qs, ln = (np.empty(n_cand, np.int64) for _ in range(4))
     flat = np.asarray(mat, np.int32).ravel()
     n, n_late = _exact_pass(ref, qry, ref_len, qry_len, flat, int(xdrop), cand_r[:n_cand],

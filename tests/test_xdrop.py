@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 
 from hspz.scoring import build_matrix
 from hspz.sequence import score_codes
-from hspz.xdrop import _bound, extend_hits, extend_plain, extend_seeds, pair_tables, pair_view
+from hspz.xdrop import (
+    _bound,
+    extend_hits,
+    extend_plain,
+    extend_seeds,
+    pair_tables,
+    pair_view,
+    seed_bounds,
+)
 
 MAT = build_matrix(910).ravel().astype(np.int32)
 
@@ -251,3 +259,25 @@ def test_extend_seeds_keeps_exactly_the_plain_walks_hits_at_or_over_keep_from(se
     keep = p[0] >= keep_from
     assert sorted(zip(*(x.tolist() for x in got), strict=True)) == \
         sorted(zip(*(x[keep].tolist() for x in p), strict=True))
+
+
+@pytest.mark.parametrize("ambiguous", [None, "n,5,1", "iupac,7,100"])
+def test_seed_bound_is_at_least_every_left_walks_best_over_the_seeds_bases(ambiguous):
+    """seed_bounds, per anchor: no left walk's best over its first `size` bases is higher,
+    whatever the reference holds there (every symbol, every anchor, N and IUPAC scored)."""
+    rng = np.random.default_rng(3)
+    size = 19
+    qry = _codes(_bases(rng.bytes(2000), 2000))
+    ref = _codes(_bases(rng.bytes(2000), 2000))
+    mat = build_matrix(910, ambiguous=ambiguous).ravel().astype(np.int32)
+    bound = seed_bounds(qry, mat, size, 1990, size)
+    assert len(bound) == 1990 - size + 1
+    for q in range(size, 1991):
+        for r in rng.integers(size, 2001, 5).tolist():  # reference windows at random
+            s = m = 0
+            for k in range(1, size + 1):
+                s += int(mat[ref[r - k] * 8 + qry[q - k]])
+                m = max(m, s)
+            assert m <= bound[q - size]
+        best = np.maximum(mat.reshape(8, 8).max(axis=0), 0)
+        assert bound[q - size] == best[qry[q - size:q]].sum()  # the tightest such bound
