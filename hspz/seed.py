@@ -95,18 +95,31 @@ def _scan_windows(codes, care, size, first, end, step, out_pos, out_kmer):
 
 
 def build_seed_table(codes: np.ndarray, block_len: int, shape: SeedShape, step: int) -> SeedTable:
-    """The reference table over positions `start_offset + i*step`, i < (len + offset - size)/step."""
+    """The reference table over positions `start_offset + i*step`, i < (len + offset - size)/step.
+
+    Built in one uint32 array of 4**weight entries (64 MiB for 12of19): counts, their running
+    sum, the positions placed from the back (each group's end moves down to its start), the
+    starts shifted back to running sums; no int64 copies of it, whose first touch cost more
+    than the counting (BENCHMARKS.md)."""
     offset = (shape.size + 1) % step
     start_offset = step - offset
     count = max(0, (block_len + offset - shape.size) // step)
     end = min(start_offset + count * step, len(codes) - shape.size + 1)
     care = np.asarray(shape.care, dtype=np.int64)
-    hist = np.zeros(shape.n_kmers, dtype=np.int64)
-    _table_histogram(codes, care, shape.size, start_offset, end, step, hist)
-    index_table = np.cumsum(hist).astype(np.uint32)
-    pos_table = np.empty(int(hist.sum()), dtype=np.uint32)
-    _table_fill(codes, care, shape.size, start_offset, end, step, index_table, pos_table)
-    return SeedTable(index_table, pos_table)
+    table = np.zeros(shape.n_kmers, dtype=np.uint32)
+    _table_histogram(codes, care, shape.size, start_offset, end, step, table)
+    _running_sum(table)
+    pos_table = np.empty(int(table[-1]), dtype=np.uint32)
+    _table_fill(codes, care, shape.size, start_offset, end, step, table, pos_table)
+    table[:-1] = table[1:]  # each group's start is the previous group's running sum
+    table[-1] = len(pos_table)
+    return SeedTable(table, pos_table)
+
+
+@njit
+def _running_sum(a):
+    for k in range(1, len(a)):
+        a[k] += a[k - 1]
 
 
 @njit
@@ -117,24 +130,29 @@ def _table_histogram(codes, care, size, first, end, step, hist):
     for lo in range(first, end, piece):
         n = _scan_windows(codes, care, size, lo, min(lo + piece, end), step, pos, kmer)
         for i in range(n):
+            if i + 16 < n:
+                prefetch(hist, kmer[i + 16])
             hist[kmer[i]] += 1
 
 
 @njit
-def _table_fill(codes, care, size, first, end, step, index_table, pos_table):
-    """Counting sort of positions by k-mer; positions stay ascending inside a group."""
-    fill = np.empty(len(index_table), dtype=np.int64)
-    fill[0] = 0
-    for k in range(1, len(index_table)):
-        fill[k] = index_table[k - 1]
+def _table_fill(codes, care, size, first, end, step, ends, pos_table):
+    """Counting sort of positions by k-mer, the last position first: each is put just below its
+    group's end, which moves down (so positions stay ascending inside a group, and `ends`
+    becomes each group's start)."""
     pos = np.empty(16384, dtype=np.int64)
     kmer = np.empty(16384, dtype=np.uint32)
     piece = step * 16384  # a multiple of step keeps every piece on the same step grid
-    for lo in range(first, end, piece):
+    pieces = (end - first + piece - 1) // piece if end > first else 0
+    for p in range(pieces - 1, -1, -1):
+        lo = first + p * piece
         n = _scan_windows(codes, care, size, lo, min(lo + piece, end), step, pos, kmer)
-        for i in range(n):
-            pos_table[fill[kmer[i]]] = pos[i]
-            fill[kmer[i]] += 1
+        for i in range(n - 1, -1, -1):
+            if i >= 16:
+                prefetch(ends, kmer[i - 16])
+            k = kmer[i]
+            ends[k] -= 1
+            pos_table[ends[k]] = pos[i]
 
 
 def query_seeds(
