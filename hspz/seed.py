@@ -10,6 +10,7 @@ stream emits, per valid window j in order, `(kmer, j)` and then, with transition
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,14 @@ class SeedTable:
 
     index_table: np.ndarray  # uint32, 4**weight entries, cumulative
     pos_table: np.ndarray  # uint32 positions grouped by k-mer
+
+    @functools.cached_property
+    def occupied(self) -> np.ndarray:
+        """Bit k of word k >> 6 (uint64) set when k-mer k has positions: 2 MiB for 12of19, where
+        the table is 64 MiB, so most seeds (those without hits) are decided in the caches."""
+        bits = np.zeros((len(self.index_table) + 63) // 64, np.uint64)
+        _occupancy(self.index_table, bits)
+        return bits
 
     def counts(self, kmers: np.ndarray) -> np.ndarray:
         """Number of reference positions holding each k-mer (int64)."""
@@ -205,39 +214,53 @@ def batch_hits(codes: np.ndarray, shape: SeedShape, first: int, end: int, transi
     return kmers[:n], qpos[:n], lo[:n], counts[:n]
 
 
-AHEAD = 8  # windows whose table entries are prefetched before they are looked up
+AHEAD = 8  # windows whose occupancy words are prefetched before they are read
+LOOKUPS_AHEAD = 32  # seeds with hits whose table entries are prefetched before they are read
 
 
 @njit
-def _hit_seeds(codes, care, size, first, end, transition, index_table, qpos, lo, counts, at):
+def _occupancy(index_table, bits):
+    before = np.uint32(0)
+    for k in range(len(index_table)):
+        if index_table[k] != before:
+            bits[k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+        before = index_table[k]
+
+
+@njit
+def _hit_seeds(codes, care, size, first, end, transition, index_table, occupied, qpos, lo,
+               counts, at):
     """`_batch`'s stream, kept only where a seed has hits: per such seed its query position,
     first pos_table index, hit count and place in the whole stream.  Returns (stream length,
-    seeds kept).  The table is far larger than the caches, so each window's entries are
-    prefetched AHEAD windows before they are read."""
+    seeds kept).  The occupancy bits pick the seeds with hits (written without a branch: it
+    goes either way), whose k-mers wait in `lo` and windows in `qpos`; then their table
+    entries are read, each prefetched LOOKUPS_AHEAD seeds before: the table is far larger
+    than the caches."""
     win_pos = np.empty(end - first, np.int64)
     win_kmer = np.empty(end - first, np.uint32)
     n_win = _scan_windows(codes, care, size, first, end, 1, win_pos, win_kmer)
     variants = len(care) if transition else 0
     n = 0
-    full = 0
     for w in range(n_win):
         if w + AHEAD < n_win:
             ahead = win_kmer[w + AHEAD]
             for t in range(-1, variants):
-                prefetch(index_table, ahead if t < 0 else ahead ^ np.uint32(2 << (2 * t)))
+                prefetch(occupied, (ahead if t < 0 else ahead ^ np.uint32(2 << (2 * t))) >> 6)
         k = win_kmer[w]
         for t in range(-1, variants):
-            v = k if t < 0 else k ^ np.uint32(2 << (2 * t))
-            start = index_table[v - 1] if v > 0 else np.uint32(0)
-            c = index_table[v] - start
-            if c:
-                qpos[n] = win_pos[w]
-                lo[n] = start
-                counts[n] = c
-                at[n] = full
-                n += 1
-            full += 1
-    return full, n
+            v = np.uint64(k if t < 0 else k ^ np.uint32(2 << (2 * t)))
+            lo[n] = v
+            at[n] = w * (variants + 1) + t + 1
+            n += np.int64((occupied[v >> np.uint64(6)] >> (v & np.uint64(63))) & np.uint64(1))
+    for i in range(n):
+        if i + LOOKUPS_AHEAD < n:
+            prefetch(index_table, lo[i + LOOKUPS_AHEAD])
+        v = lo[i]
+        start = index_table[v - 1] if v > 0 else np.uint32(0)
+        lo[i] = start
+        counts[i] = index_table[v] - start
+        qpos[i] = win_pos[at[i] // (variants + 1)]
+    return n_win * (variants + 1), n
 
 
 def hit_seeds(codes: np.ndarray, shape: SeedShape, first: int, end: int, transition: bool,
@@ -249,5 +272,5 @@ def hit_seeds(codes: np.ndarray, shape: SeedShape, first: int, end: int, transit
     qpos, lo, counts, at = (np.empty(m, np.int64) for _ in range(4))
     care = np.asarray(shape.care, dtype=np.int64)
     full, n = _hit_seeds(codes, care, shape.size, first, max(end, first), transition,
-                         table.index_table, qpos, lo, counts, at) if m else (0, 0)
+                         table.index_table, table.occupied, qpos, lo, counts, at) if m else (0, 0)
     return full, qpos[:n], lo[:n], counts[:n], at[:n]

@@ -238,3 +238,12 @@ def test_hit_seeds_are_the_batch_hits_seeds_that_have_hits(pattern, transition):
         kept += len(some)
         total += n
     assert 0 < kept and (kept < total or shape.n_kmers <= 256)  # a short seed's k-mers all hit
+
+
+def test_occupancy_bits_are_the_k_mers_with_positions():
+    ref = _buffer(seed=5)
+    shape = SeedShape.from_pattern("1101T1")  # 4**5 k-mers, some absent from 2 kbp
+    table = build_seed_table(seed_codes(ref.buf), ref.block_len, shape, 1)
+    bits = np.unpackbits(table.occupied.view(np.uint8), bitorder="little")[: shape.n_kmers]
+    has = table.counts(np.arange(shape.n_kmers, dtype=np.uint32)) > 0
+    assert np.array_equal(bits.astype(bool), has) and 0 < has.sum() < shape.n_kmers
