@@ -320,7 +320,9 @@ def _reject_pass(ref, rp, qp, ts, tcr, tcl, ref_len, qry_len, xdrop, pos_table, 
     seed_best[q - q0] bounds any walk's best over them (`seed_bounds`).  So the left bound is
     first taken beyond the seed, from no drawdown (the walk's own there is no smaller, so it
     stops no later): best of the whole walk <= seed_best + the best beyond.  Only where that
-    does not reject the hit is the left walk bounded from its anchor."""
+    does not reject a hit whose walk stopped is the left walk bounded again, from its anchor.
+    A walk that has not stopped by the cap sends its hit to the sweep, unless the sequences
+    end before the cap: then the exact walk decides."""
     rb = np.empty((2, AHEAD), np.int64)
     qb = np.empty((2, AHEAD), np.int64)
     half = CAP // 2
@@ -334,16 +336,21 @@ def _reject_pass(ref, rp, qp, ts, tcr, tcl, ref_len, qry_len, xdrop, pos_table, 
             right = min(ref_len - r, qry_len - q) // 2
             left = min(r, q) // 2
             stop, best = _bound(rp, qp, ts, tcr, xdrop, r, q, 2, min(right, half))
+            short = right < half  # the sequences end before the cap
             if stop:
                 beyond = min((min(r, q) - size) // 2, half)
                 stop, best_l = _bound(rp, qp, ts, tcl, xdrop, r - size - 2, q - size - 2, -2,
                                       beyond)
-                if stop and best + seed_best[q - q0] + best_l < keep_from:
-                    continue
-                stop, best_l = _bound(rp, qp, ts, tcl, xdrop, r - 2, q - 2, -2, min(left, half))
-                if stop and best + best_l < keep_from:
-                    continue
-            if stop or right < half or left < half:
+                short = beyond < half
+                if stop:
+                    if best + seed_best[q - q0] + best_l < keep_from:
+                        continue
+                    stop, best_l = _bound(rp, qp, ts, tcl, xdrop, r - 2, q - 2, -2,
+                                          min(left, half))
+                    if stop and best + best_l < keep_from:
+                        continue
+                    short = left < half
+            if stop or short:
                 cand_r[n_cand] = r
                 cand_q[n_cand] = q
                 n_cand += 1
