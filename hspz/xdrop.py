@@ -236,6 +236,7 @@ def extend_sorted(ref, qry, ref_len, qry_len, mat, xdrop, Rs, Qs, starts):
 CAP = 64  # bases a side a first walk may take before a hit is handed to the diagonal sweep
 AHEAD = 8  # hits gathered (their reference bases prefetched) before the walks that use them
 SEEDS_AHEAD = 8  # seeds whose pos_table entries are prefetched before they are read
+RECENT = 4096  # diagonals remembered with their last late hit (a direct-mapped table)
 
 
 def pair_view(codes: np.ndarray) -> np.ndarray:
@@ -322,9 +323,13 @@ def _reject_pass(ref, rp, qp, ts, tcr, tcl, ref_len, qry_len, xdrop, pos_table, 
     stops no later): best of the whole walk <= seed_best + the best beyond.  Only where that
     does not reject a hit whose walk stopped is the left walk bounded again, from its anchor.
     A walk that has not stopped by the cap sends its hit to the sweep, unless the sequences
-    end before the cap: then the exact walk decides."""
+    end before the cap: then the exact walk decides.  A hit within CAP query bases of the last
+    such hit on its diagonal is inside the same long HSP as likely as not: it goes to the sweep
+    unwalked (the sweep is exact for any hit, and walks that stretch once anyway)."""
     rb = np.empty((2, AHEAD), np.int64)
     qb = np.empty((2, AHEAD), np.int64)
+    seen_d = np.full(RECENT, -(2**62), np.int64)  # diagonal -> query position of its last late hit
+    seen_q = np.zeros(RECENT, np.int64)
     half = CAP // 2
     n_cand = n_late = 0
     k, s, j = _gather(pos_table, lo, qpos, counts, size, 0, 0, rb, qb, 0, ref)
@@ -333,6 +338,13 @@ def _reject_pass(ref, rp, qp, ts, tcr, tcl, ref_len, qry_len, xdrop, pos_table, 
         k_next, s, j = _gather(pos_table, lo, qpos, counts, size, s, j, rb, qb, 1 - row, ref)
         for t in range(k):
             r, q = rb[row, t], qb[row, t]
+            at = (r - q) & (RECENT - 1)
+            if seen_d[at] == r - q and q - seen_q[at] <= CAP:  # inside a long HSP: its stretch
+                seen_q[at] = q
+                late_r[n_late] = r
+                late_q[n_late] = q
+                n_late += 1
+                continue
             right = min(ref_len - r, qry_len - q) // 2
             left = min(r, q) // 2
             stop, best = _bound(rp, qp, ts, tcr, xdrop, r, q, 2, min(right, half))
@@ -358,6 +370,8 @@ def _reject_pass(ref, rp, qp, ts, tcr, tcl, ref_len, qry_len, xdrop, pos_table, 
                 late_r[n_late] = r
                 late_q[n_late] = q
                 n_late += 1
+                seen_d[at] = r - q
+                seen_q[at] = q
         k = k_next
         row = 1 - row
     return n_cand, n_late
