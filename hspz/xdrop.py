@@ -233,7 +233,7 @@ def extend_sorted(ref, qry, ref_len, qry_len, mat, xdrop, Rs, Qs, starts):
     return mr + ml, Rs - pl, Qs - pl, pr + pl
 
 
-CAP = 64  # bases a side a first walk may take before a hit is handed to the diagonal sweep
+CAP = 128  # bases a side a first walk may take before a hit is handed to the diagonal sweep
 AHEAD = 8  # hits gathered (their reference bases prefetched) before the walks that use them
 SEEDS_AHEAD = 8  # seeds whose pos_table entries are prefetched before they are read
 RECENT = 4096  # diagonals remembered with their last late hit (a direct-mapped table)
