@@ -435,16 +435,15 @@ def _exact_pass(ref, qry, ref_len, qry_len, mat, xdrop, cand_r, cand_q, cap, kee
     return n, n_late
 
 
-def extend_seeds(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size,
-                 keep_from: int):
-    """Extend every hit of these seeds; return (score, ref_start, query_start, len) of the hits
-    scoring at least `keep_from` (in no particular order: dedup sorts fully).
+def first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size,
+               keep_from: int):
+    """Every hit of these seeds but those inside long HSPs, exactly: ((score, ref_start,
+    query_start, len) of the finished hits scoring at least `keep_from`, (R, Q) of the anchors
+    left for the diagonal sweep).
 
     Most hits die within a few dozen bases well under `keep_from`: a bound on both walks, in
     two-base blocks, drops them (`_reject_pass`).  The few left that finish within `CAP` bases
-    a side are walked exactly; the rest, the hits inside long HSPs, go to the diagonal sweep.
-    All three are exact.
-    """
+    a side are walked exactly; the rest, the hits inside long HSPs, are left over."""
     total = int(counts.sum())
     cand_r, cand_q, late_r, late_q = (np.empty(total, np.int64) for _ in range(4))
     ts, tcr, tcl = pair_tables(mat)
@@ -458,11 +457,19 @@ def extend_seeds(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, co
     n, n_late = _exact_pass(ref, qry, ref_len, qry_len, flat, int(xdrop), cand_r[:n_cand],
                             cand_q[:n_cand], CAP, keep_from, score, rs, qs, ln, late_r, late_q,
                             n_late)
-    t, a, b, c = extend_hits(ref, qry, ref_len, qry_len, mat, xdrop, late_r[:n_late],
-                             late_q[:n_late])
-    keep = t >= keep_from
-    return (np.concatenate((score[:n], t[keep])), np.concatenate((rs[:n], a[keep])),
-            np.concatenate((qs[:n], b[keep])), np.concatenate((ln[:n], c[keep])))
+    return (score[:n], rs[:n], qs[:n], ln[:n]), (late_r[:n_late], late_q[:n_late])
+
+
+def extend_seeds(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size,
+                 keep_from: int):
+    """Extend every hit of these seeds; return (score, ref_start, query_start, len) of the hits
+    scoring at least `keep_from` (in no particular order: dedup sorts fully): `first_pass`,
+    then the diagonal sweep of the hits inside long HSPs.  Both are exact."""
+    done, (late_r, late_q) = first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo,
+                                        qpos, counts, size, keep_from)
+    swept = extend_hits(ref, qry, ref_len, qry_len, mat, xdrop, late_r, late_q)
+    keep = swept[0] >= keep_from
+    return tuple(np.concatenate((a, b[keep])) for a, b in zip(done, swept, strict=True))
 
 
 def resolve_chains(xp, merged, best, pos, off):

@@ -85,7 +85,7 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int) -> UnitResu
     """
     start = time.perf_counter()
     jobs = unit_batches(ctx, qry)
-    _ = ref.table  # build once, before the threads share it
+    _ = ref.table.occupied  # build the table and its occupancy bits once, before the threads
     if _threads[0] == 1:
         outs = [run_batch(ctx, ref, qry, strand, chunk) for _, strand, chunk in jobs]
     else:
