@@ -253,7 +253,8 @@ def pair_tables(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     m = np.asarray(mat, np.int64).reshape(8, 8)
     a, b, c, d = np.meshgrid(*(np.arange(8),) * 4, indexing="ij")  # ref p, p + 1; qry p', p' + 1
     at = ((a | b << 8) << 3 | (c | d << 8)).ravel()
-    ts, tcr, tcl = (np.zeros(1 << 14, np.int32) for _ in range(3))
+    fits = 2 * int(np.abs(m).max()) < 2**31  # a block's score: two, down to -10 x-drop each
+    ts, tcr, tcl = (np.zeros(1 << 14, np.int32 if fits else np.int64) for _ in range(3))
     ts[at] = (m[a, c] + m[b, d]).ravel()
     tcr[at] = np.maximum(-m[b, d], 0).ravel()
     tcl[at] = np.maximum(-m[a, c], 0).ravel()

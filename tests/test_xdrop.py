@@ -281,3 +281,11 @@ def test_seed_bound_is_at_least_every_left_walks_best_over_the_seeds_bases(ambig
             assert m <= bound[q - size]
         best = np.maximum(mat.reshape(8, 8).max(axis=0), 0)
         assert bound[q - size] == best[qry[q - size:q]].sum()  # the tightest such bound
+
+
+def test_pair_tables_widen_to_int64_for_a_huge_xdrop():
+    """Two separator scores (-10 x-drop each) past int32 still add up exactly in a block."""
+    mat = build_matrix(200_000_000).ravel().astype(np.int64)
+    ts, _, _ = pair_tables(mat)
+    assert ts.dtype == np.int64 and ts.min() == 2 * mat.min() == -4_000_000_000
+    assert pair_tables(build_matrix(910))[0].dtype == np.int32
