@@ -289,3 +289,35 @@ def test_pair_tables_widen_to_int64_for_a_huge_xdrop():
     ts, _, _ = pair_tables(mat)
     assert ts.dtype == np.int64 and ts.min() == 2 * mat.min() == -4_000_000_000
     assert pair_tables(build_matrix(910))[0].dtype == np.int32
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.01, 0.08])
+def test_extend_seeds_of_a_real_seed_stream_equals_the_plain_walk(rate):
+    """A real seed stream of two related sequences (long HSPs: every window hits the same
+    diagonal, so hits follow each other there and skip their walks; a repeat; N runs): the
+    kept hits equal the plain walk's, hit for hit."""
+    from hspz.seed import SeedShape, build_seed_table, hit_seeds
+    from hspz.sequence import seed_codes
+
+    rng = np.random.default_rng(int(rate * 1000) + 2)
+    a, b = _related(rng, 30_000, rate)
+    a = a[:20_000] + a[5_000:6_000] + b"NNNNNNNNNN" + a[20_000:]  # a repeat and an N run
+    buf_a, buf_b = np.frombuffer(a + b"&", np.uint8), np.frombuffer(b + b"&", np.uint8)
+    ref, qry = score_codes(buf_a), score_codes(buf_b)
+    shape = SeedShape.from_pattern("TTT0T00TT00T0T0TTTT")
+    table = build_seed_table(seed_codes(buf_a), len(a), shape, 1)
+    _, qpos, lo, counts, _ = hit_seeds(seed_codes(buf_b), shape, 0, len(b), True, table)
+    mat = build_matrix(910)
+    got = extend_seeds(ref, qry, len(a), len(b), mat, 910, table.pos_table, lo, qpos, counts,
+                       shape.size, 3000)
+    R = np.concatenate([table.pos_table[x:x + c].astype(np.int64)
+                        for x, c in zip(lo, counts, strict=True)]) + shape.size
+    Q = np.repeat(qpos + shape.size, counts)
+    p = extend_plain(ref, qry, len(a), len(b), mat.ravel().astype(np.int32), 910, R, Q)
+    keep = p[0] >= 3000
+    assert sorted(zip(*(x.tolist() for x in got), strict=True)) == \
+        sorted(zip(*(x[keep].tolist() for x in p), strict=True))
+    diag = R - Q
+    order = np.lexsort((Q, diag))
+    follows = (np.diff(diag[order]) == 0) & (np.diff(Q[order]) <= 128)
+    assert follows.sum() > 10_000 and keep.sum() > 1000  # hits that follow others on a diagonal
