@@ -2,8 +2,8 @@
 
     python benchmarks/sweep_savings.py REF QUERY [--strand minus] [--sample 200]
 
-For each wga chunk of one strand: the capped first pass, then the sweep over the hits it hands
-over (timed), and the plain per-hit walk timed on `--sample` random late hits and scaled to all
+For each wga chunk of one strand: the first pass (`xdrop.first_pass`), then the sweep over the
+hits it hands over (timed), and the plain per-hit walk timed on `--sample` random late hits and scaled to all
 of them (walking all of them on E. coli's minus strand would take about 40 minutes).
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 from hspz import xdrop
 from hspz.engine import Context, prepare_query, prepare_reference
 from hspz.options import Options
-from hspz.seed import batch_hits
+from hspz.seed import hit_seeds
 from hspz.sequence import read_records
 
 
@@ -38,12 +38,11 @@ def main() -> None:
     sweep_s = plain_s = 0.0
     late_total = 0
     for first in range(0, ql, 250_000):
-        _, qpos, lo, counts = batch_hits(codes, ctx.shape, first, first + 250_000, True, ref.table)
-        n = int(counts.sum())
-        bufs = [np.empty(n, np.int64) for _ in range(6)]
-        _, n_late = xdrop._first_pass(ref.score, score, rl, ql, flat, 910, ref.table.pos_table, lo,
-                                      qpos, counts, ctx.shape.size, xdrop.CAP, 3000, *bufs)
-        R, Q = bufs[4][:n_late].copy(), bufs[5][:n_late].copy()
+        _, qpos, lo, counts, _ = hit_seeds(codes, ctx.shape, first, first + 250_000, True,
+                                           ref.table)
+        _, (R, Q) = xdrop.first_pass(ref.score, score, rl, ql, ctx.matrix, 910,
+                                     ref.table.pos_table, lo, qpos, counts, ctx.shape.size, 3000)
+        n_late = len(R)
         late_total += n_late
         t = time.perf_counter()
         xdrop.extend_hits(ref.score, score, rl, ql, ctx.matrix, 910, R, Q)

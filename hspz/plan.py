@@ -267,10 +267,11 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
     CPU (host memory), the larger of two phases, plus both query strands with their seed and
     score codes, 6Q (12Q when there are several query bins: the next one is prepared while a
     unit runs).  Building the reference table: the packed bin, its score and seed codes 3R,
-    the histogram, its prefix sum and the fill cursors 20·4^k (int64, int64 and the u32 table),
-    positions 4·R/step.  Running the batches: the bin and its score codes 2R, the table 4·4^k
-    and positions, and per thread one seed batch (36 B per seed: k-mer, position, table index,
-    count, prefix sum; 12 B per window) and one piece of hits being extended (112 B per hit: 48
+    the u32 table 4·4^k (counts, sums and fill cursors in place), positions 4·R/step.  Running
+    the batches: the bin and its score codes 2R, the table 4·4^k, its occupancy bits 4^k/8 and
+    positions, and per thread one seed batch (32 B per seed with hits: position, table index,
+    count, place in the stream, at most the share of k-mers the table holds; 12 B per window)
+    and one piece of hits being extended (112 B per hit: 48
     for the first pass, 64 for a share of them walked again by the diagonal sweep; at most
     `engine.cpu.PIECE` hits however large --max-hits is).  See `cpu_estimate` for the process
     sizes and the measured peaks.
@@ -288,9 +289,12 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
     windows = min(m.chunk_size, max(query_bp, 1))  # a batch never spans more than its bin
     seeds = windows * per_window
     queries = 6 * query_bp * (2 if query_bins > 1 else 1)
-    build = 3 * ref_bp + 20 * table + positions
-    batch = 36 * seeds + 12 * windows + 112 * m.max_hits
-    run = 2 * ref_bp + 4 * table + positions + max(m.threads, 1) * batch
+    build = 3 * ref_bp + 4 * table + positions
+    # a seed's 32 B are written only when it has hits (the arrays are allocated for all, but a
+    # page never written is never resident): at most the share of k-mers the table holds
+    held = min(1.0, positions / 4 / table)
+    batch = math.ceil(32 * seeds * held) + 12 * windows + 112 * m.max_hits
+    run = 2 * ref_bp + 4 * table + table // 8 + positions + max(m.threads, 1) * batch
     return max(build, run) + queries
 
 

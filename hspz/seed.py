@@ -10,11 +10,12 @@ stream emits, per valid window j in order, `(kmer, j)` and then, with transition
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from hspz.jit import njit
+from hspz.jit import njit, prefetch
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,14 @@ class SeedTable:
 
     index_table: np.ndarray  # uint32, 4**weight entries, cumulative
     pos_table: np.ndarray  # uint32 positions grouped by k-mer
+
+    @functools.cached_property
+    def occupied(self) -> np.ndarray:
+        """Bit k of word k >> 6 (uint64) set when k-mer k has positions: 2 MiB for 12of19, where
+        the table is 64 MiB, so most seeds (those without hits) are decided in the caches."""
+        bits = np.zeros((len(self.index_table) + 63) // 64, np.uint64)
+        _occupancy(self.index_table, bits)
+        return bits
 
     def counts(self, kmers: np.ndarray) -> np.ndarray:
         """Number of reference positions holding each k-mer (int64)."""
@@ -95,18 +104,31 @@ def _scan_windows(codes, care, size, first, end, step, out_pos, out_kmer):
 
 
 def build_seed_table(codes: np.ndarray, block_len: int, shape: SeedShape, step: int) -> SeedTable:
-    """The reference table over positions `start_offset + i*step`, i < (len + offset - size)/step."""
+    """The reference table over positions `start_offset + i*step`, i < (len + offset - size)/step.
+
+    Built in one uint32 array of 4**weight entries (64 MiB for 12of19): counts, their running
+    sum, the positions placed from the back (each group's end moves down to its start), the
+    starts shifted back to running sums; no int64 copies of it, whose first touch cost more
+    than the counting (BENCHMARKS.md)."""
     offset = (shape.size + 1) % step
     start_offset = step - offset
     count = max(0, (block_len + offset - shape.size) // step)
     end = min(start_offset + count * step, len(codes) - shape.size + 1)
     care = np.asarray(shape.care, dtype=np.int64)
-    hist = np.zeros(shape.n_kmers, dtype=np.int64)
-    _table_histogram(codes, care, shape.size, start_offset, end, step, hist)
-    index_table = np.cumsum(hist).astype(np.uint32)
-    pos_table = np.empty(int(hist.sum()), dtype=np.uint32)
-    _table_fill(codes, care, shape.size, start_offset, end, step, index_table, pos_table)
-    return SeedTable(index_table, pos_table)
+    table = np.zeros(shape.n_kmers, dtype=np.uint32)
+    _table_histogram(codes, care, shape.size, start_offset, end, step, table)
+    _running_sum(table)
+    pos_table = np.empty(int(table[-1]), dtype=np.uint32)
+    _table_fill(codes, care, shape.size, start_offset, end, step, table, pos_table)
+    table[:-1] = table[1:]  # each group's start is the previous group's running sum
+    table[-1] = len(pos_table)
+    return SeedTable(table, pos_table)
+
+
+@njit
+def _running_sum(a):
+    for k in range(1, len(a)):
+        a[k] += a[k - 1]
 
 
 @njit
@@ -117,24 +139,29 @@ def _table_histogram(codes, care, size, first, end, step, hist):
     for lo in range(first, end, piece):
         n = _scan_windows(codes, care, size, lo, min(lo + piece, end), step, pos, kmer)
         for i in range(n):
+            if i + 16 < n:
+                prefetch(hist, kmer[i + 16])
             hist[kmer[i]] += 1
 
 
 @njit
-def _table_fill(codes, care, size, first, end, step, index_table, pos_table):
-    """Counting sort of positions by k-mer; positions stay ascending inside a group."""
-    fill = np.empty(len(index_table), dtype=np.int64)
-    fill[0] = 0
-    for k in range(1, len(index_table)):
-        fill[k] = index_table[k - 1]
+def _table_fill(codes, care, size, first, end, step, ends, pos_table):
+    """Counting sort of positions by k-mer, the last position first: each is put just below its
+    group's end, which moves down (so positions stay ascending inside a group, and `ends`
+    becomes each group's start)."""
     pos = np.empty(16384, dtype=np.int64)
     kmer = np.empty(16384, dtype=np.uint32)
     piece = step * 16384  # a multiple of step keeps every piece on the same step grid
-    for lo in range(first, end, piece):
+    pieces = (end - first + piece - 1) // piece if end > first else 0
+    for p in range(pieces - 1, -1, -1):
+        lo = first + p * piece
         n = _scan_windows(codes, care, size, lo, min(lo + piece, end), step, pos, kmer)
-        for i in range(n):
-            pos_table[fill[kmer[i]]] = pos[i]
-            fill[kmer[i]] += 1
+        for i in range(n - 1, -1, -1):
+            if i >= 16:
+                prefetch(ends, kmer[i - 16])
+            k = kmer[i]
+            ends[k] -= 1
+            pos_table[ends[k]] = pos[i]
 
 
 def query_seeds(
@@ -185,3 +212,65 @@ def batch_hits(codes: np.ndarray, shape: SeedShape, first: int, end: int, transi
     n = _batch(codes, care, shape.size, first, max(end, first), transition, table.index_table,
                kmers, qpos, lo, counts) if m else 0
     return kmers[:n], qpos[:n], lo[:n], counts[:n]
+
+
+AHEAD = 8  # windows whose occupancy words are prefetched before they are read
+LOOKUPS_AHEAD = 32  # seeds with hits whose table entries are prefetched before they are read
+
+
+@njit
+def _occupancy(index_table, bits):
+    before = np.uint32(0)
+    for k in range(len(index_table)):
+        if index_table[k] != before:
+            bits[k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+        before = index_table[k]
+
+
+@njit
+def _hit_seeds(codes, care, size, first, end, transition, index_table, occupied, qpos, lo,
+               counts, at):
+    """`_batch`'s stream, kept only where a seed has hits: per such seed its query position,
+    first pos_table index, hit count and place in the whole stream.  Returns (stream length,
+    seeds kept).  The occupancy bits pick the seeds with hits (written without a branch: it
+    goes either way), whose k-mers wait in `lo` and windows in `qpos`; then their table
+    entries are read, each prefetched LOOKUPS_AHEAD seeds before: the table is far larger
+    than the caches."""
+    win_pos = np.empty(end - first, np.int64)
+    win_kmer = np.empty(end - first, np.uint32)
+    n_win = _scan_windows(codes, care, size, first, end, 1, win_pos, win_kmer)
+    variants = len(care) if transition else 0
+    n = 0
+    for w in range(n_win):
+        if w + AHEAD < n_win:
+            ahead = win_kmer[w + AHEAD]
+            for t in range(-1, variants):
+                prefetch(occupied, (ahead if t < 0 else ahead ^ np.uint32(2 << (2 * t))) >> 6)
+        k = win_kmer[w]
+        for t in range(-1, variants):
+            v = np.uint64(k if t < 0 else k ^ np.uint32(2 << (2 * t)))
+            lo[n] = v
+            at[n] = w * (variants + 1) + t + 1
+            n += np.int64((occupied[v >> np.uint64(6)] >> (v & np.uint64(63))) & np.uint64(1))
+    for i in range(n):
+        if i + LOOKUPS_AHEAD < n:
+            prefetch(index_table, lo[i + LOOKUPS_AHEAD])
+        v = lo[i]
+        start = index_table[v - 1] if v > 0 else np.uint32(0)
+        lo[i] = start
+        counts[i] = index_table[v] - start
+        qpos[i] = win_pos[at[i] // (variants + 1)]
+    return n_win * (variants + 1), n
+
+
+def hit_seeds(codes: np.ndarray, shape: SeedShape, first: int, end: int, transition: bool,
+              table: SeedTable):
+    """The seeds of `batch_hits`'s stream that have hits: (stream length, then per such seed
+    its query position, first pos_table index, hit count and place in the stream)."""
+    end = min(end, len(codes) - shape.size + 1)
+    m = max(end - first, 0) * ((shape.weight + 1) if transition else 1)
+    qpos, lo, counts, at = (np.empty(m, np.int64) for _ in range(4))
+    care = np.asarray(shape.care, dtype=np.int64)
+    full, n = _hit_seeds(codes, care, shape.size, first, max(end, first), transition,
+                         table.index_table, table.occupied, qpos, lo, counts, at) if m else (0, 0)
+    return full, qpos[:n], lo[:n], counts[:n], at[:n]

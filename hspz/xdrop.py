@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hspz.jit import njit
+from hspz.jit import njit, prefetch
 
 
 @njit(inline="always")
@@ -233,7 +233,159 @@ def extend_sorted(ref, qry, ref_len, qry_len, mat, xdrop, Rs, Qs, starts):
     return mr + ml, Rs - pl, Qs - pl, pr + pl
 
 
-CAP = 64  # steps a first, plain walk may take before a hit is handed to the diagonal sweep
+CAP = 128  # bases a side a first walk may take before a hit is handed to the diagonal sweep
+AHEAD = 8  # hits gathered (their reference bases prefetched) before the walks that use them
+SEEDS_AHEAD = 8  # seeds whose pos_table entries are prefetched before they are read
+RECENT = 4096  # diagonals remembered with their last late hit (a direct-mapped table)
+
+
+def pair_view(codes: np.ndarray) -> np.ndarray:
+    """Overlapping uint16 pairs of score codes, no copy: view[p] = codes[p] | codes[p + 1] << 8."""
+    codes = np.ascontiguousarray(codes, np.uint8)
+    return np.ndarray((max(len(codes) - 1, 0),), np.uint16, codes, 0, (1,))
+
+
+def pair_tables(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two-base blocks of a walk, indexed by `pair_view(ref)[p] << 3 | pair_view(qry)[p']`:
+    (the block's score; the drawdown after it, from none before it, walking right (base p
+    first); the same walking left (base p + 1 first)).  With t2 the block's second score, the
+    drawdown after it is max(drawdown before - score, -t2, 0) (one step: max(d - t, 0))."""
+    m = np.asarray(mat, np.int64).reshape(8, 8)
+    a, b, c, d = np.meshgrid(*(np.arange(8),) * 4, indexing="ij")  # ref p, p + 1; qry p', p' + 1
+    at = ((a | b << 8) << 3 | (c | d << 8)).ravel()
+    fits = 2 * int(np.abs(m).max()) < 2**31  # a block's score: two, down to -10 x-drop each
+    ts, tcr, tcl = (np.zeros(1 << 14, np.int32 if fits else np.int64) for _ in range(3))
+    ts[at] = (m[a, c] + m[b, d]).ravel()
+    tcr[at] = np.maximum(-m[b, d], 0).ravel()
+    tcl[at] = np.maximum(-m[a, c], 0).ravel()
+    return ts, tcr, tcl
+
+
+@njit
+def _gather(pos_table, lo, qpos, counts, size, s, j, rb, qb, row, ref):
+    """Up to AHEAD hits from seed s, hit j on, into rb[row], qb[row] (anchors), prefetching the
+    bases their walks read first and pos_table entries of seeds ahead.  Returns (hits, s, j)."""
+    k = 0
+    ns = len(lo)
+    while k < AHEAD and s < ns:
+        c = counts[s]
+        take = min(c - j, AHEAD - k)
+        q = qpos[s] + size
+        at = lo[s] + j
+        if j == 0 and s + SEEDS_AHEAD < ns:
+            prefetch(pos_table, lo[s + SEEDS_AHEAD])
+        for t in range(take):
+            r = np.int64(pos_table[at + t]) + size
+            rb[row, k + t] = r
+            qb[row, k + t] = q
+            prefetch(ref, r - 40)  # a random hit's walks read about 36 bases left, 16 right
+            prefetch(ref, r + 24)
+        k += take
+        j += take
+        if j == c:
+            s += 1
+            j = 0
+    return k, s, j
+
+
+@njit
+def _bound(rp, qp, ts, tc, xdrop, r, q, step, blocks):
+    """The walk from r, q (right: step 2 from the anchor; left: step -2 from anchor - 2) in
+    two-base blocks, its x-drop tested at block ends: (stopped, a bound of its best).
+
+    Exact to reject: the drawdown at a block end is the walk's own there, so past x-drop it
+    means the walk stopped by then, and the maximum by then bounds its best.  Positions are
+    unsigned (a step of -2 wraps), so numba adds no negative-index test to each read."""
+    s = 0
+    d = 0
+    ur, uq, us, three = np.uint64(r), np.uint64(q), np.uint64(step), np.uint64(3)
+    for b in range(blocks):
+        off = np.uint64(b) * us
+        i = (np.uint64(rp[ur + off]) << three) | np.uint64(qp[uq + off])
+        t = ts[i]
+        s += t
+        d = max(d - t, tc[i])
+        if d > xdrop:
+            return True, s + d
+    return False, 0
+
+
+@njit
+def _reject_pass(ref, rp, qp, ts, tcr, tcl, ref_len, qry_len, xdrop, pos_table, lo, qpos, counts,
+                 size, seed_best, q0, keep_from, cand_r, cand_q, late_r, late_q):
+    """Expand every seed's hits; drop those whose walks stop within CAP bases a side under
+    `keep_from` (`_bound`), list the rest as candidates for the exact walk (cand_r, cand_q) or,
+    when a walk has not stopped within CAP, for the diagonal sweep (late_r, late_q).  Hits are
+    gathered AHEAD at a time so their cache misses overlap.  Returns both counts.
+
+    A left walk first crosses its seed, the same `size` bases for every hit of a seed, and
+    seed_best[q - q0] bounds any walk's best over them (`seed_bounds`).  So the left bound is
+    first taken beyond the seed, from no drawdown (the walk's own there is no smaller, so it
+    stops no later): best of the whole walk <= seed_best + the best beyond.  Only where that
+    does not reject a hit whose walk stopped is the left walk bounded again, from its anchor.
+    A walk that has not stopped by the cap sends its hit to the sweep, unless the sequences
+    end before the cap: then the exact walk decides.  A hit within CAP query bases of the last
+    such hit on its diagonal is inside the same long HSP as likely as not: it goes to the sweep
+    unwalked (the sweep is exact for any hit, and walks that stretch once anyway)."""
+    rb = np.empty((2, AHEAD), np.int64)
+    qb = np.empty((2, AHEAD), np.int64)
+    seen_d = np.full(RECENT, -(2**62), np.int64)  # diagonal -> query position of its last late hit
+    seen_q = np.zeros(RECENT, np.int64)
+    half = CAP // 2
+    n_cand = n_late = 0
+    k, s, j = _gather(pos_table, lo, qpos, counts, size, 0, 0, rb, qb, 0, ref)
+    row = 0
+    while k > 0:
+        k_next, s, j = _gather(pos_table, lo, qpos, counts, size, s, j, rb, qb, 1 - row, ref)
+        for t in range(k):
+            r, q = rb[row, t], qb[row, t]
+            at = (r - q) & (RECENT - 1)
+            if seen_d[at] == r - q and q - seen_q[at] <= CAP:  # inside a long HSP: its stretch
+                seen_q[at] = q
+                late_r[n_late] = r
+                late_q[n_late] = q
+                n_late += 1
+                continue
+            right = min(ref_len - r, qry_len - q) // 2
+            left = min(r, q) // 2
+            stop, best = _bound(rp, qp, ts, tcr, xdrop, r, q, 2, min(right, half))
+            short = right < half  # the sequences end before the cap
+            if stop:
+                beyond = min((min(r, q) - size) // 2, half)
+                stop, best_l = _bound(rp, qp, ts, tcl, xdrop, r - size - 2, q - size - 2, -2,
+                                      beyond)
+                short = beyond < half
+                if stop:
+                    if best + seed_best[q - q0] + best_l < keep_from:
+                        continue
+                    stop, best_l = _bound(rp, qp, ts, tcl, xdrop, r - 2, q - 2, -2,
+                                          min(left, half))
+                    if stop and best + best_l < keep_from:
+                        continue
+                    short = left < half
+            if stop or short:
+                cand_r[n_cand] = r
+                cand_q[n_cand] = q
+                n_cand += 1
+            else:
+                late_r[n_late] = r
+                late_q[n_late] = q
+                n_late += 1
+                seen_d[at] = r - q
+                seen_q[at] = q
+        k = k_next
+        row = 1 - row
+    return n_cand, n_late
+
+
+def seed_bounds(qry: np.ndarray, mat: np.ndarray, first: int, last: int, size: int) -> np.ndarray:
+    """Per anchor q in [first, last] (q >= size): a bound of any walk's best over the `size`
+    bases before q, whatever the reference holds there: the sum over them of the best score
+    any reference symbol gets against the query's, where positive (every prefix of the scores
+    sums to no more)."""
+    best = np.maximum(np.asarray(mat, np.int64).reshape(8, 8).max(axis=0), 0)
+    cum = np.concatenate(([0], np.cumsum(best[qry[first - size:last]])))
+    return cum[size:] - cum[:-size] if last >= first else cum[:0]
 
 
 @njit
@@ -259,56 +411,66 @@ def _walk_capped(ref, qry, mat, xdrop, r, q, step, first_pos, lim, cap):
 
 
 @njit
-def _first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size, cap,
-                keep_from, score, rs, qs, ln, late_r, late_q):
-    """Expand every seed's hits and walk each plainly for at most `cap` bases a side.
-
-    Finished hits scoring at least `keep_from` go to (score, rs, qs, ln); unfinished ones to
-    (late_r, late_q).  Returns both counts.
-    """
+def _exact_pass(ref, qry, ref_len, qry_len, mat, xdrop, cand_r, cand_q, cap, keep_from, score, rs,
+                qs, ln, late_r, late_q, n_late):
+    """Walk each candidate plainly for at most `cap` bases a side: finished hits scoring at least
+    `keep_from` go to (score, rs, qs, ln), unfinished ones are added to (late_r, late_q) after
+    the n_late there.  Returns both counts."""
     n = 0
-    n_late = 0
-    for s in range(len(lo)):
-        q = qpos[s] + size
-        for j in range(counts[s]):
-            r = np.int64(pos_table[lo[s] + j]) + size
-            mr, pr, ok = _walk_capped(ref, qry, mat, xdrop, r, q, 1, 0,
-                                      min(ref_len - r, qry_len - q), cap)
-            if ok:
-                ml, pl, ok = _walk_capped(ref, qry, mat, xdrop, r - 1, q - 1, -1, 1, min(r, q),
-                                          cap)
-            if not ok:
-                late_r[n_late] = r
-                late_q[n_late] = q
-                n_late += 1
-            elif mr + ml >= keep_from:
-                score[n] = mr + ml
-                rs[n] = r - pl
-                qs[n] = q - pl
-                ln[n] = pr + pl
-                n += 1
+    for i in range(len(cand_r)):
+        r, q = cand_r[i], cand_q[i]
+        mr, pr, ok = _walk_capped(ref, qry, mat, xdrop, r, q, 1, 0, min(ref_len - r, qry_len - q),
+                                  cap)
+        if ok:
+            ml, pl, ok = _walk_capped(ref, qry, mat, xdrop, r - 1, q - 1, -1, 1, min(r, q), cap)
+        if not ok:
+            late_r[n_late] = r
+            late_q[n_late] = q
+            n_late += 1
+        elif mr + ml >= keep_from:
+            score[n] = mr + ml
+            rs[n] = r - pl
+            qs[n] = q - pl
+            ln[n] = pr + pl
+            n += 1
     return n, n_late
+
+
+def first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size,
+               keep_from: int):
+    """Every hit of these seeds but those inside long HSPs, exactly: ((score, ref_start,
+    query_start, len) of the finished hits scoring at least `keep_from`, (R, Q) of the anchors
+    left for the diagonal sweep).
+
+    Most hits die within a few dozen bases well under `keep_from`: a bound on both walks, in
+    two-base blocks, drops them (`_reject_pass`).  The few left that finish within `CAP` bases
+    a side are walked exactly; the rest, the hits inside long HSPs, are left over."""
+    total = int(counts.sum())
+    cand_r, cand_q, late_r, late_q = (np.empty(total, np.int64) for _ in range(4))
+    ts, tcr, tcl = pair_tables(mat)
+    q0 = int(qpos.min(initial=0)) + size
+    seed_best = seed_bounds(qry, mat, q0, int(qpos.max(initial=-1)) + size, size)
+    n_cand, n_late = _reject_pass(ref, pair_view(ref), pair_view(qry), ts, tcr, tcl, ref_len,
+                                  qry_len, int(xdrop), pos_table, lo, qpos, counts, size,
+                                  seed_best, q0, keep_from, cand_r, cand_q, late_r, late_q)
+    score, rs, qs, ln = (np.empty(n_cand, np.int64) for _ in range(4))
+    flat = np.asarray(mat, np.int32).ravel()
+    n, n_late = _exact_pass(ref, qry, ref_len, qry_len, flat, int(xdrop), cand_r[:n_cand],
+                            cand_q[:n_cand], CAP, keep_from, score, rs, qs, ln, late_r, late_q,
+                            n_late)
+    return (score[:n], rs[:n], qs[:n], ln[:n]), (late_r[:n_late], late_q[:n_late])
 
 
 def extend_seeds(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size,
                  keep_from: int):
     """Extend every hit of these seeds; return (score, ref_start, query_start, len) of the hits
-    scoring at least `keep_from` (in no particular order: dedup sorts fully).
-
-    Most hits die within a few dozen bases, so each is first walked plainly for `CAP` bases; the
-    rest, the hits inside long HSPs, go to the diagonal sweep.  Both paths are exact.
-    """
-    total = int(counts.sum())
-    score, rs, qs, ln = (np.empty(total, np.int64) for _ in range(4))
-    late_r, late_q = np.empty(total, np.int64), np.empty(total, np.int64)
-    flat = mat.ravel().astype(np.int32)
-    n, n_late = _first_pass(ref, qry, ref_len, qry_len, flat, int(xdrop), pos_table, lo, qpos,
-                            counts, size, CAP, keep_from, score, rs, qs, ln, late_r, late_q)
-    t, a, b, c = extend_hits(ref, qry, ref_len, qry_len, mat, xdrop, late_r[:n_late],
-                             late_q[:n_late])
-    keep = t >= keep_from
-    return (np.concatenate((score[:n], t[keep])), np.concatenate((rs[:n], a[keep])),
-            np.concatenate((qs[:n], b[keep])), np.concatenate((ln[:n], c[keep])))
+    scoring at least `keep_from` (in no particular order: dedup sorts fully): `first_pass`,
+    then the diagonal sweep of the hits inside long HSPs.  Both are exact."""
+    done, (late_r, late_q) = first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo,
+                                        qpos, counts, size, keep_from)
+    swept = extend_hits(ref, qry, ref_len, qry_len, mat, xdrop, late_r, late_q)
+    keep = swept[0] >= keep_from
+    return tuple(np.concatenate((a, b[keep])) for a, b in zip(done, swept, strict=True))
 
 
 def resolve_chains(xp, merged, best, pos, off):

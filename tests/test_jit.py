@@ -159,6 +159,34 @@ def test_decorated_loops_call_compiled_callees(tmp_path):
     assert out == ["False", "False", "_Lazy", "20", "True", "CPUDispatcher", "42"]
 
 
+def test_prefetch_in_a_decorated_loop_changes_no_result(tmp_path):
+    """`jit.prefetch` is a stand-in until numba loads, then the intrinsic a compiled loop calls:
+    asking for lines before and past the array's ends (as the walks do near a bin's ends) and
+    with an unsigned index neither faults nor changes what the loop computes."""
+    (tmp_path / "prefetchprobe.py").write_text(textwrap.dedent("""
+        import numpy as np
+        from hspz.jit import njit, prefetch
+
+        @njit
+        def total(a):
+            s = 0
+            for i in range(len(a)):
+                prefetch(a, i - 4096)
+                prefetch(a, i + 4096)
+                prefetch(a, np.uint32(i))
+                s += a[i]
+            return s
+    """))
+    out = _python("""
+        import numpy as np
+        import prefetchprobe
+        from hspz import jit
+        print(type(jit.prefetch).__name__, jit.loaded())
+        print(prefetchprobe.total(np.arange(1000)), type(prefetchprobe.prefetch).__name__)
+    """, cwd=tmp_path)
+    assert out == ["_Lazy", "False", "499500", "_Intrinsic"]
+
+
 def test_load_hands_every_decorated_function_to_numba_at_once():
     """`jit.load` (a pooled CPU worker's warm-up): numba loaded, loops compiled on their call."""
     out = _python("""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hspz.seed import SeedShape, batch_hits, build_seed_table, query_seeds
+from hspz.seed import SeedShape, batch_hits, build_seed_table, hit_seeds, query_seeds
 from hspz.sequence import Record, pack_bin, seed_codes
 
 P12OF19 = "TTT0T00TT00T0T0TTTT"
@@ -214,3 +214,36 @@ def test_batch_hits_is_the_query_stream_with_table_lo_and_counts(pattern, transi
             assert table.pos_table[a:a + c].tolist() == groups.get(k, [])
         total_hits += int(counts.sum())
     assert total_hits > 1000  # the stream really hits
+
+
+@pytest.mark.parametrize("transition", [False, True])
+@pytest.mark.parametrize("pattern", [P12OF19, "1111", "1x01T"])
+def test_hit_seeds_are_the_batch_hits_seeds_that_have_hits(pattern, transition):
+    """The CPU engine's stream: batch_hits's seeds with at least one hit, each with its place in
+    the whole stream, and the whole stream's length; chunks with no windows and no hits too."""
+    ref = _buffer(seed=11, alphabet=b"AACGT")
+    qry = _buffer(seed=11, alphabet=b"AACGT", length=600)
+    shape = SeedShape.from_pattern(pattern)
+    table = build_seed_table(seed_codes(ref.buf), ref.block_len, shape, 1)
+    qcodes = seed_codes(qry.buf)
+    kept = total = 0
+    for first, end in [(0, 900), (850, 5000), (30, 30), (0, 10**6)]:
+        _, qpos, lo, counts = batch_hits(qcodes, shape, first, end, transition, table)
+        n, h_qpos, h_lo, h_counts, at = hit_seeds(qcodes, shape, first, end, transition, table)
+        some = np.flatnonzero(counts)
+        assert n == len(counts)
+        assert at.tolist() == some.tolist()
+        assert h_qpos.tolist() == qpos[some].tolist()
+        assert h_lo.tolist() == lo[some].tolist() and h_counts.tolist() == counts[some].tolist()
+        kept += len(some)
+        total += n
+    assert 0 < kept and (kept < total or shape.n_kmers <= 256)  # a short seed's k-mers all hit
+
+
+def test_occupancy_bits_are_the_k_mers_with_positions():
+    ref = _buffer(seed=5)
+    shape = SeedShape.from_pattern("1101T1")  # 4**5 k-mers, some absent from 2 kbp
+    table = build_seed_table(seed_codes(ref.buf), ref.block_len, shape, 1)
+    bits = np.unpackbits(table.occupied.view(np.uint8), bitorder="little")[: shape.n_kmers]
+    has = table.counts(np.arange(shape.n_kmers, dtype=np.uint32)) > 0
+    assert np.array_equal(bits.astype(bool), has) and 0 < has.sum() < shape.n_kmers

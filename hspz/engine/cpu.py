@@ -1,11 +1,11 @@
 """The CPU backend: the readable reference implementation of the Seed+Filter contract.
 
 Per unit: for each interval, plus chunks then minus chunks; per chunk (one seed batch) the query
-seeds, their hit counts, the semantic `--max-hits` walk, and per semantic chunk hit expansion,
-x-drop extension (numba, one sweep per diagonal), the score/entropy gate and dedup.  A semantic
-chunk's hits are extended in pieces of at most `PIECE` (`hit_pieces`), so host memory per
-thread does not grow with `--max-hits`; dedup sorts the chunk's gated HSPs whole, so the pieces
-never change bytes.
+seeds that have hits, their hit counts, the semantic `--max-hits` walk, and per semantic chunk
+hit expansion, x-drop extension (numba: a bound rejects most hits, long HSPs are swept once per
+diagonal), the score/entropy gate and dedup.  A semantic chunk's hits are extended in pieces
+of at most `PIECE` (`hit_pieces`), so host memory per thread does not grow with `--max-hits`;
+dedup sorts the chunk's gated HSPs whole, so the pieces never change bytes.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from hspz.engine import (
     finish_chunk,
     unit_batches,
 )
-from hspz.seed import batch_hits, query_seeds
+from hspz.seed import hit_seeds, query_seeds
 from hspz.xdrop import extend_seeds
 
 _threads = [1]
@@ -59,14 +59,15 @@ def chunk_hsps(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, qpos, lo, 
 def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk) -> BatchOut:
     """One seed batch (wga chunk): seeds, hits, semantic chunks, each extended and deduped."""
     o = ctx.options
-    kmers, qpos, lo, counts = batch_hits(
+    n_seeds, qpos, lo, counts, at = hit_seeds(
         qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition, ref.table
     )
-    cum = np.cumsum(counts)
-    out = BatchOut(seeds=len(kmers), hits=int(cum[-1]) if len(cum) else 0)
-    for s0, s1 in plan.chunk_walk(cum, o.max_hits):
-        parts = [chunk_hsps(ctx, ref, qry, strand, *piece)
-                 for piece in hit_pieces(qpos, lo, counts, cum, s0, s1, PIECE)]
+    cum = np.cumsum(counts)  # over the seeds with hits only
+    out = BatchOut(seeds=n_seeds, hits=int(cum[-1]) if len(cum) else 0)
+    for a, b in semantic_chunks(n_seeds, counts, at, o.max_hits):
+        pieces = (hit_pieces(qpos, lo, counts, cum, a, b - 1, PIECE) if b > a
+                  else [(qpos[a:b], lo[a:b], counts[a:b])])  # settled, empty: gated once
+        parts = [chunk_hsps(ctx, ref, qry, strand, *piece) for piece in pieces]
         finish_chunk(ctx, parts[0] if len(parts) == 1 else np.concatenate(parts), out, strand)
     return out
 
@@ -97,6 +98,19 @@ def hit_pieces(qpos, lo, counts, cum, s0: int, s1: int, piece: int):
         yield qpos[s0:s1 + 1], lo[s0:s1 + 1], counts[s0:s1 + 1]
 
 
+def semantic_chunks(n_seeds: int, counts: np.ndarray, at: np.ndarray,
+                    max_hits: int) -> list[tuple[int, int]]:
+    """`plan.chunk_walk` over a batch's whole stream of n_seeds seeds, given only the seeds with
+    hits (`counts`, their places `at`): each chunk as a range of those seeds.  The others add
+    nothing to a chunk, and a chunk of them alone still counts (it is settled, empty)."""
+    if counts.sum() < max_hits:  # chunk_walk's single chunk
+        return [(0, len(counts))] if n_seeds else []
+    whole = np.zeros(n_seeds, np.int64)
+    whole[at] = counts
+    return [(int(np.searchsorted(at, s0)), int(np.searchsorted(at, s1, side="right")))
+            for s0, s1 in plan.chunk_walk(np.cumsum(whole), max_hits)]
+
+
 def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
              progress: Progress | None = None) -> UnitResult:
     """Every interval of the query bin against the reference bin, plus then minus per interval.
@@ -107,7 +121,7 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
     """
     start = time.perf_counter()
     jobs = unit_batches(ctx, qry)
-    _ = ref.table  # build once, before the threads share it
+    _ = ref.table.occupied  # build the table and its occupancy bits once, before the threads
     tally = BatchTally(len(jobs), progress)
 
     def one(job) -> BatchOut:
