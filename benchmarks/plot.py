@@ -1,14 +1,17 @@
-"""Wall time against input size, log-log, from benchmarks/run.py's JSON records.
+"""Wall time against input size, log-log, from benchmarks/run.py's JSON records (and their table).
 
-    python benchmarks/plot.py RECORDS.jsonl [RECORDS.jsonl ...] -o FILE.png [--x bp2|hits]
+    python benchmarks/plot.py RECORDS.jsonl [RECORDS.jsonl ...] [-o FILE.png] [--x bp2|hits]
+        [--sessions latest|all] [--table]
 
 One line per arm and machine (hspZ GPU, hspZ CPU, LASTZ, ...), one point per workload: the
 median wall of that arm's runs, with a bar from the fastest to the slowest run.  The x axis is
 reference bp x query bp (`bp2`) or the pair's seed hits (`hits`, taken from the hspZ records of
 the same workload, so LASTZ points need an hspZ arm of that workload somewhere in the records).
 Where one arm on one machine ran a workload in several runner sessions, the latest session's runs
-are drawn.  Records from several files combine: the dev machine's CPU and LASTZ runs and a
-device's GPU runs land on one figure.  Returns, and tests read, the points drawn.
+are drawn (`--sessions all` pools them: a measurement split over two device calls).  Records
+from several files combine: the dev machine's CPU and LASTZ runs and a device's GPU runs land on
+one figure.  `--table` prints the same points as a Markdown table (median, every run, engine
+time per seed hit, load).  `plot` returns, and tests read, the points drawn.
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ def _size(rec: dict, hits: dict[str, int], x: str) -> float | None:
     return float(hits[rec["workload"]]) if rec["workload"] in hits else None
 
 
-def points(records: list[dict], x: str = "bp2") -> dict[str, list[dict]]:
+def points(records: list[dict], x: str = "bp2", sessions: str = "latest") -> dict[str, list[dict]]:
     """Per series ("arm (machine)"), its points sorted by size: size, workload, median wall,
-    fastest and slowest run, number of runs, arm kind."""
+    every run's wall, fastest and slowest, arm kind, median engine ns per seed hit (hspZ), the
+    1-minute load averages before the runs."""
     hits = {r["workload"]: r["seed_hits"] for r in records if r.get("seed_hits")}
     latest: dict[tuple, str] = {}
     for r in records:
@@ -48,28 +52,49 @@ def points(records: list[dict], x: str = "bp2") -> dict[str, list[dict]]:
         latest[key] = max(latest.get(key, ""), r["session"])
     runs: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
-        if r["session"] == latest[(r["machine"], r["arm"], r["workload"])]:
-            runs[(r["machine"], r["arm"], r["workload"])].append(r)
+        key = (r["machine"], r["arm"], r["workload"])
+        if sessions == "all" or r["session"] == latest[key]:
+            runs[key].append(r)
     series: dict[str, list[dict]] = defaultdict(list)
-    for (machine, arm, workload), rs in runs.items():
+    for (machine, arm, _), rs in runs.items():
         size = _size(rs[0], hits, x)
-        if size is None:
-            continue
-        walls = [r["wall_s"] for r in rs]
-        series[f"{arm} ({machine})"].append(
-            dict(size=size, workload=workload, wall_s=statistics.median(walls), fastest=min(walls),
-                 slowest=max(walls), runs=len(walls), kind=rs[0]["kind"]))
+        if size is not None:
+            series[f"{arm} ({machine})"].append(_point(rs, size))
     return {name: sorted(ps, key=lambda p: p["size"]) for name, ps in sorted(series.items())}
 
 
-def plot(records: list[dict], path: Path, x: str = "bp2", title: str | None = None) -> dict:
-    """Draw `points(records, x)` into the PNG `path`; returns the points."""
+def _point(rs: list[dict], size: float) -> dict:
+    walls = [r["wall_s"] for r in rs]
+    hits = rs[0].get("seed_hits")
+    engine = statistics.median(r.get("engine_s", 0.0) for r in rs)
+    return dict(size=size, workload=rs[0]["workload"], wall_s=statistics.median(walls),
+                walls=walls, fastest=min(walls), slowest=max(walls), kind=rs[0]["kind"],
+                ns_per_hit=engine * 1e9 / hits if hits else None,
+                loads=[r["loadavg"][0] for r in rs])
+
+
+def table(drawn: dict[str, list[dict]]) -> str:
+    """The points as a Markdown table, one row per series and workload."""
+    rows = ["| arm (machine) | workload | wall s (median) | all runs | engine ns/hit | "
+            "load before runs |", "|---|---|---|---|---|---|"]
+    for name, ps in drawn.items():
+        for p in ps:
+            nsph = f"{p['ns_per_hit']:.4g}" if p["ns_per_hit"] else "-"
+            rows.append(f"| {name} | {p['workload']} | {p['wall_s']:.2f} | "
+                        f"{' '.join(f'{w:.2f}' for w in p['walls'])} | {nsph} | "
+                        f"{min(p['loads']):.2f}-{max(p['loads']):.2f} |")
+    return "\n".join(rows)
+
+
+def plot(records: list[dict], path: Path, x: str = "bp2", title: str | None = None,
+         sessions: str = "latest") -> dict:
+    """Draw `points(records, x, sessions)` into the PNG `path`; returns the points."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    drawn = points(records, x)
+    drawn = points(records, x, sessions)
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=100)
     for name, ps in drawn.items():
         sizes = [p["size"] for p in ps]
@@ -103,13 +128,20 @@ def _name_workloads(ax, drawn: dict[str, list[dict]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("records", nargs="+", type=Path)
-    ap.add_argument("-o", "--output", type=Path, required=True)
+    ap.add_argument("-o", "--output", type=Path, help="the PNG to write")
     ap.add_argument("--x", choices=("bp2", "hits"), default="bp2")
+    ap.add_argument("--sessions", choices=("latest", "all"), default="latest")
+    ap.add_argument("--table", action="store_true", help="print the points as a Markdown table")
     ap.add_argument("--title")
     a = ap.parse_args(argv)
-    drawn = plot(load_records(a.records), a.output, a.x, a.title)
-    for name, ps in drawn.items():
-        print(f"{name}: " + ", ".join(f"{p['workload']} {p['wall_s']:.2f} s" for p in ps))
+    if not (a.output or a.table):
+        ap.error("nothing to do: give -o FILE.png and/or --table")
+    records = load_records(a.records)
+    if a.output:
+        plot(records, a.output, a.x, a.title, a.sessions)
+        print(f"plot: {a.output}")
+    if a.table:
+        print(table(points(records, a.x, a.sessions)))
     return 0
 
 
