@@ -93,20 +93,35 @@ def parse_arms(text: str, threads: int, alt: Path | None) -> list[Arm]:
     return arms
 
 
+# A child started straight from this process inherits its peak RSS: Linux keeps the larger of the
+# image it replaced (vfork shares this process's memory until exec) and its own.  So each command
+# runs under a small Python that forks it from a fresh image and reports the grandchild's peak.
+PEAK_RSS = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def timed(cmd: list[str], cwd: Path | None = None,
           env: dict | None = None) -> tuple[float, int, str]:
-    """(wall seconds, peak RSS in KiB of the child, combined output) of one command."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
-                            env={**os.environ, **(env or {})})
-    out = proc.stdout.read()
-    proc.stdout.close()
-    _, status, usage = os.wait4(proc.pid, 0)  # reaped here, so the child's own peak RSS
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - t0
+    """(wall seconds, peak RSS in KiB of the command and its descendants, combined output)."""
+    with tempfile.NamedTemporaryFile(prefix="hspz-rss-") as rss:
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-S", "-c", PEAK_RSS, rss.name, *cmd], cwd=cwd,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              env={**os.environ, **(env or {})})
+        wall = time.perf_counter() - t0
+        peak = int(Path(rss.name).read_text() or 0)
     if proc.returncode:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{out.decode()[-2000:]}")
-    return wall, usage.ru_maxrss, out.decode(errors="replace")
+        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n"
+                         f"{proc.stdout.decode()[-2000:]}")
+    return wall, peak, proc.stdout.decode(errors="replace")
 
 
 def hspz_cmd(arm: Arm, ref: Path, qry: Path, out: Path, extra: list[str]) -> list[str]:

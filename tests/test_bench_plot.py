@@ -41,7 +41,7 @@ def test_plot_writes_a_png_with_one_line_per_arm_and_machine_at_the_median_run(t
     path = tmp_path / "records.jsonl"
     _write(path, records)
     png = tmp_path / "scaling.png"
-    drawn = plot(load_records([path]), png)
+    drawn = plot(load_records([path]), png, x="bp2")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert set(drawn) == {"hspZ cpu -t 1 (dev)", "lastz --nogapped (dev)", "hspZ gpu (H200)"}
     cpu = drawn["hspZ cpu -t 1 (dev)"]
@@ -56,16 +56,16 @@ def test_plot_draws_the_latest_session_of_an_arm_unless_sessions_are_pooled():
     old = _records("dev", "lastz --nogapped", "lastz", {"tiny": [5.0, 5.0, 5.0]},
                    session="2026-11-29T10:00:00+00:00")
     new = _records("dev", "lastz --nogapped", "lastz", {"tiny": [1.0, 2.0, 3.0]})
-    latest = points(old + new)["lastz --nogapped (dev)"]
+    latest = points(old + new, x="bp2")["lastz --nogapped (dev)"]
     assert [p["walls"] for p in latest] == [[1.0, 2.0, 3.0]]
-    pooled = points(old + new, sessions="all")["lastz --nogapped (dev)"]
+    pooled = points(old + new, x="bp2", sessions="all")["lastz --nogapped (dev)"]
     assert pooled[0]["walls"] == [5.0, 5.0, 5.0, 1.0, 2.0, 3.0] and pooled[0]["wall_s"] == 4.0
 
 
 def test_plot_by_seed_hits_takes_a_lastz_points_size_from_the_hspz_records_of_its_workload():
     records = (_records("dev", "hspZ cpu -t 1", "hspz-cpu", {"tiny": [1.0]})
                + _records("dev", "lastz --nogapped", "lastz", {"tiny": [1.0], "S": [2.0]}))
-    drawn = points(records, x="hits")
+    drawn = points(records)  # x: seed hits
     assert [p["size"] for p in drawn["lastz --nogapped (dev)"]] == [10_000]
     assert [p["workload"] for p in drawn["lastz --nogapped (dev)"]] == ["tiny"]  # S: no hits
 
