@@ -18,6 +18,9 @@ minus strand (the reverse complement of each query record seeded the same way). 
 hits / (reference bp x query bp); hspZ and LASTZ search both strands by default, so compare
 real runs with `density_both`.  Not modelled: the reference table's skipped position 0 of
 each bin (behaviour.md: at step 1 the first position is never indexed), a few hits per bin.
+
+The simulator's calibration in BENCHMARKS.md, "Workloads" (dev machine; CPU only):
+`python benchmarks/hit_density.py --simulate 64 4 --set divergence=0.4 --gate-sample 20000`.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ format, checks that every format decodes to the same records, and prints the med
 timed reads per format:
 
     python benchmarks/read_speed.py --mbp 100 --workdir /tmp/read_speed [--gzip]
+
+The figures in BENCHMARKS.md, "Reading inputs" (dev machine; CPU only, no device needed).
 """
 
 from __future__ import annotations

@@ -2,9 +2,12 @@
 
 Owns `load_workloads`, `workload_spec`, `materialise` and a small CLI
 (`python benchmarks/workloads.py --list`, `python benchmarks/workloads.py NAME --workdir DIR`).
-Real workloads point at files; simulated ones are generated with `benchmarks.simulate` on
-demand and cached in the work folder under names carrying a hash of their spec (the reference's
-hash covers only the fields it depends on, so `M` and `batch` share one reference file).
+Real workloads point at files (found by file name in a `files` folder instead, where given:
+the device has no Debian packages, so their files travel in a carried folder); simulated ones are
+generated with `benchmarks.simulate` on demand (2bit pairs by `write_pair_2bit`, in forked
+processes) and cached in the work folder under names carrying a hash of their spec (the
+reference's hash covers only the fields it depends on, so `M` and `batch` share one reference
+file).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from benchmarks.simulate import (  # noqa: E402
     simulate_pair,
     simulate_queries,
     spec_digest,
+    write_pair_2bit,
     write_records,
 )
 
@@ -72,16 +76,18 @@ def _write(path: Path, records: Records, fmt: str) -> Path:
     return path
 
 
-def materialise(name: str, workdir: str | Path, path: str | Path = DEFAULT_PATH) -> dict[str, Path]:
+def materialise(name: str, workdir: str | Path, path: str | Path = DEFAULT_PATH,
+                files: str | Path | None = None) -> dict[str, Path]:
     """Files of workload `name`: {"reference", "query"} or, for a batch, {"reference",
     "query_list"} (a text file with one query path a line).  Simulated files are generated in
-    `workdir` when missing and reused when present."""
+    `workdir` when missing and reused when present; a real workload's files are looked up by
+    their file name in `files` when that is given."""
     workloads = load_workloads(path)
     if name not in workloads:
         raise KeyError(f"no workload {name!r}; known: {', '.join(workloads)}")
     entry = workloads[name]
     if entry["kind"] == "real":
-        return _real(name, entry)
+        return _real(name, entry, files)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     spec = workload_spec(workloads, name)
@@ -91,15 +97,27 @@ def materialise(name: str, workdir: str | Path, path: str | Path = DEFAULT_PATH)
     if entry["kind"] == "simulated":
         query_path = workdir / f"query-{spec_digest(spec)}.{fmt}"
         if not (ref_path.exists() and query_path.exists()):
-            ref, query = simulate_pair(spec)
-            _write(ref_path, ref, ref_fmt)
-            _write(query_path, query, fmt)
+            _simulate(spec, ref_path, ref_fmt, query_path, fmt)
         return {"reference": ref_path, "query": query_path}
     return _batch(entry, spec, ref_path, ref_fmt, workdir, fmt)
 
 
-def _real(name: str, entry: dict[str, Any]) -> dict[str, Path]:
+def _simulate(spec: PairSpec, ref_path: Path, ref_fmt: str, query_path: Path, fmt: str) -> None:
+    if ref_fmt == fmt == "2bit":  # the same bytes as simulate_pair + write_records, sooner
+        tmp_ref, tmp_query = (p.with_name(p.name + ".part") for p in (ref_path, query_path))
+        write_pair_2bit(spec, tmp_ref, tmp_query)
+        tmp_ref.replace(ref_path)
+        tmp_query.replace(query_path)
+        return
+    ref, query = simulate_pair(spec)
+    _write(ref_path, ref, ref_fmt)
+    _write(query_path, query, fmt)
+
+
+def _real(name: str, entry: dict[str, Any], files: str | Path | None) -> dict[str, Path]:
     paths = {"reference": Path(entry["reference"]), "query": Path(entry["query"])}
+    if files is not None:
+        paths = {k: Path(files) / p.name for k, p in paths.items()}
     for p in paths.values():
         if not p.exists():
             package = entry.get("package", "?")
@@ -128,13 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", nargs="?", help="workload to materialise")
     parser.add_argument("--workdir", type=Path, default=Path("bench-data"))
     parser.add_argument("--workloads", type=Path, default=DEFAULT_PATH)
+    parser.add_argument("--files", type=Path, help="folder holding the real workloads' files")
     parser.add_argument("--list", action="store_true", help="list the workloads")
     args = parser.parse_args(argv)
     if args.list or not args.name:
         for name, entry in load_workloads(args.workloads).items():
             print(f"{name}\t{entry['kind']}\t{entry.get('description', '')}")
         return 0
-    for key, value in materialise(args.name, args.workdir, args.workloads).items():
+    for key, value in materialise(args.name, args.workdir, args.workloads, args.files).items():
         print(f"{key}\t{value}")
     return 0
 
