@@ -4,12 +4,15 @@
         [--steps gen,index,loads,single,batch] [--runs 5]
 
 gen     a simulated reference (--ref-mbp, --chromosomes records) and --queries queries of
-        --query-mbp each (`simulate.write_queries_2bit`), kept in --work between calls
+        --query-mbp each (`simulate.write_queries_2bit`), kept in --work between calls; the
+        reference also as FASTA.gz (gzip -6, in members compressed in parallel), the form
+        genomes are distributed in (hg38.fa.gz)
 index   `hspZ index` of the reference (on the GPU when one is visible): wall time, size on disk
 loads   every bin loaded from the index, warm page cache and cold (the files' pages dropped with
         posix_fadvise first), to the host and to the device
-single  separate runs of query 1: without the index, with it, and with it plus --reference (the
-        background verification); --runs of each, interleaved
+single  separate runs of query 1: without the index (the reference as 2bit, and as FASTA.gz),
+        with it, and with it plus --reference (the background verification); --runs of each,
+        interleaved
 batch   all queries: `run --query-list` without and with the index, and separate runs of each
         query without the index
 
@@ -84,6 +87,36 @@ def gen(a, work: Path, out: Path) -> None:
                                         ref_bytes=ref.stat().st_size))
 
 
+def gen_fasta_gz(work: Path, out: Path) -> Path:
+    """ref.fa.gz beside ref.2bit: one gzip member per 64 MiB of FASTA, compressed at level 6 on
+    every core (a multi-member file is one gzip stream to every reader)."""
+    import gzip
+    from concurrent.futures import ProcessPoolExecutor
+
+    from hspz.sequence import read_records, write_fasta
+
+    dest = work / "ref.fa.gz"
+    if dest.exists():
+        return dest
+    t = time.perf_counter()
+    plain = work / "ref.fa"
+    write_fasta(plain, read_records(work / "ref.2bit"))
+    data = plain.read_bytes()
+    step = 64 << 20
+    with ProcessPoolExecutor(os.cpu_count()) as pool:
+        members = list(pool.map(gzip.compress, (data[i:i + step]
+                                                for i in range(0, len(data), step))))
+    plain.unlink()
+    tmp = dest.with_suffix(".tmp")
+    with open(tmp, "wb") as fh:
+        for m in members:
+            fh.write(m)
+    tmp.rename(dest)
+    record(out, "gen", "fasta.gz", dict(wall_s=round(time.perf_counter() - t, 1),
+                                        ref_bytes=dest.stat().st_size))
+    return dest
+
+
 def index(a, work: Path, out: Path) -> None:
     ix = work / "ix"
     shutil.rmtree(ix, ignore_errors=True)
@@ -133,7 +166,8 @@ def loads(a, work: Path, out: Path) -> None:
 def single(a, work: Path, out: Path) -> None:
     q = str(work / "q1.2bit")
     ref, ix = str(work / "ref.2bit"), str(work / "ix")
-    arms = {"no-index": ["-r", ref], "index": ["--index", ix],
+    gz = str(gen_fasta_gz(work, out))
+    arms = {"no-index": ["-r", ref], "no-index-fa.gz": ["-r", gz], "index": ["--index", ix],
             "index+reference": ["--index", ix, "-r", ref]}
     results: dict[str, list[dict]] = {k: [] for k in arms}
     for i in range(a.runs):
