@@ -40,20 +40,23 @@ sys.path.insert(0, str(ROOT))
 
 def hspz(args: list[str], log: Path) -> dict:
     """One hspZ call: wall seconds, peak RSS (MiB), exit status, digests, ledger totals."""
+    from benchmarks.run import PEAK_RSS  # the peak of a fresh image, not of this big parent
+
+    rss = log.with_suffix(".rss")
     t = time.perf_counter()
     with open(log, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "hspz", *args], stdout=subprocess.PIPE,
-                                stderr=err, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        out = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)
+        proc = subprocess.run([sys.executable, "-S", "-c", PEAK_RSS, str(rss), sys.executable,
+                               "-m", "hspz", *args], stdout=subprocess.PIPE, stderr=err,
+                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     wall = time.perf_counter() - t
+    out, peak_kib = proc.stdout, int(rss.read_text() or 0)
     text = log.read_text()
     ledger = [line.split("\t") for line in text.splitlines() if line.startswith("unit ledger:\t")]
     head = ledger[0][1:] if ledger else []
     rows = [dict(zip(head, r[1:], strict=True)) for r in ledger[1:]]
     gpu_ms = sum(float(r["gpu_ms"]) for r in rows)
-    return dict(args=args, wall_s=round(wall, 3), peak_rss_mib=round(usage.ru_maxrss / 1024, 1),
-                status=os.waitstatus_to_exitcode(status),
+    return dict(args=args, wall_s=round(wall, 3), peak_rss_mib=round(peak_kib / 1024, 1),
+                status=proc.returncode,
                 digests=re.findall(r"^digest: (.*)$", out, re.M), gpu_s=round(gpu_ms / 1e3, 3),
                 hits=sum(int(r["hits"]) for r in rows),
                 first_unit_s=round(min((float(r["host_start_ms"]) for r in rows),
