@@ -408,6 +408,16 @@ def seed_codes_of(enc: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
+def open_checked(path: str, options, reference: str | None):
+    """(index, its known records, the background Verification of `reference` or None): the
+    index at `path` opened and checked against the run's options, as a run that reads its
+    reference from an index starts."""
+    idx = open_index(path)
+    check_options(idx, options)
+    verify = Verification(reference, idx) if reference else None
+    return idx, known_records(idx), verify
+
+
 def check_options(idx: Index, options) -> None:
     """--seed, --step, -B and --kegalign-bins must be the values the index was built with."""
     m = idx.manifest

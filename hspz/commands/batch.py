@@ -61,10 +61,7 @@ def plan_batch(req: Request, select, summary: Summary) -> Batch:
     idx = verify = None
     with timed(summary.phases, "input"):
         if req.index:
-            idx = ix.open_index(req.index)
-            ix.check_options(idx, o)
-            verify = ix.Verification(req.reference, idx) if req.reference else None
-            ref = ix.known_records(idx)
+            idx, ref, verify = ix.open_checked(req.index, o, req.reference)
         else:
             ref = HashedRecords(read_side(req.reference, "reference"))
     engine = select()

@@ -29,10 +29,8 @@ def estimate_command(req: Request, stride: int, ns_per_hit: float | None = None)
     t0 = time.perf_counter()
     idx = None
     if req.index:
-        idx = ix.open_index(req.index)
-        ix.check_options(idx, req.options)
-        ref, qry = ix.known_records(idx), read_side(req.query, "query")
-        verify = ix.Verification(req.reference, idx) if req.reference else None
+        idx, ref, verify = ix.open_checked(req.index, req.options, req.reference)
+        qry = read_side(req.query, "query")
     else:
         ref, qry = read_both(req.reference, req.query)
     m = load_manifest(req, ref, qry)

@@ -43,10 +43,8 @@ def run_command(req: Request, select) -> int:
     idx = verify = None
     with timed(summary.phases, "input"):
         if req.index:
-            idx = ix.open_index(req.index)
-            ix.check_options(idx, o)
-            verify = ix.Verification(req.reference, idx) if req.reference else None
-            ref, qry = ix.known_records(idx), read_side(req.query, "query")
+            idx, ref, verify = ix.open_checked(req.index, o, req.reference)
+            qry = read_side(req.query, "query")
         else:
             ref, qry = read_both(req.reference, req.query)
     try:
