@@ -342,26 +342,37 @@ def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
     that unit's records, which it reads (counted once in the total).
 
     Estimate against the peak RSS `--time` printed (each process's VmHWM, MiB), on the 2-core
-    dev machine, CPU backend, default flags unless given (`benchmarks/memory_model.py`); the
+    dev machine, CPU backend, default flags unless given (`benchmarks/memory_model.py`,
+    2026-12-01, after the CPU walk of issue 19); the
     demo, H. pylori and the 24 x 4 Mbp pair at the default layout have one reference bin, so
     --gpus 2 runs them on one worker, with the same figures as --gpus 1:
 
-    | workload | -t | --gpus | process | estimate | peak RSS | peak / estimate |
+    | workload | -t | --gpus | workers (process) | estimate | peak RSS | peak / estimate |
     |---|---|---|---|---|---|---|
-    | demo | 1 | 1 | main | 484 | 470 | 0.97 |
-    | demo | 2 | 1 | main | 484 | 470 | 0.97 |
-    | multibin (tests/multibin.py FLAGS) | 1 | 1 | main | 189 | 157 | 0.83 |
-    | multibin | 2 | 1 | main | 217 | 158 | 0.72 |
-    | multibin | 1, 2 | 2 | main | 48 | 51-52 | 1.06-1.08 |
-    | multibin | 1, 2 | 2 | worker | 189 | 149 | 0.79 |
-    | H. pylori (1.7 x 1.7 Mbp) | 1 | 1 | main | 504 | 493 | 0.98 |
-    | H. pylori | 2 | 1 | main | 531 | 496 | 0.93 |
-    | sim 24 x 4 Mbp (2bit) | 1 | 1 | main | 690 | 651 | 0.94 |
-    | sim 24 x 4 Mbp | 2 | 1 | main | 696 | 651 | 0.94 |
-    | sim 24 x 4 Mbp, -B 8M (4 bins) | 1 | 1 | main | 599 | 617 | 1.03 |
-    | sim 24 x 4 Mbp, -B 8M | 2 | 1 | main | 618 | 635 | 1.03 |
-    | sim 24 x 4 Mbp, -B 8M | 1, 2 | 2 | main | 128 | 140 | 1.09 |
-    | sim 24 x 4 Mbp, -B 8M | 1, 2 | 2 | worker | 586 | 549 | 0.94 |
+    | demo | 1 | 1 | 1 (main) | 284 | 227 | 0.80 |
+    | demo | 2 | 1 | 1 (main) | 338 | 228 | 0.67 |
+    | demo | 1 | 2 | 1 (main) | 284 | 225 | 0.79 |
+    | demo | 2 | 2 | 1 (main) | 338 | 226 | 0.67 |
+    | multibin | 1 | 1 | 1 (main) | 188 | 156 | 0.83 |
+    | multibin | 2 | 1 | 1 (main) | 217 | 158 | 0.73 |
+    | multibin | 1 | 2 | 2 (main) | 48 | 52 | 1.07 |
+    | multibin | 1 | 2 | 2 (worker) | 188 | 149 | 0.79 |
+    | multibin | 2 | 2 | 2 (main) | 48 | 53 | 1.10 |
+    | multibin | 2 | 2 | 2 (worker) | 188 | 149 | 0.79 |
+    | H. pylori | 1 | 1 | 1 (main) | 309 | 321 | 1.04 |
+    | H. pylori | 2 | 1 | 1 (main) | 369 | 438 | 1.19 |
+    | H. pylori | 1 | 2 | 1 (main) | 309 | 321 | 1.04 |
+    | H. pylori | 2 | 2 | 1 (main) | 369 | 428 | 1.16 |
+    | sim 24 x 4 Mbp | 1 | 1 | 1 (main) | 543 | 522 | 0.96 |
+    | sim 24 x 4 Mbp | 2 | 1 | 1 (main) | 673 | 722 | 1.07 |
+    | sim 24 x 4 Mbp | 1 | 2 | 1 (main) | 543 | 528 | 0.97 |
+    | sim 24 x 4 Mbp | 2 | 2 | 1 (main) | 673 | 783 | 1.16 |
+    | sim 24 x 4 Mbp, -B 8M | 1 | 1 | 1 (main) | 427 | 471 | 1.10 |
+    | sim 24 x 4 Mbp, -B 8M | 2 | 1 | 1 (main) | 519 | 625 | 1.20 |
+    | sim 24 x 4 Mbp, -B 8M | 1 | 2 | 2 (main) | 128 | 140 | 1.10 |
+    | sim 24 x 4 Mbp, -B 8M | 1 | 2 | 2 (worker) | 414 | 413 | 1.00 |
+    | sim 24 x 4 Mbp, -B 8M | 2 | 2 | 2 (main) | 128 | 140 | 1.10 |
+    | sim 24 x 4 Mbp, -B 8M | 2 | 2 | 2 (worker) | 414 | 413 | 1.00 |
 
     The first run after installing compiles numba's loops, which adds about 85 MiB (the
     multibin pair at -t 2: 240 MiB with an empty cache, 156 MiB with it written).
