@@ -226,6 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--ns-per-hit", metavar="NS",
                      help="project each unit's GPU time at this measured ns per seed hit (a "
                           "6th column), and the wall at --gpus W from the run's partition")
+    est.add_argument("--unit-ms", metavar="MS", default="0",
+                     help="with --ns-per-hit: a fixed GPU cost per unit, in ms")
+    est.add_argument("--worker-ms", metavar="MS", default="0",
+                     help="with --ns-per-hit: a fixed GPU cost per worker (its first unit), in ms")
 
     idx = sub.add_parser("index", help="build a reference's seed tables once, into a folder")
     idx.add_argument("-r", "--reference", required=True, help="reference FASTA, FASTA.gz or 2bit")
@@ -521,7 +525,7 @@ def cmd_merge(ns: argparse.Namespace) -> int:
 def cmd_estimate(ns: argparse.Namespace) -> int:
     from hspz import outdir
     from hspz.commands import Request
-    from hspz.commands.estimate import estimate_command
+    from hspz.commands.estimate import Pricing, estimate_command
 
     options = options_from_args(ns)
     _need_inputs(ns, options)
@@ -530,18 +534,27 @@ def cmd_estimate(ns: argparse.Namespace) -> int:
     _writable_file("--dump-plan", ns.dump_plan)
     req = Request(options, explicit_flags(ns), ns.reference, ns.query,
                   from_manifest=ns.from_manifest, dump_plan=ns.dump_plan, index=ns.index)
-    per_hit = None if ns.ns_per_hit is None else parse_ns(ns.ns_per_hit)
-    return estimate_command(req, stride, per_hit)
+    fixed = {"--unit-ms": ns.unit_ms, "--worker-ms": ns.worker_ms}
+    if ns.ns_per_hit is None:
+        given = [flag for flag, text in fixed.items() if text != "0"]
+        if given:
+            raise UsageError(f"{given[0]} prices a projection: give --ns-per-hit too")
+        return estimate_command(req, stride)
+    pricing = Pricing(parse_cost("--ns-per-hit", ns.ns_per_hit, 0),
+                      *(parse_cost(flag, text, None) for flag, text in fixed.items()))
+    return estimate_command(req, stride, pricing)
 
 
-def parse_ns(text: str) -> float:
-    """--ns-per-hit: a finite positive number of nanoseconds."""
+def parse_cost(flag: str, text: str, floor: float | None) -> float:
+    """A projection's cost: a finite number below 1e9, above `floor` (at least 0 without)."""
     try:
         value = float(text)
     except ValueError:
-        raise UsageError(f"--ns-per-hit: {shown(text)} is not a number") from None
-    if not 0 < value < 1e9:
-        raise UsageError(f"--ns-per-hit: {shown(text)} must be above 0 and below 1e9")
+        raise UsageError(f"{flag}: {shown(text)} is not a number") from None
+    if floor is not None and not floor < value < 1e9:
+        raise UsageError(f"{flag}: {shown(text)} must be above {floor:g} and below 1e9")
+    if floor is None and not 0 <= value < 1e9:
+        raise UsageError(f"{flag}: {shown(text)} must be at least 0 and below 1e9")
     return value
 
 

@@ -94,3 +94,57 @@ def test_the_projection_prices_each_unit_and_the_runs_partition(tmp_path, capsys
     run_err = capsys.readouterr().err
     policy = re.search(r"schedule: policy=(\S+) W=2 visits=(\d+)", run_err).groups()
     assert f"2 worker(s), policy={policy[0]}, visits={policy[1]}" in err
+
+
+def test_the_projection_adds_a_fixed_cost_per_unit_and_per_worker(tmp_path, capsys):
+    """--unit-ms adds to every unit's column and the total; --worker-ms once per worker, to the
+    total and to each worker's busy time."""
+    import re
+
+    from multibin import FLAGS, write_pair
+
+    from hspz.cli import main
+
+    ref, qry = write_pair(tmp_path)
+    args = ["hits-estimate", "-r", str(ref), "-q", str(qry), *FLAGS, "--gpus", "2",
+            "--ns-per-hit", "2.5"]
+    assert main(args) == 0
+    plain_out, plain_err = capsys.readouterr()
+    assert main([*args, "--unit-ms", "100", "--worker-ms", "1000"]) == 0
+    out, err = capsys.readouterr()
+    plain = [line.split("\t") for line in plain_out.splitlines()]
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert [float(r[5]) for r in rows] == pytest.approx([float(r[5]) + 100 for r in plain],
+                                                         abs=1e-3)
+
+    def totals(text):
+        head = re.search(r"projected at ([^:]+): ([\d.]+) s of GPU time for (\d+) units", text)
+        busy = re.search(r"at --gpus 2: (\d+) worker\(s\).*\((.*)\)$", text, re.M)
+        each = [float(x) for x in re.findall(r"worker \d+ ([\d.]+) s", busy.group(2))]
+        return head.group(1), float(head.group(2)), int(head.group(3)), int(busy.group(1)), each
+
+    label, total, units, workers, busy = totals(err)
+    _, plain_total, _, _, plain_busy = totals(plain_err)
+    assert label == "2.5 ns/hit + 100 ms/unit + 1000 ms/worker"
+    assert total == pytest.approx(plain_total + units * 0.1 + workers * 1.0, abs=2e-3)
+    assert len(busy) == workers == 2
+    assert sum(busy) == pytest.approx(sum(plain_busy) + units * 0.1 + workers * 1.0, abs=2e-3)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--unit-ms", "5"], r"--unit-ms prices a projection: give --ns-per-hit too"),
+    (["--ns-per-hit", "0"], r"--ns-per-hit: '?0'? must be above 0 and below 1e9"),
+    (["--ns-per-hit", "1", "--worker-ms", "-1"], r"--worker-ms: '?-1'? must be at least 0"),
+    (["--ns-per-hit", "1", "--unit-ms", "x"], r"--unit-ms: '?x'? is not a number"),
+])
+def test_a_bad_projection_cost_is_one_line(tmp_path, capsys, extra, message):
+    import re
+
+    from multibin import write_pair
+
+    from hspz.cli import main
+
+    ref, qry = write_pair(tmp_path)
+    assert main(["hits-estimate", "-r", str(ref), "-q", str(qry), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]), err

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,9 +24,28 @@ from hspz.seed import SeedShape
 from hspz.sequence import Record
 
 
-def estimate_command(req: Request, stride: int, ns_per_hit: float | None = None) -> int:
+@dataclass(frozen=True)
+class Pricing:
+    """What a projection charges: GPU ns per seed hit, plus a fixed cost per unit (its reference
+    bin's build and upload, its launches) and per worker (the first unit's first launches),
+    all measured from a run's unit ledger (BENCHMARKS.md, the projection's check)."""
+
+    ns_per_hit: float
+    unit_ms: float = 0.0
+    worker_ms: float = 0.0
+
+    def unit(self, hits: int) -> float:
+        return self.unit_ms + hits * self.ns_per_hit / 1e6
+
+    def label(self) -> str:
+        extra = (f" + {self.unit_ms:g} ms/unit" if self.unit_ms else "") + \
+            (f" + {self.worker_ms:g} ms/worker" if self.worker_ms else "")
+        return f"{self.ns_per_hit:g} ns/hit{extra}"
+
+
+def estimate_command(req: Request, stride: int, pricing: Pricing | None = None) -> int:
     """`hspZ hits-estimate`: the exact seed hits of every unit, by histogram dot products;
-    with `ns_per_hit`, each unit's projected GPU time and the wall at --gpus W."""
+    with `pricing`, each unit's projected GPU time and the wall at --gpus W."""
     t0 = time.perf_counter()
     idx = None
     if req.index:
@@ -52,11 +72,11 @@ def estimate_command(req: Request, stride: int, ns_per_hit: float | None = None)
 
         report.write_plan(req.dump_plan, Inputs(ref, qry, p))
     rows, times = estimate_rows(ctx, p, ref, qry, stride, idx)
-    if ns_per_hit is not None:
-        rows = [(*row, f"{row[4] * ns_per_hit / 1e6:.3f}") for row in rows]
+    if pricing is not None:
+        rows = [(*row, f"{pricing.unit(row[4]):.3f}") for row in rows]
     sys.stdout.write("".join("\t".join(str(x) for x in row) + "\n" for row in rows))
-    if ns_per_hit is not None:
-        say(projection_lines(p, rows, ns_per_hit, req.options.gpus))
+    if pricing is not None:
+        say(projection_lines(p, rows, pricing, req.options.gpus))
     me = estimate_peak_mib()
     say(f"hits-estimate: R={len(p.ref_bins)} Q={len(p.query_bins)} stride={stride} "
         f"threads={req.options.threads or os.cpu_count()} query_s={times[0]:.3f} "
@@ -95,20 +115,21 @@ def estimate_rows(ctx: Context, p: planning.Plan, ref: list[Record], qry: list[R
     return rows, [t1 - t, time.perf_counter() - t1]
 
 
-def projection_lines(p: planning.Plan, rows: list[tuple], ns_per_hit: float,
+def projection_lines(p: planning.Plan, rows: list[tuple], pricing: Pricing,
                      gpus: int) -> list[str]:
     """The projected GPU time of the whole plan, and the wall at `gpus` GPUs of one class: the
     busiest worker's units under the partition `run --gpus` would use (`schedule`; the
     HSPZ_UNIT_PARTITION knob decides as it does for a run).  GPU time only: a run adds its
-    start, reading, the reference builds and the tail after the last unit."""
-    unit_ms = [row[4] * ns_per_hit / 1e6 for row in rows]  # ordinal order
+    start, reading and the tail after the last unit."""
+    unit_ms = [pricing.unit(row[4]) for row in rows]  # ordinal order
     ref_bp = [row[2] for row in rows[::len(p.query_bins)]]
     devices = scheduling.Devices("gpu", tuple(scheduling.DeviceProfile(1, 1, 1, "projected")
                                               for _ in range(gpus)))
     sched = scheduling.make_schedule(p, ref_bp, gpus, devices, scheduling.partition_knob())
-    busy = [sum(unit_ms[o] for o in scheduling.units_of(v, len(p.query_bins)))
+    busy = [pricing.worker_ms + sum(unit_ms[o] for o in scheduling.units_of(v, len(p.query_bins)))
             for v in sched.visits]
-    lines = [f"hits-estimate: projected at {ns_per_hit:g} ns/hit: {sum(unit_ms) / 1e3:.3f} s "
+    total = sum(unit_ms) + pricing.worker_ms * sched.workers
+    lines = [f"hits-estimate: projected at {pricing.label()}: {total / 1e3:.3f} s "
              f"of GPU time for {len(rows)} units ({sum(r[4] for r in rows)} seed hits)"]
     lines.append(f"hits-estimate: at --gpus {gpus}: {sched.workers} worker(s), "
                  f"policy={sched.policy}, visits={sched.total_visits}; busiest worker "
