@@ -26,9 +26,10 @@ from hspz.sequence import Record
 
 @dataclass(frozen=True)
 class Pricing:
-    """What a projection charges: GPU ns per seed hit, plus a fixed cost per unit (its reference
-    bin's build and upload, its launches) and per worker (the first unit's first launches),
-    all measured from a run's unit ledger (BENCHMARKS.md, the projection's check)."""
+    """What a projection charges: GPU ns per seed hit, plus a fixed cost per unit and per
+    worker (the first unit's first launches), fitted to a run's unit ledger.  The unit's cost
+    follows the bins' sizes, so a fit holds for the layout it was made on (BENCHMARKS.md, the
+    projection's check)."""
 
     ns_per_hit: float
     unit_ms: float = 0.0
