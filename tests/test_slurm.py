@@ -78,25 +78,27 @@ def with_bin(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PATH": f"{BIN}:{env['PATH']}"}
 
 
-def overlay_profile(cluster: slurm.Cluster, folder: Path, work_minutes: int | None = None) -> Path:
-    """A second --profile over profiles/slurm: TEST_SETTINGS, and the real profile's resources
-    with every mem_mb cut to the test node's memory (a later profile replaces whole keys), and
-    with `work_minutes`, that time limit for every work job."""
-    real = yaml.safe_load((PROFILES / "slurm" / "config.v8+.yaml").read_text())
+def slurm_profile(cluster: slurm.Cluster, folder: Path, work_minutes: int | None = None) -> Path:
+    """profiles/slurm as this cluster needs it, as one profile: every key of the real profile,
+    with TEST_SETTINGS added, every mem_mb cut to the test node's memory and, with
+    `work_minutes`, that time limit for every work job.  One profile, not the real one and an
+    overlay: Snakemake 9.15, which pip installs on a fresh machine, reads only the last of
+    several --profile options."""
+    profile = yaml.safe_load((PROFILES / "slurm" / "config.v8+.yaml").read_text())
     if work_minutes is not None:
-        real["set-resources"]["hspz_work"]["runtime"] = work_minutes
+        profile["set-resources"]["hspz_work"]["runtime"] = work_minutes
 
     def capped(resources: dict) -> dict:
         return {key: min(value, cluster.memory_mb) if key.startswith("mem_mb") else value
                 for key, value in resources.items()}
 
-    overlay = dict(TEST_SETTINGS)
-    if "default-resources" in real:
-        overlay["default-resources"] = capped(real["default-resources"])
-    if "set-resources" in real:
-        overlay["set-resources"] = {rule: capped(r) for rule, r in real["set-resources"].items()}
+    profile.update(TEST_SETTINGS)
+    if "default-resources" in profile:
+        profile["default-resources"] = capped(profile["default-resources"])
+    if "set-resources" in profile:
+        profile["set-resources"] = {rule: capped(r) for rule, r in profile["set-resources"].items()}
     folder.mkdir()
-    (folder / "config.v8+.yaml").write_text(yaml.safe_dump(overlay))
+    (folder / "config.v8+.yaml").write_text(yaml.safe_dump(profile))
     return folder
 
 
@@ -179,7 +181,7 @@ def test_workflow_on_slurm_writes_the_local_profiles_bytes(cluster: slurm.Cluste
     expected = files(local, COMPARED)
     assert all(files(local, (p,)) for p in COMPARED), "a compared output is missing"
 
-    profiles = [PROFILES / "slurm", overlay_profile(cluster, tmp_path / "test-profile")]
+    profiles = [slurm_profile(cluster, tmp_path / "test-profile")]
     done = snakemake(workdir, workflow_inputs(workdir), profiles, with_bin(cluster.env))
     assert done.returncode == 0, done.stderr[-4000:] + "\n" + cluster.log_tail()
     assert files(workdir, COMPARED) == expected
@@ -202,7 +204,7 @@ def test_a_work_job_its_time_limit_ends_is_rerun_and_computes_only_its_missing_u
     `stop`), its one-minute limit passes and SLURM ends it (TIMEOUT); the rerun resumes from
     its two unit files, computes the third, and merges the bytes of an unbroken run."""
     config = make_workdir(tmp_path / "run", [{**JOBS[2], "workers": 1, "gpus": False}])
-    profiles = [PROFILES / "slurm", overlay_profile(cluster, tmp_path / "p", work_minutes=1)]
+    profiles = [slurm_profile(cluster, tmp_path / "p", work_minutes=1)]
     stopped = snakemake(tmp_path / "run", config, profiles,
                         {**with_bin(cluster.env), "HSPZ_FAULT": "work-unit:2:stop"})
     assert stopped.returncode != 0
