@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scorefiles import MILLION
 
 from hspz.cli import main
 
@@ -447,14 +448,6 @@ def test_gpu_run_with_the_index_writes_the_bytes_of_a_run_without(indexed, tmp_p
 
 
 # ---- scores at the bounds of options.py (SCORE_MAX, XDROP_MAX, HSPTHRESH_MAX) ---------------
-
-MILLION = """\
-     A        C        G        T
-A  1000000 -1000000 -1000000 -1000000
-C -1000000  1000000 -1000000 -1000000
-G -1000000 -1000000  1000000 -1000000
-T -1000000 -1000000 -1000000  1000000
-"""
 
 
 def _segment_lines(out: Path) -> list[list[str]]:

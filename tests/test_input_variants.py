@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scorefiles import MILLION
 
 from hspz.cli import main
 from hspz.errors import InputError
@@ -164,14 +165,6 @@ def test_the_protein_rule_decides_a_large_file_on_an_evenly_spaced_sample():
 
 
 # ---- scores past 2^31 ---------------------------------------------------------------------
-
-MILLION = """\
-     A        C        G        T
-A  1000000 -1000000 -1000000 -1000000
-C -1000000  1000000 -1000000 -1000000
-G -1000000 -1000000  1000000 -1000000
-T -1000000 -1000000 -1000000  1000000
-"""
 
 
 def _identical(tmp: Path, n: int, seed: int = 3) -> Path:

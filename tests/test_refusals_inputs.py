@@ -37,18 +37,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from refusal import assert_refused
+from scorefiles import HOXD70
 
 from hspz.sequence import Record, write_2bit
 
 INSULIN = ("MALWMRLLPLLALLALWGPDPAAAFVNQHLCGSHLVEALYLVCGERGFFYTPKTRREAEDLQVGQVELGGGPGAGSLQPLAL"
            "EGSLQKRGIVEQCCTSICSLYQLENYCN")
-FULL_MATRIX = """\
-     A     C     G     T
-A   91  -114   -31  -123
-C -114   100  -125   -31
-G  -31  -125   100  -114
-T -123   -31  -114    91
-"""
 
 
 def _dna(seed: int, n: int) -> bytes:
@@ -203,7 +197,7 @@ CASES = [
                     str(d / "r.npz")],
          r"--worker: .* at most 1023"),
     # ---- scoring ----------------------------------------------------------------------------
-    Case("scoring-missing-row", _scoring(FULL_MATRIX.rsplit("T", 1)[0]),
+    Case("scoring-missing-row", _scoring(HOXD70.rsplit("T", 1)[0]),
          r"the rows are 'A C G'; a DNA score set has A, C, G, T"),
     Case("scoring-missing-column",
          _scoring("   A C G\nA 91 -114 -31\nC -114 100 -125\nG -31 -125 100\n"),
@@ -211,28 +205,28 @@ CASES = [
     Case("scoring-no-labels",
          _scoring("91 -114 -31 -123\n-114 100 -125 -31\n-31 -125 100 -114\n-123 -31 -114 91\n"),
          r"line 1: '-114' is not a column label"),
-    Case("scoring-duplicate-row", _scoring(FULL_MATRIX + "G -31 -125 100 -114\n"),
+    Case("scoring-duplicate-row", _scoring(HOXD70 + "G -31 -125 100 -114\n"),
          r"line 6: row 'G' appears twice"),
-    Case("scoring-duplicate-column", _scoring(FULL_MATRIX.replace("T\n", "G\n", 1)),
+    Case("scoring-duplicate-column", _scoring(HOXD70.replace("T\n", "G\n", 1)),
          r"line 1: column 'G' appears twice"),
     Case("scoring-too-many-unlabelled-rows",
          _scoring("A C G T\n" + "1 2 3 4\n" * 5), r"line 6: more rows than columns"),
-    Case("scoring-ragged-row", _scoring(FULL_MATRIX.replace("-123\n", "-123 7\n", 1)),
+    Case("scoring-ragged-row", _scoring(HOXD70.replace("-123\n", "-123 7\n", 1)),
          r"line 2: 6 fields"),
-    Case("scoring-entry-near-int32", _scoring(FULL_MATRIX.replace("91\n", "2147483600\n")),
+    Case("scoring-entry-near-int32", _scoring(HOXD70.replace("91\n", "2147483600\n")),
          r"line 5: score '2147483600' is outside \+-1000000"),
-    Case("scoring-entry-beyond-int32", _scoring(FULL_MATRIX.replace("A   91", "A 9999999999")),
+    Case("scoring-entry-beyond-int32", _scoring(HOXD70.replace("A   91", "A 9999999999")),
          r"line 2: score '9999999999' is outside"),
-    Case("scoring-float-entry", _scoring(FULL_MATRIX.replace("A   91", "A 91.5")),
+    Case("scoring-float-entry", _scoring(HOXD70.replace("A   91", "A 91.5")),
          r"line 2: score '91\.5' is not an integer"),
-    Case("scoring-lowercase-labels", _scoring(FULL_MATRIX.lower()), r"the columns are 'a c g t'"),
-    Case("scoring-unknown-setting", _scoring("gap_opne = 400\n" + FULL_MATRIX),
+    Case("scoring-lowercase-labels", _scoring(HOXD70.lower()), r"the columns are 'a c g t'"),
+    Case("scoring-unknown-setting", _scoring("gap_opne = 400\n" + HOXD70),
          r"line 1: an unknown setting 'gap_opne'"),
-    Case("scoring-repeated-setting", _scoring("fill = -100\nfill_score = -50\n" + FULL_MATRIX),
+    Case("scoring-repeated-setting", _scoring("fill = -100\nfill_score = -50\n" + HOXD70),
          r"line 2: a second setting 'fill_score'"),
-    Case("scoring-hsp-threshold-setting", _scoring("hsp_thresh = 2000\n" + FULL_MATRIX),
+    Case("scoring-hsp-threshold-setting", _scoring("hsp_thresh = 2000\n" + HOXD70),
          r"sets hsp_thresh, which LASTZ applies to the HSPs; give --hspthresh instead"),
-    Case("scoring-bad-score-label-is-a-column", _scoring("bad_score = A:-5\n" + FULL_MATRIX),
+    Case("scoring-bad-score-label-is-a-column", _scoring("bad_score = A:-5\n" + HOXD70),
          r"bad_score's label is also a matrix label"),
     # ---- knobs ------------------------------------------------------------------------------
     Case("knobs-unit-partition-2", _flags(), r"HSPZ_UNIT_PARTITION=2 is not one of",

@@ -20,16 +20,9 @@ import sys
 import pytest
 from multibin import FLAGS, write_pair
 from refusal import assert_refused
+from scorefiles import HOXD70
 
 from hspz.cli import main
-
-SCORES = """\
-   A    C    G    T
-A  91 -114  -31 -123
-C -114 100 -125  -31
-G  -31 -125 100 -114
-T -123  -31 -114  91
-"""
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +32,7 @@ def d(tmp_path_factory):
     publish replaces or removes."""
     d = tmp_path_factory.mktemp("refusals")
     ref, qry = write_pair(d)
-    (d / "scores.txt").write_text(SCORES)
+    (d / "scores.txt").write_text(HOXD70)
     common = ["-r", str(ref), "-q", str(qry), *FLAGS, "--backend", "cpu"]
     assert main(["plan", *common, "-o", str(d / "plan.txt"),
                  "--dump-manifest", str(d / "m.txt")]) == 0

@@ -9,6 +9,7 @@ import itertools
 
 import numpy as np
 import pytest
+from scorefiles import HOXD70 as FULL
 
 from hspz.errors import InputError, UsageError
 from hspz.scoring import build_matrix, read_score_file, resolve_matrix
@@ -168,15 +169,6 @@ def test_gap_settings_and_a_largest_legal_entry_are_accepted(tmp_path):
     text = ("gap_open_penalty = -10\nE = 30\ny_drop = 9400\ngapped_threshold = 3000\n"
             "bad_score = X:-1000\n" + FULL.replace("91  -114", "1000000  -114", 1))
     assert read_score_file(_write(tmp_path, text))[0, 0] == 1_000_000
-
-
-FULL = """\
-     A     C     G     T
-A   91  -114   -31  -123
-C -114   100  -125   -31
-G  -31  -125   100  -114
-T -123   -31  -114    91
-"""
 
 
 @pytest.mark.parametrize("text, message", [
