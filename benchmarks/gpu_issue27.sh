@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Issue 27 on one H200: the GPU filter's variants side by side (benchmarks/gpu_variants.py), what
+# bounds the filter (Nsight Compute, where installed), and the first unit's kernel compilation.
+# STEPS (default "compile M ncu L100") picks the parts:
+#   compile  `hspZ run --time` on M twice with a fresh CUPY_CACHE_DIR: the first compiles every
+#            kernel, the second (cold process, warm cache) does not; $OUT/compile.log.  With
+#            WARM=1 an `hspZ warm` runs before them into the same fresh cache
+#   M        VARIANTS (default byte,pack2,pack2lazy) on simM, ROUNDS (3) x PASSES (2) timed
+#            passes each, interleaved, plus a per-kernel breakdown; $OUT/variants_M.*
+#   ncu      filter_pass / filter_pass2 under ncu (2 launches each); $OUT/ncu.txt
+#   L100     the variants on L100 at -B 250M (generated in the background from the start);
+#            $OUT/variants_L100.*
+#   tests    tests/test_gpu.py; $OUT/tests.log
+#   run(kind="nvidia-h200", carry=[".gpuwt"], command="cd .gpuwt && bash benchmarks/gpu_issue27.sh")
+set -uo pipefail
+source benchmarks/device_env.sh
+STEPS=${STEPS:-compile M ncu L100}
+VARIANTS=${VARIANTS:-byte,pack2,pack2lazy}
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+if has L100; then
+  (nice -n 19 python3 benchmarks/workloads.py L100 --workdir "$W" > /tmp/l100.paths 2>/tmp/l100.err) &
+  GEN=$!
+fi
+if has tests; then
+  timeout "${TESTS_TIMEOUT:-300}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py \
+    > "$OUT/tests.log" 2>&1
+  echo "GPU tests: $(tail -1 "$OUT/tests.log")"
+fi
+t0=$SECONDS
+read -r MREF MQRY < <(python3 benchmarks/workloads.py "${MW:-M}" --workdir "$W" | cut -f2 | paste -sd' ')
+echo "M ready in $((SECONDS - t0)) s: $MREF $MQRY"
+if has compile; then
+  export CC_DIR=/tmp/cupy_fresh_$$
+  {
+    if [ "${WARM:-0}" = 1 ]; then
+      s=$(date +%s.%N)
+      CUPY_CACHE_DIR=$CC_DIR python3 -m hspz warm 2>&1 | tail -3
+      echo "hspZ warm: $(python3 -c "import time; print(round(time.time() - $s, 3))") s"
+    fi
+    for c in first second; do
+      echo "== $c process, CUPY_CACHE_DIR=$CC_DIR"
+      s=$(date +%s.%N)
+      CUPY_CACHE_DIR=$CC_DIR timeout 150 python3 -m hspz run -r "$MREF" -q "$MQRY" \
+        -o "/tmp/compile_$c" --time 2>&1 | grep -E "unit ledger:|digest|wall|workers"
+      echo "process wall: $(python3 -c "import time; print(round(time.time() - $s, 3))") s"
+      echo "cache files: $(find $CC_DIR -type f | wc -l)"
+    done
+  } > "$OUT/compile.log" 2>&1
+  cat "$OUT/compile.log"
+fi
+if has M; then
+  timeout "${M_TIMEOUT:-220}" python3 benchmarks/gpu_variants.py "$MREF" "$MQRY" --variants "$VARIANTS" \
+    --rounds "${ROUNDS:-3}" --passes "${PASSES:-2}" --breakdown --json "$OUT/variants_M.jsonl" \
+    2>&1 | tee "$OUT/variants_M.log" | grep -v "^round"
+fi
+if has ncu; then
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  echo "ncu: ${NCU:-not installed}" | tee "$OUT/ncu.txt"
+  if [ -n "$NCU" ]; then
+    for v in ${NCU_VARIANTS:-byte pack2}; do
+      echo "===== HSPZ_GPU_FILTER=$v" >> "$OUT/ncu.txt"
+      HSPZ_GPU_FILTER=$v timeout "${NCU_TIMEOUT:-100}" "$NCU" --clock-control none \
+        -k regex:filter_pass -c 2 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        --section Occupancy --section SchedulerStats --section WarpStateStats \
+        --metrics lts__t_sector_hit_rate.pct,dram__bytes_read.sum \
+        python3 -m hspz run -r "$MREF" -q "$MQRY" -o "/tmp/ncu_$v" >> "$OUT/ncu.txt" 2>&1
+    done
+    grep -E "=====|filter_pass|Duration|DRAM Throughput|L2 Hit|lts__t_sector_hit_rate|dram__bytes|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Registers|No Eligible|Issued Warp" "$OUT/ncu.txt" | head -80
+  fi
+fi
+if has L100; then
+  wait "$GEN"
+  cat /tmp/l100.err | tail -2
+  read -r LREF LQRY < <(cut -f2 /tmp/l100.paths | paste -sd' ')
+  timeout "${L_TIMEOUT:-200}" python3 benchmarks/gpu_variants.py "$LREF" "$LQRY" \
+    --variants "$VARIANTS" --rounds "${LROUNDS:-2}" --passes 1 --hspz-args "-B 250M" \
+    --json "$OUT/variants_L100.jsonl" 2>&1 | tee "$OUT/variants_L100.log" | grep -v "^round"
+fi

@@ -1,0 +1,128 @@
+"""Claim: GPU filter variants side by side on one pair, in one process (BENCHMARKS.md, "GPU ns per
+seed hit", issue 27).
+
+    python3 benchmarks/gpu_variants.py REF QUERY [--variants byte,pack2] [--rounds 3]
+        [--passes 3] [--json FILE] [--breakdown] [--hspz-args "-B 250M"]
+
+Reads the pair once, runs one untimed pass per variant (`HSPZ_GPU_FILTER`, compiles its
+kernels), then ROUNDS rounds, each variant in turn, PASSES timed passes each (`hspz.bench.
+one_pass`: a whole `run` into a scratch folder, ledger GPU time and digest per pass).  Prints one
+line per variant: median ns/hit of ledger GPU time and of the passes' wall, every pass, and the
+digests (every pass of every variant must agree, or the script exits 1).  --breakdown adds one
+pass per variant with a CUDA event pair around every project kernel launch: device ms per kernel
+name (the rest of the ledger is CuPy's own kernels and host gaps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hspz import backends, bench, cli  # noqa: E402
+from hspz.inputs import read_inputs  # noqa: E402
+
+
+def one(options, inputs, engine, variant: str, kind: str) -> dict:
+    os.environ["HSPZ_GPU_FILTER"] = variant
+    rec = bench.one_pass(options, inputs, engine, kind)
+    rec["variant"] = variant
+    rec["ns_per_hit_wall"] = round(rec["wall_s"] * 1e9 / rec["hits"], 4) if rec["hits"] else None
+    return rec
+
+
+def breakdown(options, inputs, engine, variant: str) -> dict[str, float]:
+    """Device ms per project kernel name over one pass (events around each launch)."""
+    import cupy as cp
+
+    from hspz.engine import gpu
+
+    log = []
+    plain = gpu._kernel
+
+    def timed(shape, module, name):
+        f = plain(shape, module, name)
+
+        def call(*args, **kw):
+            start, stop = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            f(*args, **kw)
+            stop.record()
+            log.append((name, start, stop))
+        return call
+
+    gpu._kernel = timed
+    try:
+        rec = one(options, inputs, engine, variant, "breakdown")
+    finally:
+        gpu._kernel = plain
+    cp.cuda.Device().synchronize()
+    ms = defaultdict(float)
+    for name, start, stop in log:
+        ms[name] += cp.cuda.get_elapsed_time(start, stop)
+    ms["(ledger)"] = rec["engine_ms"]
+    ms["(rest: CuPy kernels, gaps)"] = rec["engine_ms"] - sum(
+        v for k, v in ms.items() if not k.startswith("("))
+    return dict(ms)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("reference")
+    ap.add_argument("query")
+    ap.add_argument("--variants", default="byte,pack2")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--json")
+    ap.add_argument("--breakdown", action="store_true")
+    ap.add_argument("--hspz-args", default="")
+    a = ap.parse_args()
+    ns = cli.build_parser().parse_args(["benchmark", "-r", a.reference, "-q", a.query,
+                                        *shlex.split(a.hspz_args)])
+    options = cli.options_from_args(ns)
+    engine = backends.select(options)
+    inputs = read_inputs(options, a.reference, a.query)
+    variants = a.variants.split(",")
+    records = [one(options, inputs, engine, v, "cold") for v in variants]
+    for r in range(a.rounds):
+        for v in variants:
+            for _ in range(a.passes):
+                rec = one(options, inputs, engine, v, "timed")
+                rec["round"] = r
+                records.append(rec)
+                print(f"round {r} {v}: {rec['engine_ms']:.1f} ms ledger, {rec['wall_s']:.3f} s "
+                      f"wall, {rec['ns_per_hit']} ns/hit, digest {rec['digest']}", flush=True)
+    if a.json:
+        with open(a.json, "a") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in records)
+    if a.breakdown:
+        for v in variants:
+            ms = breakdown(options, inputs, engine, v)
+            print(f"breakdown {v}: " + ", ".join(f"{k} {x:.1f}" for k, x in
+                                                  sorted(ms.items(), key=lambda kv: -kv[1])))
+    digests = {r["digest"] for r in records}
+    for v in variants:
+        timed = [r for r in records if r["variant"] == v and r["pass_kind"] == "timed"]
+        if not timed:
+            continue
+        ns_gpu = [r["ns_per_hit"] for r in timed]
+        ns_wall = [r["ns_per_hit_wall"] for r in timed]
+        print(f"{v}: ns/hit median {statistics.median(ns_gpu):.4f} (all "
+              f"{' '.join(f'{x:.4f}' for x in sorted(ns_gpu))}); wall ns/hit median "
+              f"{statistics.median(ns_wall):.4f}; {timed[0]['hits']} hits; "
+              f"digests {sorted({r['digest'] for r in timed})}")
+    if len(digests) != 1:
+        print(f"DIGESTS DIFFER: {sorted(digests)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
