@@ -5,9 +5,9 @@
 #   compile  `hspZ run --time` on M twice with a fresh CUPY_CACHE_DIR: the first compiles every
 #            kernel, the second (cold process, warm cache) does not; $OUT/compile.log.  With
 #            WARM=1 an `hspZ warm` runs before them into the same fresh cache
-#   M        VARIANTS (default byte,pack2,pack2lazy) on simM, ROUNDS (3) x PASSES (2) timed
+#   M        VARIANTS (default byte,refill,refill6,dyn) on simM, ROUNDS (3) x PASSES (2) timed
 #            passes each, interleaved, plus a per-kernel breakdown; $OUT/variants_M.*
-#   ncu      filter_pass / filter_pass2 under ncu (2 launches each); $OUT/ncu.txt
+#   ncu      the filter kernels of NCU_VARIANTS under ncu (NCU_COUNT launches each); $OUT/ncu.txt
 #   L100     the variants on L100 at -B 250M (generated in the background from the start);
 #            $OUT/variants_L100.*
 #   tests    tests/test_gpu.py; $OUT/tests.log
@@ -15,7 +15,7 @@
 set -uo pipefail
 source benchmarks/device_env.sh
 STEPS=${STEPS:-compile M ncu L100}
-VARIANTS=${VARIANTS:-byte,pack2,pack2lazy}
+VARIANTS=${VARIANTS:-byte,refill,refill6,dyn}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 if has L100; then
   (nice -n 19 python3 benchmarks/workloads.py L100 --workdir "$W" > /tmp/l100.paths 2>/tmp/l100.err) &
@@ -57,15 +57,15 @@ if has ncu; then
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   echo "ncu: ${NCU:-not installed}" | tee "$OUT/ncu.txt"
   if [ -n "$NCU" ]; then
-    for v in ${NCU_VARIANTS:-byte pack2}; do
+    for v in ${NCU_VARIANTS:-byte refill6}; do
       echo "===== HSPZ_GPU_FILTER=$v" >> "$OUT/ncu.txt"
       HSPZ_GPU_FILTER=$v timeout "${NCU_TIMEOUT:-100}" "$NCU" --clock-control none \
-        -k regex:filter_pass -c 2 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+        -k regex:filter_ -c "${NCU_COUNT:-2}" --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --section Occupancy --section SchedulerStats --section WarpStateStats \
-        --metrics lts__t_sector_hit_rate.pct,dram__bytes_read.sum \
+        --metrics lts__t_sector_hit_rate.pct,dram__bytes_read.sum,smsp__thread_inst_executed_per_inst_executed.ratio,smsp__inst_executed.sum \
         python3 -m hspz run -r "$MREF" -q "$MQRY" -o "/tmp/ncu_$v" >> "$OUT/ncu.txt" 2>&1
     done
-    grep -E "=====|filter_pass|Duration|DRAM Throughput|L2 Hit|lts__t_sector_hit_rate|dram__bytes|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Registers|No Eligible|Issued Warp" "$OUT/ncu.txt" | head -80
+    grep -E "=====|filter_|smsp__|Duration|DRAM Throughput|L2 Hit|lts__t_sector_hit_rate|dram__bytes|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Registers|No Eligible|Issued Warp" "$OUT/ncu.txt" | head -80
   fi
 fi
 if has L100; then

@@ -14,6 +14,7 @@ and nothing is written.  No traceback reaches the user unless HSPZ_DEBUG=1.
     hspZ gapped         lastz's gapped extension of one job's segments files
     hspZ compare        lastz --nogapped beside hspZ, and the parity verdict
     hspZ benchmark      cold + warm timed passes of one single-bin pair
+    hspZ warm           compile the GPU kernels into CuPy's on-disk cache, once per machine
 """
 
 from __future__ import annotations
@@ -230,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --ns-per-hit: a fixed GPU cost per unit, in ms")
     est.add_argument("--worker-ms", metavar="MS", default="0",
                      help="with --ns-per-hit: a fixed GPU cost per worker (its first unit), in ms")
+
+    sub.add_parser("warm", help="compile the GPU kernels into CuPy's on-disk cache (once per "
+                                "machine), so that a first run compiles none")
 
     idx = sub.add_parser("index", help="build a reference's seed tables once, into a folder")
     idx.add_argument("-r", "--reference", required=True, help="reference FASTA, FASTA.gz or 2bit")
@@ -558,6 +562,12 @@ def parse_cost(flag: str, text: str, floor: float | None) -> float:
     return value
 
 
+def cmd_warm(ns: argparse.Namespace) -> int:
+    from hspz.commands.warm import warm_command
+
+    return warm_command()
+
+
 def cmd_index(ns: argparse.Namespace) -> int:
     from hspz import backends
     from hspz.commands.index import index_command
@@ -661,4 +671,5 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "plan": cmd_plan, "work": cmd_work, "merge": cmd_merge,
             "hits-estimate": cmd_estimate, "index": cmd_index, "dotplot": cmd_dotplot,
-            "summarize": cmd_summarize, "gapped": cmd_gapped, "compare": cmd_compare, "benchmark": cmd_benchmark}
+            "summarize": cmd_summarize, "gapped": cmd_gapped, "compare": cmd_compare, "benchmark": cmd_benchmark,
+            "warm": cmd_warm}

@@ -17,9 +17,10 @@ from hspz.options import MAX_WORKERS, shown
 # finer than the knob's 16..31 allows, and the fastest window measured on the H200
 # (BENCHMARKS.md, "reference order"), though still slower than no sort, so auto is off.
 DEFAULT_BUCKET_SHIFT = 10
-# HSPZ_GPU_FILTER: how the GPU filter reads the reference (hspz/engine/gpu.py, `FILTERS`): "byte"
-# (one byte a base) or "pack2" / "pack2lazy" (2 bits and a flag a base); others are ignored.
-GPU_FILTERS = ("byte", "pack2", "pack2lazy")
+# HSPZ_GPU_FILTER: the GPU filter kernel (hspz/engine/gpu.py, `FILTERS`): "byte" (filter_pass, a
+# thread per hit) or "refill" / "refill6" / "dyn" (lanes that refill, filter_refill); others are
+# ignored.
+GPU_FILTERS = ("byte", "refill", "refill6", "dyn")
 DEFAULT_GPU_FILTER = "byte"
 
 

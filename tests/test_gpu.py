@@ -143,6 +143,10 @@ def test_gpu_equals_cpu_on_lastz_examples(tmp_path, examples):
         {"HSPZ_REF_BUCKETS": "1"},
         {"HSPZ_REF_BUCKET_SHIFT": "16"},
         {"HSPZ_REF_BUCKETS": "0"},
+        {"HSPZ_GPU_FILTER": "byte"},
+        {"HSPZ_GPU_FILTER": "refill"},
+        {"HSPZ_GPU_FILTER": "refill6"},
+        {"HSPZ_GPU_FILTER": "dyn"},
     ],
     ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()),
 )
@@ -162,6 +166,50 @@ def test_gpu_physical_pieces_never_change_bytes(tmp_path, examples, monkeypatch)
 
     monkeypatch.setattr(gpu, "PIECE", 97)
     run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"], "-m", "400")
+
+
+@pytest.mark.parametrize("kind", ["byte", "refill", "dyn"])
+@pytest.mark.parametrize("piece", [97, 5000, 1 << 28])
+def test_gpu_filters_never_change_bytes(tmp_path, monkeypatch, kind, piece):
+    """Every filter kernel (HSPZ_GPU_FILTER) on related pairs with repeats, N, lowercase and
+    sequence ends, in pieces smaller and larger than a grid's warps, on the host seeder too."""
+    from hspz.engine import gpu
+
+    monkeypatch.setattr(gpu, "PIECE", piece)
+    rng = np.random.default_rng(RNG_SEED + piece)
+    pairs = [related_pair(rng, int(rng.integers(3000, 12000))) for _ in range(3)]
+    r = write_fa(tmp_path / "r.fa", [(f"r{i}", a) for i, (a, _) in enumerate(pairs)])
+    q = write_fa(tmp_path / "q.fa", [(f"q{i}", b) for i, (_, b) in enumerate(pairs)])
+    for seeds in ("0", "1"):
+        run_both(tmp_path, r, q, "-m", "500",
+                 env={"HSPZ_GPU_FILTER": kind, "HSPZ_DEVICE_SEEDS": seeds})
+
+
+def test_warm_compiles_what_a_later_run_needs(tmp_path):
+    """`hspZ warm` into a fresh CuPy cache; a later run in a new process (a FASTA run and an
+    index run of another pair, another -B) adds no compiled kernel to that cache."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, CUPY_CACHE_DIR=str(tmp_path / "cache"))
+    hspz = [sys.executable, "-m", "hspz"]
+    done = subprocess.run([*hspz, "warm"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    cached = sorted(p.name for p in (tmp_path / "cache").rglob("*") if p.is_file())
+    assert len(cached) > 10
+    rng = np.random.default_rng(5)
+    ref, qry = related_pair(rng, 30_000)
+    r = write_fa(tmp_path / "r.fa", [("chrA", ref), ("chrB", ref[::-1])])
+    q = write_fa(tmp_path / "q.fa", [("qA", qry)])
+    for args in (["run", "-r", str(r), "-q", str(q), "-o", str(tmp_path / "o1"), "-B", "40k"],
+                 ["index", "-r", str(r), "--index", str(tmp_path / "idx"), "-B", "25k"],
+                 ["run", "--index", str(tmp_path / "idx"), "-q", str(q), "-o",
+                  str(tmp_path / "o2")]):
+        done = subprocess.run([*hspz, *args, "--backend", "gpu"], env=env, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
+    after = sorted(p.name for p in (tmp_path / "cache").rglob("*") if p.is_file())
+    assert after == cached
 
 
 @pytest.mark.parametrize("group", [1, 1000, 1 << 24])

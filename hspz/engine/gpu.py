@@ -86,7 +86,8 @@ PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-b
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
 HOST_CODES = False  # bins need no host sequence codes (`engine.prepare_query`)
-FILTERS = {"pack2": "filter_pass2", "pack2lazy": "filter_pass2_lazy"}  # HSPZ_GPU_FILTER
+FILTERS = {"refill": "filter_refill", "refill6": "filter_refill6",  # HSPZ_GPU_FILTER
+           "dyn": "filter_refill_dyn"}
 
 _state = {"threads": 1}
 
@@ -128,6 +129,20 @@ def _kernel(shape: SeedShape, module: str, name: str):
     return _module(module, shape.size, shape.care).get_function(name)
 
 
+@functools.lru_cache(maxsize=64)
+def _resident_blocks_of(regs: int, smem: int, device: int) -> int:
+    p = cp.cuda.runtime.getDeviceProperties(device)
+    by_regs = p.get("regsPerMultiprocessor", 65536) // max(1, regs * BLOCK)
+    by_smem = p.get("sharedMemPerMultiprocessor", 233472) // max(1, smem + 1024)
+    by_threads = p.get("maxThreadsPerMultiProcessor", 2048) // BLOCK
+    return p["multiProcessorCount"] * max(1, min(by_regs, by_smem, by_threads))
+
+
+def _resident_blocks(fn) -> int:
+    """Blocks of BLOCK threads of kernel fn the current device runs at once."""
+    return _resident_blocks_of(fn.num_regs, fn.shared_size_bytes, cp.cuda.Device().id)
+
+
 def _grid(n: int) -> tuple[int]:
     return (max(1, (n + BLOCK - 1) // BLOCK),)
 
@@ -155,30 +170,15 @@ class DeviceRef:
 
     def __init__(self, ctx: Context, ref: RefBin):
         codes, self.score = _codes(ctx.shape, ref.packed.buf)
-        self.len, self.shape = ref.packed.block_len, ctx.shape
+        self.len = ref.packed.block_len
         self.index_table, self.pos_table = build_table(ctx.shape, ctx.options.step, codes,
                                                        self.len)
 
-    def packed2(self) -> tuple:
-        """(2-bit code words, non-ACGT flag words) of the bin for the packed filter, built once
-        (`pack2_of`)."""
-        packed = getattr(self, "_packed2", None)
-        if packed is None:
-            n_words = self.len // 32 + 6
-            packed = cp.empty(n_words, cp.uint64), cp.empty(n_words, cp.uint32)
-            _kernel(self.shape, "seed", "pack2_of")(
-                _grid(n_words), (BLOCK,), (self.score, np.int64(self.len), np.int64(n_words),
-                                           *packed))
-            self._packed2 = packed
-        return packed
-
     @classmethod
-    def from_arrays(cls, score, index_table, pos_table, block_len: int,
-                    shape: SeedShape) -> DeviceRef:
+    def from_arrays(cls, score, index_table, pos_table, block_len: int) -> DeviceRef:
         dev = cls.__new__(cls)
         dev.score, dev.index_table, dev.pos_table, dev.len = score, index_table, pos_table, \
             block_len
-        dev.shape = shape
         return dev
 
 
@@ -200,7 +200,7 @@ def load_reference(ctx: Context, index, b: int, threads: int = 0) -> RefBin:
                              dst[first:first + len(piece)].set(piece, stream=stream), threads)
         stream.synchronize()
     ref = RefBin(b, bases_free_bin(n - 1), ctx.shape, ctx.options.step, source=index)
-    ref._device = DeviceRef.from_arrays(score[PAD:], index_table, pos_table, n - 1, ctx.shape)
+    ref._device = DeviceRef.from_arrays(score[PAD:], index_table, pos_table, n - 1)
     return ref
 
 
@@ -334,8 +334,6 @@ class _Group:
         self.qlen = qry.packed[strand].block_len
         self.mat = cp.asarray(ctx.matrix.ravel().astype(np.int32))
         self.filter_kind = _state.get("filter", knobs.DEFAULT_GPU_FILTER)
-        if self.filter_kind != "byte":
-            self.mat_bound = cp.asarray(bound_matrix(ctx.matrix).ravel())
         first = chunks[0][0]
         end = max(first, min(chunks[-1][1], len(qry.packed[strand].buf) - ctx.shape.size + 1))
         self.first = first
@@ -412,18 +410,37 @@ class _Group:
         cand, tag = self.filter(pairs, tags, h0, h1 - h0, self.ctx.shape.size)
         return self.walk(cand, tag, CAP, 0)
 
-    def _launch(self, kernel: str, pairs, tags, h0: int, n: int, cap: int, size: int, *out,
-                mat=None):
+    def _launch(self, kernel: str, pairs, tags, h0: int, n: int, cap: int, size: int, *out):
         o, d = self.ctx.options, self.dref
         _kernel(self.ctx.shape, "extend", kernel)(
             _grid(n), (BLOCK,),
-            (d.score, self.qscore, np.int64(d.len), np.int64(self.qlen),
-             self.mat if mat is None else mat,
+            (d.score, self.qscore, np.int64(d.len), np.int64(self.qlen), self.mat,
              np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(cap), d.pos_table, self.lo,
              self.cum, self.counts, self._block_seeds(h0, n) if pairs is None else _ptr(None),
              _ptr(self.qpos), _ptr(pairs), _ptr(tags), self.chunk_start,
              np.int32(len(self.chunk_start)), np.int64(h0), np.int64(n), np.int64(self.first),
              np.int32(self.variants), np.int32(size), *out))
+
+    def _refill(self, kernel: str, h0: int, n: int, size: int, *out):
+        """filter_refill over hits [h0, h0 + n) in seed order: a grid the device holds at once,
+        each warp a contiguous range of hits, wseed[w] the owner of warp w's first hit."""
+        o, d = self.ctx.options, self.dref
+        fn = _kernel(self.ctx.shape, "extend", kernel)
+        blocks = min(_grid(n)[0], _resident_blocks(fn))
+        warps = blocks * (BLOCK // 32)
+        per_warp = -(-n // warps)
+        if kernel.endswith("_dyn"):
+            wseed, bseed = _ptr(None), self._block_seeds(h0, n)
+        else:
+            marks = h0 + cp.minimum(cp.arange(warps, dtype=cp.int64) * per_warp, n - 1)
+            wseed, bseed = cp.searchsorted(self.cum, marks, side="right"), _ptr(None)
+        fn((blocks,), (BLOCK,),
+           (d.score, self.qscore, np.int64(d.len), np.int64(self.qlen), self.mat,
+            np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(CAP), d.pos_table, self.lo,
+            self.cum, self.counts, bseed, _ptr(self.qpos), _ptr(None), _ptr(None),
+            self.chunk_start, np.int32(len(self.chunk_start)), np.int64(h0), np.int64(n),
+            np.int64(self.first), np.int32(self.variants), np.int32(size), np.int64(per_warp),
+            np.int64(len(self.cum)), wseed, cp.zeros(1, cp.uint32), *out))
 
     def _block_seeds(self, h0: int, n: int):
         """bseed[b]: the seed owning block b's first hit, then the last hit's seed (see
@@ -438,11 +455,10 @@ class _Group:
         cand = cp.empty(n, cp.uint64)
         cand_tag = cp.empty(n, cp.uint32)
         count = cp.zeros(1, cp.uint32)
-        if n and self.filter_kind == "byte":
+        if n and (self.filter_kind == "byte" or pairs is not None):
             self._launch("filter_pass", pairs, tags, h0, n, CAP, size, cand, cand_tag, count)
         elif n:
-            self._launch(FILTERS[self.filter_kind], pairs, tags, h0, n, CAP, size,
-                         *self.dref.packed2(), cand, cand_tag, count, mat=self.mat_bound)
+            self._refill(FILTERS[self.filter_kind], h0, n, size, cand, cand_tag, count)
         k = int(count.get()[0])
         return cand[:k], cand_tag[:k]
 
@@ -553,15 +569,6 @@ class _Group:
              self.chunk_start, np.int32(len(self.chunk_start)), np.int64(h0), np.int64(n),
              np.int32(shift), cursor, pairs, tags))
         return pairs, tags
-
-
-def bound_matrix(matrix: np.ndarray) -> np.ndarray:
-    """The packed filter's 8x8 int32 matrix: rows A, C, G, T as given; rows 4-7 (any reference
-    base that is not ACGT, `pack2_of`) the most any such code scores against each query code,
-    so every base scores at least its exact score."""
-    m = np.asarray(matrix, np.int32).copy()
-    m[4:] = m[4:].max(axis=0)
-    return m
 
 
 def _pack(R, Q):

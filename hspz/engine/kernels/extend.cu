@@ -134,103 +134,6 @@ struct Backward {
     }
 };
 
-// The same bases from the 2-bit packed reference of `pack2_of` (seed.cu): word i + 2 of codes
-// holds bases 32i .. 32i + 31, two bits each (the first base lowest), bit j of mask word i + 2
-// flags base 32i + j as not ACGT (its code bits are 0).  Byte u of a next() is c | bad << 2 for
-// its base: 0..3 for ACGT, 4 for any other code, scored by the bound matrix's row 4 (the most
-// any non-ACGT code scores against each query code), so a walk on these bytes scores every base
-// at least as high as the exact walk.  One 8-byte load serves 32 bases and the whole bin takes
-// 3/8 of a byte a base, so a 100 Mbp bin (37.5 MB) stays in the H200's L2.
-__device__ __forceinline__ u64 spread8(u32 c, u32 m)
-{
-    u64 x = c;  // eight 2-bit fields to the low bits of eight bytes
-    x = (x | (x << 24)) & 0x000000FF000000FFull;
-    x = (x | (x << 12)) & 0x000F000F000F000Full;
-    x = (x | (x << 6)) & 0x0303030303030303ull;
-    u64 y = m;  // eight flags to bit 0 of eight bytes
-    y = (y | (y << 28)) & 0x0000000F0000000Full;
-    y = (y | (y << 14)) & 0x0003000300030003ull;
-    y = (y | (y << 7)) & 0x0101010101010101ull;
-    return x | (y << 2);
-}
-
-// 16 code bits and 8 mask bits of the 8 bases from bit s (codes) of the word pair (lo, hi).
-struct Packed2 {
-    const u64* w;
-    const u32* m;
-    u64 lo, hi;
-    u32 mlo, mhi;
-    int s;
-    __device__ __forceinline__ void at(const u64* words, const u32* masks, i64 b)
-    {
-        i64 i = (b >> 5) + 2;
-        w = words + i;
-        m = masks + i;
-        lo = __ldg(w);
-        hi = __ldg(w + 1);
-        mlo = __ldg(m);
-        mhi = __ldg(m + 1);
-        s = (int)(b & 31) * 2;
-    }
-    __device__ __forceinline__ void get(u32* c, u32* mk) const
-    {
-        *c = (u32)(s <= 48 ? lo >> s : (lo >> s) | (hi << (64 - s))) & 0xFFFFu;
-        *mk = __funnelshift_r(mlo, mhi, s >> 1) & 0xFFu;
-    }
-};
-
-struct Forward2 {
-    Packed2 p;
-    __device__ __forceinline__ Forward2(const u64* words, const u32* masks, i64 b)
-    {
-        p.at(words, masks, b);
-    }
-    __device__ __forceinline__ u64 next()
-    {
-        u32 c, mk;
-        p.get(&c, &mk);
-        p.s += 16;
-        if (p.s >= 64) {
-            p.s -= 64;
-            p.lo = p.hi;
-            p.mlo = p.mhi;
-            ++p.w;
-            ++p.m;
-            p.hi = __ldg(p.w + 1);
-            p.mhi = __ldg(p.m + 1);
-        }
-        return spread8(c, mk);
-    }
-};
-
-// Bases e - 1, e - 2, ... (byte u of the i-th next() is base e - 1 - 8i - u): the 8 bases from
-// e - 8 - 8i forwards, fields reversed.
-struct Backward2 {
-    Packed2 p;
-    __device__ __forceinline__ Backward2(const u64* words, const u32* masks, i64 e)
-    {
-        p.at(words, masks, e - 8);
-    }
-    __device__ __forceinline__ u64 next()
-    {
-        u32 c, mk;
-        p.get(&c, &mk);
-        p.s -= 16;
-        if (p.s < 0) {
-            p.s += 64;
-            p.hi = p.lo;
-            p.mhi = p.mlo;
-            --p.w;
-            --p.m;
-            p.lo = __ldg(p.w);
-            p.mlo = __ldg(p.m);
-        }
-        c = __brev(c) >> 16;
-        c = ((c >> 1) & 0x5555u) | ((c & 0x5555u) << 1);
-        return spread8(c, __brev(mk) >> 24);
-    }
-};
-
 // One side's capped x-drop walk: scores the bases A and B give, k = 0, 1, ..., and stops at the
 // first k where the running maximum exceeds the sum by more than xdrop, or at end.  Returns that
 // k; *best is the maximum (0 before any gain), *at its first k (-1 if none).  A right walk reads
@@ -264,9 +167,9 @@ stop:
 // maximum is the same until the exact walk stops, and the exact walk tests every base.  So it
 // covers at least the exact walk's bases, *bound >= the exact maximum, and a true return means
 // the exact walk stopped within `end` bases too.
-template <class RefBases, class QryBases>
-__device__ __forceinline__ bool bound_walk(RefBases A, QryBases B, int end, const int* mat,
-                                           int xdrop, int* bound)
+template <class Bases>
+__device__ __forceinline__ bool bound_walk(Bases A, Bases B, int end, const int* mat, int xdrop,
+                                           int* bound)
 {
     int sc = 0, mr = 0, k = 0;
     for (; k + 8 <= end; k += 8) {
@@ -334,9 +237,6 @@ __device__ __forceinline__ bool thread_hit(i64 n, const u32* __restrict__ pos_ta
 #define HIT_SOURCE pos_table, lo, cum, counts, bseed, qpos, pairs, tags, chunk_start, n_chunks, \
     h0, first, variants, size
 
-#define HIT_ARGS ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, pos_table, lo, cum, \
-    counts, bseed, qpos, pairs, tags, chunk_start, n_chunks, h0, n, first, variants, size
-
 // The 8x8 matrix copied into shared memory once per lane (entry i for lane l at i * 32 + l, so
 // the lanes' lookups never share a bank); returns this lane's column.
 __device__ __forceinline__ const int* lane_matrix(int* mat_rep, const int* __restrict__ mat_g)
@@ -384,59 +284,179 @@ extern "C" __global__ void filter_pass(
     }
 }
 
-// filter_pass on the 2-bit packed reference (Forward2, Backward2) with the bound matrix as
-// mat_g: the same candidates as filter_pass or more, never fewer (each base scores at least
-// its exact score, so the running drop is never larger and the bound never smaller: the
-// argument of bound_walk holds).  EAGER starts the left walk's loads with the right walk's.
-template <bool EAGER>
-__device__ __forceinline__ void filter2_body(
-    WALK_PARAMS, const u64* __restrict__ ref2, const u32* __restrict__ refm,
-    u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+// filter_pass with lanes that refill: each warp takes a contiguous range of the piece's hits
+// (seed order, per_warp hits from h0 + warp * per_warp; wseed[warp] the owner of its first) and
+// lane l its hits l, l + 32, ...; a lane that finishes a hit (or a side) starts its next one
+// (or its other side) at once, so a warp steps as long as its lanes' mean walk, not its longest
+// one.  Every lane steps 8 bases at a time, the x-drop tested after each 8 as bound_walk does;
+// a last block short of `end` scores its missing bases 0 (the zero entry, index 64, of the
+// lane's matrix), which leaves the walk's sums, maximum and drop as they were.  That block's
+// drop is tested at its end only, so a stop inside it can go unseen: the side is then judged by
+// end == lim alone, which only keeps a hit filter_pass would reject, never the reverse.  The
+// candidates are filter_pass's (or more, near sequence ends), in another order.
+struct Dual {
+    const u64* w;
+    u64 old;
+    int sh;
+    bool fwd;
+    __device__ __forceinline__ void forward(const u8* s, i64 p)
+    {
+        w = (const u64*)(s + (p & ~7ll));
+        sh = (int)(p & 7) * 8;
+        old = __ldg(w);
+        fwd = true;
+    }
+    __device__ __forceinline__ void backward(const u8* s, i64 e)
+    {
+        w = (const u64*)(s + (e & ~7ll));
+        sh = (int)(e & 7) * 8;
+        old = sh ? __ldg(w) : 0;
+        fwd = false;
+    }
+    __device__ __forceinline__ u64 next()
+    {
+        w += fwd ? 1 : -1;
+        u64 nw = __ldg(w);
+        u64 lo = fwd ? old : nw, hi = fwd ? nw : old;
+        u64 out = sh ? (lo >> sh) | (hi << (64 - sh)) : lo;
+        old = nw;
+        return fwd ? out : byte_swap(out);
+    }
+};
+
+// The first s >= s0 with cum[s] > h (cum[s0 - 1] <= h if s0 > 0, and cum[last] > h): a
+// galloping search from the lane's last seed, as its hits only grow.
+__device__ __forceinline__ i64 gallop(const i64* __restrict__ cum, i64 s0, i64 last, i64 h)
 {
-    WALK_HIT;
-    int br, bl = 0;
-    i64 lim = min(ref_len - r, qry_len - q);
-    int end = (int)min(lim, (i64)cap);
-    bool reject;
-    if constexpr (EAGER) {
-        Backward2 left(ref2, refm, r);
-        reject = bound_walk(Forward2(ref2, refm, r), Forward(qry, q), end, mat, xdrop, &br)
-                 || end == lim;
-        if (reject) {
-            lim = min(r, q);
-            end = (int)min(lim, (i64)cap);
-            reject = (bound_walk(left, Backward(qry, q), end, mat, xdrop, &bl) || end == lim)
-                     && br + bl < thresh;
-        }
+    if (cum[s0] > h) return s0;
+    i64 lo = s0, step = 1, hi;  // cum[lo] <= h
+    for (;;) {
+        hi = min(lo + step, last);
+        if (cum[hi] > h) break;
+        lo = hi;
+        step <<= 1;
+    }
+    while (hi - lo > 1) {  // cum[lo] <= h < cum[hi]
+        i64 mid = (lo + hi) >> 1;
+        if (cum[mid] > h) hi = mid;
+        else lo = mid;
+    }
+    return hi;
+}
+
+// DYNAMIC: a lane takes BLOCK-hit pieces of consecutive hits, the next from a counter
+// (*next_piece, zero at launch), starting from bseed[piece] (`_block_seeds`), instead of its
+// fixed share of its warp's range; then wseed and per_warp are not read.
+#define REFILL_PARAMS                                                                            \
+    WALK_PARAMS, i64 per_warp, i64 n_slots, const i64* __restrict__ wseed,                       \
+    u32* __restrict__ next_piece, u64* __restrict__ cand, u32* __restrict__ cand_tag,           \
+    u32* __restrict__ n_cand
+
+template <bool DYNAMIC>
+__device__ __forceinline__ void refill_body(REFILL_PARAMS)
+{
+    __shared__ int mat_rep[65 * 32];
+    for (int i = threadIdx.x; i < 65 * 32; i += blockDim.x)
+        mat_rep[i] = i < 64 * 32 ? mat_g[i >> 5] : 0;
+    __syncthreads();
+    const int* mat = mat_rep + (threadIdx.x & 31);
+    i64 t, t_end, s;
+    if constexpr (DYNAMIC) {
+        i64 piece = warp_append(true, next_piece);
+        t = piece * blockDim.x;
+        t_end = min(n, t + blockDim.x);
+        if (t >= n) return;
+        s = bseed[piece];
     } else {
-        reject = bound_walk(Forward2(ref2, refm, r), Forward(qry, q), end, mat, xdrop, &br)
-                 || end == lim;
-        if (reject) {
+        i64 warp = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
+        t = warp * per_warp + (threadIdx.x & 31);
+        t_end = min(n, (warp + 1) * per_warp);
+        if (t >= t_end) return;
+        s = wseed[warp];
+    }
+    u32 c = chunk_of(chunk_start, n_chunks, h0 + t);
+    Dual A, B;
+    i64 r = 0, q = 0, lim = 0;
+    int sc = 0, mr = 0, br = 0, k = 0, end = 0, side = 2;  // side 2: no hit in hand
+    for (;;) {
+        if (side == 2) {
+            if constexpr (DYNAMIC) {
+                if (t >= t_end) {
+                    i64 piece = warp_append(true, next_piece);
+                    t = piece * blockDim.x;
+                    t_end = min(n, t + blockDim.x);
+                    if (t >= n) break;
+                    s = bseed[piece];
+                    c = chunk_of(chunk_start, n_chunks, h0 + t);
+                }
+            } else if (t >= t_end) {
+                break;
+            }
+            i64 h = h0 + t;
+            s = gallop(cum, s, n_slots - 1, h);
+            while (c + 1 < (u32)n_chunks && chunk_start[c + 1] <= h) ++c;
+            r = (i64)pos_table[lo[s] + h - (cum[s] - counts[s])] + size;
+            q = (qpos ? qpos[s] : first + s / variants) + size;
+            lim = min(ref_len - r, qry_len - q);
+            end = (int)min(lim, (i64)cap);
+            A.forward(ref, r);
+            B.forward(qry, q);
+            sc = mr = k = 0;
+            side = 0;
+        }
+        if (k < end) {
+            u64 z = (A.next() << 3) | B.next();
+            int v = end - k;
+            if (v < 8) {
+                u64 keep = (1ull << (8 * v)) - 1;
+                z = (z & keep) | (0x4040404040404040ull & ~keep);
+            }
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+                sc += mat[((int)(z >> (8 * u)) & 127) * 32];
+                mr = max(mr, sc);
+            }
+            k += 8;
+        }
+        bool stopped = mr - sc > xdrop;
+        if (!stopped && k < end) continue;
+        bool ok = stopped || end == lim;
+        if (side == 0 && ok) {  // the right side is settled: walk left
+            br = mr;
             lim = min(r, q);
             end = (int)min(lim, (i64)cap);
-            reject = (bound_walk(Backward2(ref2, refm, r), Backward(qry, q), end, mat, xdrop,
-                                 &bl) || end == lim) && br + bl < thresh;
+            A.backward(ref, r);
+            B.backward(qry, q);
+            sc = mr = k = 0;
+            side = 1;
+            continue;
         }
-    }
-    u32 slot = warp_append(!reject, n_cand);
-    if (!reject) {
-        cand[slot] = ((u64)r << 32) | (u64)q;
-        cand_tag[slot] = tag;
+        bool keep = !(ok && side == 1 && br + mr < thresh);
+        u32 slot = warp_append(keep, n_cand);
+        if (keep) {
+            cand[slot] = ((u64)r << 32) | (u64)q;
+            cand_tag[slot] = c;
+        }
+        side = 2;
+        t += DYNAMIC ? 1 : 32;
     }
 }
 
-extern "C" __global__ void filter_pass2(
-    WALK_PARAMS, const u64* __restrict__ ref2, const u32* __restrict__ refm,
-    u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+#define REFILL_ARGS ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, pos_table, lo, cum, \
+    counts, bseed, qpos, pairs, tags, chunk_start, n_chunks, h0, n, first, variants, size,     \
+    per_warp, n_slots, wseed, next_piece, cand, cand_tag, n_cand
+
+extern "C" __global__ void filter_refill(REFILL_PARAMS) { refill_body<false>(REFILL_ARGS); }
+
+// The same with at most 40 registers a thread: 6 blocks of 256 threads an SM instead of 5.
+extern "C" __global__ void __launch_bounds__(256, 6) filter_refill6(REFILL_PARAMS)
 {
-    filter2_body<true>(HIT_ARGS, ref2, refm, cand, cand_tag, n_cand);
+    refill_body<false>(REFILL_ARGS);
 }
 
-extern "C" __global__ void filter_pass2_lazy(
-    WALK_PARAMS, const u64* __restrict__ ref2, const u32* __restrict__ refm,
-    u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+extern "C" __global__ void __launch_bounds__(256, 6) filter_refill_dyn(REFILL_PARAMS)
 {
-    filter2_body<false>(HIT_ARGS, ref2, refm, cand, cand_tag, n_cand);
+    refill_body<true>(REFILL_ARGS);
 }
 
 // The exact capped walk, one thread per hit: right then left, at most `cap` bases each.

@@ -105,26 +105,3 @@ extern "C" __global__ void table_positions(const u64* __restrict__ keys, i64 n,
     i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x;
     if (i < n) pos[i] = (u32)keys[i];
 }
-
-// The 2-bit packed reference the filter reads (Forward2 in extend.cu): word i of codes and of
-// mask covers bases 32(i - 2) .. 32(i - 2) + 31 of score (a view from base 0), two code bits a
-// base, the first base lowest, and one mask bit a base set where the code is not ACGT (code
-// bits 0).  Words 0, 1 and the words past the last base hold only flagged bases: walks read a
-// word or two beyond their bases.  One thread per word; n_words = n / 32 + 6.
-extern "C" __global__ void pack2_of(const u8* __restrict__ score, i64 n, i64 n_words,
-                                    u64* __restrict__ codes, u32* __restrict__ mask)
-{
-    i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x;
-    if (i >= n_words) return;
-    i64 b0 = (i - 2) * 32;
-    u64 c = 0;
-    u32 m = 0;
-    for (int j = 0; j < 32; ++j) {
-        i64 b = b0 + j;
-        u32 code = (b >= 0 && b < n) ? score[b] : 7u;
-        if (code < 4) c |= (u64)code << (2 * j);
-        else m |= 1u << j;
-    }
-    codes[i] = c;
-    mask[i] = m;
-}

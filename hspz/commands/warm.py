@@ -1,0 +1,86 @@
+"""`hspZ warm`: compile every GPU kernel a run uses into CuPy's on-disk cache, once per machine.
+
+A first GPU run on a fresh machine otherwise spends 7-15 s in its first unit compiling CuPy's
+and hspZ's kernels (about 55 of them; BENCHMARKS.md, "GPU ns per seed hit").  Kernel sources do
+not depend on the layout (-B, bin and batch sizes are arguments), only on the seed shape and on
+which code paths a unit takes, so one tiny pair that takes them all compiles what any later run
+needs: here a small simulated pair, as a FASTA run and as an index run, on both strands, with
+repeats (many hits a seed), diverged copies (short HSPs) and a long identical stretch (hits left
+unfinished by the first passes, chain walks and the serial sweep).  The cache is CuPy's
+(CUPY_CACHE_DIR, else ~/.cupy/kernel_cache); later processes load the kernels from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hspz.errors import UsageError
+
+BASES = np.frombuffer(b"ACGT", np.uint8)
+COMPLEMENT = bytes.maketrans(b"ACGTacgtNn", b"TGCAtgcaNn")
+
+
+def _mutated(rng: np.random.Generator, seq: np.ndarray, rate: float) -> np.ndarray:
+    out = seq.copy()
+    at = rng.random(len(out)) < rate
+    out[at] = BASES[rng.integers(0, 4, int(at.sum()))]
+    return out
+
+
+def warm_pair(seed: int = 27) -> tuple[bytes, bytes]:
+    """(reference, query) FASTA texts of the warm-up pair."""
+    rng = np.random.default_rng(seed)
+    ref = BASES[rng.integers(0, 4, 160_000)]
+    repeat = BASES[rng.integers(0, 4, 300)]
+    for at in range(2_000, 150_000, 3_000):  # a repeat family: many hits per seed
+        ref[at:at + 300] = _mutated(rng, repeat, 0.05)
+    ref = ref.copy()
+    soft = ref[100_000:101_000].tobytes().lower()
+    ref_text = ref.tobytes()
+    ref_text = ref_text[:100_000] + soft + ref_text[101_000:120_000] + b"N" * 500 + \
+        ref_text[120_500:]
+    parts = [
+        ref[10_000:40_000].tobytes(),  # identical for 30 kbp: long HSPs, late hits, sweeps
+        _mutated(rng, ref[50_000:60_000], 0.1).tobytes(),  # short HSPs
+        _mutated(rng, ref[70_000:80_000], 0.05).tobytes()[::-1].translate(COMPLEMENT),
+        BASES[rng.integers(0, 4, 20_000)].tobytes(),
+    ]
+    query = b"".join(parts)
+    return (b">w1\n" + ref_text[:90_000] + b"\n>w2\n" + ref_text[90_000:] + b"\n",
+            b">q1\n" + query + b"\n")
+
+
+def warm_command() -> int:
+    """Run the warm-up pair through the GPU backend (FASTA run and index run)."""
+    from hspz import backends, cli
+
+    if not backends.gpu_available():
+        raise UsageError("warm: no CUDA device is visible (is CuPy installed?)")
+    t0 = time.perf_counter()
+    ref, qry = warm_pair()
+    with tempfile.TemporaryDirectory(prefix="hspz-warm-") as tmp:
+        d = Path(tmp)
+        (d / "ref.fa").write_bytes(ref)
+        (d / "qry.fa").write_bytes(qry)
+        common = ["-q", str(d / "qry.fa"), "--backend", "gpu", "-B", "100k"]
+        steps = [["run", "-r", str(d / "ref.fa"), "-o", str(d / "fasta"), *common],
+                 ["index", "-r", str(d / "ref.fa"), "--index", str(d / "idx"), "-B", "100k",
+                  "--backend", "gpu"],
+                 ["run", "--index", str(d / "idx"), "-o", str(d / "indexed"), *common]]
+        for argv in steps:
+            said = io.StringIO()
+            with contextlib.redirect_stderr(said):
+                status = cli.main(argv)
+            if status:  # the step's own one-line message, then its status
+                print(said.getvalue().rstrip().splitlines()[-1], file=sys.stderr)
+                return status
+    print(f"warm: GPU kernels compiled into CuPy's cache in {time.perf_counter() - t0:.1f} s",
+          file=sys.stderr)
+    return 0
