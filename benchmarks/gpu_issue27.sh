@@ -4,9 +4,11 @@
 # STEPS (default "compile M ncu L100") picks the parts:
 #   compile  `hspZ run --time` on M twice with a fresh CUPY_CACHE_DIR: the first compiles every
 #            kernel, the second (cold process, warm cache) does not; $OUT/compile.log.  With
-#            WARM=1 an `hspZ warm` runs before them into the same fresh cache
-#   M        VARIANTS (default byte,refill,refill6,dyn) on simM, ROUNDS (3) x PASSES (2) timed
+#            WARM=1 an `hspZ warm` runs before them into the same fresh cache, and the log
+#            names the kernels the first run still compiled (CUPY_CACHE_SAVE_CUDA_SOURCE)
+#   M        VARIANTS (default byte,prmt,tiles) on simM, ROUNDS (3) x PASSES (2) timed
 #            passes each, interleaved, plus a per-kernel breakdown; $OUT/variants_M.*
+#            (a variant: an HSPZ_GPU_FILTER value or NAME=VALUE[+NAME=VALUE], gpu_variants.py)
 #   ncu      the filter kernels of NCU_VARIANTS under ncu (NCU_COUNT launches each); $OUT/ncu.txt
 #   L100     the variants on L100 at -B 250M (generated in the background from the start);
 #            $OUT/variants_L100.*
@@ -15,7 +17,7 @@
 set -uo pipefail
 source benchmarks/device_env.sh
 STEPS=${STEPS:-compile M ncu L100}
-VARIANTS=${VARIANTS:-byte,refill,refill6,dyn}
+VARIANTS=${VARIANTS:-byte,prmt,tiles}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 if has L100; then
   (nice -n 19 python3 benchmarks/workloads.py L100 --workdir "$W" > /tmp/l100.paths 2>/tmp/l100.err) &
@@ -31,20 +33,26 @@ read -r MREF MQRY < <(python3 benchmarks/workloads.py "${MW:-M}" --workdir "$W" 
 echo "M ready in $((SECONDS - t0)) s: $MREF $MQRY"
 if has compile; then
   export CC_DIR=/tmp/cupy_fresh_$$
+  kernels() { grep -ho 'void [A-Za-z_0-9]*(' $(find $CC_DIR -name '*.cu' 2>/dev/null) 2>/dev/null | sort; }
   {
     if [ "${WARM:-0}" = 1 ]; then
       s=$(date +%s.%N)
-      CUPY_CACHE_DIR=$CC_DIR python3 -m hspz warm 2>&1 | tail -3
-      echo "hspZ warm: $(python3 -c "import time; print(round(time.time() - $s, 3))") s"
+      CUPY_CACHE_SAVE_CUDA_SOURCE=1 CUPY_CACHE_DIR=$CC_DIR python3 -m hspz warm 2>&1 | tail -3
+      echo "hspZ warm: $(python3 -c "import time; print(round(time.time() - $s, 3))") s, cache files: $(find $CC_DIR -type f | wc -l)"
+      kernels > /tmp/kernels_warm.txt
     fi
     for c in first second; do
       echo "== $c process, CUPY_CACHE_DIR=$CC_DIR"
       s=$(date +%s.%N)
-      CUPY_CACHE_DIR=$CC_DIR timeout 150 python3 -m hspz run -r "$MREF" -q "$MQRY" \
+      CUPY_CACHE_SAVE_CUDA_SOURCE=1 CUPY_CACHE_DIR=$CC_DIR timeout 90 python3 -m hspz run -r "$MREF" -q "$MQRY" \
         -o "/tmp/compile_$c" --time 2>&1 | grep -E "unit ledger:|digest|wall|workers"
       echo "process wall: $(python3 -c "import time; print(round(time.time() - $s, 3))") s"
       echo "cache files: $(find $CC_DIR -type f | wc -l)"
     done
+    if [ -f /tmp/kernels_warm.txt ]; then
+      echo "kernels the M run compiled that warm did not:"
+      kernels | comm -13 /tmp/kernels_warm.txt - | uniq -c
+    fi
   } > "$OUT/compile.log" 2>&1
   cat "$OUT/compile.log"
 fi

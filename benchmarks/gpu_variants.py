@@ -29,9 +29,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hspz import backends, bench, cli  # noqa: E402
 from hspz.inputs import read_inputs  # noqa: E402
 
+_SET: set[str] = set()  # the environment variables the variants set
+
 
 def one(options, inputs, engine, variant: str, kind: str) -> dict:
-    os.environ["HSPZ_GPU_FILTER"] = variant
+    """One pass under `variant`: NAME=VALUE[+NAME=VALUE...] environment settings, or a bare
+    HSPZ_GPU_FILTER value."""
+    for name in _SET:
+        os.environ.pop(name, None)
+    for setting in variant.split("+"):
+        name, _, value = setting.rpartition("=")
+        _SET.add(name or "HSPZ_GPU_FILTER")
+        os.environ[name or "HSPZ_GPU_FILTER"] = value
     rec = bench.one_pass(options, inputs, engine, kind)
     rec["variant"] = variant
     rec["ns_per_hit_wall"] = round(rec["wall_s"] * 1e9 / rec["hits"], 4) if rec["hits"] else None
@@ -47,16 +56,24 @@ def breakdown(options, inputs, engine, variant: str) -> dict[str, float]:
     log = []
     plain = gpu._kernel
 
-    def timed(shape, module, name):
-        f = plain(shape, module, name)
+    class Timed:
+        """The kernel, its launches between two events (its attributes as the kernel's)."""
 
-        def call(*args, **kw):
+        def __init__(self, f, name):
+            self.f, self.name = f, name
+
+        def __getattr__(self, attr):
+            return getattr(self.f, attr)
+
+        def __call__(self, *args, **kw):
             start, stop = cp.cuda.Event(), cp.cuda.Event()
             start.record()
-            f(*args, **kw)
+            self.f(*args, **kw)
             stop.record()
-            log.append((name, start, stop))
-        return call
+            log.append((self.name, start, stop))
+
+    def timed(shape, module, name):
+        return Timed(plain(shape, module, name), name)
 
     gpu._kernel = timed
     try:

@@ -17,10 +17,9 @@ from hspz.options import MAX_WORKERS, shown
 # finer than the knob's 16..31 allows, and the fastest window measured on the H200
 # (BENCHMARKS.md, "reference order"), though still slower than no sort, so auto is off.
 DEFAULT_BUCKET_SHIFT = 10
-# HSPZ_GPU_FILTER: the GPU filter kernel (hspz/engine/gpu.py, `FILTERS`): "byte" (filter_pass, a
-# thread per hit) or "refill" / "refill6" / "dyn" (lanes that refill, filter_refill); others are
-# ignored.
-GPU_FILTERS = ("byte", "refill", "refill6", "dyn")
+# HSPZ_GPU_FILTER: the GPU filter kernel (hspz/engine/gpu.py, `FILTERS`): "byte" (filter_pass),
+# "prmt" (filter_prmt) or "tiles" (filter_tiles); others are ignored.
+GPU_FILTERS = ("byte", "prmt", "tiles")
 DEFAULT_GPU_FILTER = "byte"
 
 

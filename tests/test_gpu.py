@@ -144,9 +144,8 @@ def test_gpu_equals_cpu_on_lastz_examples(tmp_path, examples):
         {"HSPZ_REF_BUCKET_SHIFT": "16"},
         {"HSPZ_REF_BUCKETS": "0"},
         {"HSPZ_GPU_FILTER": "byte"},
-        {"HSPZ_GPU_FILTER": "refill"},
-        {"HSPZ_GPU_FILTER": "refill6"},
-        {"HSPZ_GPU_FILTER": "dyn"},
+        {"HSPZ_GPU_FILTER": "prmt"},
+        {"HSPZ_GPU_FILTER": "tiles"},
     ],
     ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()),
 )
@@ -168,7 +167,7 @@ def test_gpu_physical_pieces_never_change_bytes(tmp_path, examples, monkeypatch)
     run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"], "-m", "400")
 
 
-@pytest.mark.parametrize("kind", ["byte", "refill", "dyn"])
+@pytest.mark.parametrize("kind", ["byte", "prmt", "tiles"])
 @pytest.mark.parametrize("piece", [97, 5000, 1 << 28])
 def test_gpu_filters_never_change_bytes(tmp_path, monkeypatch, kind, piece):
     """Every filter kernel (HSPZ_GPU_FILTER) on related pairs with repeats, N, lowercase and

@@ -57,8 +57,50 @@ def warm_pair(seed: int = 27) -> tuple[bytes, bytes]:
             b">q1\n" + query + b"\n")
 
 
+# The FASTA run again with each switch that sends a unit down another path, so that every path
+# compiles its kernels (none of these changes bytes; tests/test_gpu.py checks each):
+# `hspz.engine.gpu` constants (every late hit walked again; pieces of a few hits; every
+# --max-hits walk on the host; chain walks capped at 3 bases, so diagonals go to the serial
+# sweep) and environment knobs (the CPU seeder).
+PATHS = ({"FEW_LATE": 0}, {"PIECE": 4096}, {"DEVICE_STEPS": 0}, {"CHAIN_CAP": 3},
+         {"env:HSPZ_DEVICE_SEEDS": "0"})
+
+
+def _again(argv: list[str], d: Path, k: int) -> list[str]:
+    out = argv.index("-o") + 1
+    return argv[:out] + [str(d / f"path{k}")] + argv[out + 1:]
+
+
+@contextlib.contextmanager
+def _path(switches: dict):
+    """gpu-module constants and environment variables set for one step, then restored."""
+    import os
+
+    from hspz.engine import gpu
+
+    saved = {}
+    for key, value in switches.items():
+        if key.startswith("env:"):
+            saved[key] = os.environ.get(key[4:])
+            os.environ[key[4:]] = value
+        else:
+            saved[key] = getattr(gpu, key)
+            setattr(gpu, key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if not key.startswith("env:"):
+                setattr(gpu, key, value)
+            elif value is None:
+                os.environ.pop(key[4:], None)
+            else:
+                os.environ[key[4:]] = value
+
+
 def warm_command() -> int:
-    """Run the warm-up pair through the GPU backend (FASTA run and index run)."""
+    """Run the warm-up pair through the GPU backend: a FASTA run, an index build and an index
+    run, then the FASTA run down each of PATHS."""
     from hspz import backends, cli
 
     if not backends.gpu_available():
@@ -74,9 +116,12 @@ def warm_command() -> int:
                  ["index", "-r", str(d / "ref.fa"), "--index", str(d / "idx"), "-B", "100k",
                   "--backend", "gpu"],
                  ["run", "--index", str(d / "idx"), "-o", str(d / "indexed"), *common]]
-        for argv in steps:
+        runs = [(argv, {}) for argv in steps]
+        runs += [(_again(steps[0], d, k), switches) for k, switches in enumerate(PATHS)]
+        for argv, switches in runs:
             said = io.StringIO()
-            with contextlib.redirect_stderr(said):
+            with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()), \
+                    _path(switches):
                 status = cli.main(argv)
             if status:  # the step's own one-line message, then its status
                 print(said.getvalue().rstrip().splitlines()[-1], file=sys.stderr)

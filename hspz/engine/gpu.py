@@ -86,8 +86,7 @@ PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-b
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
 HOST_CODES = False  # bins need no host sequence codes (`engine.prepare_query`)
-FILTERS = {"refill": "filter_refill", "refill6": "filter_refill6",  # HSPZ_GPU_FILTER
-           "dyn": "filter_refill_dyn"}
+FILTERS = {"byte": "filter_pass", "prmt": "filter_prmt", "tiles": "filter_tiles"}  # knob
 
 _state = {"threads": 1}
 
@@ -138,9 +137,11 @@ def _resident_blocks_of(regs: int, smem: int, device: int) -> int:
     return p["multiProcessorCount"] * max(1, min(by_regs, by_smem, by_threads))
 
 
-def _resident_blocks(fn) -> int:
-    """Blocks of BLOCK threads of kernel fn the current device runs at once."""
-    return _resident_blocks_of(fn.num_regs, fn.shared_size_bytes, cp.cuda.Device().id)
+def _resident_grid(fn, n: int) -> tuple[int]:
+    """A grid of BLOCK-thread blocks of kernel fn that the current device runs at once, no
+    larger than n hits need."""
+    held = _resident_blocks_of(fn.num_regs, fn.shared_size_bytes, cp.cuda.Device().id)
+    return (min(_grid(n)[0], held),)
 
 
 def _grid(n: int) -> tuple[int]:
@@ -410,37 +411,17 @@ class _Group:
         cand, tag = self.filter(pairs, tags, h0, h1 - h0, self.ctx.shape.size)
         return self.walk(cand, tag, CAP, 0)
 
-    def _launch(self, kernel: str, pairs, tags, h0: int, n: int, cap: int, size: int, *out):
+    def _launch(self, kernel: str, pairs, tags, h0: int, n: int, cap: int, size: int, *out,
+                grid=None):
         o, d = self.ctx.options, self.dref
-        _kernel(self.ctx.shape, "extend", kernel)(
-            _grid(n), (BLOCK,),
+        fn = _kernel(self.ctx.shape, "extend", kernel)
+        fn(_grid(n) if grid is None else grid(fn, n), (BLOCK,),
             (d.score, self.qscore, np.int64(d.len), np.int64(self.qlen), self.mat,
              np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(cap), d.pos_table, self.lo,
              self.cum, self.counts, self._block_seeds(h0, n) if pairs is None else _ptr(None),
              _ptr(self.qpos), _ptr(pairs), _ptr(tags), self.chunk_start,
              np.int32(len(self.chunk_start)), np.int64(h0), np.int64(n), np.int64(self.first),
              np.int32(self.variants), np.int32(size), *out))
-
-    def _refill(self, kernel: str, h0: int, n: int, size: int, *out):
-        """filter_refill over hits [h0, h0 + n) in seed order: a grid the device holds at once,
-        each warp a contiguous range of hits, wseed[w] the owner of warp w's first hit."""
-        o, d = self.ctx.options, self.dref
-        fn = _kernel(self.ctx.shape, "extend", kernel)
-        blocks = min(_grid(n)[0], _resident_blocks(fn))
-        warps = blocks * (BLOCK // 32)
-        per_warp = -(-n // warps)
-        if kernel.endswith("_dyn"):
-            wseed, bseed = _ptr(None), self._block_seeds(h0, n)
-        else:
-            marks = h0 + cp.minimum(cp.arange(warps, dtype=cp.int64) * per_warp, n - 1)
-            wseed, bseed = cp.searchsorted(self.cum, marks, side="right"), _ptr(None)
-        fn((blocks,), (BLOCK,),
-           (d.score, self.qscore, np.int64(d.len), np.int64(self.qlen), self.mat,
-            np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(CAP), d.pos_table, self.lo,
-            self.cum, self.counts, bseed, _ptr(self.qpos), _ptr(None), _ptr(None),
-            self.chunk_start, np.int32(len(self.chunk_start)), np.int64(h0), np.int64(n),
-            np.int64(self.first), np.int32(self.variants), np.int32(size), np.int64(per_warp),
-            np.int64(len(self.cum)), wseed, cp.zeros(1, cp.uint32), *out))
 
     def _block_seeds(self, h0: int, n: int):
         """bseed[b]: the seed owning block b's first hit, then the last hit's seed (see
@@ -455,10 +436,10 @@ class _Group:
         cand = cp.empty(n, cp.uint64)
         cand_tag = cp.empty(n, cp.uint32)
         count = cp.zeros(1, cp.uint32)
-        if n and (self.filter_kind == "byte" or pairs is not None):
-            self._launch("filter_pass", pairs, tags, h0, n, CAP, size, cand, cand_tag, count)
-        elif n:
-            self._refill(FILTERS[self.filter_kind], h0, n, size, cand, cand_tag, count)
+        kind = "prmt" if self.filter_kind == "tiles" and pairs is not None else self.filter_kind
+        if n:
+            self._launch(FILTERS[kind], pairs, tags, h0, n, CAP, size, cand, cand_tag, count,
+                         grid=_resident_grid if kind == "tiles" else None)
         k = int(count.get()[0])
         return cand[:k], cand_tag[:k]
 

@@ -193,6 +193,36 @@ __device__ __forceinline__ bool bound_walk(Bases A, Bases B, int end, const int*
     return false;
 }
 
+// bound_walk with each base's table index taken by one byte permute (PRMT) from the block's
+// word, where the shift-and-mask of `(z >> 8u) & 63` takes two instructions: the same sums, so
+// the same result.
+template <class Bases>
+__device__ __forceinline__ bool bound_walk_prmt(Bases A, Bases B, int end, const int* mat,
+                                                int xdrop, int* bound)
+{
+    int sc = 0, mr = 0, k = 0;
+    for (; k + 8 <= end; k += 8) {
+        u64 z = (A.next() << 3) | B.next();
+        u32 lo = (u32)z, hi = (u32)(z >> 32);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            sc += mat[__byte_perm(u < 4 ? lo : hi, 0, 0x4440 | (u & 3)) * 32];
+            mr = max(mr, sc);
+        }
+        if (mr - sc > xdrop) { *bound = mr; return true; }
+    }
+    if (k < end) {
+        u64 z = (A.next() << 3) | B.next();
+        for (int u = 0; k + u < end; ++u) {
+            sc += mat[((int)(z >> (8 * u)) & 63) * 32];
+            mr = max(mr, sc);
+            if (mr - sc > xdrop) { *bound = mr; return true; }
+        }
+    }
+    *bound = mr;
+    return false;
+}
+
 // This thread's hit and its semantic chunk, false past the last (n) one: hit t = the thread's
 // index is pairs[t] + size with chunk tags[t] (reference order, or hits handed on), else hit
 // h0 + t in seed order.
@@ -284,179 +314,68 @@ extern "C" __global__ void filter_pass(
     }
 }
 
-// filter_pass with lanes that refill: each warp takes a contiguous range of the piece's hits
-// (seed order, per_warp hits from h0 + warp * per_warp; wseed[warp] the owner of its first) and
-// lane l its hits l, l + 32, ...; a lane that finishes a hit (or a side) starts its next one
-// (or its other side) at once, so a warp steps as long as its lanes' mean walk, not its longest
-// one.  Every lane steps 8 bases at a time, the x-drop tested after each 8 as bound_walk does;
-// a last block short of `end` scores its missing bases 0 (the zero entry, index 64, of the
-// lane's matrix), which leaves the walk's sums, maximum and drop as they were.  That block's
-// drop is tested at its end only, so a stop inside it can go unseen: the side is then judged by
-// end == lim alone, which only keeps a hit filter_pass would reject, never the reverse.  The
-// candidates are filter_pass's (or more, near sequence ends), in another order.
-struct Dual {
-    const u64* w;
-    u64 old;
-    int sh;
-    bool fwd;
-    __device__ __forceinline__ void forward(const u8* s, i64 p)
-    {
-        w = (const u64*)(s + (p & ~7ll));
-        sh = (int)(p & 7) * 8;
-        old = __ldg(w);
-        fwd = true;
-    }
-    __device__ __forceinline__ void backward(const u8* s, i64 e)
-    {
-        w = (const u64*)(s + (e & ~7ll));
-        sh = (int)(e & 7) * 8;
-        old = sh ? __ldg(w) : 0;
-        fwd = false;
-    }
-    __device__ __forceinline__ u64 next()
-    {
-        w += fwd ? 1 : -1;
-        u64 nw = __ldg(w);
-        u64 lo = fwd ? old : nw, hi = fwd ? nw : old;
-        u64 out = sh ? (lo >> sh) | (hi << (64 - sh)) : lo;
-        old = nw;
-        return fwd ? out : byte_swap(out);
-    }
-};
-
-// The first s >= s0 with cum[s] > h (cum[s0 - 1] <= h if s0 > 0, and cum[last] > h): a
-// galloping search from the lane's last seed, as its hits only grow.
-__device__ __forceinline__ i64 gallop(const i64* __restrict__ cum, i64 s0, i64 last, i64 h)
+// filter_pass's test of one hit (r, q), with bound_walk_prmt: true to reject it.
+__device__ __forceinline__ bool reject_hit(const u8* __restrict__ ref, const u8* __restrict__ qry,
+                                           i64 ref_len, i64 qry_len, const int* mat, int xdrop,
+                                           int thresh, int cap, i64 r, i64 q)
 {
-    if (cum[s0] > h) return s0;
-    i64 lo = s0, step = 1, hi;  // cum[lo] <= h
-    for (;;) {
-        hi = min(lo + step, last);
-        if (cum[hi] > h) break;
-        lo = hi;
-        step <<= 1;
+    int br, bl = 0;
+    i64 lim = min(ref_len - r, qry_len - q);
+    int end = (int)min(lim, (i64)cap);
+    bool reject = bound_walk_prmt(Forward(ref, r), Forward(qry, q), end, mat, xdrop, &br)
+                  || end == lim;
+    if (reject) {
+        lim = min(r, q);
+        end = (int)min(lim, (i64)cap);
+        reject = (bound_walk_prmt(Backward(ref, r), Backward(qry, q), end, mat, xdrop, &bl)
+                  || end == lim) && br + bl < thresh;
     }
-    while (hi - lo > 1) {  // cum[lo] <= h < cum[hi]
-        i64 mid = (lo + hi) >> 1;
-        if (cum[mid] > h) hi = mid;
-        else lo = mid;
-    }
-    return hi;
+    return reject;
 }
 
-// DYNAMIC: a lane takes BLOCK-hit pieces of consecutive hits, the next from a counter
-// (*next_piece, zero at launch), starting from bseed[piece] (`_block_seeds`), instead of its
-// fixed share of its warp's range; then wseed and per_warp are not read.
-#define REFILL_PARAMS                                                                            \
-    WALK_PARAMS, i64 per_warp, i64 n_slots, const i64* __restrict__ wseed,                       \
-    u32* __restrict__ next_piece, u64* __restrict__ cand, u32* __restrict__ cand_tag,           \
-    u32* __restrict__ n_cand
-
-template <bool DYNAMIC>
-__device__ __forceinline__ void refill_body(REFILL_PARAMS)
+// filter_pass with bound_walk_prmt (HSPZ_GPU_FILTER=prmt): the same candidates.
+extern "C" __global__ void filter_prmt(
+    WALK_PARAMS,
+    u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
 {
-    __shared__ int mat_rep[65 * 32];
-    for (int i = threadIdx.x; i < 65 * 32; i += blockDim.x)
-        mat_rep[i] = i < 64 * 32 ? mat_g[i >> 5] : 0;
-    __syncthreads();
-    const int* mat = mat_rep + (threadIdx.x & 31);
-    i64 t, t_end, s;
-    if constexpr (DYNAMIC) {
-        i64 piece = warp_append(true, next_piece);
-        t = piece * blockDim.x;
-        t_end = min(n, t + blockDim.x);
-        if (t >= n) return;
-        s = bseed[piece];
-    } else {
-        i64 warp = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
-        t = warp * per_warp + (threadIdx.x & 31);
-        t_end = min(n, (warp + 1) * per_warp);
-        if (t >= t_end) return;
-        s = wseed[warp];
+    WALK_HIT;
+    bool reject = reject_hit(ref, qry, ref_len, qry_len, mat, xdrop, thresh, cap, r, q);
+    u32 slot = warp_append(!reject, n_cand);
+    if (!reject) {
+        cand[slot] = ((u64)r << 32) | (u64)q;
+        cand_tag[slot] = tag;
     }
-    u32 c = chunk_of(chunk_start, n_chunks, h0 + t);
-    Dual A, B;
-    i64 r = 0, q = 0, lim = 0;
-    int sc = 0, mr = 0, br = 0, k = 0, end = 0, side = 2;  // side 2: no hit in hand
-    for (;;) {
-        if (side == 2) {
-            if constexpr (DYNAMIC) {
-                if (t >= t_end) {
-                    i64 piece = warp_append(true, next_piece);
-                    t = piece * blockDim.x;
-                    t_end = min(n, t + blockDim.x);
-                    if (t >= n) break;
-                    s = bseed[piece];
-                    c = chunk_of(chunk_start, n_chunks, h0 + t);
-                }
-            } else if (t >= t_end) {
-                break;
-            }
-            i64 h = h0 + t;
-            s = gallop(cum, s, n_slots - 1, h);
-            while (c + 1 < (u32)n_chunks && chunk_start[c + 1] <= h) ++c;
-            r = (i64)pos_table[lo[s] + h - (cum[s] - counts[s])] + size;
-            q = (qpos ? qpos[s] : first + s / variants) + size;
-            lim = min(ref_len - r, qry_len - q);
-            end = (int)min(lim, (i64)cap);
-            A.forward(ref, r);
-            B.forward(qry, q);
-            sc = mr = k = 0;
-            side = 0;
+}
+
+// filter_prmt on a grid the device holds at once (HSPZ_GPU_FILTER=tiles): block b takes the
+// BLOCK-hit tiles b, b + gridDim.x, ... of the piece (seed order; bseed[tile] as `owner` reads
+// it for a block), so the matrix is copied once a block, not once a tile.  The same candidates.
+extern "C" __global__ void __launch_bounds__(256, 6) filter_tiles(
+    WALK_PARAMS,
+    u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    __shared__ int mat_rep[64 * 32];
+    const int* mat = lane_matrix(mat_rep, mat_g);
+    i64 tiles = (n + blockDim.x - 1) / blockDim.x;
+    for (i64 tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        i64 t = tile * blockDim.x + threadIdx.x;
+        if (t >= n) break;
+        i64 h = h0 + t, s, lo_s = bseed[tile], hi_s = bseed[tile + 1];
+        while (lo_s < hi_s) {  // owner(), over this tile's seeds
+            i64 mid = (lo_s + hi_s) >> 1;
+            if (cum[mid] > h) hi_s = mid;
+            else lo_s = mid + 1;
         }
-        if (k < end) {
-            u64 z = (A.next() << 3) | B.next();
-            int v = end - k;
-            if (v < 8) {
-                u64 keep = (1ull << (8 * v)) - 1;
-                z = (z & keep) | (0x4040404040404040ull & ~keep);
-            }
-#pragma unroll
-            for (int u = 0; u < 8; ++u) {
-                sc += mat[((int)(z >> (8 * u)) & 127) * 32];
-                mr = max(mr, sc);
-            }
-            k += 8;
-        }
-        bool stopped = mr - sc > xdrop;
-        if (!stopped && k < end) continue;
-        bool ok = stopped || end == lim;
-        if (side == 0 && ok) {  // the right side is settled: walk left
-            br = mr;
-            lim = min(r, q);
-            end = (int)min(lim, (i64)cap);
-            A.backward(ref, r);
-            B.backward(qry, q);
-            sc = mr = k = 0;
-            side = 1;
-            continue;
-        }
-        bool keep = !(ok && side == 1 && br + mr < thresh);
-        u32 slot = warp_append(keep, n_cand);
-        if (keep) {
+        s = lo_s;
+        i64 r = (i64)pos_table[lo[s] + h - (cum[s] - counts[s])] + size;
+        i64 q = (qpos ? qpos[s] : first + s / variants) + size;
+        bool reject = reject_hit(ref, qry, ref_len, qry_len, mat, xdrop, thresh, cap, r, q);
+        u32 slot = warp_append(!reject, n_cand);
+        if (!reject) {
             cand[slot] = ((u64)r << 32) | (u64)q;
-            cand_tag[slot] = c;
+            cand_tag[slot] = chunk_of(chunk_start, n_chunks, h);
         }
-        side = 2;
-        t += DYNAMIC ? 1 : 32;
     }
-}
-
-#define REFILL_ARGS ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, pos_table, lo, cum, \
-    counts, bseed, qpos, pairs, tags, chunk_start, n_chunks, h0, n, first, variants, size,     \
-    per_warp, n_slots, wseed, next_piece, cand, cand_tag, n_cand
-
-extern "C" __global__ void filter_refill(REFILL_PARAMS) { refill_body<false>(REFILL_ARGS); }
-
-// The same with at most 40 registers a thread: 6 blocks of 256 threads an SM instead of 5.
-extern "C" __global__ void __launch_bounds__(256, 6) filter_refill6(REFILL_PARAMS)
-{
-    refill_body<false>(REFILL_ARGS);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 6) filter_refill_dyn(REFILL_PARAMS)
-{
-    refill_body<true>(REFILL_ARGS);
 }
 
 // The exact capped walk, one thread per hit: right then left, at most `cap` bases each.
