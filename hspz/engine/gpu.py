@@ -437,9 +437,14 @@ class _Group:
         cand_tag = cp.empty(n, cp.uint32)
         count = cp.zeros(1, cp.uint32)
         kind = "prmt" if self.filter_kind == "tiles" and pairs is not None else self.filter_kind
-        if n:
-            self._launch(FILTERS[kind], pairs, tags, h0, n, CAP, size, cand, cand_tag, count,
-                         grid=_resident_grid if kind == "tiles" else None)
+        if n and kind == "tiles":
+            marks = h0 + cp.arange(_grid(n)[0], dtype=cp.int64) * BLOCK
+            tile_chunk = (cp.searchsorted(self.chunk_start, marks, side="right") - 1)
+            self._launch(FILTERS[kind], pairs, tags, h0, n, CAP, size,
+                         tile_chunk.astype(cp.uint32), cand, cand_tag, count,
+                         grid=_resident_grid)
+        elif n:
+            self._launch(FILTERS[kind], pairs, tags, h0, n, CAP, size, cand, cand_tag, count)
         k = int(count.get()[0])
         return cand[:k], cand_tag[:k]
 

@@ -349,9 +349,11 @@ extern "C" __global__ void filter_prmt(
 
 // filter_prmt on a grid the device holds at once (HSPZ_GPU_FILTER=tiles): block b takes the
 // BLOCK-hit tiles b, b + gridDim.x, ... of the piece (seed order; bseed[tile] as `owner` reads
-// it for a block), so the matrix is copied once a block, not once a tile.  The same candidates.
+// it for a block), so the matrix is copied once a block, not once a tile; a hit's chunk is
+// found from its tile's first chunk (tile_chunk[tile]) forwards, not by a search of them all.
+// The same candidates.
 extern "C" __global__ void __launch_bounds__(256, 6) filter_tiles(
-    WALK_PARAMS,
+    WALK_PARAMS, const u32* __restrict__ tile_chunk,
     u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
 {
     __shared__ int mat_rep[64 * 32];
@@ -372,8 +374,10 @@ extern "C" __global__ void __launch_bounds__(256, 6) filter_tiles(
         bool reject = reject_hit(ref, qry, ref_len, qry_len, mat, xdrop, thresh, cap, r, q);
         u32 slot = warp_append(!reject, n_cand);
         if (!reject) {
+            u32 c = tile_chunk[tile];
+            while (c + 1 < (u32)n_chunks && chunk_start[c + 1] <= h) ++c;
             cand[slot] = ((u64)r << 32) | (u64)q;
-            cand_tag[slot] = chunk_of(chunk_start, n_chunks, h);
+            cand_tag[slot] = c;
         }
     }
 }
