@@ -6,18 +6,21 @@
 #            kernel, the second (cold process, warm cache) does not; $OUT/compile.log.  With
 #            WARM=1 an `hspZ warm` runs before them into the same fresh cache, and the log
 #            names the kernels the first run still compiled (CUPY_CACHE_SAVE_CUDA_SOURCE)
-#   M        VARIANTS (default byte,prmt,tiles) on simM, ROUNDS (3) x PASSES (2) timed
+#   M        VARIANTS (default base) on simM, ROUNDS (3) x PASSES (2) timed
 #            passes each, interleaved, plus a per-kernel breakdown; $OUT/variants_M.*
-#            (a variant: an HSPZ_GPU_FILTER value or NAME=VALUE[+NAME=VALUE], gpu_variants.py)
-#   ncu      the filter kernels of NCU_VARIANTS under ncu (NCU_COUNT launches each); $OUT/ncu.txt
+#            (a variant: base or NAME=VALUE[+NAME=VALUE], gpu_variants.py)
+#   ncu      filter kernels (names filter_*) under ncu, NCU_COUNT (2) launches, for each of
+#            NCU_VARIANTS (default base); $OUT/ncu.txt
 #   L100     the variants on L100 at -B 250M (generated in the background from the start);
 #            $OUT/variants_L100.*
 #   tests    tests/test_gpu.py; $OUT/tests.log
+#   ab       `hspZ benchmark` on simM, this code and .device/alt in turn, ROUNDS (2) rounds;
+#            $OUT/ab.*
 #   run(kind="nvidia-h200", carry=[".gpuwt"], command="cd .gpuwt && bash benchmarks/gpu_issue27.sh")
 set -uo pipefail
 source benchmarks/device_env.sh
 STEPS=${STEPS:-compile M ncu L100}
-VARIANTS=${VARIANTS:-byte,prmt,tiles}
+VARIANTS=${VARIANTS:-base}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 if has L100; then
   (nice -n 19 python3 benchmarks/workloads.py L100 --workdir "$W" > /tmp/l100.paths 2>/tmp/l100.err) &
@@ -65,9 +68,9 @@ if has ncu; then
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   echo "ncu: ${NCU:-not installed}" | tee "$OUT/ncu.txt"
   if [ -n "$NCU" ]; then
-    for v in ${NCU_VARIANTS:-byte refill6}; do
-      echo "===== HSPZ_GPU_FILTER=$v" >> "$OUT/ncu.txt"
-      HSPZ_GPU_FILTER=$v timeout "${NCU_TIMEOUT:-100}" "$NCU" --clock-control none \
+    for v in ${NCU_VARIANTS:-base}; do
+      echo "===== $v" >> "$OUT/ncu.txt"
+      env $([ "$v" = base ] || echo "${v//+/ }") timeout "${NCU_TIMEOUT:-100}" "$NCU" --clock-control none \
         -k regex:filter_ -c "${NCU_COUNT:-2}" --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --section Occupancy --section SchedulerStats --section WarpStateStats \
         --metrics lts__t_sector_hit_rate.pct,dram__bytes_read.sum,smsp__thread_inst_executed_per_inst_executed.ratio,smsp__inst_executed.sum \
@@ -75,6 +78,27 @@ if has ncu; then
     done
     grep -E "=====|filter_|smsp__|Duration|DRAM Throughput|L2 Hit|lts__t_sector_hit_rate|dram__bytes|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Registers|No Eligible|Issued Warp" "$OUT/ncu.txt" | head -80
   fi
+fi
+if has ab; then  # this code against ALT (.device/alt, `ALT=COMMIT bash benchmarks/device_files.sh`)
+  for round in $(seq "${ROUNDS:-2}"); do
+    for dir in "$PWD" "$PWD/.device/alt"; do
+      tag=cur; [ "$dir" != "$PWD" ] && tag=alt
+      (cd "$dir" && PYTHONPATH=$dir timeout 100 python3 -m hspz benchmark -r "$MREF" -q "$MQRY" \
+         --warmup 1 --iterations 3 --json "$OUT/ab_$tag.jsonl" 2>&1 | tail -1 \
+         | sed "s/^/simM $tag round $round: /")
+    done
+  done | tee "$OUT/ab.log"
+  python3 - "$OUT"/ab_*.jsonl <<'PY' | tee -a "$OUT/ab.log"
+import json, statistics, sys
+for path in sys.argv[1:]:
+    timed = [r for r in map(json.loads, open(path)) if r["pass_kind"] == "timed"]
+    ns = sorted(r["ns_per_hit"] for r in timed)
+    wall = sorted(r["wall_s"] * 1e9 / r["hits"] for r in timed)
+    print(f"{path}: {len(ns)} timed passes, ns/hit median {statistics.median(ns):.4f} "
+          f"(all {' '.join(f'{x:.4f}' for x in ns)}), wall ns/hit median "
+          f"{statistics.median(wall):.4f}, {timed[0]['hits']} hits, "
+          f"digests {sorted({r['digest'] for r in timed})}")
+PY
 fi
 if has L100; then
   wait "$GEN"

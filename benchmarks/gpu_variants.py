@@ -1,11 +1,13 @@
 """Claim: GPU filter variants side by side on one pair, in one process (BENCHMARKS.md, "GPU ns per
 seed hit", issue 27).
 
-    python3 benchmarks/gpu_variants.py REF QUERY [--variants byte,pack2] [--rounds 3]
-        [--passes 3] [--json FILE] [--breakdown] [--hspz-args "-B 250M"]
+    python3 benchmarks/gpu_variants.py REF QUERY [--variants base,NAME=VALUE[+NAME=VALUE]]
+        [--rounds 3] [--passes 3] [--json FILE] [--breakdown] [--hspz-args "-B 250M"]
 
-Reads the pair once, runs one untimed pass per variant (`HSPZ_GPU_FILTER`, compiles its
-kernels), then ROUNDS rounds, each variant in turn, PASSES timed passes each (`hspz.bench.
+A variant is `base` (the environment as given) or environment settings joined by `+` (knobs,
+or a switch a trial kernel reads; issue 27's trials were HSPZ_GPU_FILTER values, `git log`).
+Reads the pair once, runs one untimed pass per variant (compiles its kernels), then ROUNDS
+rounds, each variant in turn, PASSES timed passes each (`hspz.bench.
 one_pass`: a whole `run` into a scratch folder, ledger GPU time and digest per pass).  Prints one
 line per variant: median ns/hit of ledger GPU time and of the passes' wall, every pass, and the
 digests (every pass of every variant must agree, or the script exits 1).  --breakdown adds one
@@ -33,14 +35,15 @@ _SET: set[str] = set()  # the environment variables the variants set
 
 
 def one(options, inputs, engine, variant: str, kind: str) -> dict:
-    """One pass under `variant`: NAME=VALUE[+NAME=VALUE...] environment settings, or a bare
-    HSPZ_GPU_FILTER value."""
+    """One pass under `variant` (`base`, or NAME=VALUE[+NAME=VALUE...])."""
     for name in _SET:
         os.environ.pop(name, None)
-    for setting in variant.split("+"):
-        name, _, value = setting.rpartition("=")
-        _SET.add(name or "HSPZ_GPU_FILTER")
-        os.environ[name or "HSPZ_GPU_FILTER"] = value
+    for setting in [] if variant == "base" else variant.split("+"):
+        name, eq, value = setting.partition("=")
+        if not eq:
+            raise SystemExit(f"gpu_variants: variant {variant!r}: not base or NAME=VALUE")
+        _SET.add(name)
+        os.environ[name] = value
     rec = bench.one_pass(options, inputs, engine, kind)
     rec["variant"] = variant
     rec["ns_per_hit_wall"] = round(rec["wall_s"] * 1e9 / rec["hits"], 4) if rec["hits"] else None
@@ -130,7 +133,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("reference")
     ap.add_argument("query")
-    ap.add_argument("--variants", default="byte,pack2")
+    ap.add_argument("--variants", default="base")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--json")

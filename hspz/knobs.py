@@ -2,7 +2,7 @@
 
 Every knob is exact: it may change speed, never bytes.  An unrecognised value of
 HSPZ_UNIT_PARTITION, HSPZ_REF_BUCKETS or HSPZ_REF_BUCKET_SHIFT is an error; HSPZ_DEVICE_SEEDS,
-HSPZ_CHUNK_WALK, HSPZ_LAYOUT_FORCE_WORKERS and HSPZ_GPU_FILTER ignore values they do not know.
+HSPZ_CHUNK_WALK and HSPZ_LAYOUT_FORCE_WORKERS ignore values they do not know.
 """
 
 from __future__ import annotations
@@ -17,10 +17,6 @@ from hspz.options import MAX_WORKERS, shown
 # finer than the knob's 16..31 allows, and the fastest window measured on the H200
 # (BENCHMARKS.md, "reference order"), though still slower than no sort, so auto is off.
 DEFAULT_BUCKET_SHIFT = 10
-# HSPZ_GPU_FILTER: the GPU filter kernel (hspz/engine/gpu.py, `FILTERS`): "byte" (filter_pass),
-# "prmt" (filter_prmt) or "tiles" (filter_tiles); others are ignored.
-GPU_FILTERS = ("byte", "prmt", "tiles")
-DEFAULT_GPU_FILTER = "byte"
 
 
 @dataclass(frozen=True)
@@ -32,7 +28,6 @@ class Knobs:
     chunk_walk_full: bool
     layout_force_workers: int | None
     shift_given: bool = False  # HSPZ_REF_BUCKET_SHIFT set: it alone turns bucketing on
-    gpu_filter: str = DEFAULT_GPU_FILTER
 
 
 def read(env: dict | None = None) -> Knobs:
@@ -46,12 +41,7 @@ def read(env: dict | None = None) -> Knobs:
         chunk_walk_full=env.get("HSPZ_CHUNK_WALK") == "full",
         layout_force_workers=_workers(env.get("HSPZ_LAYOUT_FORCE_WORKERS")),
         shift_given=bool(env.get("HSPZ_REF_BUCKET_SHIFT")),
-        gpu_filter=_one_of(env.get("HSPZ_GPU_FILTER"), GPU_FILTERS, DEFAULT_GPU_FILTER),
     )
-
-
-def _one_of(text: str | None, values: tuple[str, ...], default: str) -> str:
-    return text if text in values else default
 
 
 def _strict(env, name: str, values: dict):

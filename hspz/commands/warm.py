@@ -1,7 +1,8 @@
 """`hspZ warm`: compile every GPU kernel a run uses into CuPy's on-disk cache, once per machine.
 
 A first GPU run on a fresh machine otherwise spends 7-15 s in its first unit compiling CuPy's
-and hspZ's kernels (about 55 of them; BENCHMARKS.md, "GPU ns per seed hit").  Kernel sources do
+and hspZ's kernels (55 of them for simM: 14.8 s against 0.36 s warm; BENCHMARKS.md, "GPU ns
+per seed hit").  Kernel sources do
 not depend on the layout (-B, bin and batch sizes are arguments), only on the seed shape and on
 which code paths a unit takes, so one tiny pair that takes them all compiles what any later run
 needs: here a small simulated pair, as a FASTA run and as an index run, on both strands, with
@@ -98,6 +99,18 @@ def _path(switches: dict):
                 os.environ[key[4:]] = value
 
 
+def _large_reductions() -> None:
+    """The reductions the GPU backend takes over a group's hits (`any`, `count_nonzero` of
+    flags), on arrays as large as a whole-genome group's: CuPy compiles other (CUB, two-pass)
+    kernels for them than for the warm-up pair's small arrays (4 s of simM's first unit)."""
+    import cupy as cp
+
+    for n in (1 << 12, 1 << 26):
+        flags = cp.zeros(n, cp.bool_)
+        bool(flags.any())
+        int(cp.count_nonzero(flags))
+
+
 def warm_command() -> int:
     """Run the warm-up pair through the GPU backend: a FASTA run, an index build and an index
     run, then the FASTA run down each of PATHS."""
@@ -126,6 +139,7 @@ def warm_command() -> int:
             if status:  # the step's own one-line message, then its status
                 print(said.getvalue().rstrip().splitlines()[-1], file=sys.stderr)
                 return status
+    _large_reductions()
     print(f"warm: GPU kernels compiled into CuPy's cache in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
     return 0

@@ -86,7 +86,6 @@ PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-b
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
 HOST_CODES = False  # bins need no host sequence codes (`engine.prepare_query`)
-FILTERS = {"byte": "filter_pass", "prmt": "filter_prmt", "tiles": "filter_tiles"}  # knob
 
 _state = {"threads": 1}
 
@@ -126,22 +125,6 @@ def _module(name: str, size: int, care: tuple[int, ...]) -> cp.RawModule:
 
 def _kernel(shape: SeedShape, module: str, name: str):
     return _module(module, shape.size, shape.care).get_function(name)
-
-
-@functools.lru_cache(maxsize=64)
-def _resident_blocks_of(regs: int, smem: int, device: int) -> int:
-    p = cp.cuda.runtime.getDeviceProperties(device)
-    by_regs = p.get("regsPerMultiprocessor", 65536) // max(1, regs * BLOCK)
-    by_smem = p.get("sharedMemPerMultiprocessor", 233472) // max(1, smem + 1024)
-    by_threads = p.get("maxThreadsPerMultiProcessor", 2048) // BLOCK
-    return p["multiProcessorCount"] * max(1, min(by_regs, by_smem, by_threads))
-
-
-def _resident_grid(fn, n: int) -> tuple[int]:
-    """A grid of BLOCK-thread blocks of kernel fn that the current device runs at once, no
-    larger than n hits need."""
-    held = _resident_blocks_of(fn.num_regs, fn.shared_size_bytes, cp.cuda.Device().id)
-    return (min(_grid(n)[0], held),)
 
 
 def _grid(n: int) -> tuple[int]:
@@ -334,7 +317,6 @@ class _Group:
         self.qcodes, self.qscore = dqry[strand]
         self.qlen = qry.packed[strand].block_len
         self.mat = cp.asarray(ctx.matrix.ravel().astype(np.int32))
-        self.filter_kind = _state.get("filter", knobs.DEFAULT_GPU_FILTER)
         first = chunks[0][0]
         end = max(first, min(chunks[-1][1], len(qry.packed[strand].buf) - ctx.shape.size + 1))
         self.first = first
@@ -411,11 +393,10 @@ class _Group:
         cand, tag = self.filter(pairs, tags, h0, h1 - h0, self.ctx.shape.size)
         return self.walk(cand, tag, CAP, 0)
 
-    def _launch(self, kernel: str, pairs, tags, h0: int, n: int, cap: int, size: int, *out,
-                grid=None):
+    def _launch(self, kernel: str, pairs, tags, h0: int, n: int, cap: int, size: int, *out):
         o, d = self.ctx.options, self.dref
-        fn = _kernel(self.ctx.shape, "extend", kernel)
-        fn(_grid(n) if grid is None else grid(fn, n), (BLOCK,),
+        _kernel(self.ctx.shape, "extend", kernel)(
+            _grid(n), (BLOCK,),
             (d.score, self.qscore, np.int64(d.len), np.int64(self.qlen), self.mat,
              np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(cap), d.pos_table, self.lo,
              self.cum, self.counts, self._block_seeds(h0, n) if pairs is None else _ptr(None),
@@ -436,15 +417,8 @@ class _Group:
         cand = cp.empty(n, cp.uint64)
         cand_tag = cp.empty(n, cp.uint32)
         count = cp.zeros(1, cp.uint32)
-        kind = "prmt" if self.filter_kind == "tiles" and pairs is not None else self.filter_kind
-        if n and kind == "tiles":
-            marks = h0 + cp.arange(_grid(n)[0], dtype=cp.int64) * BLOCK
-            tile_chunk = (cp.searchsorted(self.chunk_start, marks, side="right") - 1)
-            self._launch(FILTERS[kind], pairs, tags, h0, n, CAP, size,
-                         tile_chunk.astype(cp.uint32), cand, cand_tag, count,
-                         grid=_resident_grid)
-        elif n:
-            self._launch(FILTERS[kind], pairs, tags, h0, n, CAP, size, cand, cand_tag, count)
+        if n:
+            self._launch("filter_pass", pairs, tags, h0, n, CAP, size, cand, cand_tag, count)
         k = int(count.get()[0])
         return cand[:k], cand_tag[:k]
 
@@ -688,7 +662,6 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
     (Device halves on several streams, one host thread each, measured slower on the H200:
     BENCHMARKS.md.)"""
     k = knobs.read()
-    _state["filter"] = k.gpu_filter
     dref = _device_ref(ctx, ref)
     buckets = k.bucket_shift if knobs.buckets_on(k, dref.len) else None
     start, stop = cp.cuda.Event(), cp.cuda.Event()

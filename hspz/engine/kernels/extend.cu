@@ -166,39 +166,12 @@ stop:
 // last partial block base by base).  It stops no earlier than the exact walk: the running
 // maximum is the same until the exact walk stops, and the exact walk tests every base.  So it
 // covers at least the exact walk's bases, *bound >= the exact maximum, and a true return means
-// the exact walk stopped within `end` bases too.
+// the exact walk stopped within `end` bases too.  A full block takes each base's table index
+// with one byte permute (PRMT) where `(z >> 8u) & 63` takes two instructions: filter_pass
+// 97.2 against 104.7 ms on simM (BENCHMARKS.md, issue 27).
 template <class Bases>
 __device__ __forceinline__ bool bound_walk(Bases A, Bases B, int end, const int* mat, int xdrop,
                                            int* bound)
-{
-    int sc = 0, mr = 0, k = 0;
-    for (; k + 8 <= end; k += 8) {
-        u64 z = (A.next() << 3) | B.next();
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-            sc += mat[((int)(z >> (8 * u)) & 63) * 32];
-            mr = max(mr, sc);
-        }
-        if (mr - sc > xdrop) { *bound = mr; return true; }
-    }
-    if (k < end) {
-        u64 z = (A.next() << 3) | B.next();
-        for (int u = 0; k + u < end; ++u) {
-            sc += mat[((int)(z >> (8 * u)) & 63) * 32];
-            mr = max(mr, sc);
-            if (mr - sc > xdrop) { *bound = mr; return true; }
-        }
-    }
-    *bound = mr;
-    return false;
-}
-
-// bound_walk with each base's table index taken by one byte permute (PRMT) from the block's
-// word, where the shift-and-mask of `(z >> 8u) & 63` takes two instructions: the same sums, so
-// the same result.
-template <class Bases>
-__device__ __forceinline__ bool bound_walk_prmt(Bases A, Bases B, int end, const int* mat,
-                                                int xdrop, int* bound)
 {
     int sc = 0, mr = 0, k = 0;
     for (; k + 8 <= end; k += 8) {
@@ -311,74 +284,6 @@ extern "C" __global__ void filter_pass(
     if (!reject) {
         cand[slot] = ((u64)r << 32) | (u64)q;
         cand_tag[slot] = tag;
-    }
-}
-
-// filter_pass's test of one hit (r, q), with bound_walk_prmt: true to reject it.
-__device__ __forceinline__ bool reject_hit(const u8* __restrict__ ref, const u8* __restrict__ qry,
-                                           i64 ref_len, i64 qry_len, const int* mat, int xdrop,
-                                           int thresh, int cap, i64 r, i64 q)
-{
-    int br, bl = 0;
-    i64 lim = min(ref_len - r, qry_len - q);
-    int end = (int)min(lim, (i64)cap);
-    bool reject = bound_walk_prmt(Forward(ref, r), Forward(qry, q), end, mat, xdrop, &br)
-                  || end == lim;
-    if (reject) {
-        lim = min(r, q);
-        end = (int)min(lim, (i64)cap);
-        reject = (bound_walk_prmt(Backward(ref, r), Backward(qry, q), end, mat, xdrop, &bl)
-                  || end == lim) && br + bl < thresh;
-    }
-    return reject;
-}
-
-// filter_pass with bound_walk_prmt (HSPZ_GPU_FILTER=prmt): the same candidates.
-extern "C" __global__ void filter_prmt(
-    WALK_PARAMS,
-    u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
-{
-    WALK_HIT;
-    bool reject = reject_hit(ref, qry, ref_len, qry_len, mat, xdrop, thresh, cap, r, q);
-    u32 slot = warp_append(!reject, n_cand);
-    if (!reject) {
-        cand[slot] = ((u64)r << 32) | (u64)q;
-        cand_tag[slot] = tag;
-    }
-}
-
-// filter_prmt on a grid the device holds at once (HSPZ_GPU_FILTER=tiles): block b takes the
-// BLOCK-hit tiles b, b + gridDim.x, ... of the piece (seed order; bseed[tile] as `owner` reads
-// it for a block), so the matrix is copied once a block, not once a tile; a hit's chunk is
-// found from its tile's first chunk (tile_chunk[tile]) forwards, not by a search of them all.
-// The same candidates.
-extern "C" __global__ void __launch_bounds__(256, 6) filter_tiles(
-    WALK_PARAMS, const u32* __restrict__ tile_chunk,
-    u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
-{
-    __shared__ int mat_rep[64 * 32];
-    const int* mat = lane_matrix(mat_rep, mat_g);
-    i64 tiles = (n + blockDim.x - 1) / blockDim.x;
-    for (i64 tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        i64 t = tile * blockDim.x + threadIdx.x;
-        if (t >= n) break;
-        i64 h = h0 + t, s, lo_s = bseed[tile], hi_s = bseed[tile + 1];
-        while (lo_s < hi_s) {  // owner(), over this tile's seeds
-            i64 mid = (lo_s + hi_s) >> 1;
-            if (cum[mid] > h) hi_s = mid;
-            else lo_s = mid + 1;
-        }
-        s = lo_s;
-        i64 r = (i64)pos_table[lo[s] + h - (cum[s] - counts[s])] + size;
-        i64 q = (qpos ? qpos[s] : first + s / variants) + size;
-        bool reject = reject_hit(ref, qry, ref_len, qry_len, mat, xdrop, thresh, cap, r, q);
-        u32 slot = warp_append(!reject, n_cand);
-        if (!reject) {
-            u32 c = tile_chunk[tile];
-            while (c + 1 < (u32)n_chunks && chunk_start[c + 1] <= h) ++c;
-            cand[slot] = ((u64)r << 32) | (u64)q;
-            cand_tag[slot] = c;
-        }
     }
 }
 
