@@ -232,8 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--worker-ms", metavar="MS", default="0",
                      help="with --ns-per-hit: a fixed GPU cost per worker (its first unit), in ms")
 
-    sub.add_parser("warm", help="compile the GPU kernels into CuPy's on-disk cache (once per "
-                                "machine), so that a first run compiles none")
+    warm = sub.add_parser("warm", help="compile the GPU kernels into CuPy's on-disk cache "
+                                       "(once per machine and seed), so that a first run "
+                                       "compiles none")
+    warm.add_argument("-s", "--seed", help="the seed the runs will use: 12of19, 14of22 or a "
+                                           f"pattern of 1/T and 0 ({Options().seed})")
 
     idx = sub.add_parser("index", help="build a reference's seed tables once, into a folder")
     idx.add_argument("-r", "--reference", required=True, help="reference FASTA, FASTA.gz or 2bit")
@@ -565,7 +568,7 @@ def parse_cost(flag: str, text: str, floor: float | None) -> float:
 def cmd_warm(ns: argparse.Namespace) -> int:
     from hspz.commands.warm import warm_command
 
-    return warm_command()
+    return warm_command(ns.seed)
 
 
 def cmd_index(ns: argparse.Namespace) -> int:

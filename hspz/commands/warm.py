@@ -1,14 +1,16 @@
 """`hspZ warm`: compile every GPU kernel a run uses into CuPy's on-disk cache, once per machine.
 
 A first GPU run on a fresh machine otherwise spends 7-15 s in its first unit compiling CuPy's
-and hspZ's kernels (55 of them for simM: 14.8 s against 0.36 s warm; BENCHMARKS.md, "GPU ns
-per seed hit").  Kernel sources do
-not depend on the layout (-B, bin and batch sizes are arguments), only on the seed shape and on
-which code paths a unit takes, so one tiny pair that takes them all compiles what any later run
-needs: here a small simulated pair, as a FASTA run and as an index run, on both strands, with
-repeats (many hits a seed), diverged copies (short HSPs) and a long identical stretch (hits left
-unfinished by the first passes, chain walks and the serial sweep).  The cache is CuPy's
-(CUPY_CACHE_DIR, else ~/.cupy/kernel_cache); later processes load the kernels from it.
+and hspZ's kernels (55 of them for simM: 14.8 s against 0.36 s warm; BENCHMARKS.md, issue 27).
+hspZ's kernel sources depend on the seed shape (`--seed`, compile-time constants) but not on the
+layout (-B, bin and batch sizes are arguments); CuPy's depend on dtypes, on which code paths a
+unit takes and, for its CUB reductions, on the array's size class.  So a tiny pair that takes
+every path compiles what later runs of that seed need: here a small simulated pair, as a FASTA
+run and as an index run, on both strands, with repeats (many hits a seed), diverged copies
+(short HSPs) and a long identical stretch (hits left unfinished by the first passes, chain walks
+and the serial sweep), then the FASTA run down each path switch (PATHS), then the reductions at
+each size class (REDUCTION_SIZES).  The cache is CuPy's (CUPY_CACHE_DIR, else
+~/.cupy/kernel_cache); later processes load the kernels from it.
 """
 
 from __future__ import annotations
@@ -117,9 +119,9 @@ def _reductions() -> None:
         int(cp.count_nonzero(flags))
 
 
-def warm_command() -> int:
-    """Run the warm-up pair through the GPU backend: a FASTA run, an index build and an index
-    run, then the FASTA run down each of PATHS."""
+def warm_command(seed: str | None = None) -> int:
+    """Run the warm-up pair through the GPU backend with `seed` (None: the default seed): a
+    FASTA run, an index build and an index run, then the FASTA run down each of PATHS."""
     from hspz import backends, cli
 
     if not backends.gpu_available():
@@ -130,10 +132,11 @@ def warm_command() -> int:
         d = Path(tmp)
         (d / "ref.fa").write_bytes(ref)
         (d / "qry.fa").write_bytes(qry)
-        common = ["-q", str(d / "qry.fa"), "--backend", "gpu", "-B", "100k"]
+        seeded = [] if seed is None else ["--seed", seed]
+        common = ["-q", str(d / "qry.fa"), "--backend", "gpu", "-B", "100k", *seeded]
         steps = [["run", "-r", str(d / "ref.fa"), "-o", str(d / "fasta"), *common],
                  ["index", "-r", str(d / "ref.fa"), "--index", str(d / "idx"), "-B", "100k",
-                  "--backend", "gpu"],
+                  "--backend", "gpu", *seeded],
                  ["run", "--index", str(d / "idx"), "-o", str(d / "indexed"), *common]]
         runs = [(argv, {}) for argv in steps]
         runs += [(_again(steps[0], d, k), switches) for k, switches in enumerate(PATHS)]
