@@ -182,6 +182,47 @@ CASES = [
                 ["work", "--plan", c["plan.txt"], "--worker", "0", "-o", c["w.result"],
                  *CPU])[-1],
      r"^hspZ: --units: .*/w\.result\.units is the reference of --plan"),
+    # 1. the other commands that write
+    (1, "compare-keep-file-is-a-hard-link-to-the-query",
+     lambda c: ((c.d / "keep").mkdir(), os.link(c["tq1.fa"], c["keep/hspz.sorted"]),
+                ["compare", "-r", c["tr.fa"], "-q", c["tq1.fa"], "--keep", c["keep"], *CPU])[-1],
+     r"^hspZ: --keep: .*/keep/hspz\.sorted is the --query input"),
+    (1, "benchmark-json-symlink-to-the-query",
+     lambda c: (os.symlink(c["tq1.fa"], c["b.json"]),
+                ["benchmark", "-r", c["tr.fa"], "-q", c["tq1.fa"], "--json", c["b.json"],
+                 *CPU])[-1],
+     r"^hspZ: --json: .*/b\.json is the --query input"),
+    (1, "estimate-dump-plan-hard-link-to-the-reference",
+     lambda c: (os.link(c["tr.fa"], c["e.tsv"]),
+                ["hits-estimate", "-r", c["tr.fa"], "-q", c["tq1.fa"], "--dump-plan",
+                 c["e.tsv"], *CPU])[-1],
+     r"^hspZ: --dump-plan: .*/e\.tsv is the --reference input"),
+    (1, "batch-dump-manifest-onto-a-query-with-a-hostile-name",
+     lambda c: (shutil.copy(c["tq2.fa"], c["-x 'a b';$(touch y).fa"]),
+                (c.d / "l3.txt").write_text("tq1.fa\n-x 'a b';$(touch y).fa\n"),
+                os.symlink(c["-x 'a b';$(touch y).fa"], c["-m.000002"]),
+                ["run", "-r", c["tr.fa"], "--query-list", c["l3.txt"], "-o", c["o"],
+                 "--dump-manifest", c["-m"], *CPU])[-1],
+     r"^hspZ: --dump-manifest: .*/-m\.000002 is a query of --query-list"),
+    # 6. a list entry is the file the OS opens
+    (6, "plan-output-onto-a-list-entry-reached-through-a-symlinked-folder",
+     lambda c: ((c.d / "real" / "sub").mkdir(parents=True),
+                shutil.copy(c["tq2.fa"], c["real/q.fa"]), shutil.copy(c["tq1.fa"], c["q.fa"]),
+                (c.d / "real" / "sub" / "list.txt").write_text("../q.fa\n"),
+                os.symlink(c["real/sub"], c["link"]),
+                ["plan", "-r", c["tr.fa"], "--query-list", c["link/list.txt"], "-o",
+                 c["real/q.fa"], *CPU])[-1],
+     r"^hspZ: --output: .*/real/q\.fa is a query of --query-list"),
+    # 2. a job entry no batch wrote is never replaced or removed
+    (2, "batch-into-an-out-holding-a-foreign-job-archive",
+     lambda c: ((c.d / "o").mkdir(), shutil.copy(c["notes.txt"], c["o/000001.tar.gz"]),
+                ["run", "-r", c["tr.fa"], "--query-list", c["list.txt"], "-o", c["o"], "-Z",
+                 *CPU])[-1],
+     r"^hspZ: --output: .*/o/000001\.tar\.gz is named like a batch job's output"),
+    (2, "merge-into-an-out-holding-a-foreign-job-folder",
+     lambda c: (c.batch_plan(), shutil.copytree(c["mine"], c["mo/000002"]),
+                ["merge", "--plan", c["bplan.txt"], "-o", c["mo"], c["w0.result"]])[-1],
+     r"^hspZ: --output: .*/mo/000002 is named like a batch job's output"),
     # 2. merge checks every argument before it publishes the first byte
     (2, "merge-batch-results-given-twice-publishes-nothing",
      lambda c: ["merge", "--plan", c.batch_plan(), "-o", c["mout"], c["w0.result"],
@@ -271,3 +312,21 @@ def test_a_derived_reserved_or_foreign_path_is_refused_and_nothing_changes(tmp_p
     monkeypatch.chdir(tmp_path)
     argv = setup(Case(tmp_path))
     assert_refused(capfd, argv, 2, pattern, tmp_path, chatter=True)
+
+
+def test_a_killed_index_build_is_removed_by_the_next_build_and_a_users_folder_is_not(tmp_path):
+    """A build killed before its rename leaves DIR.tmp (marked) and DIR.tmp.lock (an hspZ
+    lock record): the next build removes both and succeeds.  The same names made by a user are
+    refused and kept (the catalogue above)."""
+    import subprocess
+    import sys
+
+    c = Case(tmp_path)
+    argv = ["index", "-r", c["tr.fa"], "--index", c["ix"], "-B", "1000", *CPU]
+    env = {**os.environ, "HSPZ_FAULT": "index-built"}
+    assert subprocess.run([sys.executable, "-m", "hspz", *argv], env=env,
+                          capture_output=True).returncode == -9
+    assert (tmp_path / "ix.tmp" / ".hspz-made").is_file() and (tmp_path / "ix.tmp.lock").exists()
+    assert main(argv) == 0
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ix")) == ["ix"]
+    assert not (tmp_path / "ix" / ".hspz-made").exists()
