@@ -39,6 +39,8 @@ MARK_TEXT = b"hspZ made this folder; it is removed by hspZ only\n"
 PathArg = str | os.PathLike
 
 _inputs: list[tuple[str, str]] = []  # (label, path) of the running command's inputs
+_keys: dict[object, tuple[str, str]] = {}  # realpath or (st_dev, st_ino) -> (label, path)
+_folders: list[tuple[str, str, str]] = []  # input folders: (realpath, label, path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -47,16 +49,30 @@ _inputs: list[tuple[str, str]] = []  # (label, path) of the running command's in
 
 
 def register_inputs(inputs: Mapping[str, PathArg | Sequence[PathArg] | None]) -> None:
-    """Record the running command's inputs (label -> path(s)) for every later `guard`."""
+    """Record the running command's inputs (label -> path(s)) for every later `guard`: their
+    resolved paths, inodes and (for folders) resolved folders, so a guard costs one realpath
+    and one stat however many inputs there are."""
     for label, paths in inputs.items():
         for p in _paths(paths):
-            if (label, os.fspath(p)) not in _inputs:
-                _inputs.append((label, os.fspath(p)))
+            q = os.fspath(p)
+            if (label, q) in _inputs:
+                continue
+            _inputs.append((label, q))
+            _keys.setdefault(os.path.realpath(q), (label, q))
+            try:
+                st = os.stat(q)
+            except (OSError, ValueError):
+                continue
+            _keys.setdefault((st.st_dev, st.st_ino), (label, q))
+            if stat.S_ISDIR(st.st_mode):
+                _folders.append((os.path.realpath(q), label, q))
 
 
 def reset_inputs() -> None:
     """Forget the inputs (a new command starts: `cli.main`)."""
     _inputs.clear()
+    _keys.clear()
+    _folders.clear()
 
 
 def input_label(label: str) -> str:
@@ -66,12 +82,23 @@ def input_label(label: str) -> str:
 
 def guard(flag: str, path: PathArg) -> None:
     """Refuse to write `path` when it is, or lies in, a registered input."""
-    for label, q in _inputs:
-        if same_file(path, q):
-            also = "" if os.fspath(path) == q else f" {q}"
-            raise UsageError(f"{flag}: {os.fspath(path)} is {input_label(label)}{also}; an "
-                             f"input is never written")
-        if within(path, q):
+    if not _keys:
+        return
+    real = os.path.realpath(path)
+    hit = _keys.get(real)
+    if hit is None:
+        try:
+            st = os.stat(path)
+            hit = _keys.get((st.st_dev, st.st_ino))
+        except (OSError, ValueError):
+            pass
+    if hit is not None:
+        label, q = hit
+        also = "" if os.fspath(path) == q else f" {q}"
+        raise UsageError(f"{flag}: {os.fspath(path)} is {input_label(label)}{also}; an "
+                         f"input is never written")
+    for folder, label, q in _folders:
+        if real == folder or real.startswith(folder.rstrip(os.sep) + os.sep):
             raise UsageError(f"{flag}: {os.fspath(path)} lies in {q}, {input_label(label)} "
                              f"folder; an input is never written")
 

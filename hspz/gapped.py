@@ -74,6 +74,8 @@ def run_gapped(m: Manifest, reference: str, query: str, segments: Path, output: 
         raise InputError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
     names = emission_order([p.name for p in segments.iterdir()], len(m.plan.query_bins))
     for name in names:  # a bad table is one line here, not lastz's complaint
+        if not (segments / name).is_file():
+            raise InputError(f"SEGMENTS: {segments / name} is not a regular file")
         try:
             texts = [(segments / name).read_bytes()]
         except OSError as exc:

@@ -1,5 +1,6 @@
 """The output side of every command: which paths may be written, the lock on OUT, and the
-journal that makes a publish atomic as a whole.
+journal that makes a publish atomic as a whole.  Every write it makes goes through `durable`
+(the inputs it registers, the lock file's checks, the stage folders' token).
 
 * `check_disjoint`: no output (a file, or a name a publish into a directory replaces or removes)
   is an input, compared by resolved path and, for existing files, by (st_dev, st_ino), so links
@@ -124,18 +125,20 @@ def check_disjoint(inputs: Mapping[str, PathArg | Sequence[PathArg] | None],
             if (entry := _claimed_entry(tree, p)) is not None:
                 raise UsageError(f"{out_flag}: {p} lies in the {flag} folder under a name its "
                                  f"publish replaces or removes ({entry})")
-    for k, (flag, p) in enumerate(outs):
-        for in_flag, q in ins:
-            if same_file(p, q):
-                also = "" if os.fspath(p) == os.fspath(q) else f" {q}"
-                raise UsageError(f"{flag}: {p} is {_input(in_flag)}{also}; an input is never "
-                                 f"written")
-            if _within(p, q):
-                raise UsageError(f"{flag}: {p} lies in {q}, {_input(in_flag)} folder; an "
-                                 f"input is never written")
-        for other, q in outs[:k]:
-            if same_file(p, q):
-                raise UsageError(f"{flag}: {p} is also the {other} output")
+    seen: dict[object, str] = {}  # an output's resolved path and inode -> its flag
+    for flag, p in outs:
+        durable.guard(flag, p)  # by resolved path, inode and input folder
+        keys: list[object] = [os.path.realpath(p)]
+        try:
+            st = os.stat(p)
+            keys.append((st.st_dev, st.st_ino))
+        except (OSError, ValueError):
+            pass
+        for key in keys:
+            if key in seen and seen[key] != flag:
+                raise UsageError(f"{flag}: {p} is also the {seen[key]} output")
+        for key in keys:
+            seen.setdefault(key, flag)
 
 
 _input = durable.input_label

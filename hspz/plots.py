@@ -26,7 +26,10 @@ def segments_texts(source: str | os.PathLike) -> list[bytes]:
     """The bytes of every segments file of one job: a folder of them, or its -Z archive."""
     path = Path(source)
     if path.is_dir():
-        return [p.read_bytes() for p in sorted(path.glob("*.segments"))]
+        files = sorted(path.glob("*.segments"))
+        if odd := [p for p in files if not p.is_file()]:
+            raise InputError(f"SEGMENTS: {odd[0]} is not a regular file")
+        return [p.read_bytes() for p in files]
     archive = path if path.is_file() else Path(f"{path}.tar.gz")
     try:
         with tarfile.open(archive, "r:gz") as tar:
@@ -126,6 +129,8 @@ def read_table(flag: str, path: str, columns: Sequence[str]):
     flag and the file for anything else (not text, not a table, a column missing)."""
     import pandas as pd
 
+    if not Path(path).is_file():  # a FIFO or /dev/zero would be read for ever
+        raise InputError(f"{flag}: {path}: not a regular file")
     try:
         table = pd.read_csv(path, sep="\t", dtype={"job": str}, encoding="utf-8")
     except FileNotFoundError:
@@ -144,6 +149,8 @@ def read_table(flag: str, path: str, columns: Sequence[str]):
 def listed_queries(queries: str) -> list[str]:
     """The query paths a batch's queries.tsv lists (none when it cannot be read: summarize
     then reports why)."""
+    if not Path(queries).is_file():
+        return []
     try:
         lines = Path(queries).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
