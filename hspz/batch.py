@@ -180,6 +180,7 @@ def known_entries(out: Path) -> set[str]:
 def check_entries(out: Path, flag: str = "--output") -> None:
     """Refuse (before any work) an OUT holding a job folder or archive no hspZ batch wrote:
     the batch could neither list it nor remove it."""
+    out = Path(os.path.abspath(out))
     foreign = sorted(job_entries(out) - known_entries(out))
     if foreign:
         raise UsageError(f"{flag}: {out / foreign[0]} is named like a batch job's output but no "
@@ -203,6 +204,7 @@ def retire(out: Path, entries: Sequence[str]) -> None:
     journalled publish that records every job entry hspZ wrote or will write here (OUT/
     .hspz-retired) and removes the older batch's queries.tsv, so OUT is visibly incomplete
     until the new queries.tsv is written."""
+    out = Path(os.path.abspath(out))
     from hspz import durable
 
     record = dict(hspz="batch", entries=sorted(known_entries(out) | set(entries)))
@@ -219,6 +221,7 @@ def retire(out: Path, entries: Sequence[str]) -> None:
 def sweep_stale(out: Path, entries: Sequence[str]) -> None:
     """Before the new queries.tsv: remove (journalled) every job entry an hspZ batch wrote in
     OUT that this batch does not list: an older batch's other jobs and the other form."""
+    out = Path(os.path.abspath(out))
     from hspz import durable
 
     stale = sorted((job_entries(out) & known_entries(out)) - set(entries))

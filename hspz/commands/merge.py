@@ -1,8 +1,9 @@
 """`hspZ merge`: replay every worker's results in ordinal order into the outputs, as `run`
 writes them: one query's segments files in OUT, or a batch's OUT/000001/, ... and queries.tsv.
 
-    plan file -> OUT locked -> each results file checked, its units emitted -> every job
-    published -> queries.tsv (a batch) -> the ledger (--ledger)
+    plan file -> every results file checked -> OUT locked -> (a batch) the older queries.tsv
+    retired -> each results file read, its units emitted -> every job published -> (a batch)
+    stale job entries removed, queries.tsv -> the ledger (--ledger)
 
 Each results file is checked before its units are used: its checksums
 (`planfile.read_results`), that it belongs to this plan file, that it is one worker's and holds
@@ -24,7 +25,8 @@ def merge_command(plan_path: str, outdir: str, tarball: str | None, diagonal: bo
                   result_paths: list[str], wait: bool = False, command: str = "",
                   ledger: str | None = None) -> int:
     """`hspZ merge`: replay every worker's results in ordinal order into the outputs.  Its
-    outputs are checked against its inputs and OUT is locked before any result is read."""
+    outputs are checked against its inputs, and every results file is checked (`check_arguments`)
+    before OUT is locked and anything is published."""
     from hspz import batch as bt
     from hspz.commands.batch import batch_jobs, entry_names, finish_batch
 
