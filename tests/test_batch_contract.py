@@ -187,3 +187,15 @@ def test_a_list_entry_is_the_file_the_os_opens_through_a_symlinked_folder(data, 
     assert main(["run", "-r", str(data / "tr.fa"), "-q", str(tmp_path / "real" / "q.fa"), "-o",
                  str(alone), *CPU]) == 0
     assert job_entries(out)["000001"] == job_entries(alone)
+
+
+def test_a_batch_killed_with_a_relative_out_is_rolled_forward(data, tmp_path, monkeypatch):
+    """The retiring journal names OUT-relative paths however OUT was given (`-o out`)."""
+    older(data, tmp_path / "out")
+    argv = run_new(data, Path("out"))
+    assert Spawned(argv, "published", tmp_path, cwd=tmp_path).wait()[0] == -9
+    monkeypatch.chdir(tmp_path)
+    take_lock(Path("out"))
+    assert state(tmp_path / "out")[0] is None  # the older queries.tsv is retired
+    assert main(argv) == 0
+    assert state(tmp_path / "out") == state(data / "clean-new")
