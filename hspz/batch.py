@@ -177,11 +177,38 @@ def known_entries(out: Path) -> set[str]:
     return _listed(out) | _retired(out)
 
 
+ARCHIVE_HEAD = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # `emit.write_tarball`'s gzip header
+
+
+def made_by_a_batch(path: Path) -> bool:
+    """A job entry no queries.tsv lists (a workflow deletes a rule's queries.tsv before it
+    reruns it) that is still recognisably hspZ's: a folder (not a link) holding nothing but
+    segments files named as hspZ names them (and a killed publish's journal or marked stage),
+    or an archive (not a link) with the gzip header `emit.write_tarball` writes."""
+    from hspz import durable
+
+    try:
+        if path.is_symlink():
+            return False
+        if path.is_dir():
+            return all((outdir.OUR_NAMES.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+                       or (e.name == outdir.JOURNAL and e.is_file(follow_symlinks=False))
+                       or (e.name.startswith(outdir.STAGE_PREFIX) and durable.is_marked(e.path))
+                       for e in os.scandir(path))
+        if not path.is_file():  # a FIFO is never opened
+            return False
+        with open(path, "rb") as fh:
+            return fh.read(len(ARCHIVE_HEAD)) == ARCHIVE_HEAD
+    except OSError:
+        return False
+
+
 def check_entries(out: Path, flag: str = "--output") -> None:
     """Refuse (before any work) an OUT holding a job folder or archive no hspZ batch wrote:
     the batch could neither list it nor remove it."""
     out = Path(os.path.abspath(out))
-    foreign = sorted(job_entries(out) - known_entries(out))
+    foreign = sorted(n for n in job_entries(out) - known_entries(out)
+                     if not made_by_a_batch(out / n))
     if foreign:
         raise UsageError(f"{flag}: {out / foreign[0]} is named like a batch job's output but no "
                          f"hspZ batch wrote it (queries.tsv does not list it); it is never "
@@ -207,7 +234,8 @@ def retire(out: Path, entries: Sequence[str]) -> None:
     out = Path(os.path.abspath(out))
     from hspz import durable
 
-    record = dict(hspz="batch", entries=sorted(known_entries(out) | set(entries)))
+    ours = known_entries(out) | {n for n in job_entries(out) if made_by_a_batch(out / n)}
+    record = dict(hspz="batch", entries=sorted(ours | set(entries)))
     stage = outdir.new_stage(out)
     durable.ensure_marked(stage)
     staged = stage / outdir.RETIRED

@@ -199,3 +199,15 @@ def test_a_batch_killed_with_a_relative_out_is_rolled_forward(data, tmp_path, mo
     assert state(tmp_path / "out")[0] is None  # the older queries.tsv is retired
     assert main(argv) == 0
     assert state(tmp_path / "out") == state(data / "clean-new")
+
+
+@pytest.mark.parametrize("form", ["", "-Z"])
+def test_job_entries_whose_queries_tsv_a_workflow_deleted_are_still_hspzs(data, tmp_path, form):
+    """Snakemake deletes a rule's outputs (queries.tsv) before it reruns the rule: job folders
+    holding only hspZ's segments files, and archives with hspZ's gzip header, are still known
+    as hspZ's, replaced and removed as such."""
+    out = tmp_path / "out"
+    shutil.copytree(data / ("clean-old-Z" if form else "clean-old"), out)
+    (out / bt.QUERIES_TSV).unlink()
+    assert main(run_new(data, out, *([form] if form else []))) == 0
+    assert state(out) == state(data / ("clean-new-Z" if form else "clean-new"))
