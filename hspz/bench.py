@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 
-from hspz import backends, execute
+from hspz import backends, durable, execute
 from hspz.errors import RunError, UsageError
 from hspz.inputs import read_inputs
 from hspz.options import Options
@@ -49,8 +49,7 @@ def main(options: Options, reference: str, query: str, warmup: int, iterations: 
     for r in records:
         print(json.dumps(r), file=sys.stdout)
     if json_path:
-        with open(json_path, "a") as fh:
-            fh.writelines(json.dumps(r) + "\n" for r in records)
+        durable.append_text(json_path, "".join(json.dumps(r) + "\n" for r in records), "--json")
     med_wall = statistics.median(r["wall_s"] for r in timed)
     med_engine = statistics.median(r["engine_ms"] for r in timed)
     print(f"benchmark: median of {len(timed)}: wall {med_wall:.3f} s, engine {med_engine:.1f} ms, "

@@ -28,6 +28,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
 
 from hspz import __version__
 from hspz.errors import HspzError, Terminated, UsageError, on_sigterm
@@ -289,7 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from hspz import durable
+
     before = _raise_on_sigterm()
+    durable.reset_inputs()  # each command registers its own (`outdir.check_disjoint`)
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         ns = build_parser().parse_args(argv)
@@ -307,6 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("hspZ: terminated (SIGTERM)", file=sys.stderr)
         return 143
     finally:
+        durable.reset_inputs()
         if before is not None:
             signal.signal(signal.SIGTERM, before)
 
@@ -371,6 +376,20 @@ def _inputs(ns: argparse.Namespace) -> dict[str, str | list[str] | None]:
         paths["a query of --query-list"] = [q.path for q in read_query_list(
             paths["--query-list"])[0]]
     return paths
+
+
+def _dumps(ns: argparse.Namespace, inputs: dict, *flags: str) -> dict[str, list[str] | None]:
+    """Each dump flag's files: its path, or in batch mode every per-job name derived from it
+    (`PATH.000001`, ...: `commands.batch.suffixed`)."""
+    from hspz.batch import job_name
+
+    jobs = len(inputs.get("a query of --query-list") or [])
+    out = {}
+    for flag in flags:
+        path = getattr(ns, flag[2:].replace("-", "_"), None)
+        out[flag] = None if path is None else \
+            [f"{path}.{job_name(k)}" for k in range(1, jobs + 1)] if jobs else [path]
+    return out
 
 
 def _request(ns: argparse.Namespace, options: Options):
@@ -461,9 +480,10 @@ def _run(ns: argparse.Namespace, options: Options) -> int:
 
     req = _request(ns, options)
     req.tarball = _tarball(ns)
-    outdir.check_disjoint(_inputs(ns), {"--tarball": req.tarball,
-                                        "--dump-manifest": ns.dump_manifest,
-                                        "--dump-plan": ns.dump_plan, "--dump-raw": ns.dump_raw},
+    inputs = _inputs(ns)
+    outdir.check_disjoint(inputs, {"--tarball": req.tarball,
+                                   **_dumps(ns, inputs, "--dump-manifest", "--dump-plan",
+                                            "--dump-raw")},
                           {"--output": outdir.Tree(ns.output, writes=_own(req.tarball),
                                                    claims=outdir.batch_claims if req.query_list
                                                    else outdir.publish_claims)})
@@ -476,9 +496,11 @@ def _run(ns: argparse.Namespace, options: Options) -> int:
                         keep_empty=req.tarball is None):
         _writable_files(ns, "--dump-plan", "--dump-manifest", "--dump-raw")  # OUT exists now
         if req.query_list:
+            from hspz.batch import check_entries
             from hspz.commands.batch import batch_command, tarball_note
             from hspz.report import say
 
+            check_entries(Path(os.path.abspath(ns.output)))
             say([note] if (note := tarball_note(req)) else [])
             return batch_command(req, lambda: backends.select(options))
         return run_command(req, lambda: backends.select(options))
@@ -495,9 +517,9 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
     options = options_from_args(ns)
     req = _request(ns, options)
-    outdir.check_disjoint(_inputs(ns), {"--output": ns.output,
-                                        "--dump-manifest": ns.dump_manifest,
-                                        "--dump-plan": ns.dump_plan})
+    inputs = _inputs(ns)
+    outdir.check_disjoint(inputs, {"--output": ns.output,
+                                   **_dumps(ns, inputs, "--dump-manifest", "--dump-plan")})
     _writable_files(ns, "--output", "--dump-plan", "--dump-manifest")
     return plan_command(req, lambda: backends.select(options))
 
@@ -583,6 +605,11 @@ def cmd_index(ns: argparse.Namespace) -> int:
         raise UsageError("index: -B 0 (automatic layout) cannot build an index; give -B")
     if not ns.index:
         raise UsageError("--index: an empty path")
+    from hspz import outdir
+    from hspz.index import build_names
+
+    outdir.check_disjoint({"--reference": ns.reference},
+                          {"--index": [ns.index, *map(str, build_names(Path(ns.index)))]})
     return index_command(options, ns.reference, ns.index, lambda: backends.select(options),
                          ns.time)
 
@@ -596,11 +623,18 @@ def _plan_job(ns: argparse.Namespace):
     return pf, pf.jobs[n - 1]
 
 
+def _plan_inputs(ns: argparse.Namespace, pf) -> dict:
+    """What a report command reads or must never write: its plan, its segments and every input
+    the plan names (the reference, every job's query)."""
+    return {"--plan": ns.plan, "SEGMENTS": ns.segments, "the reference of --plan": pf.reference,
+            "the index of --plan": pf.index, "a query of --plan": [j.path for j in pf.jobs]}
+
+
 def cmd_dotplot(ns: argparse.Namespace) -> int:
     from hspz import outdir, plots
 
     pf, job = _plan_job(ns)
-    outdir.check_disjoint({"--plan": ns.plan, "SEGMENTS": ns.segments}, {"--output": ns.output})
+    outdir.check_disjoint(_plan_inputs(ns, pf), {"--output": ns.output})
     _writable_file("--output", ns.output, make_folders=True)
     m = job.manifest
     n = plots.dotplot(plots.segments_texts(ns.segments), (m.ref_names, m.ref_lengths),
@@ -614,15 +648,15 @@ def cmd_summarize(ns: argparse.Namespace) -> int:
     from hspz import outdir, plots
 
     outdir.check_disjoint({"--queries": ns.queries, "--names": ns.names,
-                           "--ledger": ns.ledger}, {"--output": ns.output})
+                           "--ledger": ns.ledger,
+                           "a query of --queries": plots.listed_queries(ns.queries)},
+                          {"--output": ns.output})
     _writable_file("--output", ns.output, make_folders=True)
     plots.summarize(ns.queries, ns.names, ns.ledger, ns.output)
     return 0
 
 
 def cmd_gapped(ns: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from hspz import gapped, outdir
 
     pf, job = _plan_job(ns)
@@ -630,9 +664,7 @@ def cmd_gapped(ns: argparse.Namespace) -> int:
     if reference is None:
         raise UsageError(f"{ns.plan}: planned from an index without --reference: the gapped "
                          f"stage needs the reference's bases")
-    outdir.check_disjoint({"--plan": ns.plan, "SEGMENTS": ns.segments,
-                           "the reference of --plan": reference, "the query": job.path},
-                          {"--output": ns.output})
+    outdir.check_disjoint(_plan_inputs(ns, pf), {"--output": ns.output})
     _writable_file("--output", ns.output, make_folders=True)
     if not Path(ns.segments).is_dir():
         raise UsageError(f"SEGMENTS: {ns.segments} is not a folder of segments files")
@@ -649,9 +681,10 @@ def cmd_compare(ns: argparse.Namespace) -> int:
 
     options = options_from_args(ns)
     _need(ns, "--reference", "--query")
-    keeps = outdir.Tree(ns.keep, lambda name: name in compare.KEPT) if ns.keep is not None \
-        else None
-    outdir.check_disjoint(_inputs(ns), {}, {"--keep": keeps})
+    files = None if ns.keep is None else [os.path.join(ns.keep, n) for n in compare.KEPT]
+    keeps = outdir.Tree(ns.keep, lambda name: name in compare.KEPT, writes=tuple(files)) \
+        if ns.keep is not None else None
+    outdir.check_disjoint(_inputs(ns), {"--keep": files}, {"--keep": keeps})
     return compare.main(options, ns.reference, ns.query, ns.lastz, ns.keep)
 
 
@@ -667,6 +700,7 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
                          "--query-list --time")
     _need(ns, "--reference", "--query")
     outdir.check_disjoint(_inputs(ns), {"--json": ns.json})
+    _writable_file("--json", ns.json)
     warmup = parse_int("--warmup", ns.warmup, 0, MAX_PASSES)
     iterations = parse_int("--iterations", ns.iterations, 1, MAX_PASSES)
     return bench.main(options, ns.reference, ns.query, warmup, iterations, ns.json)

@@ -14,7 +14,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-from hspz import backends, execute
+from hspz import backends, durable, execute
 from hspz.errors import RunError, UsageError
 from hspz.inputs import read_inputs
 from hspz.options import Options
@@ -121,5 +121,5 @@ def main(options: Options, reference: str, query: str, lastz: str, keep: str | N
         k = Path(keep)
         k.mkdir(parents=True, exist_ok=True)
         for name, lines in zip(KEPT, (ours, theirs), strict=True):
-            (k / name).write_bytes(b"".join(x + b"\n" for x in lines))
+            durable.write_file(k / name, b"".join(x + b"\n" for x in lines), "--keep")
     return 0

@@ -30,7 +30,6 @@ import gzip
 import hashlib
 import io
 import os
-import shutil
 import tarfile
 import uuid
 from collections import Counter
@@ -41,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hspz import faults, jit, partition
+from hspz import durable, faults, jit, partition
 from hspz.engine import UnitResult
 from hspz.errors import RunError, sigterm_held
 from hspz.jit import njit
@@ -131,12 +130,12 @@ class Emitter:
         def render(file: tuple) -> np.ndarray:
             file_name, rows, qry, strand = file
             data = format_lines(rows, ref, qry, strand)
-            _write_synced(self.stage / file_name, data)
+            durable.write_new(self.stage / file_name, data)
             return sorted_lines(data)
 
         with _writing(self.outdir):
-            if files:
-                self.stage.mkdir(parents=True, exist_ok=True)
+            if files and not self.stage.exists():
+                durable.ensure_marked(self.stage)
             with ThreadPoolExecutor(max(1, min(STAGE_THREADS, len(files)))) as pool:
                 for lines in pool.map(render, files):
                     self.digest.add_sorted(lines, result.ref_bin)
@@ -163,7 +162,8 @@ class Emitter:
                            f"(first missing: {missing[0]})")
         digest = self.digest.hexdigest()
         with _writing(self.outdir):
-            self.stage.mkdir(parents=True, exist_ok=True)
+            if not self.stage.exists():
+                durable.ensure_marked(self.stage)
             moves = [self._extra(path, write, flag) for path, write, flag in self.extras]
             if self.tarball is not None:
                 moves.append(self._archive())
@@ -192,6 +192,7 @@ class Emitter:
         return tmp
 
     def _extra(self, path: Path, write: Callable[[Path], None], flag: str) -> tuple[Path, Path]:
+        durable.guard(flag, path)
         tmp = self._staged_for(path)
         try:
             write(tmp)
@@ -200,6 +201,7 @@ class Emitter:
         return tmp, path
 
     def _archive(self) -> tuple[Path, Path]:
+        durable.guard("--tarball", self.tarball)
         tmp = self._staged_for(self.tarball)
         write_tarball(tmp, self.stage, self.written)
         return tmp, self.tarball
@@ -220,18 +222,11 @@ class Emitter:
                 complete(self.root)
         except (OSError, RunError):
             return  # the journal, its stage and files stay for the next command to complete
-        shutil.rmtree(self.stage, ignore_errors=True)
+        durable.remove_marked(self.stage)
         for tmp in self.outside:
             tmp.unlink(missing_ok=True)
         if self.created and self.outdir.is_dir() and not any(self.outdir.iterdir()):
             self.outdir.rmdir()
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 @contextmanager
@@ -492,7 +487,7 @@ def digest_of(chunks: list[bytes]) -> str:
 def write_tarball(path: Path, stage: Path, names: list[str]) -> None:
     """A byte-reproducible .tar.gz at `path` (synced; the caller renames it into place):
     entries in emission order, mode 0644, mtime 0, bare names."""
-    with (open(path, "wb") as raw,
+    with (durable.new_file(path) as raw,
           gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz):
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
             for name in names:
@@ -502,5 +497,3 @@ def write_tarball(path: Path, stage: Path, names: list[str]) -> None:
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""
                 tar.addfile(info, io.BytesIO(data))
-    with open(path, "rb+") as fh:
-        os.fsync(fh.fileno())

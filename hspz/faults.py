@@ -11,8 +11,13 @@ in the order a run reaches them:
     published  every file is moved and every stale file removed; the journal is still there
     done       the journal is removed; the stage folder is not yet
 
+    batch-retired  a batch retired the older queries.tsv (a publish of its own, through the
+                   points above); no job is published yet
+    batch-swept    every job is published and the stale job entries removed; no queries.tsv
+
 A roll-forward (`outdir.complete`) passes through `publish`, `published` and `done` too.
-`hspZ work` has one more, `work-unit`: a finished unit's file is written (N: the N-th).
+`hspZ work` has one more, `work-unit`: a finished unit's file is written (N: the N-th);
+`hspZ index` one, `index-built`: every file of DIR.tmp is written, not yet renamed.
 """
 
 from __future__ import annotations

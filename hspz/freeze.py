@@ -248,12 +248,12 @@ def memory_estimate(options: Options, devices: scheduling.Devices,
 
 def write_dumps(req: Request, m: Manifest) -> None:
     from hspz import report
-    from hspz.manifest import write_text
+    from hspz.durable import write_text
 
     if req.dump_plan:
         report.write_plan(req.dump_plan, m)
     if req.dump_manifest:
-        write_text(req.dump_manifest, m.to_text())
+        write_text(req.dump_manifest, m.to_text(), "--dump-manifest")
 
 
 def schedule_for(m: Manifest, gpus: int, devices: scheduling.Devices) -> scheduling.Schedule:

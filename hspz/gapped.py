@@ -26,9 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
+from hspz import durable
+from hspz.durable import replaced
 from hspz.emit import OUR_NAMES
 from hspz.errors import InputError, RunError
-from hspz.manifest import Manifest, replaced_atomically
+from hspz.manifest import Manifest, check_side
+from hspz.plots import check_names, read_segments
 from hspz.sequence import Record, read_records, write_2bit
 
 FORMATS = ("maf", "maf-", "general", "general-")
@@ -70,15 +73,29 @@ def run_gapped(m: Manifest, reference: str, query: str, segments: Path, output: 
     if fmt not in FORMATS:
         raise InputError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
     names = emission_order([p.name for p in segments.iterdir()], len(m.plan.query_bins))
+    for name in names:  # a bad table is one line here, not lastz's complaint
+        if not (segments / name).is_file():
+            raise InputError(f"SEGMENTS: {segments / name} is not a regular file")
+        try:
+            texts = [(segments / name).read_bytes()]
+        except OSError as exc:
+            raise InputError(f"SEGMENTS: cannot read {segments / name}: "
+                             f"{exc.strerror or exc}") from None
+        check_names(read_segments(texts), m.ref_names, m.qry_names)
     with tempfile.TemporaryDirectory(prefix="hspz-gapped-") as tmp:
         folder = Path(tmp)
-        ref = lastz_input(read_records(reference), folder, "reference")
-        qry = lastz_input(read_records(query), folder, "query")
+        records = {}
+        for side, path in (("reference", reference), ("query", query)):
+            records[side] = read_records(path)
+            check_side(m, side, records[side], path)
+        ref = lastz_input(records["reference"], folder, "reference")
+        qry = lastz_input(records["query"], folder, "query")
+        del records
         for side, bins, recs in (("r", m.plan.ref_bins, m.ref_names),
                                  ("q", m.plan.query_bins, m.qry_names)):
             for b, members in enumerate(bins):
-                (folder / f"{side}{b}.names").write_text("".join(f"{recs[k]}\n"
-                                                                 for k in members))
+                durable.write_new(folder / f"{side}{b}.names",
+                                  "".join(f"{recs[k]}\n" for k in members).encode())
         parts = []
         for k, name in enumerate(names):
             _, q, r, strand, _ = _ORDER.fullmatch(name).groups()
@@ -89,7 +106,7 @@ def run_gapped(m: Manifest, reference: str, query: str, segments: Path, output: 
                     f"--strand={strand}", f"--segments={segments / name}", f"--format={each}",
                     *shlex.split(flags)]
             parts.append(_lastz(argv))
-    with replaced_atomically(output, "--output: ") as tmp:
+    with replaced(output, "--output") as tmp:
         tmp.write_bytes((MAF_HEADER if fmt == "maf" else b"") + b"".join(parts))
     return len(names)
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import shutil
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hspz import __version__
+from hspz import __version__, durable, faults
 from hspz import plan as planning
 from hspz.errors import InputError, UsageError
 from hspz.seed import SeedShape, SeedTable, build_seed_table
@@ -223,15 +222,14 @@ def build_bin_host(b: int, records: Sequence[Record], shape: SeedShape, step: in
 
 @contextmanager
 def building(dest: Path) -> Iterator[Path]:
-    """The sibling DIR.tmp folder to build into, under an exclusive lock beside it; renamed
-    onto DEST when the block succeeds, removed when it fails.  A DIR.tmp left by a killed build
-    is removed (its lock is free, so its builder is gone)."""
-    tmp = dest.with_name(dest.name + ".tmp")
-    lock_path = dest.with_name(dest.name + ".tmp.lock")
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise UsageError(f"--index: cannot create {lock_path}: {exc.strerror}") from None
+    """The sibling DIR.tmp folder to build into, under an exclusive lock beside it (DIR.tmp.lock,
+    `durable.open_lock`: never through a link, never a user's file); renamed onto DEST when the
+    block succeeds, removed when it fails.  A DIR.tmp left by a killed build (it carries
+    hspZ's mark, and its lock is free, so its builder is gone) is removed; one hspZ did not
+    make is refused, never removed."""
+    tmp, lock_path = build_names(dest)
+    fd = durable.open_lock(lock_path, "--index")
+    ours = False  # the lock file is removed at the end only once it is known to be ours
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -239,23 +237,37 @@ def building(dest: Path) -> Iterator[Path]:
             holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
             raise UsageError(f"--index: another hspZ index is building {dest} "
                              f"({holder or 'holder unknown'})") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
+        durable.check_lock(fd, lock_path, "--index")
+        ours = True
+        durable.write_lock(fd, durable.lock_record(pid=os.getpid(), host=socket.gethostname(),
+                                                   command="hspZ index"))
+        if os.path.lexists(tmp) and not durable.remove_marked(tmp):
+            raise UsageError(f"--index: {tmp} exists and was not made by hspZ index; it is "
+                             f"never removed (move it away, or name another index folder)")
+        durable.guard("--index", tmp)
+        durable.make_marked(tmp)
         try:
             yield tmp
-            if dest.exists():
+            faults.point("index-built")
+            if os.path.lexists(dest):
                 raise UsageError(f"--index: {dest} appeared while the index was built")
-            _fsync_dir(tmp)
+            durable.fsync_dir(tmp)
             os.rename(tmp, dest)
-            _fsync_dir(dest.parent)
+            durable.fsync_dir(dest.parent)
+            (dest / durable.MARK).unlink()  # the index is a result now, not a build folder
+            durable.fsync_dir(dest)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            durable.remove_marked(tmp)
             raise
     finally:
+        if ours:
+            durable.remove_own(lock_path, fd)
         os.close(fd)
-        lock_path.unlink(missing_ok=True)
+
+
+def build_names(dest: Path) -> tuple[Path, Path]:
+    """The build folder and its lock that `building` derives from the index path."""
+    return dest.with_name(dest.name + ".tmp"), dest.with_name(dest.name + ".tmp.lock")
 
 
 def write_bin(tmp: Path, built: BuiltBin, threads: int = 0) -> dict[str, ArrayEntry]:
@@ -265,28 +277,15 @@ def write_bin(tmp: Path, built: BuiltBin, threads: int = 0) -> dict[str, ArrayEn
     entries = {}
     for name, array in built.arrays().items():
         data = np.ascontiguousarray(array, ARRAYS[name])
-        with open(folder / name, "wb") as fh:
-            data.tofile(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+        durable.write_new(folder / name, data.tofile)
         entries[name] = ArrayEntry(len(data), tuple(piece_digests(data, threads)))
-    _fsync_dir(folder)
+    durable.fsync_dir(folder)
     return entries
 
 
 def write_text_synced(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    """A new file of the build folder."""
+    durable.write_new(path, text.encode("utf-8"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -442,6 +441,21 @@ def check_plan(idx: Index, ref_bins: planning.Bins) -> None:
         raise UsageError(f"--index: this run's plan has {len(ref_bins)} reference bin(s) where "
                          f"the index {idx.path} has {len(idx.bins)} (the memory preflight "
                          f"shrank -B to fit the device); build an index with a smaller -B")
+
+
+def check_reference(idx: Index, names: Sequence[str], lengths: Sequence[int], digest: str,
+                    source: str) -> None:
+    """The index must be of the reference a plan was made from: the same record names and
+    lengths in order, and the same records hash (`plan` and `run` check the same)."""
+    m = idx.manifest
+    if list(m.names) != list(names) or list(m.lengths) != list(lengths):
+        raise InputError(f"--index: {idx.path}: its records differ from the reference "
+                         f"{source} was planned with ({len(m.names)} record(s), "
+                         f"{sum(m.lengths)} bp there; {len(names)}, {sum(lengths)} bp planned)")
+    if digest != "-" and m.records_digest != digest:
+        raise InputError(f"--index: {idx.path}: its bases differ from the reference {source} "
+                         f"was planned with (records hash {m.records_digest[:16]}… there, "
+                         f"{digest[:16]}… planned), though every name and length matches")
 
 
 def known_records(idx: Index):

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -115,33 +113,6 @@ def _bin_lines(m: Manifest) -> list[str]:
             lines.append(f"bin {side} {i} {bp} " + ",".join(str(k) for k in b))
     lines += [f"unit {u.ordinal} {u.ref_bin} {u.query_bin}" for u in p.units]
     return lines
-
-
-@contextmanager
-def replaced_atomically(path: str | os.PathLike, flag: str = "") -> Iterator[Path]:
-    """A temporary name beside `path` to write; synced and renamed onto `path` when the block
-    succeeds, removed when it fails (SIGTERM, `errors.Terminated`, included), so `path` holds
-    the old bytes or the complete new ones, never a part.  The temporary name is hidden and
-    unique across hosts and PID namespaces (a SIGKILL may leave it).  An OSError becomes one
-    UsageError line (`flag` first)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex}")
-    try:
-        yield tmp
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise UsageError(f"{flag}cannot write {path}: {exc.strerror or exc}") from exc
-        raise
-
-
-def write_text(path: str | os.PathLike, text: str) -> None:
-    """Write to a temporary name beside `path`, then rename it into place."""
-    with replaced_atomically(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The output side of every command: which paths may be written, the lock on OUT, and the
-journal that makes a publish atomic as a whole.
+journal that makes a publish atomic as a whole.  Every write it makes goes through `durable`
+(the inputs it registers, the lock file's checks, the stage folders' token).
 
 * `check_disjoint`: no output (a file, or a name a publish into a directory replaces or removes)
   is an input, compared by resolved path and, for existing files, by (st_dev, st_ino), so links
@@ -26,7 +27,6 @@ OUT lock): the lock is per OUT, a publish (the emitter's) per job.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -41,13 +41,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hspz import faults
+from hspz import durable, faults
+from hspz.durable import fsync_dir, same_file
 from hspz.errors import RunError, UsageError
 
 DEFAULT_TARBALL = "segments.tar.gz"
 LOCK = ".hspz.lock"
 JOURNAL = ".hspz-journal"
 STAGE_PREFIX = ".hspz-stage-"
+RETIRED = ".hspz-retired"  # a batch under way: the job entries hspZ batches wrote (`batch`)
 JOURNAL_FORMAT = 1
 
 PathArg = str | os.PathLike
@@ -75,7 +77,7 @@ def batch_claims(name: str) -> bool:
     """Whether a batch run or merge into OUT may create, replace or remove the entry `name`:
     a job's folder or archive, queries.tsv, the lock, the journal, a stage folder."""
     return bool(JOB_FOLDER.fullmatch(name)) or bool(re.fullmatch(r"\d{6}\.tar\.gz", name)) \
-        or name in ("queries.tsv", LOCK, JOURNAL) or name.startswith(STAGE_PREFIX)
+        or name in ("queries.tsv", LOCK, JOURNAL, RETIRED) or name.startswith(STAGE_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -95,14 +97,16 @@ class Tree:
 
 
 def check_disjoint(inputs: Mapping[str, PathArg | Sequence[PathArg] | None],
-                   outputs: Mapping[str, PathArg | None],
+                   outputs: Mapping[str, PathArg | Sequence[PathArg] | None],
                    trees: Mapping[str, Tree | None] | None = None) -> None:
     """Refuse an output that is an input, or that a tree's writer would replace, and two
     outputs naming one file.  `inputs`: flag (or a phrase: "the reference of --plan") ->
-    path(s) read; `outputs`: flag -> file written; `trees`: flag -> directory written into.
-    None values are flags not given."""
+    path(s) read; `outputs`: flag -> file(s) written (a batch's per-job dumps: every derived
+    name); `trees`: flag -> directory written into.  None values are flags not given.  The
+    inputs are registered with `durable`, which checks every later write against them."""
+    durable.register_inputs(inputs)
     ins = [(flag, p) for flag, paths in inputs.items() for p in _paths(paths)]
-    outs = [(flag, p) for flag, p in outputs.items() if p is not None]
+    outs = [(flag, p) for flag, paths in outputs.items() for p in _paths(paths)]
     dirs = [(flag, t) for flag, t in (trees or {}).items() if t is not None]
     for flag, p in [(flag, t.path) for flag, t in dirs] + outs:
         if not os.fspath(p):
@@ -121,51 +125,25 @@ def check_disjoint(inputs: Mapping[str, PathArg | Sequence[PathArg] | None],
             if (entry := _claimed_entry(tree, p)) is not None:
                 raise UsageError(f"{out_flag}: {p} lies in the {flag} folder under a name its "
                                  f"publish replaces or removes ({entry})")
-    for k, (flag, p) in enumerate(outs):
-        for in_flag, q in ins:
-            if same_file(p, q):
-                also = "" if os.fspath(p) == os.fspath(q) else f" {q}"
-                raise UsageError(f"{flag}: {p} is {_input(in_flag)}{also}; an input is never "
-                                 f"written")
-            if _within(p, q):
-                raise UsageError(f"{flag}: {p} lies in {q}, {_input(in_flag)} folder; an "
-                                 f"input is never written")
-        for other, q in outs[:k]:
-            if same_file(p, q):
-                raise UsageError(f"{flag}: {p} is also the {other} output")
+    seen: dict[object, str] = {}  # an output's resolved path and inode -> its flag
+    for flag, p in outs:
+        durable.guard(flag, p)  # by resolved path, inode and input folder
+        keys: list[object] = [os.path.realpath(p)]
+        try:
+            st = os.stat(p)
+            keys.append((st.st_dev, st.st_ino))
+        except (OSError, ValueError):
+            pass
+        for key in keys:
+            if key in seen and seen[key] != flag:
+                raise UsageError(f"{flag}: {p} is also the {seen[key]} output")
+        for key in keys:
+            seen.setdefault(key, flag)
 
 
-def _input(label: str) -> str:
-    """An input's flag (`--query`, `RESULT`) as a phrase; other labels are phrases already."""
-    return f"the {label} input" if label.startswith("-") or label.isupper() else label
-
-
-def _paths(paths: PathArg | Sequence[PathArg] | None) -> list[PathArg]:
-    if paths is None:
-        return []
-    if isinstance(paths, str | os.PathLike):
-        return [paths] if os.fspath(paths) else []
-    return [p for p in paths if os.fspath(p)]
-
-
-def same_file(a: PathArg, b: PathArg) -> bool:
-    """One file: the same resolved path, or (existing) the same (st_dev, st_ino)."""
-    if os.path.realpath(a) == os.path.realpath(b):
-        return True
-    try:
-        sa, sb = os.stat(a), os.stat(b)
-    except (OSError, ValueError):
-        return False
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
-
-
-def _within(path: PathArg, folder: PathArg) -> bool:
-    """`path` is, or lies below, `folder`, an existing directory (an input folder: the index
-    of `run --index`)."""
-    if not os.path.isdir(folder):
-        return False
-    rel = os.path.relpath(os.path.realpath(path), os.path.realpath(folder))
-    return rel == os.curdir or not rel.startswith(os.pardir + os.sep) and rel != os.pardir
+_input = durable.input_label
+_paths = durable._paths
+_within = durable.within
 
 
 def _claimed_entry(tree: Tree, path: PathArg) -> Path | None:
@@ -245,7 +223,9 @@ class OutLock:
         try:
             self.fd = self._acquire()
             self._record()
-            for folder in [self.root, *job_folders(self.root)]:
+            say(complete(self.root))  # may remove a batch's stale job folders
+            say(sweep(self.root))
+            for folder in job_folders(self.root):
                 say(complete(folder))
                 say(sweep(folder))
         except BaseException:
@@ -261,12 +241,18 @@ class OutLock:
         return self.root / LOCK
 
     def _open(self) -> int:
-        try:
-            return os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
-                           0o644)
-        except OSError as exc:
-            raise UsageError(f"{self.flag}: cannot write in {self.path}: "
-                             f"{exc.strerror or exc}") from None
+        """The lock file, never through a link nor a user's file (`durable.open_lock`)."""
+        if not os.path.lexists(self.lock_path):
+            durable.guard(self.flag, self.lock_path)
+            try:  # the same probe as before: OUT cannot be written at all
+                os.close(os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL
+                                 | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise UsageError(f"{self.flag}: cannot write in {self.path}: "
+                                 f"{exc.strerror or exc}") from None
+        return durable.open_lock(self.lock_path, self.flag)
 
     def _acquire(self) -> int:
         """The lock file's descriptor, locked.  A holder removes the file before it lets go, so
@@ -284,6 +270,11 @@ class OutLock:
             mine = os.fstat(fd)
             if current is not None and (current.st_dev, current.st_ino) == (mine.st_dev,
                                                                           mine.st_ino):
+                try:
+                    durable.check_lock(fd, self.lock_path, self.flag)
+                except BaseException:
+                    os.close(fd)
+                    raise
                 return fd
             os.close(fd)
 
@@ -304,17 +295,13 @@ class OutLock:
         fcntl.flock(fd, fcntl.LOCK_EX)
 
     def _record(self) -> None:
-        record = dict(pid=os.getpid(), host=socket.gethostname(), command=self.command[:2000],
-                      started=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"))
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, (json.dumps(record) + "\n").encode(), 0)
+        durable.write_lock(self.fd, durable.lock_record(
+            pid=os.getpid(), host=socket.gethostname(), command=self.command[:2000],
+            started=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")))
 
     def _release(self, failed: bool) -> None:
         if self.fd is not None:
-            try:
-                os.unlink(self.lock_path)  # while still held: see `_acquire`
-            except OSError:
-                pass
+            durable.remove_own(self.lock_path, self.fd)  # while still held: see `_acquire`
             os.close(self.fd)
             self.fd = None
         if failed or not self.keep_empty:
@@ -408,11 +395,10 @@ def job_folders(root: Path) -> list[Path]:
 
 def sweep(root: Path) -> str | None:
     """Remove the stage folders in OUT (only a lock holder stages there, so under the lock
-    every one belongs to a run that died); a line saying so, or None."""
+    every one belongs to a run that died); only those carrying hspZ's mark (`durable`): a
+    folder merely named like one is kept.  A line saying so, or None."""
     stale = sorted(e.name for e in os.scandir(root)
-                   if e.name.startswith(STAGE_PREFIX) and e.is_dir(follow_symlinks=False))
-    for name in stale:
-        shutil.rmtree(root / name, ignore_errors=True)
+                   if e.name.startswith(STAGE_PREFIX) and durable.remove_marked(root / e.name))
     if stale:
         return (f"output: removed {len(stale)} stage folder(s) that stopped runs left in "
                 f"{root} ({stale[0]})")
@@ -430,26 +416,26 @@ def new_stage(root: Path) -> Path:
 
 
 def publish(root: Path, stage: Path, moves: Sequence[tuple[Path, Path]],
-            remove: Iterable[Path], digest: str = "") -> None:
+            remove: Iterable[Path], digest: str = "", folders: Iterable[Path] = ()) -> None:
     """Move every staged file onto its destination and remove the stale files, as one step
     for any reader that takes OUT's lock (see the module docstring).  The sources must be
-    complete and synced.  A destination that is a directory fails before anything moves."""
+    complete and synced.  A destination that is a directory fails before anything moves.
+    `folders`: a batch's stale job folders, removed with all they hold."""
     for _, dst in moves:
+        durable.guard("--output", dst)
         if dst.is_dir() and not dst.is_symlink():
             raise RunError(f"cannot write the output in {root}: {dst.name} is a directory")
     journal = dict(format=JOURNAL_FORMAT, stage=stage.name, digest=digest, pid=os.getpid(),
                    host=socket.gethostname(),
                    moves=[[_stored(root, s), _stored(root, d)] for s, d in moves],
-                   remove=[_stored(root, r) for r in remove])
+                   remove=[_stored(root, r) for r in remove]
+                   + [_stored(root, f) + "/" for f in folders])
     for folder in {stage, *(s.parent for s, _ in moves)}:
         if folder.is_dir():
             fsync_dir(folder)
-    stage.mkdir(exist_ok=True)
-    tmp = stage / ".journal.partial"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(journal, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
+    durable.ensure_marked(stage)
+    tmp = stage / f".journal.partial-{uuid.uuid4().hex}"
+    durable.write_new(tmp, json.dumps(journal).encode())
     os.replace(tmp, root / JOURNAL)
     fsync_dir(root)
     faults.point("journal")
@@ -479,7 +465,25 @@ def _well_formed(journal) -> bool:
     return (isinstance(journal, dict) and journal.get("format") == JOURNAL_FORMAT
             and isinstance(journal.get("stage"), str) and strings(journal.get("remove"))
             and isinstance(journal.get("moves"), list)
-            and all(strings(m) and len(m) == 2 for m in journal["moves"]))
+            and all(strings(m) and len(m) == 2 for m in journal["moves"])
+            and _confined(journal))
+
+
+_PARTIAL = re.compile(r"\..+\.partial-[0-9a-f]{32}")  # `durable.temporary_name`, emit's too
+
+
+def _confined(journal: dict) -> bool:
+    """What a journal may touch: its stage (a stage name in OUT); removals inside OUT; moves
+    from inside OUT, or from a hidden temporary name beside a destination outside OUT.  A
+    journal asking for anything else was not written by hspZ and is never followed."""
+    def inside(stored: str) -> bool:
+        return bool(stored) and not os.path.isabs(stored) and os.pardir not in \
+            Path(stored.rstrip("/")).parts
+
+    return (journal["stage"].startswith(STAGE_PREFIX) and "/" not in journal["stage"]
+            and all(inside(r) for r in journal["remove"])
+            and all((inside(s) or _PARTIAL.fullmatch(os.path.basename(s)))
+                    and (inside(d) or os.path.isabs(d)) for s, d in journal["moves"]))
 
 
 def complete(root: Path) -> str | None:
@@ -509,14 +513,20 @@ def _roll(root: Path, journal: dict) -> None:
             raise RunError(f"cannot complete the publish into {root}: neither {s} nor {d} "
                            f"exists")
     for name in journal["remove"]:
-        _located(root, name).unlink(missing_ok=True)
+        gone = _located(root, name.rstrip("/"))
+        if name.endswith("/"):  # a batch's stale job folder (`batch.sweep_stale`)
+            if JOB_FOLDER.fullmatch(gone.name) and gone.is_dir() and not gone.is_symlink():
+                shutil.rmtree(gone)
+        elif not durable.remove_marked(gone) and (not gone.is_dir() or gone.is_symlink()):
+            gone.unlink(missing_ok=True)
+        touched.add(gone.parent)
     for folder in touched:
         fsync_dir(folder)
     faults.point("published")
     (root / JOURNAL).unlink()
     fsync_dir(root)
     faults.point("done")
-    shutil.rmtree(root / journal["stage"], ignore_errors=True)
+    durable.remove_marked(root / journal["stage"])
 
 
 def _stored(root: Path, path: Path) -> str:
@@ -528,15 +538,3 @@ def _stored(root: Path, path: Path) -> str:
 
 def _located(root: Path, stored: str) -> Path:
     return Path(stored) if os.path.isabs(stored) else root / stored
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make the folder's entries (renames, new files) durable."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):  # a file system without it
-            raise
-    finally:
-        os.close(fd)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hspz import durable
 from hspz.batch import BatchAxis, job_name
 from hspz.engine import UnitResult
 from hspz.errors import InputError, UsageError
@@ -40,7 +41,6 @@ from hspz.manifest import (
     _manifest_body,
     _read,
     manifest_lines,
-    replaced_atomically,
     sealed,
     unsealed,
 )
@@ -48,7 +48,9 @@ from hspz.plan import Plan
 from hspz.schedule import Schedule, Visit, schedule_lines
 
 PLAN_FORMAT = 3  # 3: batches (jobs, an index path)
-RESULTS_FORMAT = 4  # 4: units keyed by (job, ordinal); unit files
+RESULTS_FORMAT = 5  # 4: units keyed by (job, ordinal); unit files; 5: a whole-file seal
+SEAL = b"hspz-sha256:"  # the zip comment: this, then the sha256 of every byte before the hex
+SEAL_LEN = len(SEAL) + 64
 
 
 @dataclass
@@ -235,8 +237,54 @@ def write_results(path: str | os.PathLike, results: Sequence[UnitResult], header
     head["checksum"] = _header_checksum(head)
     arrays = {f"unit{j}_{o}": np.frombuffer(b, np.uint8) for (j, o), b in images.items()}
     arrays["header"] = np.frombuffer(json.dumps(head).encode(), np.uint8)
-    with replaced_atomically(path, "--output: ") as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
+    with durable.replaced(path, "--output") as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+        seal_results(tmp)
+
+
+def seal_results(path: str | os.PathLike) -> None:
+    """Make the zip's comment (its last bytes) the sha256 of every byte before it, the zip
+    headers included, so that `read_results` finds any changed bit: the comment length is set
+    in the end-of-central-directory record, SEAL appended, the file hashed, the hex appended."""
+    with open(path, "r+b") as fh:
+        fh.seek(-22, os.SEEK_END)
+        eocd = fh.read(22)
+        if eocd[:4] != b"PK\x05\x06" or eocd[20:22] != b"\0\0":
+            raise ValueError(f"{os.fspath(path)}: not a zip without a comment")
+        fh.seek(-2, os.SEEK_END)
+        fh.write(SEAL_LEN.to_bytes(2, "little") + SEAL)
+        fh.flush()
+        fh.seek(0)
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+        fh.seek(0, os.SEEK_END)
+        fh.write(digest.encode())
+
+
+def _check_seal(source: str) -> None:
+    """Every byte of a results file as `seal_results` sealed it."""
+    with open(source, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size < SEAL_LEN + 22:
+            raise InputError(f"{source}: not a readable hspZ results file (too short)")
+        fh.seek(size - SEAL_LEN)
+        tail = fh.read(SEAL_LEN)
+        if not tail.startswith(SEAL):
+            raise InputError(f"{source}: no whole-file checksum: not a results file this hspZ "
+                             f"wrote (rerun `hspZ work`)")
+        fh.seek(0)
+        h = hashlib.sha256()
+        left = size - 64
+        while left:
+            chunk = fh.read(min(left, 1 << 22))
+            if not chunk:
+                break
+            h.update(chunk)
+            left -= len(chunk)
+    if h.hexdigest().encode() != tail[len(SEAL):]:
+        raise InputError(f"{source}: checksum mismatch: the results file was edited or damaged "
+                         f"after `hspZ work` wrote it (its bytes, zip headers included, no "
+                         f"longer hash to its seal)")
 
 
 def _header_checksum(head: dict) -> str:
@@ -247,6 +295,32 @@ def _header_checksum(head: dict) -> str:
 # What a damaged .npz raises while it is read: zipfile's BadZipFile (bad CRC-32, no central
 # directory), EOFError (empty or cut short), OSError, ValueError (not a zip and not .npy).
 _DAMAGED = (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zipfile.LargeZipFile)
+
+
+def _check_image(image: bytes, want: str, j: int, o: int, source: str) -> None:
+    if hashlib.sha256(image).hexdigest() != want:
+        raise InputError(f"{source}: unit {o} of job {j} is damaged (its sha256 differs "
+                         f"from the one in the header)")
+
+
+def results_header(path: str | os.PathLike) -> dict:
+    """The header of one results file, checked with its members' CRCs and the file's seal
+    (every byte), its units not kept: what `merge` checks of every argument before it
+    publishes anything."""
+    source = os.fspath(path)
+    try:
+        z = np.load(source, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise InputError(f"{source}: not an hspZ results file (made by `hspZ work`)")
+        with z:
+            header = _results_header(z, source)
+            for (j, o), want in zip(header["units"], header["sha256"], strict=True):
+                _check_image(z[f"unit{j}_{o}"].tobytes(), want, j, o, source)  # one at a time
+        _check_seal(source)
+    except _DAMAGED as exc:
+        raise InputError(f"{source}: not a readable hspZ results file "
+                         f"({type(exc).__name__}: {exc})") from None
+    return header
 
 
 def read_results(path: str | os.PathLike) -> tuple[dict, list[UnitResult]]:
@@ -264,9 +338,11 @@ def read_results(path: str | os.PathLike) -> tuple[dict, list[UnitResult]]:
         raise InputError(f"{source}: not a readable hspZ results file "
                          f"({type(exc).__name__}: {exc})") from None
     for ((j, o), image), want in zip(images.items(), header["sha256"], strict=True):
-        if hashlib.sha256(image).hexdigest() != want:
-            raise InputError(f"{source}: unit {o} of job {j} is damaged (its sha256 differs "
-                             f"from the one in the header)")
+        _check_image(image, want, j, o, source)
+    try:
+        _check_seal(source)
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read it: {exc.strerror or exc}") from None
     results = [UnitResult.from_file(io.BytesIO(image)) for image in images.values()]
     for (j, o), r in zip(images, results, strict=True):
         if (r.job, r.ordinal) != (j, o):

@@ -7,11 +7,11 @@ is computed.
 
 from __future__ import annotations
 
-import os
 import sys
 
+from hspz import durable
+from hspz.durable import write_text
 from hspz.engine import prepare_query, prepare_reference
-from hspz.manifest import write_text
 from hspz.segments import format_raw
 
 LEDGER_COLUMNS = ("ordinal", "worker", "device", "ref_bin", "query_bin", "ref_bp", "query_bp",
@@ -38,7 +38,7 @@ def write_plan(path: str, source, options=None) -> None:
     rows = [f"{side}\t{b}\t{names[i]}\t{lengths[i]}\n"
             for side, bins, names, lengths in sides for b, members in enumerate(bins)
             for i in members]
-    write_text(path, "".join(rows))
+    write_text(path, "".join(rows), "--dump-plan")
 
 
 def write_raw(path, results) -> None:
@@ -48,10 +48,7 @@ def write_raw(path, results) -> None:
     parts = [format_raw(h, strand)
              for result in sorted(results, key=lambda r: r.ordinal)
              for strand, h in result.raw]
-    with open(path, "wb") as fh:
-        fh.write(b"".join(parts))
-        fh.flush()
-        os.fsync(fh.fileno())
+    durable.write_new(path, b"".join(parts))
 
 
 def cpu_only(ctx, plan, ref_records, qry_records) -> int:
@@ -141,7 +138,7 @@ def write_ledger(path: str, summary) -> None:
     rows = sorted(summary.ledger, key=lambda r: (r["job"], r["ordinal"]))
     text = "".join("\t".join(f"{r['job']:06d}" if c == "job" else str(r[c]) for c in columns)
                    + "\n" for r in rows)
-    write_text(path, "\t".join(columns) + "\n" + text)
+    write_text(path, "\t".join(columns) + "\n" + text, "--ledger")
 
 
 def print_batch(summary, planned, wall_s: float, stream=None) -> None:

@@ -22,12 +22,11 @@ import zlib
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from hspz import jit
-from hspz.errors import InputError, RunError
+from hspz.errors import InputError
 from hspz.jit import njit
 from hspz.names import name_problem
 
@@ -431,16 +430,13 @@ def _set_lower(seq, starts, sizes):
 
 def _write_atomic(path: PathLike, chunks: Iterable[bytes | np.ndarray]) -> None:
     """Write to a temporary sibling, rename when complete: nothing half-written looks done."""
-    final = Path(path)
-    tmp = final.with_name(final.name + ".tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            for chunk in chunks:
-                fh.write(chunk)
-        os.replace(tmp, final)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise RunError(f"cannot write {os.fspath(path)}: {exc.strerror or exc}") from exc
+    from hspz import durable
+
+    def write(fh) -> None:
+        for chunk in chunks:
+            fh.write(chunk)
+
+    durable.write_file(path, write)
 
 
 def write_fasta(path: PathLike, records: Iterable[Record], width: int = 60) -> None:

@@ -44,7 +44,7 @@ from multiprocessing import shared_memory
 import numpy as np
 
 from hspz.engine import Context, QueryBin, UnitResult, prepare_query, prepare_reference
-from hspz.errors import HspzError, RunError
+from hspz.errors import HspzError, InputError, RunError
 from hspz.plan import Bins, Plan
 from hspz.schedule import Visit
 from hspz.sequence import Record
@@ -345,7 +345,7 @@ def read_job_query(spec: QuerySpec) -> list[Record]:
 
     records = read_records(spec.path)
     if spec.digest != "-" and records_digest(records) != spec.digest:
-        raise RunError("the file changed since the batch was planned (its records no longer "
+        raise InputError("the file changed since the batch was planned (its records no longer "
                        "hash to the planned value)")
     return records
 
@@ -466,7 +466,7 @@ def _child(job: WorkerJob, ref: SharedRecords, qry: SharedRecords, out) -> None:
     except BaseException as exc:  # reported to the parent, which turns it into one line
         detail = traceback.format_exc() if os.environ.get("HSPZ_DEBUG") == "1" else ""
         message = str(exc) if isinstance(exc, HspzError) else f"{type(exc).__name__}: {exc}"
-        out.put(("error", job.worker, message, detail))
+        out.put(("error", job.worker, message, detail, getattr(exc, "status", 1)))
 
 
 class Pool:
@@ -703,7 +703,8 @@ def _collect(procs, out, sink: Sink, n: int,
         else:
             if msg[3]:
                 print(msg[3], end="", file=sys.stderr)
-            raise RunError(f"worker {worker} failed: {msg[2]}")
+            failed = InputError if msg[4] == InputError.status else RunError  # edited input: 2
+            raise failed(f"worker {worker} failed: {msg[2]}")
     return [reports[k] for k in sorted(reports)]
 
 

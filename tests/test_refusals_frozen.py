@@ -129,6 +129,10 @@ def _with_header(path: Path, header: dict, reseal: bool) -> None:
     members = _members(path)
     members["header.npy"] = _npy(np.frombuffer(json.dumps(header).encode(), np.uint8))
     _write_members(path, members)
+    if reseal:  # the whole-file seal too: a forger who knows the format
+        from hspz.planfile import seal_results
+
+        seal_results(path)
 
 
 def _bad_crc(path: Path) -> None:

@@ -24,11 +24,11 @@ from hspz import index as ix
 from hspz import report
 from hspz.budget import devices_for
 from hspz.commands import Request
+from hspz.durable import write_text
 from hspz.errors import HspzError, UsageError
 from hspz.execute import Execution, Job, Summary, execute, print_counts, timed
 from hspz.freeze import Freeze, freeze
 from hspz.inputs import read_side
-from hspz.manifest import write_text
 from hspz.planfile import PlanJob
 from hspz.progress import Progress
 from hspz.report import say
@@ -124,7 +124,7 @@ def write_job_dumps(req: Request, jobs: list[PlanJob]) -> None:
         if req.dump_plan:
             report.write_plan(suffixed(req.dump_plan, job), job.manifest)
         if req.dump_manifest:
-            write_text(suffixed(req.dump_manifest, job), job.manifest.to_text())
+            write_text(suffixed(req.dump_manifest, job), job.manifest.to_text(), "--dump-manifest")
 
 
 def batch_jobs(planned: list[PlanJob], out: Path, tarball: bool,
@@ -142,12 +142,17 @@ def queries_row(p: PlanJob, summary: Summary) -> dict:
                 hsps=summary.hsps, digest=summary.digest, completion="complete")
 
 
-def finish_batch(out: Path, planned: list[PlanJob], jobs: list[Job]) -> None:
-    """queries.tsv, written last (atomically) once every job is published, and each job's
-    `digest:` line."""
-    write_text(out / bt.QUERIES_TSV,
-               bt.queries_tsv([queries_row(p, j.summary) for p, j in zip(planned, jobs,
-                                                                            strict=True)]))
+def entry_names(planned: list[PlanJob], tarball: bool) -> list[str]:
+    """The job entries a batch publishes in OUT: 000001/ ..., or 000001.tar.gz ..."""
+    return [f"{p.name}.tar.gz" if tarball else p.name for p in planned]
+
+
+def finish_batch(out: Path, planned: list[PlanJob], jobs: list[Job], tarball: bool) -> None:
+    """Once every job is published: the older batch's other job entries (and the other form)
+    removed, then queries.tsv written (atomically), and each job's `digest:` line."""
+    bt.sweep_stale(out, entry_names(planned, tarball))
+    bt.complete_batch(out, bt.queries_tsv([queries_row(p, j.summary)
+                                           for p, j in zip(planned, jobs, strict=True)]))
     for job in jobs:
         print(f"digest: {bt.job_name(job.number)} {job.summary.digest}")
     say(f"batch: {len(jobs)} job(s) complete -> {out / bt.QUERIES_TSV}")
@@ -178,6 +183,7 @@ def _execute(req: Request, b: Batch, summary: Summary, t0: float) -> int:
     if b.index is not None:
         say(index_using_line(b.index, req.reference))
     jobs = batch_jobs(b.jobs, out, bool(req.tarball), req.dump_raw)
+    bt.retire(out, entry_names(b.jobs, bool(req.tarball)))
     if b.index is None and not req.tarball:  # job folders exist from the start (see the spec)
         for job in jobs:
             Path(job.outdir).mkdir(parents=True, exist_ok=True)
@@ -196,7 +202,7 @@ def _execute(req: Request, b: Batch, summary: Summary, t0: float) -> int:
         report.print_batch(summary, b.jobs, wall)
     if req.hit_stats:
         report.print_hit_stats(summary.hit_stats)
-    finish_batch(out, b.jobs, jobs)
+    finish_batch(out, b.jobs, jobs, bool(req.tarball))
     sys.stdout.flush()
     return 0
 

@@ -1,8 +1,9 @@
 """`hspZ merge`: replay every worker's results in ordinal order into the outputs, as `run`
 writes them: one query's segments files in OUT, or a batch's OUT/000001/, ... and queries.tsv.
 
-    plan file -> OUT locked -> each results file checked, its units emitted -> every job
-    published -> queries.tsv (a batch) -> the ledger (--ledger)
+    plan file -> every results file checked -> OUT locked -> (a batch) the older queries.tsv
+    retired -> each results file read, its units emitted -> every job published -> (a batch)
+    stale job entries removed, queries.tsv -> the ledger (--ledger)
 
 Each results file is checked before its units are used: its checksums
 (`planfile.read_results`), that it belongs to this plan file, that it is one worker's and holds
@@ -16,7 +17,7 @@ from pathlib import Path
 from hspz.errors import InputError
 from hspz.execute import Emitters, Execution, Job, Summary, print_counts
 from hspz.outdir import OutLock, Tree, batch_claims, check_disjoint, publish_claims
-from hspz.planfile import PlanFile, read_plan, read_results
+from hspz.planfile import PlanFile, read_plan, read_results, results_header
 from hspz.report import write_ledger
 
 
@@ -24,8 +25,10 @@ def merge_command(plan_path: str, outdir: str, tarball: str | None, diagonal: bo
                   result_paths: list[str], wait: bool = False, command: str = "",
                   ledger: str | None = None) -> int:
     """`hspZ merge`: replay every worker's results in ordinal order into the outputs.  Its
-    outputs are checked against its inputs and OUT is locked before any result is read."""
-    from hspz.commands.batch import batch_jobs, finish_batch
+    outputs are checked against its inputs, and every results file is checked (`check_arguments`)
+    before OUT is locked and anything is published."""
+    from hspz import batch as bt
+    from hspz.commands.batch import batch_jobs, entry_names, finish_batch
 
     pf = read_plan(plan_path)
     claims = batch_claims if pf.batch else publish_claims
@@ -35,15 +38,18 @@ def merge_command(plan_path: str, outdir: str, tarball: str | None, diagonal: bo
                    {"--tarball": tarball if not pf.batch else None, "--ledger": ledger},
                    {"--output": Tree(outdir, claims,
                                      writes=(tarball,) if tarball and not pf.batch else ())})
+    workers = check_arguments(pf, plan_path, result_paths)  # before any byte is published
     with OutLock(outdir, "--output", wait, command, keep_empty=tarball is None):
         summary = Summary(batch=pf.batch)
         if pf.batch:
+            bt.check_entries(Path(outdir))
             jobs = batch_jobs(pf.jobs, Path(outdir), tarball is not None)
+            bt.retire(Path(outdir), entry_names(pf.jobs, tarball is not None))
         else:
             jobs = [Job(pf.manifest, outdir, tarball)]
         emitters = Emitters(jobs, pf.schedule, Execution(diagonal), summary)
         try:
-            _replay(pf, plan_path, result_paths, emitters)
+            _replay(pf, workers, emitters)
             for j in sorted(emitters.open):
                 emitters.finish(j)
         except BaseException:
@@ -55,23 +61,33 @@ def merge_command(plan_path: str, outdir: str, tarball: str | None, diagonal: bo
             write_ledger(ledger, summary)
         print_counts(summary)
         if pf.batch:
-            finish_batch(Path(outdir), pf.jobs, jobs)
+            finish_batch(Path(outdir), pf.jobs, jobs, tarball is not None)
         else:
             print(f"digest: {jobs[0].summary.digest}")
     return 0
 
 
-def _replay(pf: PlanFile, plan_path: str, result_paths: list[str], emitters: Emitters) -> None:
+def check_arguments(pf: PlanFile, plan_path: str, result_paths: list[str]) -> dict[str, int]:
+    """Every results file checked (its seal, its header, its worker's units; none twice, none
+    missing) before the first byte is published: {path: worker}."""
     seen: dict[int, str] = {}
     for path in result_paths:
-        header, results = read_results(path)
-        seen[_worker_of(header, pf, path, plan_path, seen)] = path
-        for result in results:
-            emitters.add(result)
+        seen[_worker_of(results_header(path), pf, path, plan_path, seen)] = path
     missing = [str(k) for k in range(pf.schedule.workers) if k not in seen]
     if missing:
         raise InputError(f"no results of worker(s) {', '.join(missing)} of {plan_path} "
                          f"were given (`hspZ work --worker K` writes each)")
+    return {path: k for k, path in seen.items()}
+
+
+def _replay(pf: PlanFile, workers: dict[str, int], emitters: Emitters) -> None:
+    """Each results file read again (every checksum) and its units emitted."""
+    for path, k in workers.items():
+        header, results = read_results(path)
+        if header.get("plan") != pf.digest or header.get("worker") != k:
+            raise InputError(f"{path}: changed while merge read it")
+        for result in results:
+            emitters.add(result)
 
 
 def _worker_of(header: dict, pf: PlanFile, path: str, plan_path: str,

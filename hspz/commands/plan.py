@@ -12,10 +12,10 @@ import sys
 from hspz import index as ix
 from hspz.budget import devices_for
 from hspz.commands import Request
+from hspz.durable import write_text
 from hspz.execute import Summary
 from hspz.freeze import load_manifest, prepare, schedule_for, write_dumps
 from hspz.inputs import read_both, read_side
-from hspz.manifest import write_text
 from hspz.planfile import PlanFile, PlanJob, plan_text
 
 
@@ -25,7 +25,7 @@ def plan_command(req: Request, select) -> int:
         pf = _batch_plan(req, select)
     else:
         pf = _single_plan(req, select)
-    write_text(req.output, plan_text(pf))
+    write_text(req.output, plan_text(pf), "--output")
     m = pf.manifest
     print(f"plan: {len(pf.jobs)} job(s), {len(m.plan.ref_bins)} reference bins, "
           f"{pf.axis.total} query bins, {len(pf.grid().units)} units, "

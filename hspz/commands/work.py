@@ -17,12 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from hspz import faults
+from hspz import durable, faults
 from hspz import index as ix
 from hspz.budget import devices_for
 from hspz.commands.batch import spec_of
 from hspz.engine import UnitResult
-from hspz.errors import UsageError
+from hspz.errors import InputError, UsageError
 from hspz.freeze import context_of
 from hspz.inputs import read_side
 from hspz.manifest import check_side, check_version
@@ -49,7 +49,7 @@ def work_command(plan_path: str, worker: int, output: str, select, threads: int,
     folder = units or f"{output}.units"
     check_disjoint({"--plan": plan_path, "the reference of --plan": pf.reference,
                     "--index": index, "a query of --plan": [j.path for j in pf.jobs]},
-                   {"--output": output})
+                   {"--output": output, "--units": folder})
     sched = pf.schedule
     if not 0 <= worker < sched.workers:
         raise UsageError(f"--worker: {worker} is not a worker of {plan_path} "
@@ -78,17 +78,35 @@ def _inputs(pf: PlanFile, index: str | None, source: str):
         idx = ix.open_index(index)
         ix.check_options(idx, m.options)
         ix.check_plan(idx, m.plan.ref_bins)
+        ix.check_reference(idx, m.ref_names, m.ref_lengths, m.ref_digest, source)
         ref = []
     else:
         if pf.reference is None:
             raise UsageError(f"{source}: planned with an index: give --index")
         ref = read_side(pf.reference, "reference")
         check_side(m, "reference", ref, source)
-    if pf.batch:  # the workers read each job's query (and check it) themselves
+    if pf.batch:  # the workers read each job's query (and check its records) themselves
+        check_queries(pf)
         return ref, []
     qry = read_side(pf.query, "query")
     check_side(m, "query", qry, source)
     return ref, qry
+
+
+def check_queries(pf: PlanFile) -> None:
+    """Before any unit runs: every batch query file has the size and sha256 it was planned
+    with, so an edited query is refused (exit 2) before a unit file is written."""
+    for job in pf.jobs:
+        try:
+            size, sha = ix.file_sha256(job.path)
+        except OSError as exc:
+            raise InputError(f"job {job.name} ({job.path}): cannot read it: "
+                             f"{exc.strerror or exc}") from None
+        if (job.size is not None and size != job.size) or (job.sha256 not in ("", "-")
+                                                             and sha != job.sha256):
+            raise InputError(f"job {job.name} ({job.path}): the file changed since the batch "
+                             f"was planned ({size} bytes, sha256 {sha[:16]}… here; {job.size} "
+                             f"bytes, {job.sha256[:16]}… planned)")
 
 
 def _work(pf: PlanFile, worker: int, output: str, engine, threads: int, device: int,
@@ -137,13 +155,13 @@ def free_device(folder: str, worker: int, count: int) -> tuple[int, int]:
     Path(folder).mkdir(parents=True, exist_ok=True)
     order = [(worker + i) % count for i in range(count)]
     for d in order:
-        fd = os.open(Path(folder) / f"device{d}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = durable.open_lock(Path(folder) / f"device{d}.lock", "--device-lock")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return d, fd
         except BlockingIOError:
             os.close(fd)
-    fd = os.open(Path(folder) / f"device{order[0]}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = durable.open_lock(Path(folder) / f"device{order[0]}.lock", "--device-lock")
     print(f"work: every device lock in {folder} is taken; waiting for device {order[0]}",
           file=sys.stderr)
     fcntl.flock(fd, fcntl.LOCK_EX)
