@@ -11,8 +11,10 @@ dedup sorts the chunk's gated HSPs whole, so the pieces never change bytes.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -30,7 +32,7 @@ from hspz.engine import (
     unit_batches,
 )
 from hspz.seed import hit_seeds, query_seeds
-from hspz.xdrop import extend_seeds
+from hspz.xdrop import Workspace, extend_hits, first_pass
 
 _threads = [1]
 PIECE = 1 << 18  # most hits extended at once per thread: ~28 MiB (`plan.unit_bytes`), not bytes
@@ -46,29 +48,90 @@ def warm_worker(worker: int) -> None:
     jit.load()
 
 
-def chunk_hsps(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, qpos, lo, counts):
-    """Extend every hit of one semantic chunk's seeds and gate them: raw HSP records."""
-    o = ctx.options
-    total, rs, qs, ln = extend_seeds(
-        ref.score, qry.score[strand], ref.packed.block_len, qry.packed[strand].block_len,
-        ctx.matrix, o.xdrop, ref.table.pos_table, lo, qpos, counts, ctx.shape.size, o.hspthresh,
-    )
-    return hsp.gate(ref.score, qry.score[strand], total, rs, qs, ln, o.hspthresh, o.entropy)
+PHASES = ("table", "seed", "first pass", "sweep", "gate", "dedup")
 
 
-def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk) -> BatchOut:
+class PhaseClock:
+    """Wall and CPU seconds of the engine's phases, per thread (`--time`): a thread's CPU time
+    well under its wall time in a phase is time it waited (for the GIL, or for memory)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.threads: dict[int, dict[str, list[float]]] = {}
+
+    def mine(self) -> dict[str, list[float]]:
+        ident = threading.get_ident()
+        got = self.threads.get(ident)
+        if got is None:
+            with self.lock:
+                got = self.threads.setdefault(ident, {p: [0.0, 0.0] for p in PHASES})
+        return got
+
+    @contextmanager
+    def __call__(self, phase: str):
+        w, c = time.perf_counter(), time.thread_time()
+        try:
+            yield
+        finally:
+            acc = self.mine()[phase]
+            acc[0] += time.perf_counter() - w
+            acc[1] += time.thread_time() - c
+
+    def table(self) -> dict[str, list[tuple[float, float]]]:
+        """Per phase, (wall, CPU) seconds of each thread, in the order the threads started."""
+        rows = list(self.threads.values())
+        return {p: [(r[p][0], r[p][1]) for r in rows] for p in PHASES}
+
+
+_local = threading.local()
+
+
+def workspace() -> Workspace:
+    """This thread's first-pass buffers (`xdrop.Workspace`), made on its first piece."""
+    work = getattr(_local, "work", None)
+    if work is None:
+        work = _local.work = Workspace()
+    return work
+
+
+def chunk_hsps(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, qpos, lo, counts,
+               clock: PhaseClock | None = None):
+    """Extend every hit of one semantic chunk's seeds and gate them: raw HSP records
+    (`xdrop.extend_seeds`: the first pass, then the diagonal sweep of the hits it left)."""
+    o, clock = ctx.options, clock or PhaseClock()
+    r, q = ref.score, qry.score[strand]
+    r_len, q_len = ref.packed.block_len, qry.packed[strand].block_len
+    with clock("first pass"):
+        done, (late_r, late_q) = first_pass(r, q, r_len, q_len, ctx.matrix, o.xdrop,
+                                            ref.table.pos_table, lo, qpos, counts,
+                                            ctx.shape.size, o.hspthresh, workspace())
+    with clock("sweep"):
+        swept = extend_hits(r, q, r_len, q_len, ctx.matrix, o.xdrop, late_r, late_q)
+        keep = swept[0] >= o.hspthresh
+        total, rs, qs, ln = (np.concatenate((a, b[keep])) for a, b in zip(done, swept,
+                                                                            strict=True))
+    with clock("gate"):
+        return hsp.gate(r, q, total, rs, qs, ln, o.hspthresh, o.entropy)
+
+
+def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk,
+              clock: PhaseClock | None = None) -> BatchOut:
     """One seed batch (wga chunk): seeds, hits, semantic chunks, each extended and deduped."""
-    o = ctx.options
-    n_seeds, qpos, lo, counts, at = hit_seeds(
-        qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition, ref.table
-    )
-    cum = np.cumsum(counts)  # over the seeds with hits only
+    o, clock = ctx.options, clock or PhaseClock()
+    with clock("seed"):
+        n_seeds, qpos, lo, counts, at = hit_seeds(
+            qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition, ref.table,
+            workspace())
+        cum = np.cumsum(counts)  # over the seeds with hits only
+        chunks = semantic_chunks(n_seeds, counts, at, o.max_hits)
     out = BatchOut(seeds=n_seeds, hits=int(cum[-1]) if len(cum) else 0)
-    for a, b in semantic_chunks(n_seeds, counts, at, o.max_hits):
+    for a, b in chunks:
         pieces = (hit_pieces(qpos, lo, counts, cum, a, b - 1, PIECE) if b > a
                   else [(qpos[a:b], lo[a:b], counts[a:b])])  # settled, empty: gated once
-        parts = [chunk_hsps(ctx, ref, qry, strand, *piece) for piece in pieces]
-        finish_chunk(ctx, parts[0] if len(parts) == 1 else np.concatenate(parts), out, strand)
+        parts = [chunk_hsps(ctx, ref, qry, strand, *piece, clock=clock) for piece in pieces]
+        with clock("dedup"):
+            finish_chunk(ctx, parts[0] if len(parts) == 1 else np.concatenate(parts), out,
+                         strand)
     return out
 
 
@@ -121,11 +184,13 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
     """
     start = time.perf_counter()
     jobs = unit_batches(ctx, qry)
-    _ = ref.table.occupied  # build the table and its occupancy bits once, before the threads
+    clock = PhaseClock()
+    with clock("table"):  # the table and its occupancy bits, once, before the batches
+        _ = ref.build_table(_threads[0]).occupied
     tally = BatchTally(len(jobs), progress)
 
     def one(job) -> BatchOut:
-        return tally(run_batch(ctx, ref, qry, job[1], job[2]))
+        return tally(run_batch(ctx, ref, qry, job[1], job[2], clock))
 
     if _threads[0] == 1:
         outs = [one(j) for j in jobs]
@@ -134,6 +199,7 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
             outs = list(pool.map(one, jobs))
     result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, outs)
     result.gpu_ms = (time.perf_counter() - start) * 1e3
+    result.phases = clock.table()
     return result
 
 
