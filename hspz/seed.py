@@ -320,15 +320,13 @@ def _occupancy(index_table, bits):
 
 @njit
 def _hit_seeds(codes, care, size, first, end, transition, index_table, occupied, qpos, lo,
-               counts, at):
+               counts, at, win_pos, win_kmer):
     """`_batch`'s stream, kept only where a seed has hits: per such seed its query position,
     first pos_table index, hit count and place in the whole stream.  Returns (stream length,
     seeds kept).  The occupancy bits pick the seeds with hits (written without a branch: it
     goes either way), whose k-mers wait in `lo` and windows in `qpos`; then their table
     entries are read, each prefetched LOOKUPS_AHEAD seeds before: the table is far larger
-    than the caches."""
-    win_pos = np.empty(end - first, np.int64)
-    win_kmer = np.empty(end - first, np.uint32)
+    than the caches.  win_pos and win_kmer hold end - first windows (scratch)."""
     n_win = _scan_windows(codes, care, size, first, end, 1, win_pos, win_kmer)
     variants = len(care) if transition else 0
     n = 0
@@ -361,11 +359,16 @@ def hit_seeds(codes: np.ndarray, shape: SeedShape, first: int, end: int, transit
     `work`space (`xdrop.Workspace`), the arrays live in it (valid until its next use)."""
     end = min(end, len(codes) - shape.size + 1)
     m = max(end - first, 0) * ((shape.weight + 1) if transition else 1)
+    windows = max(end - first, 0)
     if work is None:
         qpos, lo, counts, at = (np.empty(m, np.int64) for _ in range(4))
+        win_pos, win_kmer = np.empty(windows, np.int64), np.empty(windows, np.uint32)
     else:
         qpos, lo, counts, at = (work.take(name, m) for name in ("qpos", "lo", "counts", "at"))
+        win_pos, win_kmer = work.take("win_pos", windows), work.take("win_kmer", windows,
+                                                                     np.uint32)
     care = np.asarray(shape.care, dtype=np.int64)
     full, n = _hit_seeds(codes, care, shape.size, first, max(end, first), transition,
-                         table.index_table, table.occupied, qpos, lo, counts, at) if m else (0, 0)
+                         table.index_table, table.occupied, qpos, lo, counts, at, win_pos,
+                         win_kmer) if m else (0, 0)
     return full, qpos[:n], lo[:n], counts[:n], at[:n]

@@ -390,6 +390,26 @@ def seed_bounds(qry: np.ndarray, mat: np.ndarray, first: int, last: int, size: i
     return cum[size:] - cum[:-size] if last >= first else cum[:0]
 
 
+@functools.cache
+def _best_of(key: bytes) -> np.ndarray:
+    """Per query symbol, the best score any reference symbol gets against it, where positive
+    (`seed_bounds`'s terms), of the flat 8x8 matrix in `key`."""
+    return np.maximum(np.frombuffer(key, np.int64).reshape(8, 8).max(axis=0), 0)
+
+
+@njit
+def _seed_bounds_into(qry, best, first, size, out):
+    """`seed_bounds(qry, mat, first, first + len(out) - 1, size)` into out, with no temporary
+    arrays (a sliding sum): a thread's pieces faulted in 6 MB of them each."""
+    s = 0
+    for k in range(first - size, first):
+        s += best[qry[k]]
+    for i in range(len(out)):
+        out[i] = s
+        if i + 1 < len(out):
+            s += best[qry[first + i]] - best[qry[first + i - size]]
+
+
 @njit
 def _walk_capped(ref, qry, mat, xdrop, r, q, step, first_pos, lim, cap):
     """A `walk_right` (step 1 from the anchor, best position from -1) or `walk_left` (step -1
@@ -452,8 +472,9 @@ class Workspace:
         """An uninitialised array of n elements, reused under `name`."""
         a = self.arrays.get(name)
         if a is None or len(a) < n or a.dtype != dtype:
-            self.arrays.pop(name, None)
-            a = self.arrays[name] = np.empty(n, dtype)
+            grown = 0 if a is None or a.dtype != dtype else len(a) + len(a) // 2
+            self.arrays.pop(name, None)  # grows by half at least: sizes creep up piece by piece
+            a = self.arrays[name] = np.empty(max(n, grown), dtype)
         return a[:n]
 
 
@@ -478,7 +499,9 @@ def first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, coun
                                       for name in ("cand_r", "cand_q", "late_r", "late_q"))
     ts, tcr, tcl = _pair_tables_of(np.asarray(mat, np.int64).tobytes())
     q0 = int(qpos.min(initial=0)) + size
-    seed_best = seed_bounds(qry, mat, q0, int(qpos.max(initial=-1)) + size, size)
+    last = int(qpos.max(initial=-1)) + size
+    seed_best = work.take("seed_best", max(last - q0 + 1, 0))
+    _seed_bounds_into(qry, _best_of(np.asarray(mat, np.int64).tobytes()), q0, size, seed_best)
     n_cand, n_late = _reject_pass(ref, pair_view(ref), pair_view(qry), ts, tcr, tcl, ref_len,
                                   qry_len, int(xdrop), pos_table, lo, qpos, counts, size,
                                   seed_best, q0, keep_from, cand_r, cand_q, late_r, late_q)

@@ -122,8 +122,8 @@ def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk,
         n_seeds, qpos, lo, counts, at = hit_seeds(
             qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition, ref.table,
             workspace())
-        cum = np.cumsum(counts)  # over the seeds with hits only
-        chunks = semantic_chunks(n_seeds, counts, at, o.max_hits)
+        cum = np.cumsum(counts, out=workspace().take("cum", len(counts)))  # seeds with hits
+        chunks = semantic_chunks(n_seeds, counts, at, o.max_hits, cum)
     out = BatchOut(seeds=n_seeds, hits=int(cum[-1]) if len(cum) else 0)
     for a, b in chunks:
         pieces = (hit_pieces(qpos, lo, counts, cum, a, b - 1, PIECE) if b > a
@@ -161,17 +161,31 @@ def hit_pieces(qpos, lo, counts, cum, s0: int, s1: int, piece: int):
         yield qpos[s0:s1 + 1], lo[s0:s1 + 1], counts[s0:s1 + 1]
 
 
-def semantic_chunks(n_seeds: int, counts: np.ndarray, at: np.ndarray,
-                    max_hits: int) -> list[tuple[int, int]]:
+def semantic_chunks(n_seeds: int, counts: np.ndarray, at: np.ndarray, max_hits: int,
+                    cum: np.ndarray | None = None) -> list[tuple[int, int]]:
     """`plan.chunk_walk` over a batch's whole stream of n_seeds seeds, given only the seeds with
-    hits (`counts`, their places `at`): each chunk as a range of those seeds.  The others add
-    nothing to a chunk, and a chunk of them alone still counts (it is settled, empty)."""
-    if counts.sum() < max_hits:  # chunk_walk's single chunk
+    hits (`counts`, their places `at`; `cum`, the prefix sums of `counts`, where at hand): each
+    chunk as a range of those seeds.  The others add nothing to a chunk, and a chunk of them
+    alone still counts (it is settled, empty).  The whole stream's prefix sums step only at
+    `at`, so the walk's searches run on `cum` (no array of the whole stream: two of them, 52 MB
+    a batch, were mapped and faulted in by every batch past --max-hits hits)."""
+    cum = np.cumsum(counts) if cum is None else cum
+    total = int(cum[-1]) if len(cum) else 0
+    if total < max_hits:  # chunk_walk's single chunk
         return [(0, len(counts))] if n_seeds else []
-    whole = np.zeros(n_seeds, np.int64)
-    whole[at] = counts
+    ends, limit = [], max_hits
+    for _ in range(total // max_hits):
+        k = int(np.searchsorted(cum, limit, side="left"))  # the first seed reaching `limit`
+        ends.append(int(at[k]) - 1 if k < len(at) else n_seeds - 1)
+        limit = (int(cum[k - 1]) if k else 0) + max_hits
+    ends.append(n_seeds - 1)
+    walk, start = [], 0
+    for end in ends:
+        if start <= end:
+            walk.append((start, end))
+        start = max(start, end + 1)
     return [(int(np.searchsorted(at, s0)), int(np.searchsorted(at, s1, side="right")))
-            for s0, s1 in plan.chunk_walk(np.cumsum(whole), max_hits)]
+            for s0, s1 in walk]
 
 
 def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
