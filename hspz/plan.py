@@ -252,6 +252,7 @@ READ_COPIES = 2  # transient copies of the inputs while they are read (FASTA, gz
 # the share of a batch's seeds counted as having hits, however small the reference: a thread's
 # batch grew by about 130 MiB on H. pylori, where 23% of its 43 M seeds have hits
 HIT_SHARE = 0.3
+PARALLEL_TABLE = 1 << 20  # `seed.PARALLEL_MIN`: windows from which a table is built on threads
 
 
 def workers_for(gpus: int, plan: Plan) -> int:
@@ -270,15 +271,16 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
     CPU (host memory), the larger of two phases, plus both query strands with their seed and
     score codes, 6Q (12Q when there are several query bins: the next one is prepared while a
     unit runs).  Building the reference table: the packed bin, its score and seed codes 3R,
-    the u32 table 4·4^k (counts, sums and fill cursors in place), positions 4·R/step.  Running
-    the batches: the bin and its score codes 2R, the table 4·4^k, its occupancy bits 4^k/8 and
-    positions, and per thread one seed batch (32 B per seed with hits: position, table index,
-    count, place in the stream; for the share of k-mers the table holds, at least
-    HIT_SHARE; 12 B per window)
-    and one piece of hits being extended (112 B per hit: 48
-    for the first pass, 64 for a share of them walked again by the diagonal sweep; at most
-    `engine.cpu.PIECE` hits however large --max-hits is).  See `cpu_estimate` for the process
-    sizes and the measured peaks.
+    the u32 table 4·4^k (counts, sums and fill cursors in place), positions 4·R/step, and on
+    several threads the k-mer of every window, another 4·R/step (`seed._parallel_table`).
+    Running the batches: the bin and its score codes 2R, the table 4·4^k, its occupancy bits
+    4^k/8 and positions, and per thread its workspace (`xdrop.Workspace`, kept from batch to
+    batch, so it is the largest batch's): one seed batch (40 B per seed with hits: position,
+    table index, count, place in the stream, prefix sum; for the share of k-mers the table
+    holds, at least HIT_SHARE; 20 B per window: its position, k-mer and seed bound) and one
+    piece of hits being extended (112 B per hit: 48 for the first pass, 64 for a share of them
+    walked again by the diagonal sweep; at most `engine.cpu.PIECE` hits however large
+    --max-hits is).  See `cpu_estimate` for the process sizes and the measured peaks.
     """
     per_window = (m.weight + 1) if m.transition else 1
     positions = 4 * math.ceil(ref_bp / max(m.step, 1))
@@ -293,12 +295,13 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
     windows = min(m.chunk_size, max(query_bp, 1))  # a batch never spans more than its bin
     seeds = windows * per_window
     queries = 6 * query_bp * (2 if query_bins > 1 else 1)
-    build = 3 * ref_bp + 4 * table + positions
+    column = positions if m.threads > 1 and ref_bp >= PARALLEL_TABLE else 0
+    build = 3 * ref_bp + 4 * table + positions + column
     # a seed's 32 B are written only when it has hits (the arrays are allocated for all, but a
     # page never written is never resident): the share of k-mers the table holds, but at least
     # HIT_SHARE, since related genomes share k-mers far beyond chance
     held = max(HIT_SHARE, min(1.0, positions / 4 / table))
-    batch = math.ceil(32 * seeds * held) + 12 * windows + 112 * m.max_hits
+    batch = math.ceil(40 * seeds * held) + 20 * windows + 112 * m.max_hits
     run = 2 * ref_bp + 4 * table + table // 8 + positions + max(m.threads, 1) * batch
     return max(build, run) + queries
 

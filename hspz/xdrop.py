@@ -498,7 +498,10 @@ def first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, coun
     cand_r, cand_q, late_r, late_q = (work.take(name, total)
                                       for name in ("cand_r", "cand_q", "late_r", "late_q"))
     ts, tcr, tcl = _pair_tables_of(np.asarray(mat, np.int64).tobytes())
-    q0 = int(qpos.min(initial=0)) + size
+    # the piece's own query span: `min(initial=0)` made it start at the query's first base, so
+    # the bounds of every piece spanned the query up to its batch (late batches of a 20 Mbp
+    # query: 160 MB and 20 M sums a piece)
+    q0 = (int(qpos.min()) if len(qpos) else 0) + size
     last = int(qpos.max(initial=-1)) + size
     seed_best = work.take("seed_best", max(last - q0 + 1, 0))
     _seed_bounds_into(qry, _best_of(np.asarray(mat, np.int64).tobytes()), q0, size, seed_best)

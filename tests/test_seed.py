@@ -273,3 +273,10 @@ def test_table_built_on_threads_is_the_one_thread_table_byte_for_byte(monkeypatc
                                            64).pos_table,
                           build_seed_table(seed_codes(tiny.buf), tiny.block_len, shape,
                                            step).pos_table)
+
+
+def test_the_memory_model_knows_when_the_table_is_built_on_threads():
+    import hspz.plan as planning
+    import hspz.seed as seed
+
+    assert planning.PARALLEL_TABLE == seed.PARALLEL_MIN

@@ -28,7 +28,8 @@ from hspz.engine import (
     RefBin,
     UnitResult,
     assemble,
-    finish_chunk,
+    record_chunk,
+    settle_chunks,
     unit_batches,
 )
 from hspz.seed import hit_seeds, query_seeds
@@ -128,11 +129,27 @@ def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk,
     for a, b in chunks:
         pieces = (hit_pieces(qpos, lo, counts, cum, a, b - 1, PIECE) if b > a
                   else [(qpos[a:b], lo[a:b], counts[a:b])])  # settled, empty: gated once
-        parts = [chunk_hsps(ctx, ref, qry, strand, *piece, clock=clock) for piece in pieces]
+        parts = []
+        for piece in pieces:
+            raw = chunk_hsps(ctx, ref, qry, strand, *piece, clock=clock)
+            with clock("dedup"):
+                parts.append(hsp.collapse(raw))
         with clock("dedup"):
-            finish_chunk(ctx, parts[0] if len(parts) == 1 else np.concatenate(parts), out,
-                         strand)
+            finish_collapsed(ctx, parts, out, strand)
     return out
+
+
+def finish_collapsed(ctx: Context, parts: list, out: BatchOut, strand: str) -> None:
+    """`engine.finish_chunk` of one semantic chunk given as pieces of collapsed records
+    (`hsp.collapse`: distinct records and their copies), collapsed again across the pieces:
+    the same counts, dump and survivors as the whole chunk's records."""
+    if len(parts) == 1:
+        raw, copies = parts[0]
+    else:
+        raw, copies = hsp.collapse(np.concatenate([p[0] for p in parts]),
+                                   np.concatenate([p[1] for p in parts]))
+    record_chunk(out, settle_chunks(ctx, raw, copies, np.zeros(len(raw), np.int64), 1)[0],
+                 strand)
 
 
 def hit_pieces(qpos, lo, counts, cum, s0: int, s1: int, piece: int):
