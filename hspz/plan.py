@@ -274,8 +274,8 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
     the u32 table 4·4^k (counts, sums and fill cursors in place), positions 4·R/step, and on
     several threads the k-mer of every window, another 4·R/step (`seed._parallel_table`).
     Running the batches: the bin and its score codes 2R, the table 4·4^k, its occupancy bits
-    4^k/8 and positions, and per thread its workspace (`xdrop.Workspace`, kept from batch to
-    batch, so it is the largest batch's): one seed batch (40 B per seed with hits: position,
+    4^k/8 and positions, and per thread (at most one a seed batch of the bin, both strands) its
+    workspace (`xdrop.Workspace`, kept from batch to batch, so it is the largest batch's): one seed batch (40 B per seed with hits: position,
     table index, count, place in the stream, prefix sum; for the share of k-mers the table
     holds, at least HIT_SHARE; 20 B per window: its position, k-mer and seed bound) and one
     piece of hits being extended (112 B per hit: 48 for the first pass, 64 for a share of them
@@ -302,7 +302,9 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
     # HIT_SHARE, since related genomes share k-mers far beyond chance
     held = max(HIT_SHARE, min(1.0, positions / 4 / table))
     batch = math.ceil(40 * seeds * held) + 20 * windows + 112 * m.max_hits
-    run = 2 * ref_bp + 4 * table + table // 8 + positions + max(m.threads, 1) * batch
+    # a thread holds a workspace only once it has had a batch: at most a bin's batches
+    batches = 2 * math.ceil(max(query_bp, 1) / max(m.chunk_size, 1))  # both strands
+    run = 2 * ref_bp + 4 * table + table // 8 + positions + min(max(m.threads, 1), batches) * batch
     return max(build, run) + queries
 
 
