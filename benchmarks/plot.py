@@ -139,7 +139,8 @@ def thread_points(records: list[dict]) -> dict[str, list[dict]]:
     runs: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         if r.get("kind") == "hspz-cpu":
-            version = "alt " + Path(r["alt"]).name if r.get("alt") else r.get("commit") or "this"
+            version = ("alt " + (r.get("alt_commit") or Path(r["alt"]).name) if r.get("alt")
+                       else r.get("commit") or "this")
             runs[(r["workload"], version, r["machine"], r["threads"])].append(r)
     series: dict[str, list[dict]] = defaultdict(list)
     for (workload, version, machine, threads), rs in sorted(runs.items()):

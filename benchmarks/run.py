@@ -346,8 +346,10 @@ def one_run(arm: Arm, command: tuple, extra: list[str], scratch: Path) -> dict:
         wall, rss, text = timed(hspz_cmd(arm, *args, scratch, extra), cwd, env)
         got = counts(text)
         shutil.rmtree(scratch, ignore_errors=True)
+    stamp = arm.alt / "COMMIT" if arm.alt else None  # device_files.sh's "alt: COMMIT"
     return dict(arm=arm.label, kind=arm.kind, threads=arm.threads, gpus=arm.gpus,
                 alt=str(arm.alt) if arm.alt else None,
+                alt_commit=stamp.read_text().split()[-1] if stamp and stamp.exists() else None,
                 hspz_args=extra if arm.kind.startswith("hspz") else None, date=date,
                 loadavg=[round(x, 2) for x in load], wall_s=round(wall, 3),
                 peak_rss_mib=round(rss / 1024, 1), **got)
