@@ -347,37 +347,31 @@ def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
     that unit's records, which it reads (counted once in the total).
 
     Estimate against the peak RSS `--time` printed (each process's VmHWM, MiB), on the 2-core
-    dev machine, CPU backend, default flags unless given (`benchmarks/memory_model.py`,
-    2026-12-01, after the CPU walk of issue 19); the
-    demo, H. pylori and the 24 x 4 Mbp pair at the default layout have one reference bin, so
-    --gpus 2 runs them on one worker, with the same figures as --gpus 1:
+    dev machine, CPU backend, one worker, default flags and layout
+    (`benchmarks/memory_model.py --threads 1 2 16 --gpus 1 --workloads hpylori saureus
+    mammal30x6 mammal100x2`, 2026-12-01, issue 24; mammal100x2 is the 100 Mbp mammal-like
+    reference with a 2 Mbp query).  Never above 1.25; at 16 threads, and on the soft-masked
+    mammal-like genomes, the estimate is high: it counts every thread's seed arrays for a full
+    batch of unmasked windows (BENCHMARKS.md, "CPU thread scaling and memory"):
 
-    | workload | -t | --gpus | workers (process) | estimate | peak RSS | peak / estimate |
-    |---|---|---|---|---|---|---|
-    | demo | 1 | 1 | 1 (main) | 284 | 227 | 0.80 |
-    | demo | 2 | 1 | 1 (main) | 338 | 228 | 0.67 |
-    | demo | 1 | 2 | 1 (main) | 284 | 225 | 0.79 |
-    | demo | 2 | 2 | 1 (main) | 338 | 226 | 0.67 |
-    | multibin | 1 | 1 | 1 (main) | 188 | 156 | 0.83 |
-    | multibin | 2 | 1 | 1 (main) | 217 | 158 | 0.73 |
-    | multibin | 1 | 2 | 2 (main) | 48 | 52 | 1.07 |
-    | multibin | 1 | 2 | 2 (worker) | 188 | 149 | 0.79 |
-    | multibin | 2 | 2 | 2 (main) | 48 | 53 | 1.10 |
-    | multibin | 2 | 2 | 2 (worker) | 188 | 149 | 0.79 |
-    | H. pylori | 1 | 1 | 1 (main) | 309 | 321 | 1.04 |
-    | H. pylori | 2 | 1 | 1 (main) | 369 | 438 | 1.19 |
-    | H. pylori | 1 | 2 | 1 (main) | 309 | 321 | 1.04 |
-    | H. pylori | 2 | 2 | 1 (main) | 369 | 428 | 1.16 |
-    | sim 24 x 4 Mbp | 1 | 1 | 1 (main) | 543 | 522 | 0.96 |
-    | sim 24 x 4 Mbp | 2 | 1 | 1 (main) | 673 | 722 | 1.07 |
-    | sim 24 x 4 Mbp | 1 | 2 | 1 (main) | 543 | 528 | 0.97 |
-    | sim 24 x 4 Mbp | 2 | 2 | 1 (main) | 673 | 783 | 1.16 |
-    | sim 24 x 4 Mbp, -B 8M | 1 | 1 | 1 (main) | 427 | 471 | 1.10 |
-    | sim 24 x 4 Mbp, -B 8M | 2 | 1 | 1 (main) | 519 | 625 | 1.20 |
-    | sim 24 x 4 Mbp, -B 8M | 1 | 2 | 2 (main) | 128 | 140 | 1.10 |
-    | sim 24 x 4 Mbp, -B 8M | 1 | 2 | 2 (worker) | 414 | 413 | 1.00 |
-    | sim 24 x 4 Mbp, -B 8M | 2 | 2 | 2 (main) | 128 | 140 | 1.10 |
-    | sim 24 x 4 Mbp, -B 8M | 2 | 2 | 2 (worker) | 414 | 413 | 1.00 |
+    | workload | -t | estimate | peak RSS | peak / estimate |
+    |---|---|---|---|---|
+    | H. pylori | 1 | 318 | 290 | 0.91 |
+    | H. pylori | 2 | 388 | 342 | 0.88 |
+    | H. pylori | 16 | 1228 | 800 | 0.65 |
+    | S. aureus N315 x COL | 1 | 334 | 334 | 1.00 |
+    | S. aureus N315 x COL | 2 | 404 | 409 | 1.01 |
+    | S. aureus N315 x COL | 16 | 1383 | 1245 | 0.90 |
+    | mammal-like 30 x 6 Mbp | 1 | 623 | 512 | 0.82 |
+    | mammal-like 30 x 6 Mbp | 2 | 780 | 592 | 0.76 |
+    | mammal-like 30 x 6 Mbp | 16 | 2974 | 1662 | 0.56 |
+    | mammal-like 100 x 2 Mbp | 1 | 1064 | 886 | 0.83 |
+    | mammal-like 100 x 2 Mbp | 2 | 1382 | 1256 | 0.91 |
+    | mammal-like 100 x 2 Mbp | 16 | 3415 | 2076 | 0.61 |
+
+    Before issue 24 (d6fbc62's engine and model): S. aureus 536 against 385 at -t 2 (1.39),
+    1767 against 1233 at -t 16 (1.43); the 100 x 20 Mbp pair 1834 against 1286 at -t 2.
+    The tests' pairs and layouts with several workers: `tests/test_memory.py`.
 
     The first run after installing compiles numba's loops, which adds about 85 MiB (the
     multibin pair at -t 2: 240 MiB with an empty cache, 156 MiB with it written).
