@@ -4,10 +4,12 @@ count and worker count, from the two lines `hspZ run --time` prints (`time: peak
 several).  The table in `hspz.plan.cpu_estimate`'s docstring comes from this script:
 
     python benchmarks/memory_model.py --workdir /tmp/memory [--threads 1 2] [--gpus 1 2]
+        [--workloads demo multibin hpylori sim sim8M saureus mammal6x1 mammal30x6 ...]
 
 Workloads: the demo pair, the tests' multibin pair (its FLAGS), H. pylori (workloads.toml,
 Debian's ragout-examples) and a simulated 24 x 4 Mbp pair (2bit, divergence 0.4) at the default
-layout (one reference bin) and at -B 8M (four).
+layout (one reference bin) and at -B 8M (four) by default; any other name of
+benchmarks/workloads.toml at its default layout (the mammal-like pairs of issue 24, S. aureus).
 """
 
 from __future__ import annotations
@@ -29,20 +31,30 @@ ROOT = Path(__file__).resolve().parent.parent
 SIM = PairSpec(ref_mbp=24, query_mbp=4, seed=1, divergence=0.4)
 
 
-def workloads(workdir: Path) -> list[tuple[str, Path, Path, list[str]]]:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from multibin import FLAGS, write_pair
+DEFAULT = ("demo", "multibin", "hpylori", "sim", "sim8M")
 
-    multibin = write_pair(workdir)
-    ref, qry = workdir / "sim_ref.2bit", workdir / "sim_qry.2bit"
-    if not (ref.exists() and qry.exists()):
-        write_pair_2bit(SIM, ref, qry)
-    hp = materialise("hpylori", workdir)
-    return [("demo", ROOT / "demo/reference.fa.gz", ROOT / "demo/query.2bit", []),
-            ("multibin", *multibin, list(FLAGS)),
-            ("H. pylori", hp["reference"], hp["query"], []),
-            ("sim 24 x 4 Mbp", ref, qry, []),
-            ("sim 24 x 4 Mbp, -B 8M", ref, qry, ["-B", "8000000"])]
+
+def workloads(workdir: Path, names=DEFAULT) -> list[tuple[str, Path, Path, list[str]]]:
+    out = []
+    for name in names:
+        if name == "demo":
+            out.append(("demo", ROOT / "demo/reference.fa.gz", ROOT / "demo/query.2bit", []))
+        elif name == "multibin":
+            sys.path.insert(0, str(ROOT / "tests"))
+            from multibin import FLAGS, write_pair
+
+            out.append(("multibin", *write_pair(workdir), list(FLAGS)))
+        elif name in ("sim", "sim8M"):
+            ref, qry = workdir / "sim_ref.2bit", workdir / "sim_qry.2bit"
+            if not (ref.exists() and qry.exists()):
+                write_pair_2bit(SIM, ref, qry)
+            out.append(("sim 24 x 4 Mbp", ref, qry, []) if name == "sim" else
+                       ("sim 24 x 4 Mbp, -B 8M", ref, qry, ["-B", "8000000"]))
+        else:
+            files = materialise(name, workdir)
+            out.append(({"hpylori": "H. pylori"}.get(name, name), files["reference"],
+                        files["query"], []))
+    return out
 
 
 def measure(ref: Path, qry: Path, flags: list[str], threads: int, gpus: int,
@@ -60,9 +72,9 @@ def measure(ref: Path, qry: Path, flags: list[str], threads: int, gpus: int,
     return workers, [float(x) for x in peak.groups()], [float(x) for x in est.groups()]
 
 
-def rows(workdir: Path, threads: list[int], gpus: list[int]) -> list[str]:
+def rows(workdir: Path, threads: list[int], gpus: list[int], names=DEFAULT) -> list[str]:
     out = []
-    for name, ref, qry, flags in workloads(workdir):
+    for name, ref, qry, flags in workloads(workdir, names):
         for g in gpus:
             for t in threads:
                 w, peak, est = measure(ref, qry, flags, t, g, workdir / "out")
@@ -79,11 +91,12 @@ def main() -> None:
     parser.add_argument("--workdir", required=True, type=Path)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--workloads", nargs="+", default=list(DEFAULT))
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     print("| workload | -t | --gpus | workers (process) | estimate MiB | peak RSS MiB | "
           "peak / estimate |\n|---|---|---|---|---|---|---|")
-    rows(args.workdir, args.threads, args.gpus)
+    rows(args.workdir, args.threads, args.gpus, args.workloads)
 
 
 if __name__ == "__main__":

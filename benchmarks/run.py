@@ -1,8 +1,9 @@
 """Side-by-side runner: hspZ (CPU backend, GPU backend) and `lastz --nogapped` on named workloads.
 
     python benchmarks/run.py WORKLOAD [WORKLOAD ...] [--repeat 3] [--arms cpu1,cpuN,gpu,lastz,
-        lastz-pieces] [--no-gpu] [--no-lastz] [--threads N] [--hspz-args "-B 250M"] [--alt DIR]
-        [--files DIR] [--workdir bench-data] [--machine LABEL] [--json FILE] [--plot FILE.png]
+        lastz-pieces] [--sweep 1,2,4,8,16] [--alt-sweep 1,4,16] [--no-gpu] [--no-lastz]
+        [--threads N] [--hspz-args "-B 250M"] [--alt DIR] [--files DIR] [--workdir bench-data]
+        [--machine LABEL] [--json FILE] [--plot FILE.png]
 
 Workloads are the names in benchmarks/workloads.toml.  Arms (`--arms`, comma-separated):
   cpuK / cpuN       `hspZ run --backend cpu -t K` (N: --threads, all cores by default)
@@ -12,6 +13,9 @@ Workloads are the names in benchmarks/workloads.toml.  Arms (`--arms`, comma-sep
                     users parallelise it (HSPs differ slightly at piece boundaries: speed only)
 `--alt DIR` adds a twin of every hspZ arm run with the hspz package in DIR (another version,
 e.g. `git archive COMMIT hspz | tar -x -C DIR`), side by side in the same rounds.
+`--sweep 1,2,4,8,16` replaces the CPU arms by `cpuK` for each K, those above the machine's
+cores left out (the thread-scaling sweep); `--alt-sweep` gives the alt twin's own thread counts
+(default: the same), so a slow old version can run fewer.
 
 Every run is a separate process timed from outside (wall clock; peak RSS of the child from
 wait4).  The runs are interleaved: round i runs every arm once, so a change in the machine's load
@@ -21,7 +25,9 @@ hspZ arms must print the same digest, or the runner fails: a fast wrong answer i
 
 Each run appends one JSON record to `--json FILE` as it ends (what a device call cut short still
 returns): workload, arm, wall, peak RSS, the input's bp, seed hits, HSPs, digest, engine time and
-per-worker busy time from the unit ledger, the `--time` phases, the load average before the run,
+per-worker busy time from the unit ledger, the `--time` phases (with the CPU engine's per-thread
+wall/CPU seconds of seed, first pass, sweep, gate and dedup), the peak RSS `--time` reports and
+the preflight's memory estimate (MiB, largest process), the load average before the run,
 machine, versions, commit.  `--plot FILE.png` then draws every record in the JSON file
 (benchmarks/plot.py: wall against input size, log-log).  The table printed per workload gives
 medians of the runs.
@@ -67,6 +73,23 @@ class Arm:
     threads: int | None = None
     gpus: int | None = None
     alt: Path | None = None
+
+
+def sweep_arms(sweep: str, alt_sweep: str | None, alt: Path | None,
+               cores: int) -> list[Arm]:
+    """`--sweep`: one CPU arm per thread count up to `cores`, and the alt twin's (`--alt-sweep`,
+    else the same counts), interleaved by thread count."""
+    def counts(text: str) -> list[int]:
+        return [n for n in (int(t) for t in text.split(",") if t.strip()) if 1 <= n <= cores]
+
+    mine, theirs = counts(sweep), counts(alt_sweep or sweep) if alt else []
+    arms = []
+    for n in sorted(set(mine) | set(theirs)):
+        if n in mine:
+            arms.append(Arm(f"hspZ cpu -t {n}", "hspz-cpu", threads=n))
+        if n in theirs:
+            arms.append(Arm(f"hspZ cpu -t {n} (alt)", "hspz-cpu", threads=n, alt=alt))
+    return arms
 
 
 def parse_arms(text: str, threads: int, alt: Path | None) -> list[Arm]:
@@ -150,12 +173,21 @@ def counts(text: str) -> dict:
     busy = re.findall(r"^unit ledger: worker \d+ finished at [\d.]+ ms, busy ([\d.]+) ms", text,
                       re.M)
     phases = dict(re.findall(r"^time: (input|plan|workers|publish|wall) +([\d.]+)", text, re.M))
+    engine = {name: dict(wall=float(wall), cpu=float(cpu), threads=[
+        [float(x) for x in pair.split("/")] for pair in each.split()])
+        for name, wall, cpu, each in re.findall(
+            r"^time: engine: (.+?) +([\d.]+)  \(cpu ([\d.]+); per thread wall/cpu (.*)\)$",
+            text, re.M)}
+    est = re.search(r"^time: memory estimate .*?, ([\d.]+) MiB \(largest process\)", text, re.M)
+    peak = re.search(r"^time: peak RSS .*?, ([\d.]+) MiB \(largest process\)", text, re.M)
     return dict(got, digest=digest.group(1) if digest else None,
                 engine_s=round(sum(float(u["gpu_ms"]) for u in units) / 1e3, 4),
                 busy_s=[round(float(b) / 1e3, 3) for b in busy], units=len(units),
                 first_unit_s=round(min((float(u["host_start_ms"]) for u in units),
                                        default=0.0) / 1e3, 3),
-                time={k: float(v) for k, v in phases.items()})
+                time={k: float(v) for k, v in phases.items()}, engine_phases=engine,
+                estimate_mib=float(est.group(1)) if est else None,
+                reported_peak_mib=float(peak.group(1)) if peak else None)
 
 
 def plain_fasta(path: Path, work: Path) -> Path:
@@ -314,8 +346,10 @@ def one_run(arm: Arm, command: tuple, extra: list[str], scratch: Path) -> dict:
         wall, rss, text = timed(hspz_cmd(arm, *args, scratch, extra), cwd, env)
         got = counts(text)
         shutil.rmtree(scratch, ignore_errors=True)
+    stamp = arm.alt / "COMMIT" if arm.alt else None  # device_files.sh's "alt: COMMIT"
     return dict(arm=arm.label, kind=arm.kind, threads=arm.threads, gpus=arm.gpus,
                 alt=str(arm.alt) if arm.alt else None,
+                alt_commit=stamp.read_text().split()[-1] if stamp and stamp.exists() else None,
                 hspz_args=extra if arm.kind.startswith("hspz") else None, date=date,
                 loadavg=[round(x, 2) for x in load], wall_s=round(wall, 3),
                 peak_rss_mib=round(rss / 1024, 1), **got)
@@ -327,9 +361,9 @@ def print_table(name: str, runs: dict, repeat: int) -> None:
     base_med = statistics.median(r["wall_s"] for r in runs[base])
     vs = "lastz" if base.kind == "lastz" else base.label
     print(f"workload {name}: median of {repeat} runs, {os.cpu_count()} cores")
-    print("| arm | wall s (median) | all runs | peak RSS MiB | seeds | hits | HSPs | ns/hit | "
-          f"vs {vs} |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| arm | wall s (median) | all runs | engine s | peak RSS MiB | estimate MiB | "
+          f"peak/est | seeds | hits | HSPs | ns/hit | vs {vs} |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for arm, rs in runs.items():
         walls = [r["wall_s"] for r in rs]
         med = statistics.median(walls)
@@ -338,8 +372,11 @@ def print_table(name: str, runs: dict, repeat: int) -> None:
         engine = statistics.median(r.get("engine_s", 0.0) for r in rs)
         nsph = f"{engine * 1e9 / hits:.2f}" if hits else "-"
         ratio = f"{base_med / med:.2f}x"
+        peak = max(r["peak_rss_mib"] for r in rs)
+        est = last.get("estimate_mib")
+        vs_est = f"{peak / est:.2f}" if est else "-"
         print(f"| {arm.label} | {med:.2f} | {' '.join(f'{w:.2f}' for w in walls)} | "
-              f"{max(r['peak_rss_mib'] for r in rs):.0f} | {last.get('seeds', '-')} | "
+              f"{engine:.2f} | {peak:.0f} | {est or '-'} | {vs_est} | {last.get('seeds', '-')} | "
               f"{hits or '-'} | {last.get('hsps', '-')} | {nsph} | {ratio} |")
     loads = [r["loadavg"][0] for rs in runs.values() for r in rs]
     print(f"load average (1 min) before the runs: {min(loads):.2f} to {max(loads):.2f}")
@@ -353,6 +390,9 @@ def main() -> int:
     ap.add_argument("--no-gpu", action="store_true", help="leave the gpu arms out")
     ap.add_argument("--no-lastz", action="store_true", help="leave the lastz arms out")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--sweep", help="thread counts of a CPU sweep, e.g. 1,2,4,8,16 (capped "
+                    "at the machine's cores); replaces the cpu arms")
+    ap.add_argument("--alt-sweep", help="the alt twin's thread counts in a sweep")
     ap.add_argument("--hspz-args", default="", help="more hspZ run flags, e.g. '-B 250M'")
     ap.add_argument("--alt", type=Path, help="a folder holding another hspz package")
     ap.add_argument("--warmup", default="tiny", help="workload of the untimed runs ('none')")
@@ -365,7 +405,12 @@ def main() -> int:
     a = ap.parse_args()
     if a.plot and not a.json:
         ap.error("--plot draws the records of --json FILE: give both")
-    arms = [arm for arm in parse_arms(a.arms, a.threads, a.alt.resolve() if a.alt else None)
+    alt = a.alt.resolve() if a.alt else None
+    arms = parse_arms(a.arms, a.threads, alt)
+    if a.sweep:
+        arms = sweep_arms(a.sweep, a.alt_sweep, alt, os.cpu_count() or 1) + \
+            [arm for arm in arms if arm.kind != "hspz-cpu"]
+    arms = [arm for arm in arms
             if not (a.no_gpu and arm.kind == "hspz-gpu")
             and not ((a.no_lastz or not shutil.which("lastz")) and arm.kind.startswith("lastz"))]
     a.files = a.files.resolve() if a.files else None

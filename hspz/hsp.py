@@ -120,6 +120,47 @@ def _records(keep, score, rs, qs, ln) -> np.ndarray:
     return out
 
 
+@njit
+def _collapse(rs, qs, ln, score, copies, first, out_copies):
+    """The distinct records of rs, qs, ln, score: their first indices into `first` and their
+    summed copies into `out_copies` (an exact open-address table); returns how many."""
+    size = 1
+    while size < 2 * len(rs):
+        size *= 2
+    slot_of = np.full(size, -1, np.int64)
+    m = 0
+    for i in range(len(rs)):
+        h = (np.int64(rs[i]) * 0x2545F4914F6CDD1D + np.int64(qs[i]) * 0x165667B19E3779F9
+             + np.int64(ln[i])) & (size - 1)
+        while True:
+            j = slot_of[h]
+            if j < 0:
+                slot_of[h] = m
+                first[m] = i
+                out_copies[m] = copies[i]
+                m += 1
+                break
+            k = first[j]
+            if rs[k] == rs[i] and qs[k] == qs[i] and ln[k] == ln[i] and score[k] == score[i]:
+                out_copies[j] += copies[i]
+                break
+            h = (h + 1) & (size - 1)
+    return m
+
+
+def collapse(h: np.ndarray, copies: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Identical HSP records as one, with their copies counted: (distinct records in order of
+    first appearance, copies of each).  Dedup keeps one of identical records either way, and
+    `engine.settle_chunks` counts and dumps the copies, so nothing after it can tell; the hits
+    of a long HSP all give its record, and a chunk's copies were most of its memory and sort."""
+    copies = np.ones(len(h), np.int64) if copies is None else copies
+    first = np.empty(len(h), np.int64)
+    out = np.empty(len(h), np.int64)
+    m = _collapse(h["ref_start"], h["query_start"], h["len"], h["score"], copies, first,
+                  out) if len(h) else 0
+    return h[first[:m]], out[:m]
+
+
 def diagonal_permutation(h: np.ndarray, chunk: np.ndarray | None = None) -> np.ndarray:
     """The order by diagonal (wrapping u32, unsigned), ref_start, len, score descending; by
     `chunk` first where given."""

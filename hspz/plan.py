@@ -252,6 +252,7 @@ READ_COPIES = 2  # transient copies of the inputs while they are read (FASTA, gz
 # the share of a batch's seeds counted as having hits, however small the reference: a thread's
 # batch grew by about 130 MiB on H. pylori, where 23% of its 43 M seeds have hits
 HIT_SHARE = 0.3
+PARALLEL_TABLE = 1 << 20  # `seed.PARALLEL_MIN`: windows from which a table is built on threads
 
 
 def workers_for(gpus: int, plan: Plan) -> int:
@@ -270,15 +271,16 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
     CPU (host memory), the larger of two phases, plus both query strands with their seed and
     score codes, 6Q (12Q when there are several query bins: the next one is prepared while a
     unit runs).  Building the reference table: the packed bin, its score and seed codes 3R,
-    the u32 table 4·4^k (counts, sums and fill cursors in place), positions 4·R/step.  Running
-    the batches: the bin and its score codes 2R, the table 4·4^k, its occupancy bits 4^k/8 and
-    positions, and per thread one seed batch (32 B per seed with hits: position, table index,
-    count, place in the stream; for the share of k-mers the table holds, at least
-    HIT_SHARE; 12 B per window)
-    and one piece of hits being extended (112 B per hit: 48
-    for the first pass, 64 for a share of them walked again by the diagonal sweep; at most
-    `engine.cpu.PIECE` hits however large --max-hits is).  See `cpu_estimate` for the process
-    sizes and the measured peaks.
+    the u32 table 4·4^k (counts, sums and fill cursors in place), positions 4·R/step, and on
+    several threads the k-mer of every window, another 4·R/step (`seed._parallel_table`).
+    Running the batches: the bin and its score codes 2R, the table 4·4^k, its occupancy bits
+    4^k/8 and positions, and per thread (at most one a seed batch of the bin, both strands) its
+    workspace (`xdrop.Workspace`, kept from batch to batch, so it is the largest batch's): one seed batch (40 B per seed with hits: position,
+    table index, count, place in the stream, prefix sum; for the share of k-mers the table
+    holds, at least HIT_SHARE; 20 B per window: its position, k-mer and seed bound) and one
+    piece of hits being extended (112 B per hit: 48 for the first pass, 64 for a share of them
+    walked again by the diagonal sweep; at most `engine.cpu.PIECE` hits however large
+    --max-hits is).  See `cpu_estimate` for the process sizes and the measured peaks.
     """
     per_window = (m.weight + 1) if m.transition else 1
     positions = 4 * math.ceil(ref_bp / max(m.step, 1))
@@ -293,13 +295,16 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
     windows = min(m.chunk_size, max(query_bp, 1))  # a batch never spans more than its bin
     seeds = windows * per_window
     queries = 6 * query_bp * (2 if query_bins > 1 else 1)
-    build = 3 * ref_bp + 4 * table + positions
+    column = positions if m.threads > 1 and ref_bp >= PARALLEL_TABLE else 0
+    build = 3 * ref_bp + 4 * table + positions + column
     # a seed's 32 B are written only when it has hits (the arrays are allocated for all, but a
     # page never written is never resident): the share of k-mers the table holds, but at least
     # HIT_SHARE, since related genomes share k-mers far beyond chance
     held = max(HIT_SHARE, min(1.0, positions / 4 / table))
-    batch = math.ceil(32 * seeds * held) + 12 * windows + 112 * m.max_hits
-    run = 2 * ref_bp + 4 * table + table // 8 + positions + max(m.threads, 1) * batch
+    batch = math.ceil(40 * seeds * held) + 20 * windows + 112 * m.max_hits
+    # a thread holds a workspace only once it has had a batch: at most a bin's batches
+    batches = 2 * math.ceil(max(query_bp, 1) / max(m.chunk_size, 1))  # both strands
+    run = 2 * ref_bp + 4 * table + table // 8 + positions + min(max(m.threads, 1), batches) * batch
     return max(build, run) + queries
 
 
@@ -342,37 +347,31 @@ def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
     that unit's records, which it reads (counted once in the total).
 
     Estimate against the peak RSS `--time` printed (each process's VmHWM, MiB), on the 2-core
-    dev machine, CPU backend, default flags unless given (`benchmarks/memory_model.py`,
-    2026-12-01, after the CPU walk of issue 19); the
-    demo, H. pylori and the 24 x 4 Mbp pair at the default layout have one reference bin, so
-    --gpus 2 runs them on one worker, with the same figures as --gpus 1:
+    dev machine, CPU backend, one worker, default flags and layout
+    (`benchmarks/memory_model.py --threads 1 2 16 --gpus 1 --workloads hpylori saureus
+    mammal30x6 mammal100x2`, 2026-12-01, issue 24; mammal100x2 is the 100 Mbp mammal-like
+    reference with a 2 Mbp query).  Never above 1.25; at 16 threads, and on the soft-masked
+    mammal-like genomes, the estimate is high: it counts every thread's seed arrays for a full
+    batch of unmasked windows (BENCHMARKS.md, "CPU thread scaling and memory"):
 
-    | workload | -t | --gpus | workers (process) | estimate | peak RSS | peak / estimate |
-    |---|---|---|---|---|---|---|
-    | demo | 1 | 1 | 1 (main) | 284 | 227 | 0.80 |
-    | demo | 2 | 1 | 1 (main) | 338 | 228 | 0.67 |
-    | demo | 1 | 2 | 1 (main) | 284 | 225 | 0.79 |
-    | demo | 2 | 2 | 1 (main) | 338 | 226 | 0.67 |
-    | multibin | 1 | 1 | 1 (main) | 188 | 156 | 0.83 |
-    | multibin | 2 | 1 | 1 (main) | 217 | 158 | 0.73 |
-    | multibin | 1 | 2 | 2 (main) | 48 | 52 | 1.07 |
-    | multibin | 1 | 2 | 2 (worker) | 188 | 149 | 0.79 |
-    | multibin | 2 | 2 | 2 (main) | 48 | 53 | 1.10 |
-    | multibin | 2 | 2 | 2 (worker) | 188 | 149 | 0.79 |
-    | H. pylori | 1 | 1 | 1 (main) | 309 | 321 | 1.04 |
-    | H. pylori | 2 | 1 | 1 (main) | 369 | 438 | 1.19 |
-    | H. pylori | 1 | 2 | 1 (main) | 309 | 321 | 1.04 |
-    | H. pylori | 2 | 2 | 1 (main) | 369 | 428 | 1.16 |
-    | sim 24 x 4 Mbp | 1 | 1 | 1 (main) | 543 | 522 | 0.96 |
-    | sim 24 x 4 Mbp | 2 | 1 | 1 (main) | 673 | 722 | 1.07 |
-    | sim 24 x 4 Mbp | 1 | 2 | 1 (main) | 543 | 528 | 0.97 |
-    | sim 24 x 4 Mbp | 2 | 2 | 1 (main) | 673 | 783 | 1.16 |
-    | sim 24 x 4 Mbp, -B 8M | 1 | 1 | 1 (main) | 427 | 471 | 1.10 |
-    | sim 24 x 4 Mbp, -B 8M | 2 | 1 | 1 (main) | 519 | 625 | 1.20 |
-    | sim 24 x 4 Mbp, -B 8M | 1 | 2 | 2 (main) | 128 | 140 | 1.10 |
-    | sim 24 x 4 Mbp, -B 8M | 1 | 2 | 2 (worker) | 414 | 413 | 1.00 |
-    | sim 24 x 4 Mbp, -B 8M | 2 | 2 | 2 (main) | 128 | 140 | 1.10 |
-    | sim 24 x 4 Mbp, -B 8M | 2 | 2 | 2 (worker) | 414 | 413 | 1.00 |
+    | workload | -t | estimate | peak RSS | peak / estimate |
+    |---|---|---|---|---|
+    | H. pylori | 1 | 318 | 290 | 0.91 |
+    | H. pylori | 2 | 388 | 342 | 0.88 |
+    | H. pylori | 16 | 1228 | 800 | 0.65 |
+    | S. aureus N315 x COL | 1 | 334 | 334 | 1.00 |
+    | S. aureus N315 x COL | 2 | 404 | 409 | 1.01 |
+    | S. aureus N315 x COL | 16 | 1383 | 1245 | 0.90 |
+    | mammal-like 30 x 6 Mbp | 1 | 623 | 512 | 0.82 |
+    | mammal-like 30 x 6 Mbp | 2 | 780 | 592 | 0.76 |
+    | mammal-like 30 x 6 Mbp | 16 | 2974 | 1662 | 0.56 |
+    | mammal-like 100 x 2 Mbp | 1 | 1064 | 886 | 0.83 |
+    | mammal-like 100 x 2 Mbp | 2 | 1382 | 1256 | 0.91 |
+    | mammal-like 100 x 2 Mbp | 16 | 3415 | 2076 | 0.61 |
+
+    Before issue 24 (d6fbc62's engine and model): S. aureus 536 against 385 at -t 2 (1.39),
+    1767 against 1233 at -t 16 (1.43); the 100 x 20 Mbp pair 1834 against 1286 at -t 2.
+    The tests' pairs and layouts with several workers: `tests/test_memory.py`.
 
     The first run after installing compiles numba's loops, which adds about 85 MiB (the
     multibin pair at -t 2: 240 MiB with an empty cache, 156 MiB with it written).

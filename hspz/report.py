@@ -90,6 +90,7 @@ def time_lines(summary, wall_s: float) -> list[str]:
     for phase, seconds in summed.items():
         lines.append(f"time: {'workers: ' + phase:<28} {seconds:>9.3f}  (summed over "
                      f"{len(summary.reports)} worker(s))")
+    lines += thread_phase_lines(summary.reports)
     me = peak_rss_mib()  # the workers report their own peaks
     worst = max([me] + [r.peak_rss_kib / 1024 for r in summary.reports])
     lines.append(f"time: peak RSS {me:.1f} MiB (main), {worst:.1f} MiB (largest process)")
@@ -98,6 +99,22 @@ def time_lines(summary, wall_s: float) -> list[str]:
         lines.append(f"time: memory estimate {est.main / 2**20:.1f} MiB (main), "
                      f"{max(est.main, est.worker) / 2**20:.1f} MiB (largest process), "
                      f"{est.total / 2**20:.1f} MiB in all")
+    return lines
+
+
+def thread_phase_lines(reports) -> list[str]:
+    """The CPU engine's phases (seed, first pass, sweep, gate, dedup): wall seconds summed
+    over every worker's threads, the CPU seconds of the same, then each thread's wall/CPU."""
+    lines = []
+    phases = {}
+    for rep in reports:
+        for phase, threads in getattr(rep, "thread_phases", {}).items():
+            phases.setdefault(phase, []).extend(threads)
+    for phase, threads in phases.items():
+        wall, cpu = sum(t[0] for t in threads), sum(t[1] for t in threads)
+        each = " ".join(f"{w:.2f}/{c:.2f}" for w, c in threads)
+        lines.append(f"time: {'engine: ' + phase:<28} {wall:>9.3f}  (cpu {cpu:.3f}; per "
+                     f"thread wall/cpu {each})")
     return lines
 
 

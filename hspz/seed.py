@@ -103,18 +103,26 @@ def _scan_windows(codes, care, size, first, end, step, out_pos, out_kmer):
     return n
 
 
-def build_seed_table(codes: np.ndarray, block_len: int, shape: SeedShape, step: int) -> SeedTable:
+PARALLEL_MIN = 1 << 20  # windows below which a table is built on one thread
+
+
+def build_seed_table(codes: np.ndarray, block_len: int, shape: SeedShape, step: int,
+                     threads: int = 1) -> SeedTable:
     """The reference table over positions `start_offset + i*step`, i < (len + offset - size)/step.
 
     Built in one uint32 array of 4**weight entries (64 MiB for 12of19): counts, their running
     sum, the positions placed from the back (each group's end moves down to its start), the
     starts shifted back to running sums; no int64 copies of it, whose first touch cost more
-    than the counting (BENCHMARKS.md)."""
+    than the counting (BENCHMARKS.md).  On `threads` > 1 threads (`_parallel_table`) the same
+    bytes, in a quarter of the positions' bytes more memory."""
     offset = (shape.size + 1) % step
     start_offset = step - offset
     count = max(0, (block_len + offset - shape.size) // step)
     end = min(start_offset + count * step, len(codes) - shape.size + 1)
     care = np.asarray(shape.care, dtype=np.int64)
+    windows = max(0, -(-(end - start_offset) // step))
+    if threads > 1 and windows >= PARALLEL_MIN and shape.weight < 16:
+        return _parallel_table(codes, care, shape, start_offset, end, step, windows, threads)
     table = np.zeros(shape.n_kmers, dtype=np.uint32)
     _table_histogram(codes, care, shape.size, start_offset, end, step, table)
     _running_sum(table)
@@ -123,6 +131,89 @@ def build_seed_table(codes: np.ndarray, block_len: int, shape: SeedShape, step: 
     table[:-1] = table[1:]  # each group's start is the previous group's running sum
     table[-1] = len(pos_table)
     return SeedTable(table, pos_table)
+
+
+NO_KMER = np.uint32(0xFFFFFFFF)  # a window with a base that is not ACGT (weight < 16 only)
+SPARE = 16  # u32 slots (one cache line) per thread past a table's end, written in vain
+
+
+def _parallel_table(codes, care, shape: SeedShape, first: int, end: int, step: int,
+                    windows: int, threads: int) -> SeedTable:
+    """`build_seed_table` on several threads, the same bytes.  Each thread writes the k-mer of
+    every window of its share of the positions (NO_KMER where invalid) into one u32 column;
+    then each counts, and later places, the windows whose k-mers fall in its share of the
+    k-mer space, reading the whole column in position order, so positions stay ascending in
+    each group.  A window outside a thread's share is counted into a spare slot of the
+    thread's own instead (no branch: the test goes either way)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    kmer = np.empty(windows, np.uint32)
+    n_kmers = shape.n_kmers
+    cuts = [i * windows // threads for i in range(threads + 1)]
+    bounds = [k * n_kmers // threads for k in range(threads + 1)]
+    buf = np.zeros(n_kmers + SPARE * threads, np.uint32)
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda i: _kmer_column(codes, care, shape.size, first, end, step,
+                                             cuts[i], cuts[i + 1], kmer), range(threads)))
+        list(pool.map(lambda k: _range_histogram(kmer, bounds[k], bounds[k + 1], buf,
+                                                 n_kmers + SPARE * k), range(threads)))
+        table = buf[:n_kmers]
+        _running_sum(table)
+        n = int(table[-1])
+        pos_buf = np.empty(n + SPARE * threads, np.uint32)
+        list(pool.map(lambda k: _range_fill(kmer, first, step, bounds[k], bounds[k + 1], buf,
+                                            n_kmers + SPARE * k, pos_buf, n + SPARE * k),
+                      range(threads)))
+    table[:-1] = table[1:]
+    table[-1] = n
+    return SeedTable(table, pos_buf[:n])
+
+
+@njit
+def _kmer_column(codes, care, size, first, end, step, i0, i1, out):
+    """out[i] for windows i0 <= i < i1 (position first + i*step, below end): the k-mer, or
+    NO_KMER where the window is not valid."""
+    pos = np.empty(16384, dtype=np.int64)
+    kmer = np.empty(16384, dtype=np.uint32)
+    for i in range(i0, i1):
+        out[i] = NO_KMER
+    for a in range(i0, i1, 16384):
+        lo = first + a * step
+        n = _scan_windows(codes, care, size, lo, min(first + min(a + 16384, i1) * step, end),
+                          step, pos, kmer)
+        for t in range(n):
+            out[(pos[t] - first) // step] = kmer[t]
+
+
+@njit
+def _range_histogram(kmer, lo, hi, hist, spare):
+    """Count the k-mers in [lo, hi) into hist; the others into hist[spare]."""
+    span = np.uint64(hi - lo)
+    n = len(kmer)
+    for i in range(n):
+        if i + 16 < n:
+            ahead = np.int64(kmer[i + 16])
+            prefetch(hist, spare + np.int64(np.uint64(ahead - lo) < span) * (ahead - spare))
+        k = np.int64(kmer[i])
+        inside = np.int64(np.uint64(k - lo) < span)
+        hist[spare + inside * (k - spare)] += 1
+
+
+@njit
+def _range_fill(kmer, first, step, lo, hi, ends, spare, pos_table, spare_pos):
+    """`_table_fill` of the k-mers in [lo, hi), given every window's k-mer; the others are
+    written to spare slots."""
+    span = np.uint64(hi - lo)
+    for i in range(len(kmer) - 1, -1, -1):
+        if i >= 16:
+            ahead = np.int64(kmer[i - 16])
+            prefetch(ends, spare + np.int64(np.uint64(ahead - lo) < span) * (ahead - spare))
+        k = np.int64(kmer[i])
+        inside = np.int64(np.uint64(k - lo) < span)
+        at = spare + inside * (k - spare)
+        e = np.int64(ends[at]) - 1
+        ends[at] = e
+        pos_table[spare_pos + inside * (e - spare_pos)] = first + i * step
 
 
 @njit
@@ -229,15 +320,13 @@ def _occupancy(index_table, bits):
 
 @njit
 def _hit_seeds(codes, care, size, first, end, transition, index_table, occupied, qpos, lo,
-               counts, at):
+               counts, at, win_pos, win_kmer):
     """`_batch`'s stream, kept only where a seed has hits: per such seed its query position,
     first pos_table index, hit count and place in the whole stream.  Returns (stream length,
     seeds kept).  The occupancy bits pick the seeds with hits (written without a branch: it
     goes either way), whose k-mers wait in `lo` and windows in `qpos`; then their table
     entries are read, each prefetched LOOKUPS_AHEAD seeds before: the table is far larger
-    than the caches."""
-    win_pos = np.empty(end - first, np.int64)
-    win_kmer = np.empty(end - first, np.uint32)
+    than the caches.  win_pos and win_kmer hold end - first windows (scratch)."""
     n_win = _scan_windows(codes, care, size, first, end, 1, win_pos, win_kmer)
     variants = len(care) if transition else 0
     n = 0
@@ -264,13 +353,22 @@ def _hit_seeds(codes, care, size, first, end, transition, index_table, occupied,
 
 
 def hit_seeds(codes: np.ndarray, shape: SeedShape, first: int, end: int, transition: bool,
-              table: SeedTable):
+              table: SeedTable, work=None):
     """The seeds of `batch_hits`'s stream that have hits: (stream length, then per such seed
-    its query position, first pos_table index, hit count and place in the stream)."""
+    its query position, first pos_table index, hit count and place in the stream).  Given a
+    `work`space (`xdrop.Workspace`), the arrays live in it (valid until its next use)."""
     end = min(end, len(codes) - shape.size + 1)
     m = max(end - first, 0) * ((shape.weight + 1) if transition else 1)
-    qpos, lo, counts, at = (np.empty(m, np.int64) for _ in range(4))
+    windows = max(end - first, 0)
+    if work is None:
+        qpos, lo, counts, at = (np.empty(m, np.int64) for _ in range(4))
+        win_pos, win_kmer = np.empty(windows, np.int64), np.empty(windows, np.uint32)
+    else:
+        qpos, lo, counts, at = (work.take(name, m) for name in ("qpos", "lo", "counts", "at"))
+        win_pos, win_kmer = work.take("win_pos", windows), work.take("win_kmer", windows,
+                                                                     np.uint32)
     care = np.asarray(shape.care, dtype=np.int64)
     full, n = _hit_seeds(codes, care, shape.size, first, max(end, first), transition,
-                         table.index_table, table.occupied, qpos, lo, counts, at) if m else (0, 0)
+                         table.index_table, table.occupied, qpos, lo, counts, at, win_pos,
+                         win_kmer) if m else (0, 0)
     return full, qpos[:n], lo[:n], counts[:n], at[:n]

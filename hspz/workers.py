@@ -115,6 +115,18 @@ class WorkerReport:
     finished_ms: float = 0.0
     peak_rss_kib: int = 0
     phases: dict = field(default_factory=dict)
+    # the engine's own phases, per phase [wall, CPU] seconds of each thread, over its units
+    thread_phases: dict = field(default_factory=dict)
+
+
+def add_thread_phases(rep: WorkerReport, phases: dict) -> None:
+    """Add one unit's engine phases (`UnitResult.phases`) to the worker's, thread by thread."""
+    for phase, threads in phases.items():
+        acc = rep.thread_phases.setdefault(phase, [])
+        acc.extend([0.0, 0.0] for _ in range(len(threads) - len(acc)))
+        for k, (wall, cpu) in enumerate(threads):
+            acc[k][0] += wall
+            acc[k][1] += cpu
 
 
 def load_engine(job: WorkerJob):
@@ -366,6 +378,7 @@ def _run_unit(job: WorkerJob, engine, rep: WorkerReport, ref, qry: QueryBin, ref
     result.host_start_ms, result.host_end_ms = start, _ms_since(job.t0)
     result.worker, result.device, result.job = job.worker, job.device, j
     rep.phases["engine"] = rep.phases.get("engine", 0.0) + result.gpu_ms / 1e3
+    add_thread_phases(rep, result.phases)
     rep.busy_ms += result.gpu_ms
     rep.units += 1
     extras = None

@@ -17,6 +17,8 @@ starts at -1); left walks score anchor-1, anchor-2, ... (best position counted i
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from hspz.jit import njit, prefetch
@@ -388,6 +390,26 @@ def seed_bounds(qry: np.ndarray, mat: np.ndarray, first: int, last: int, size: i
     return cum[size:] - cum[:-size] if last >= first else cum[:0]
 
 
+@functools.cache
+def _best_of(key: bytes) -> np.ndarray:
+    """Per query symbol, the best score any reference symbol gets against it, where positive
+    (`seed_bounds`'s terms), of the flat 8x8 matrix in `key`."""
+    return np.maximum(np.frombuffer(key, np.int64).reshape(8, 8).max(axis=0), 0)
+
+
+@njit
+def _seed_bounds_into(qry, best, first, size, out):
+    """`seed_bounds(qry, mat, first, first + len(out) - 1, size)` into out, with no temporary
+    arrays (a sliding sum): a thread's pieces faulted in 6 MB of them each."""
+    s = 0
+    for k in range(first - size, first):
+        s += best[qry[k]]
+    for i in range(len(out)):
+        out[i] = s
+        if i + 1 < len(out):
+            s += best[qry[first + i]] - best[qry[first + i - size]]
+
+
 @njit
 def _walk_capped(ref, qry, mat, xdrop, r, q, step, first_pos, lim, cap):
     """A `walk_right` (step 1 from the anchor, best position from -1) or `walk_left` (step -1
@@ -436,24 +458,57 @@ def _exact_pass(ref, qry, ref_len, qry_len, mat, xdrop, cand_r, cand_q, cap, kee
     return n, n_late
 
 
+class Workspace:
+    """Buffers of the first pass that one thread reuses from piece to piece (`first_pass`'s
+    `work`): each grows to the largest piece it has held and stays, so a thread's pieces do not
+    map, fault in and unmap their megabytes every time (the kernel's page faults, which threads
+    of one process take in turn, were a sixth of a run's time).  Bounded by the largest piece:
+    `engine.cpu.PIECE` hits."""
+
+    def __init__(self):
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def take(self, name: str, n: int, dtype=np.int64) -> np.ndarray:
+        """An uninitialised array of n elements, reused under `name`."""
+        a = self.arrays.get(name)
+        if a is None or len(a) < n or a.dtype != dtype:
+            grown = 0 if a is None or a.dtype != dtype else len(a) + len(a) // 2
+            self.arrays.pop(name, None)  # grows by half at least: sizes creep up piece by piece
+            a = self.arrays[name] = np.empty(max(n, grown), dtype)
+        return a[:n]
+
+
+@functools.cache
+def _pair_tables_of(key: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return pair_tables(np.frombuffer(key, np.int64))
+
+
 def first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size,
-               keep_from: int):
+               keep_from: int, work: Workspace | None = None):
     """Every hit of these seeds but those inside long HSPs, exactly: ((score, ref_start,
     query_start, len) of the finished hits scoring at least `keep_from`, (R, Q) of the anchors
-    left for the diagonal sweep).
+    left for the diagonal sweep).  Given a `work`space, the arrays returned live in it (valid
+    until its next use).
 
     Most hits die within a few dozen bases well under `keep_from`: a bound on both walks, in
     two-base blocks, drops them (`_reject_pass`).  The few left that finish within `CAP` bases
     a side are walked exactly; the rest, the hits inside long HSPs, are left over."""
+    work = work or Workspace()
     total = int(counts.sum())
-    cand_r, cand_q, late_r, late_q = (np.empty(total, np.int64) for _ in range(4))
-    ts, tcr, tcl = pair_tables(mat)
-    q0 = int(qpos.min(initial=0)) + size
-    seed_best = seed_bounds(qry, mat, q0, int(qpos.max(initial=-1)) + size, size)
+    cand_r, cand_q, late_r, late_q = (work.take(name, total)
+                                      for name in ("cand_r", "cand_q", "late_r", "late_q"))
+    ts, tcr, tcl = _pair_tables_of(np.asarray(mat, np.int64).tobytes())
+    # the piece's own query span: `min(initial=0)` made it start at the query's first base, so
+    # the bounds of every piece spanned the query up to its batch (late batches of a 20 Mbp
+    # query: 160 MB and 20 M sums a piece)
+    q0 = (int(qpos.min()) if len(qpos) else 0) + size
+    last = int(qpos.max(initial=-1)) + size
+    seed_best = work.take("seed_best", max(last - q0 + 1, 0))
+    _seed_bounds_into(qry, _best_of(np.asarray(mat, np.int64).tobytes()), q0, size, seed_best)
     n_cand, n_late = _reject_pass(ref, pair_view(ref), pair_view(qry), ts, tcr, tcl, ref_len,
                                   qry_len, int(xdrop), pos_table, lo, qpos, counts, size,
                                   seed_best, q0, keep_from, cand_r, cand_q, late_r, late_q)
-    score, rs, qs, ln = (np.empty(n_cand, np.int64) for _ in range(4))
+    score, rs, qs, ln = (work.take(name, n_cand) for name in ("score", "rs", "qs", "ln"))
     flat = np.asarray(mat, np.int32).ravel()
     n, n_late = _exact_pass(ref, qry, ref_len, qry_len, flat, int(xdrop), cand_r[:n_cand],
                             cand_q[:n_cand], CAP, keep_from, score, rs, qs, ln, late_r, late_q,

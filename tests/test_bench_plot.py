@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmarks.plot import load_records, main, plot, points
+from benchmarks.plot import load_records, main, plot, points, thread_points, thread_table
 
 pytest.importorskip("matplotlib")
 
@@ -78,3 +78,22 @@ def test_plot_command_writes_the_png_and_prints_the_table(tmp_path, capsys):
     assert png.stat().st_size > 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| hspZ")]
     assert rows == ["| hspZ cpu -t 1 (dev) | tiny | 2.00 | 3.00 1.00 2.00 | 1e+05 | 1.50-1.50 |"]
+
+
+def test_thread_points_give_each_version_its_speed_up_over_its_own_one_thread_run(tmp_path):
+    recs = []
+    for alt, walls in ((None, {1: [80, 90, 100], 2: [45], 16: [8]}), ("/x/old", {1: [160], 16: [20]})):
+        for t, ws in walls.items():
+            recs += [dict(machine="m", arm=f"hspZ cpu -t {t}", kind="hspz-cpu", workload="w",
+                          threads=t, alt=alt, commit="abc", wall_s=w, engine_s=w - 1,
+                          peak_rss_mib=100.0 * t, estimate_mib=100.0, loadavg=[1.0, 1, 1])
+                     for w in ws]
+    got = thread_points(recs)
+    mine, old = got["w, abc (m)"], got["w, alt old (m)"]
+    assert [(p["threads"], p["speedup"]) for p in mine] == [(1, 1.0), (2, 90 / 45), (16, 90 / 8)]
+    assert [p["speedup"] for p in old] == [1.0, 8.0]
+    assert "| w, abc (m) | 16 | 8.00 | 8.00 | 7.00 | 11.25x | 1600 | 100.0 | 16.00 |" in \
+        thread_table(got)
+    _write(tmp_path / "r.jsonl", recs)
+    assert main([str(tmp_path / "r.jsonl"), "--threads", str(tmp_path / "t.png")]) == 0
+    assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.run import counts, parse_arms
+from benchmarks.run import counts, parse_arms, sweep_arms
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ def test_runner_times_every_arm_and_the_hspz_backends_agree(tmp_path):
     lastz = bool(shutil.which("lastz"))
     if lastz:
         assert names[2:] == ["lastz --nogapped", "lastz x2 query pieces"]
-    hits = {r.split("|")[6].strip() for r in rows[1:3]}
+    hits = {r.split("|")[9].strip() for r in rows[1:3]}  # after wall, engine, memory
     assert len(hits) == 1 and int(hits.pop()) > 0  # both hspZ arms counted the same hits
 
     runs = [json.loads(line) for line in records.read_text().splitlines()]
@@ -56,6 +56,26 @@ def test_runner_arms_are_named_as_asked_with_an_alt_twin_of_each_hspz_arm(tmp_pa
     assert [(a.threads, a.gpus) for a in arms if a.kind == "hspz-gpu"][::2] == [(4, 1), (4, 2)]
     with pytest.raises(SystemExit, match="unknown arm 'gpu-2'"):
         parse_arms("gpu-2", threads=1, alt=None)
+
+
+def test_a_thread_sweep_is_capped_at_the_cores_and_the_alt_twin_has_its_own_counts(tmp_path):
+    arms = sweep_arms("1,2,4,8,16", "1,4,16", tmp_path, cores=8)
+    assert [a.label for a in arms] == [
+        "hspZ cpu -t 1", "hspZ cpu -t 1 (alt)", "hspZ cpu -t 2", "hspZ cpu -t 4",
+        "hspZ cpu -t 4 (alt)", "hspZ cpu -t 8"]
+    assert [a.threads for a in sweep_arms("1,2", None, None, cores=2)] == [1, 2]
+
+
+def test_runner_reads_the_engine_phases_and_the_memory_estimate():
+    text = "\n".join([
+        "time: engine: seed                     1.500  (cpu 1.200; per thread wall/cpu "
+        "0.00/0.00 0.80/0.60 0.70/0.60)",
+        "time: peak RSS 400.5 MiB (main), 410.0 MiB (largest process)",
+        "time: memory estimate 380.0 MiB (main), 390.5 MiB (largest process), 390.5 MiB in all"])
+    got = counts(text)
+    assert got["engine_phases"]["seed"]["cpu"] == 1.2
+    assert got["engine_phases"]["seed"]["threads"] == [[0.0, 0.0], [0.8, 0.6], [0.7, 0.6]]
+    assert (got["estimate_mib"], got["reported_peak_mib"]) == (390.5, 410.0)
 
 
 def test_runner_reads_the_ledger_busy_time_and_phases_of_a_two_worker_run():

@@ -1,6 +1,6 @@
 """The CPU memory preflight (issue 15, item 6): the budget is the host's memory (the cgroup's
 limit, else MemTotal), never what happens to be free; the estimate (`plan.cpu_estimate`, printed
-by `--time`) is within 1.5x of the peak RSS the run measures; a run is costed on the workers its
+by `--time`) is at least the peak RSS the run measures over 1.25 (issue 24), at most 1.6x it on small layouts; a run is costed on the workers its
 plan has; the CPU engine's pieces of hits, which bound the estimate, never change bytes; the
 refusal's advice names only the flags that apply to the backend in use."""
 
@@ -56,15 +56,36 @@ def _peaks(err: str) -> tuple[list[float], list[float]]:
     return [float(x) for x in peak.groups()], [float(x) for x in est.groups()]
 
 
-@pytest.mark.parametrize("workload, extra", [
-    ("demo", ["-t", "1"]),
-    ("demo", ["-t", "2"]),
-    ("multibin", [*FLAGS, "-t", "2"]),
-    ("multibin", [*FLAGS, "-t", "2", "--gpus", "2"]),  # two worker processes
+@pytest.fixture(scope="module")
+def mammal(tmp_path_factory):
+    """A CI-sized mammal-like pair (benchmarks/simulate.py: soft-masked SINE- and LINE-like
+    repeat families, microsatellites, N gaps; the query 15% diverged), 2.5 x 0.6 Mbp."""
+    from benchmarks.simulate import PairSpec, write_pair_2bit
+
+    d = tmp_path_factory.mktemp("mammal")
+    ref, qry = d / "ref.2bit", d / "qry.2bit"
+    write_pair_2bit(PairSpec(ref_mbp=2.5, query_mbp=0.6, chromosomes=2, divergence=0.15,
+                             sine_fraction=0.10, line_fraction=0.15), ref, qry)
+    return ref, qry
+
+
+@pytest.mark.parametrize("workload, extra, lowest", [
+    ("demo", ["-t", "1"], 1 / 1.6),
+    ("demo", ["-t", "2"], 1 / 1.6),
+    ("multibin", [*FLAGS, "-t", "2"], 1 / 1.6),
+    ("multibin", [*FLAGS, "-t", "2", "--gpus", "2"], 1 / 1.6),  # two worker processes
+    ("mammal", ["-t", "1"], 1 / 1.6),
+    ("mammal", ["-t", "8"], 0.0),  # per-thread buffers: the peak may not outgrow the estimate
 ])
-def test_the_cpu_estimate_is_within_1_5x_of_the_measured_peak_rss(pair, tmp_path, workload,
-                                                                  extra):
-    ref, qry = (DEMO / "reference.fa.gz", DEMO / "query.2bit") if workload == "demo" else pair
+def test_the_peak_rss_is_at_most_1_25x_the_cpu_estimate(pair, mammal, tmp_path, workload,
+                                                        extra, lowest):
+    """The preflight may not underestimate: a layout's peak RSS above 1.25x its estimate
+    fails (issue 24), whatever the threads.  An estimate more than 1.6x the peak fails too,
+    except for the small mammal-like pair on 8 threads: the estimate counts each thread's
+    workspace for a full batch of unmasked windows, and this pair's batches (a soft-masked
+    0.6 Mbp query) hold a fraction of that (BENCHMARKS.md, "CPU threads")."""
+    ref, qry = {"demo": (DEMO / "reference.fa.gz", DEMO / "query.2bit"), "multibin": pair,
+                "mammal": mammal}[workload]
     env = {k: v for k, v in os.environ.items() if not k.startswith("HSPZ_")}
     done = subprocess.run([sys.executable, "-m", "hspz", "run", "-r", str(ref), "-q", str(qry),
                            *extra, "--backend", "cpu", "--time", "-o", str(tmp_path / "out")],
@@ -72,7 +93,7 @@ def test_the_cpu_estimate_is_within_1_5x_of_the_measured_peak_rss(pair, tmp_path
     assert done.returncode == 0, done.stderr
     peak, est = _peaks(done.stderr)
     for measured, estimated in zip(peak, est, strict=True):
-        assert estimated / 1.5 <= measured <= estimated * 1.5, (peak, est)
+        assert estimated * lowest <= measured <= estimated * 1.25, (peak, est)
 
 
 def test_the_peak_rss_time_prints_is_the_process_own_not_its_parents(pair, tmp_path):

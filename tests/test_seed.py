@@ -247,3 +247,36 @@ def test_occupancy_bits_are_the_k_mers_with_positions():
     bits = np.unpackbits(table.occupied.view(np.uint8), bitorder="little")[: shape.n_kmers]
     has = table.counts(np.arange(shape.n_kmers, dtype=np.uint32)) > 0
     assert np.array_equal(bits.astype(bool), has) and 0 < has.sum() < shape.n_kmers
+
+
+@pytest.mark.parametrize("pattern, step, threads", [
+    (P12OF19, 1, 2), (P12OF19, 3, 3), ("1x01T", 1, 4), ("110100111", 2, 7), ("1111", 5, 2),
+])
+def test_table_built_on_threads_is_the_one_thread_table_byte_for_byte(monkeypatch, pattern, step,
+                                                                      threads):
+    """The parallel build (k-mer column, then each thread's share of the k-mer space) gives the
+    same index and position tables, whatever the thread count, step and N runs; with more
+    threads than windows too."""
+    import hspz.seed as seed
+
+    monkeypatch.setattr(seed, "PARALLEL_MIN", 0)
+    packed = _buffer(seed=step + threads, n_records=5, length=900, alphabet=b"AACGTN")
+    shape = SeedShape.from_pattern(pattern)
+    one = build_seed_table(seed_codes(packed.buf), packed.block_len, shape, step)
+    many = build_seed_table(seed_codes(packed.buf), packed.block_len, shape, step, threads)
+    assert many.index_table.dtype == one.index_table.dtype == np.uint32
+    assert many.pos_table.dtype == np.uint32
+    assert np.array_equal(many.index_table, one.index_table)
+    assert np.array_equal(many.pos_table, one.pos_table) and len(one.pos_table) > 0
+    tiny = pack_bin([Record("t", b"ACGTACGTACGTACGTACGTAC")])
+    assert np.array_equal(build_seed_table(seed_codes(tiny.buf), tiny.block_len, shape, step,
+                                           64).pos_table,
+                          build_seed_table(seed_codes(tiny.buf), tiny.block_len, shape,
+                                           step).pos_table)
+
+
+def test_the_memory_model_knows_when_the_table_is_built_on_threads():
+    import hspz.plan as planning
+    import hspz.seed as seed
+
+    assert planning.PARALLEL_TABLE == seed.PARALLEL_MIN

@@ -283,6 +283,19 @@ def test_seed_bound_is_at_least_every_left_walks_best_over_the_seeds_bases(ambig
         assert bound[q - size] == best[qry[q - size:q]].sum()  # the tightest such bound
 
 
+@pytest.mark.parametrize("first, last", [(19, 1990), (19, 19), (500, 1999), (30, 29)])
+def test_seed_bounds_written_in_place_are_seed_bounds(first, last):
+    """The first pass's sliding sum (no temporaries) gives seed_bounds' values exactly."""
+    from hspz.xdrop import _best_of, _seed_bounds_into
+
+    rng = np.random.default_rng(first)
+    qry = _codes(_bases(rng.bytes(2000), 2000))
+    mat = build_matrix(910, ambiguous="iupac,7,100").ravel().astype(np.int32)
+    out = np.full(max(last - first + 1, 0), -7, np.int64)
+    _seed_bounds_into(qry, _best_of(mat.astype(np.int64).tobytes()), first, 19, out)
+    assert out.tolist() == seed_bounds(qry, mat, first, last, 19).tolist()
+
+
 def test_pair_tables_widen_to_int64_for_a_huge_xdrop():
     """Two separator scores (-10 x-drop each) past int32 still add up exactly in a block."""
     mat = build_matrix(200_000_000).ravel().astype(np.int64)

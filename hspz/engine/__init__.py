@@ -75,11 +75,16 @@ class RefBin:
 
     @property
     def table(self) -> SeedTable:
+        return self.build_table()
+
+    def build_table(self, threads: int = 1) -> SeedTable:
+        """The seed table: from the index, else built (on `threads` threads) on first use."""
         if self._table is None and self.source is not None:
             self._table = self.source.table(self.index)
         if self._table is None:
             codes = seed_codes(self.packed.buf)
-            self._table = build_seed_table(codes, self.packed.block_len, self.shape, self.step)
+            self._table = build_seed_table(codes, self.packed.block_len, self.shape, self.step,
+                                           threads)
         return self._table
 
 
@@ -163,6 +168,9 @@ class UnitResult:
     raw_hsps: int = 0
     hsps: int = 0
     gpu_ms: float = 0.0
+    # the CPU engine's phases: per phase, (wall, CPU) seconds of each of its threads (`--time`;
+    # not in `to_bytes`)
+    phases: dict = field(default_factory=dict)
     host_start_ms: float = 0.0
     host_end_ms: float = 0.0
     worker: int = 0

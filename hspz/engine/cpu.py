@@ -11,8 +11,10 @@ dedup sorts the chunk's gated HSPs whole, so the pieces never change bytes.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -26,11 +28,12 @@ from hspz.engine import (
     RefBin,
     UnitResult,
     assemble,
-    finish_chunk,
+    record_chunk,
+    settle_chunks,
     unit_batches,
 )
 from hspz.seed import hit_seeds, query_seeds
-from hspz.xdrop import extend_seeds
+from hspz.xdrop import Workspace, extend_hits, first_pass
 
 _threads = [1]
 PIECE = 1 << 18  # most hits extended at once per thread: ~28 MiB (`plan.unit_bytes`), not bytes
@@ -46,30 +49,107 @@ def warm_worker(worker: int) -> None:
     jit.load()
 
 
-def chunk_hsps(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, qpos, lo, counts):
-    """Extend every hit of one semantic chunk's seeds and gate them: raw HSP records."""
-    o = ctx.options
-    total, rs, qs, ln = extend_seeds(
-        ref.score, qry.score[strand], ref.packed.block_len, qry.packed[strand].block_len,
-        ctx.matrix, o.xdrop, ref.table.pos_table, lo, qpos, counts, ctx.shape.size, o.hspthresh,
-    )
-    return hsp.gate(ref.score, qry.score[strand], total, rs, qs, ln, o.hspthresh, o.entropy)
+PHASES = ("table", "seed", "first pass", "sweep", "gate", "dedup")
 
 
-def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk) -> BatchOut:
+class PhaseClock:
+    """Wall and CPU seconds of the engine's phases, per thread (`--time`): a thread's CPU time
+    well under its wall time in a phase is time it waited (for the GIL, or for memory)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.threads: dict[int, dict[str, list[float]]] = {}
+
+    def mine(self) -> dict[str, list[float]]:
+        ident = threading.get_ident()
+        got = self.threads.get(ident)
+        if got is None:
+            with self.lock:
+                got = self.threads.setdefault(ident, {p: [0.0, 0.0] for p in PHASES})
+        return got
+
+    @contextmanager
+    def __call__(self, phase: str):
+        w, c = time.perf_counter(), time.thread_time()
+        try:
+            yield
+        finally:
+            acc = self.mine()[phase]
+            acc[0] += time.perf_counter() - w
+            acc[1] += time.thread_time() - c
+
+    def table(self) -> dict[str, list[tuple[float, float]]]:
+        """Per phase, (wall, CPU) seconds of each thread, in the order the threads started."""
+        rows = list(self.threads.values())
+        return {p: [(r[p][0], r[p][1]) for r in rows] for p in PHASES}
+
+
+_local = threading.local()
+
+
+def workspace() -> Workspace:
+    """This thread's first-pass buffers (`xdrop.Workspace`), made on its first piece."""
+    work = getattr(_local, "work", None)
+    if work is None:
+        work = _local.work = Workspace()
+    return work
+
+
+def chunk_hsps(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, qpos, lo, counts,
+               clock: PhaseClock | None = None):
+    """Extend every hit of one semantic chunk's seeds and gate them: raw HSP records
+    (`xdrop.extend_seeds`: the first pass, then the diagonal sweep of the hits it left)."""
+    o, clock = ctx.options, clock or PhaseClock()
+    r, q = ref.score, qry.score[strand]
+    r_len, q_len = ref.packed.block_len, qry.packed[strand].block_len
+    with clock("first pass"):
+        done, (late_r, late_q) = first_pass(r, q, r_len, q_len, ctx.matrix, o.xdrop,
+                                            ref.table.pos_table, lo, qpos, counts,
+                                            ctx.shape.size, o.hspthresh, workspace())
+    with clock("sweep"):
+        swept = extend_hits(r, q, r_len, q_len, ctx.matrix, o.xdrop, late_r, late_q)
+        keep = swept[0] >= o.hspthresh
+        total, rs, qs, ln = (np.concatenate((a, b[keep])) for a, b in zip(done, swept,
+                                                                            strict=True))
+    with clock("gate"):
+        return hsp.gate(r, q, total, rs, qs, ln, o.hspthresh, o.entropy)
+
+
+def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk,
+              clock: PhaseClock | None = None) -> BatchOut:
     """One seed batch (wga chunk): seeds, hits, semantic chunks, each extended and deduped."""
-    o = ctx.options
-    n_seeds, qpos, lo, counts, at = hit_seeds(
-        qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition, ref.table
-    )
-    cum = np.cumsum(counts)  # over the seeds with hits only
+    o, clock = ctx.options, clock or PhaseClock()
+    with clock("seed"):
+        n_seeds, qpos, lo, counts, at = hit_seeds(
+            qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition, ref.table,
+            workspace())
+        cum = np.cumsum(counts, out=workspace().take("cum", len(counts)))  # seeds with hits
+        chunks = semantic_chunks(n_seeds, counts, at, o.max_hits, cum)
     out = BatchOut(seeds=n_seeds, hits=int(cum[-1]) if len(cum) else 0)
-    for a, b in semantic_chunks(n_seeds, counts, at, o.max_hits):
+    for a, b in chunks:
         pieces = (hit_pieces(qpos, lo, counts, cum, a, b - 1, PIECE) if b > a
                   else [(qpos[a:b], lo[a:b], counts[a:b])])  # settled, empty: gated once
-        parts = [chunk_hsps(ctx, ref, qry, strand, *piece) for piece in pieces]
-        finish_chunk(ctx, parts[0] if len(parts) == 1 else np.concatenate(parts), out, strand)
+        parts = []
+        for piece in pieces:
+            raw = chunk_hsps(ctx, ref, qry, strand, *piece, clock=clock)
+            with clock("dedup"):
+                parts.append(hsp.collapse(raw))
+        with clock("dedup"):
+            finish_collapsed(ctx, parts, out, strand)
     return out
+
+
+def finish_collapsed(ctx: Context, parts: list, out: BatchOut, strand: str) -> None:
+    """`engine.finish_chunk` of one semantic chunk given as pieces of collapsed records
+    (`hsp.collapse`: distinct records and their copies), collapsed again across the pieces:
+    the same counts, dump and survivors as the whole chunk's records."""
+    if len(parts) == 1:
+        raw, copies = parts[0]
+    else:
+        raw, copies = hsp.collapse(np.concatenate([p[0] for p in parts]),
+                                   np.concatenate([p[1] for p in parts]))
+    record_chunk(out, settle_chunks(ctx, raw, copies, np.zeros(len(raw), np.int64), 1)[0],
+                 strand)
 
 
 def hit_pieces(qpos, lo, counts, cum, s0: int, s1: int, piece: int):
@@ -98,17 +178,31 @@ def hit_pieces(qpos, lo, counts, cum, s0: int, s1: int, piece: int):
         yield qpos[s0:s1 + 1], lo[s0:s1 + 1], counts[s0:s1 + 1]
 
 
-def semantic_chunks(n_seeds: int, counts: np.ndarray, at: np.ndarray,
-                    max_hits: int) -> list[tuple[int, int]]:
+def semantic_chunks(n_seeds: int, counts: np.ndarray, at: np.ndarray, max_hits: int,
+                    cum: np.ndarray | None = None) -> list[tuple[int, int]]:
     """`plan.chunk_walk` over a batch's whole stream of n_seeds seeds, given only the seeds with
-    hits (`counts`, their places `at`): each chunk as a range of those seeds.  The others add
-    nothing to a chunk, and a chunk of them alone still counts (it is settled, empty)."""
-    if counts.sum() < max_hits:  # chunk_walk's single chunk
+    hits (`counts`, their places `at`; `cum`, the prefix sums of `counts`, where at hand): each
+    chunk as a range of those seeds.  The others add nothing to a chunk, and a chunk of them
+    alone still counts (it is settled, empty).  The whole stream's prefix sums step only at
+    `at`, so the walk's searches run on `cum` (no array of the whole stream: two of them, 52 MB
+    a batch, were mapped and faulted in by every batch past --max-hits hits)."""
+    cum = np.cumsum(counts) if cum is None else cum
+    total = int(cum[-1]) if len(cum) else 0
+    if total < max_hits:  # chunk_walk's single chunk
         return [(0, len(counts))] if n_seeds else []
-    whole = np.zeros(n_seeds, np.int64)
-    whole[at] = counts
+    ends, limit = [], max_hits
+    for _ in range(total // max_hits):
+        k = int(np.searchsorted(cum, limit, side="left"))  # the first seed reaching `limit`
+        ends.append(int(at[k]) - 1 if k < len(at) else n_seeds - 1)
+        limit = (int(cum[k - 1]) if k else 0) + max_hits
+    ends.append(n_seeds - 1)
+    walk, start = [], 0
+    for end in ends:
+        if start <= end:
+            walk.append((start, end))
+        start = max(start, end + 1)
     return [(int(np.searchsorted(at, s0)), int(np.searchsorted(at, s1, side="right")))
-            for s0, s1 in plan.chunk_walk(np.cumsum(whole), max_hits)]
+            for s0, s1 in walk]
 
 
 def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
@@ -121,11 +215,13 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
     """
     start = time.perf_counter()
     jobs = unit_batches(ctx, qry)
-    _ = ref.table.occupied  # build the table and its occupancy bits once, before the threads
+    clock = PhaseClock()
+    with clock("table"):  # the table and its occupancy bits, once, before the batches
+        _ = ref.build_table(_threads[0]).occupied
     tally = BatchTally(len(jobs), progress)
 
     def one(job) -> BatchOut:
-        return tally(run_batch(ctx, ref, qry, job[1], job[2]))
+        return tally(run_batch(ctx, ref, qry, job[1], job[2], clock))
 
     if _threads[0] == 1:
         outs = [one(j) for j in jobs]
@@ -134,6 +230,7 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
             outs = list(pool.map(one, jobs))
     result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, outs)
     result.gpu_ms = (time.perf_counter() - start) * 1e3
+    result.phases = clock.table()
     return result
 
 
