@@ -170,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="one reference against one query; writes segments files")
     _add_run_options(run)
-    run.add_argument("-o", "--output", default=".", help="output directory (.)")
+    run.add_argument("-o", "--output", help="output directory (required, but with -u)")
     run.add_argument("-y", "--time", action="store_true",
                      help="phase times, lifecycle, peak RSS and the unit ledger")
     run.add_argument("-d", "--hit-stats", action="store_true", help="hits-per-seed histogram")
@@ -192,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--query-list", metavar="FILE",
                       help="plan every listed query as run --query-list does (a batch)")
     plan.add_argument("--index", metavar="DIR", help="plan from an index (`hspZ index`)")
+    plan.add_argument("--sizes", metavar="FILE",
+                      help="also write each work job's memory and expected runtime (a TSV "
+                           "for a scheduler; hspz/sizing.py)")
     _add_manifest_flags(plan)
 
     work = sub.add_parser("work", help="run one worker of a plan file")
@@ -452,6 +455,11 @@ def _run(ns: argparse.Namespace, options: Options) -> int:
     from hspz import backends, outdir
     from hspz.commands.run import run_command
 
+    if ns.output is None:
+        if not ns.cpu_only:
+            raise UsageError("--output: give the folder the segments files go to (-o OUT); "
+                             "hspZ run never writes into the current folder unasked")
+        ns.output = "."  # -u writes nothing there
     req = _request(ns, options)
     req.tarball = _tarball(ns)
     outdir.check_disjoint(_inputs(ns), {"--tarball": req.tarball,
@@ -490,9 +498,9 @@ def cmd_plan(ns: argparse.Namespace) -> int:
     req = _request(ns, options)
     outdir.check_disjoint(_inputs(ns), {"--output": ns.output,
                                         "--dump-manifest": ns.dump_manifest,
-                                        "--dump-plan": ns.dump_plan})
-    _writable_files(ns, "--output", "--dump-plan", "--dump-manifest")
-    return plan_command(req, lambda: backends.select(options))
+                                        "--dump-plan": ns.dump_plan, "--sizes": ns.sizes})
+    _writable_files(ns, "--output", "--dump-plan", "--dump-manifest", "--sizes")
+    return plan_command(req, lambda: backends.select(options), ns.sizes)
 
 
 def cmd_work(ns: argparse.Namespace) -> int:
