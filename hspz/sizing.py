@@ -37,7 +37,7 @@ CPU_NS_PER_HIT = 476.0
 CPU_UNIT_S = 0.5
 CPU_START_S = 5.0
 GPU_HOST_BYTES = 2 << 30
-STRIDE_WITHOUT_INDEX = 8  # hits counted on every 8th query position when no index holds tables
+STRIDE = 8  # hits counted on every 8th query position (times 8): a runtime needs no more
 
 
 def host_bytes(m, options, devices) -> int:
@@ -60,7 +60,7 @@ def size_rows(pf, options, devices, ref, idx, read_query) -> list[tuple]:
     hits, memory = [], []
     for job in pf.jobs:
         qry = read_query(job.path)
-        stride = 1 if idx is not None else STRIDE_WITHOUT_INDEX
+        stride = STRIDE
         rows, _ = estimate_rows(context_of(job.manifest), job.manifest.plan, ref, qry,
                                 stride, idx)
         hits.append([row[4] for row in rows])
