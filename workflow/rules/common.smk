@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
+from snakemake.exceptions import WorkflowError
 
 HERE = Path(workflow.current_basedir)
 SCHEMA = yaml.safe_load((HERE.parent / "schemas" / "config.schema.yaml").read_text())
@@ -96,10 +97,13 @@ def check_config(config):
         if scoring is not None and not Path(scoring).is_file():
             fail(f"config.jobs[{k}].options.scoring: {scoring} is not a file")
     folders = {key: os.path.abspath(config[key]) for key in ("results", "work", "logs")}
-    if len(set(folders.values())) < 3:
-        fail(
-            f"config: results, work and logs must be three folders (they are {folders})"
-        )
+    for key, folder in folders.items():
+        for other, inner in folders.items():
+            if other != key and (inner == folder or inner.startswith(folder + os.sep)):
+                fail(
+                    f"config.{other}: {config[other]} is within config.{key} "
+                    f"({config[key]}): results, work and logs must be three folders apart"
+                )
 
 
 def fill_defaults(config):
@@ -155,7 +159,7 @@ def _sheet_lines(sheet):
     """(line number, cells) of a tab-separated sheet's header and rows, cells taken as they
     are (no quoting), blank and `#` lines skipped."""
     try:
-        text = Path(sheet).read_text()
+        text = Path(sheet).read_text(encoding="utf-8-sig")  # a spreadsheet's BOM
     except UnicodeDecodeError:
         fail(f"{sheet}: not a UTF-8 text file")
     lines = []
@@ -384,13 +388,8 @@ def name_lines(wildcards):
 
 
 def write_lines(path, lines):
-    """A text file of `lines`, written to a temporary name, fsynced and renamed."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as out:
-        out.writelines(f"{line}\n" for line in lines)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    """A text file of `lines`, written to a fresh temporary name, fsynced and renamed."""
+    results_manifest.write_atomically(path, [f"{line}\n" for line in lines])
 
 
 def planned_workers(plan):
@@ -534,7 +533,17 @@ if main_process():
 
 # --- cores and resources -----------------------------------------------------------------
 
-CORES = workflow.cores if isinstance(workflow.cores, int) else os.cpu_count() or 1
+
+def total_cores():
+    """--cores, or (a cluster run gives none) this machine's cores."""
+    try:
+        cores = workflow.cores
+    except WorkflowError:
+        cores = None
+    return cores if isinstance(cores, int) else os.cpu_count() or 1
+
+
+CORES = total_cores()
 
 
 def concurrent_work_jobs(job):

@@ -54,12 +54,25 @@ def write(folder: str, manifest: str) -> None:
     for rel in files(base):
         st = (base / rel).lstat()
         lines.append(f"{_sha256(base / rel)}\t{st.st_size}\t{st.st_mtime_ns}\t{rel.as_posix()}\n")
-    tmp = Path(f"{manifest}.tmp{os.getpid()}")
-    with open(tmp, "w") as out:
-        out.writelines(lines)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, manifest)
+    write_atomically(manifest, lines)
+
+
+def write_atomically(path: str, lines: list[str]) -> None:
+    """`lines` into `path` through a fresh temporary file beside it (never an existing file,
+    never through a symlink), fsynced, then renamed over `path`."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
+                               prefix=f".{os.path.basename(path)}.")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.writelines(lines)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def damage(folder: str, manifest: str) -> str | None:
