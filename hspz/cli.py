@@ -193,8 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
                       help="plan every listed query as run --query-list does (a batch)")
     plan.add_argument("--index", metavar="DIR", help="plan from an index (`hspZ index`)")
     plan.add_argument("--sizes", metavar="FILE",
-                      help="also write each work job's memory and expected runtime (a TSV "
-                           "for a scheduler; hspz/sizing.py)")
+                      help="also write each work job's memory (a TSV for a scheduler; "
+                           "hspz/sizing.py)")
+    plan.add_argument("--sizes-hits", action="store_true",
+                      help="--sizes counts every unit's seed hits for an expected runtime "
+                           "(hits-estimate's histograms: seconds and ~800 MB a query)")
     _add_manifest_flags(plan)
 
     work = sub.add_parser("work", help="run one worker of a plan file")
@@ -500,7 +503,7 @@ def cmd_plan(ns: argparse.Namespace) -> int:
                                         "--dump-manifest": ns.dump_manifest,
                                         "--dump-plan": ns.dump_plan, "--sizes": ns.sizes})
     _writable_files(ns, "--output", "--dump-plan", "--dump-manifest", "--sizes")
-    return plan_command(req, lambda: backends.select(options), ns.sizes)
+    return plan_command(req, lambda: backends.select(options), ns.sizes, ns.sizes_hits)
 
 
 def cmd_work(ns: argparse.Namespace) -> int:

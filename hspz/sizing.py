@@ -51,36 +51,40 @@ def host_bytes(m, options, devices) -> int:
     return planning.CPU_PROCESS + (1 + planning.READ_COPIES) * inputs + GPU_HOST_BYTES
 
 
-def size_rows(pf, options, devices, ref, idx, read_query) -> list[tuple]:
+def size_rows(pf, options, devices, ref, idx, read_query, count_hits: bool = True) -> list[tuple]:
     """(worker, backend, units, hits, mem_mb, runtime_s) of every worker of a plan file;
-    `read_query(path)` reads a job's query records."""
+    `read_query(path)` reads a job's query records.  Without `count_hits` (the histograms
+    cost seconds and a few hundred MB a job) hits and runtime_s are "-"."""
     from hspz.commands.estimate import estimate_rows
     from hspz.freeze import context_of
 
     hits, memory = [], []
     for job in pf.jobs:
-        qry = read_query(job.path)
-        stride = STRIDE
-        rows, _ = estimate_rows(context_of(job.manifest), job.manifest.plan, ref, qry,
-                                stride, idx)
-        hits.append([row[4] for row in rows])
         memory.append(host_bytes(job.manifest, options, devices))
+        if not count_hits:
+            continue
+        qry = read_query(job.path)
+        rows, _ = estimate_rows(context_of(job.manifest), job.manifest.plan, ref, qry,
+                                STRIDE, idx)
+        hits.append([row[4] for row in rows])
         del qry
     gpu = devices.backend == "gpu"
     threads = max(1, options.threads or os.cpu_count() or 1)
     out = []
     for k in range(pf.schedule.workers):
         units = pf.worker_units(k)
-        n_hits = sum(hits[j][o] for j, o in units)
         jobs = {j for j, _ in units}
+        mem = math.ceil(max((memory[j] for j in jobs), default=0) / 1e6)
+        if not count_hits:
+            out.append((k, "gpu" if gpu else "cpu", len(units), "-", mem, "-"))
+            continue
+        n_hits = sum(hits[j][o] for j, o in units)
         if gpu:
             seconds = GPU_START_S + len(units) * GPU_UNIT_S + n_hits * GPU_NS_PER_HIT / 1e9
         else:
             seconds = CPU_START_S + len(units) * CPU_UNIT_S + \
                 n_hits * CPU_NS_PER_HIT / 1e9 / threads
-        mem = max((memory[j] for j in jobs), default=0)
-        out.append((k, "gpu" if gpu else "cpu", len(units), n_hits,
-                    math.ceil(mem / 1e6), math.ceil(seconds)))
+        out.append((k, "gpu" if gpu else "cpu", len(units), n_hits, mem, math.ceil(seconds)))
     return out
 
 

@@ -453,14 +453,16 @@ def test_a_deleted_job_folder_is_rebuilt(tmp_path: Path) -> None:
 # --- issue 25: jobs sized from their plan, cores used, resume, deployment ------------------
 
 def test_work_jobs_ask_for_their_plans_memory_and_time(workflow_run: Path) -> None:
-    """`hspZ plan --sizes` gives every worker its memory and runtime; hspz_work's resources
-    are those times retry_factor per attempt, and stay far below the 32000 MB once asked."""
+    """`hspZ plan --sizes` gives every worker its memory (and with --sizes-hits, which the
+    local profile leaves out, its seed hits and runtime); hspz_work's resources are those
+    times retry_factor per attempt, far below the 32000 MB once asked."""
     sizes = (workflow_run / "work" / "sheet" / "sizes.tsv").read_text().splitlines()
-    assert sizes[0].split("\t") == ["worker", "backend", "units", "hits", "mem_mb", "runtime_s"]
-    rows = [dict(zip(sizes[0].split("\t"), r.split("\t"), strict=True)) for r in sizes[1:]]
+    head = ["worker", "backend", "units", "hits", "mem_mb", "runtime_s"]
+    assert sizes[0].split("\t") == head
+    rows = [dict(zip(head, r.split("\t"), strict=True)) for r in sizes[1:]]
     assert [r["worker"] for r in rows] == ["0", "1"] and {r["backend"] for r in rows} == {"cpu"}
     assert sum(int(r["units"]) for r in rows) == 3 * 4  # 3 reference bins x 4 query bins
-    assert all(100 < int(r["mem_mb"]) < 2000 and int(r["hits"]) > 0 for r in rows)
+    assert all(100 < int(r["mem_mb"]) < 2000 and r["runtime_s"] == "-" for r in rows)
     done = snakemake(workflow_run, workflow_run / "config.yaml", "-n", "--forcerun",
                      "hspz_work", profile="slurm")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -471,7 +473,18 @@ def test_work_jobs_ask_for_their_plans_memory_and_time(workflow_run: Path) -> No
         k = int(re.search(r"wildcards: batch=sheet, k=(\d+)", job)[1])
         mem = int(re.search(r"\bmem_mb=(\d+)", job)[1])
         assert mem == -(-int(rows[k]["mem_mb"]) * 3 // 2), job  # x 1.5 on the first attempt
-        assert int(re.search(r"\bruntime=(\d+)", job)[1]) >= 1
+        assert int(re.search(r"\bruntime=(\d+)", job)[1]) == 360  # no hits counted: 240 x 1.5
+    sized = workflow_run / "sized.tsv"
+    plan = hspz("plan", "--index", str(next((workflow_run / "work" / "index").iterdir())),
+                "-r", str(workflow_run / "ref.fa"), "--query-list",
+                str(workflow_run / "work" / "sheet" / "queries.txt"), "--gpus", "2",
+                "--backend", "cpu", "--sizes", str(sized), "--sizes-hits", "-o",
+                str(workflow_run / "sized.plan"), *run_flags({"options": OPTIONS}))
+    assert plan.returncode == 0, plan.stderr
+    counted = [dict(zip(head, r.split("\t"), strict=True))
+               for r in sized.read_text().splitlines()[1:]]
+    assert [r["mem_mb"] for r in counted] == [r["mem_mb"] for r in rows]
+    assert all(int(r["hits"]) > 0 and int(r["runtime_s"]) >= 5 for r in counted)
 
 
 def test_threads_default_to_the_cores_over_the_concurrent_work_jobs(tmp_path: Path) -> None:

@@ -19,9 +19,11 @@ from hspz.manifest import write_text
 from hspz.planfile import PlanFile, PlanJob, plan_text
 
 
-def plan_command(req: Request, select, sizes: str | None = None) -> int:
+def plan_command(req: Request, select, sizes: str | None = None,
+                 sizes_hits: bool = False) -> int:
     """`hspZ plan`: freeze the plan and the schedule for --gpus workers into one file; with
-    `sizes`, each work job's memory and expected runtime too (`sizing`)."""
+    `sizes`, each work job's memory, and with `sizes_hits` its expected runtime from its
+    units' seed hits too (`sizing`)."""
     if req.query_list:
         pf, ref, idx, devices = _batch_plan(req, select)
     else:
@@ -31,7 +33,7 @@ def plan_command(req: Request, select, sizes: str | None = None) -> int:
         from hspz import sizing
 
         rows = sizing.size_rows(pf, req.options, devices, ref, idx,
-                                lambda path: read_side(path, "query"))
+                                lambda path: read_side(path, "query"), sizes_hits)
         sizing.write_sizes(sizes, rows)
     m = pf.manifest
     print(f"plan: {len(pf.jobs)} job(s), {len(m.plan.ref_bins)} reference bins, "

@@ -114,7 +114,7 @@ def fill_defaults(config):
         for key, spec in SCHEMA["$defs"]["job"]["properties"].items():
             if "default" in spec:
                 job.setdefault(key, spec["default"])
-    for key in ("max_mem_mb", "max_runtime", "retry_factor"):
+    for key in ("max_mem_mb", "max_runtime", "retry_factor", "size_runtime"):
         config.setdefault(key, SCHEMA["properties"][key]["default"])
 
 
@@ -387,11 +387,6 @@ def name_lines(wildcards):
     return ["name\tjob\tpath", *rows]
 
 
-def write_lines(path, lines):
-    """A text file of `lines`, written to a fresh temporary name, fsynced and renamed."""
-    results_manifest.write_atomically(path, [f"{line}\n" for line in lines])
-
-
 def planned_workers(plan):
     """The `workers N` line of a plan file: `--gpus W` is only an upper bound (never more
     workers than reference bins), so the work jobs are known once the plan exists."""
@@ -572,6 +567,13 @@ def index_threads(wildcards):
     return INDEXES[wildcards.index]["threads"] or CORES
 
 
+def sizes_flags(wildcards):
+    """--sizes-hits where the work jobs' runtime matters (size_runtime: a cluster's time
+    limits); the local profile turns it off, since the counting costs the plan seconds.
+    """
+    return ["--sizes-hits"] if config["size_runtime"] else []
+
+
 def sizes_path(batch):
     return f"{WORK}/{batch}/sizes.tsv"
 
@@ -583,7 +585,7 @@ def worker_size(wildcards, column):
         for line in rows:
             row = dict(zip(header, line.rstrip("\n").split("\t")))
             if row["worker"] == str(wildcards.k):
-                return float(row[column])
+                return None if row[column] == "-" else float(row[column])
     raise ValueError(f"{sizes_path(wildcards.batch)}: no row for worker {wildcards.k}")
 
 
@@ -602,8 +604,12 @@ def work_mem_mb(wildcards, attempt):
     )
 
 
+UNSIZED_WORK_MINUTES = 240  # a work job's runtime when its plan counted no hits
+
+
 def work_runtime(wildcards, attempt):
-    minutes = worker_size(wildcards, "runtime_s") / 60
+    seconds = worker_size(wildcards, "runtime_s")
+    minutes = UNSIZED_WORK_MINUTES if seconds is None else seconds / 60
     return capped(minutes * retry_factor(attempt), config["max_runtime"])
 
 

@@ -1,19 +1,19 @@
-# The batch's query list (absolute paths) and names.tsv (sheet name -> job number), written
-# by the snakemake process itself (a local rule): the sheet's text never reaches a shell, and
-# no command line limits a sheet's length.
+# The batch's query list (absolute paths) and names.tsv (sheet name -> job number), written by
+# a Python script from the rule's params (a local rule): the sheet's text reaches no shell and
+# no command line, whatever it holds or how long it is.
 rule hspz_query_list:
     output:
         queries=f"{WORK}/{{batch}}/queries.txt",
         names=f"{WORK}/{{batch}}/names.tsv",
     log:
         f"{LOGS}/hspz_query_list/{{batch}}.log",
+    conda:
+        "../envs/hspz.yaml"
     params:
         queries=query_lines,
         names=name_lines,
-    run:
-        write_lines(output.queries, params.queries)
-        write_lines(output.names, params.names)
-        write_lines(log[0], [f"{len(params.queries)} queries"])
+    script:
+        "../scripts/query_list.py"
 
 
 # A checkpoint: the number of work jobs is read from the plan it writes (never more workers
@@ -46,7 +46,8 @@ checkpoint hspz_plan:
         workers=setting("workers"),
         backend=setting("backend"),
         threads=work_threads,
+        sizes=sizes_flags,
     shell:
         "hspZ plan {params.sources:q} --query-list={input.queries:q} {params.flags:q}"
         " --gpus={params.workers} --backend={params.backend} --threads={params.threads}"
-        " --sizes={output.sizes:q} --output={output.plan:q} > {log:q} 2>&1"
+        " --sizes={output.sizes:q} {params.sizes} --output={output.plan:q} > {log:q} 2>&1"
