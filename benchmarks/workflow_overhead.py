@@ -7,8 +7,8 @@ local profile) against the same batch in one process (`hspZ index`, then `hspZ r
 
 --rerun also times a second `snakemake` in each workflow folder, with nothing to do (the
 workflow's fixed cost: Snakemake's start, parsing, the config and sheet checks, the DAG), and
-every workflow run's per-rule wall seconds (each job's log file: from the job's start, which
-Snakemake's log stamps, to the log's last write) go into the record. --report adds the summary
+every workflow run's per-rule seconds (from Snakemake's log: each job's start to its
+`Finished`, one-second stamps) go into the record. --report adds the summary
 and dot plots to the workflow arm (report: true).
 
 By default REF and LIST are DIR/ref.2bit and DIR/list.txt (what benchmarks/index_batch.py
@@ -73,17 +73,27 @@ def workflow_run(a, k: int, queries: list[str]) -> tuple[float, Path]:
     wall = timed(cmd, wd, a.out / f"wf-{k}.log")
     if a.rerun:
         a.extra = dict(rerun_s=round(timed(cmd, wd, a.out / f"wf-{k}-rerun.log"), 3),
-                       rules=rule_walls(wd / "logs"))
+                       rules=rule_walls(a.out / f"wf-{k}.log"))
     return wall, wd / "results" / "batch"
 
 
-def rule_walls(logs: Path) -> dict[str, float]:
-    """Per rule, the spread of its jobs' log mtimes (seconds from the first job's end to the
-    last's): where a rule's jobs run one after another, about their length but the first's."""
-    out = {}
-    for folder in sorted(p for p in logs.iterdir() if p.is_dir()):
-        stamps = [p.stat().st_mtime for p in folder.rglob("*.log")]
-        out[folder.name] = round(max(stamps) - min(stamps), 3) if stamps else 0.0
+def rule_walls(log: Path) -> dict[str, float]:
+    """Seconds each rule's jobs took, summed, from Snakemake's own log: each job's start
+    (the time stamp before `rule NAME:`, its `jobid: N`) to its `Finished jobid: N`."""
+    import re
+    from datetime import datetime
+
+    stamp, started, rules, out = None, {}, {}, {}
+    for line in log.read_text().splitlines():
+        if m := re.match(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$", line):
+            stamp = datetime.strptime(m[1], "%a %b %d %H:%M:%S %Y").timestamp()
+        elif m := re.match(r"^(?:local)?(?:rule|checkpoint) (\w+):$", line):
+            rule = m[1]
+        elif (m := re.match(r"^ +jobid: (\d+)$", line)) and stamp is not None:
+            started[m[1]], rules[m[1]] = stamp, rule
+        elif (m := re.match(r"^Finished jobid: (\d+)", line)) and m[1] in started:
+            name = rules[m[1]]
+            out[name] = round(out.get(name, 0.0) + stamp - started.pop(m[1]), 1)
     return out
 
 
