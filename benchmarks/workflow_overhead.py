@@ -3,7 +3,13 @@ local profile) against the same batch in one process (`hspZ index`, then `hspZ r
 --query-list`), each from a fresh folder, interleaved, with the outputs checked equal:
 
     python benchmarks/workflow_overhead.py --work DIR --out OUT [--runs 3] [--workers 1]
-        [--reference REF --queries LIST] [--backend auto] [-B 500M]
+        [--reference REF --queries LIST] [--backend auto] [-B 500M] [--rerun] [--report]
+
+--rerun also times a second `snakemake` in each workflow folder, with nothing to do (the
+workflow's fixed cost: Snakemake's start, parsing, the config and sheet checks, the DAG), and
+every workflow run's per-rule seconds (from Snakemake's log: each job's start to its
+`Finished`, one-second stamps) go into the record. --report adds the summary
+and dot plots to the workflow arm (report: true).
 
 By default REF and LIST are DIR/ref.2bit and DIR/list.txt (what benchmarks/index_batch.py
 generates); on the dev machine the demo's sheet does: --reference demo/reference.fa.gz
@@ -48,7 +54,7 @@ def queries_of(listing: Path) -> list[str]:
 
 def tree(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name != "names.tsv"}
+            if p.is_file() and p.name not in ("names.tsv", ".snakemake_timestamp")}
 
 
 def workflow_run(a, k: int, queries: list[str]) -> tuple[float, Path]:
@@ -58,13 +64,37 @@ def workflow_run(a, k: int, queries: list[str]) -> tuple[float, Path]:
     (wd / "list.txt").write_text("".join(f"{q}\n" for q in queries))
     job = dict(name="batch", reference=str(Path(a.reference).resolve()),
                query_list=str(wd / "list.txt"), workers=a.workers, backend=a.backend,
-               threads=a.threads, index=True, report=False, options=dict(seq_block_size=a.B))
+               threads=a.threads, index=True, report=a.report, options=dict(seq_block_size=a.B))
     (wd / "config.yaml").write_text(yaml.safe_dump({"jobs": [job]}))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile"),
            "--directory", str(wd), "--configfile", str(wd / "config.yaml"), "--profile",
            str(ROOT / "profiles" / "local"), "--cores", "all", "--resources",
            f"gpu={a.gpus}"]
-    return timed(cmd, wd, a.out / f"wf-{k}.log"), wd / "results" / "batch"
+    wall = timed(cmd, wd, a.out / f"wf-{k}.log")
+    if a.rerun:
+        a.extra = dict(rerun_s=round(timed(cmd, wd, a.out / f"wf-{k}-rerun.log"), 3),
+                       rules=rule_walls(a.out / f"wf-{k}.log"))
+    return wall, wd / "results" / "batch"
+
+
+def rule_walls(log: Path) -> dict[str, float]:
+    """Seconds each rule's jobs took, summed, from Snakemake's own log: each job's start
+    (the time stamp before `rule NAME:`, its `jobid: N`) to its `Finished jobid: N`."""
+    import re
+    from datetime import datetime
+
+    stamp, started, rules, out = None, {}, {}, {}
+    for line in log.read_text().splitlines():
+        if m := re.match(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$", line):
+            stamp = datetime.strptime(m[1], "%a %b %d %H:%M:%S %Y").timestamp()
+        elif m := re.match(r"^(?:local)?(?:rule|checkpoint) (\w+):$", line):
+            rule = m[1]
+        elif (m := re.match(r"^ +jobid: (\d+)$", line)) and stamp is not None:
+            started[m[1]], rules[m[1]] = stamp, rule
+        elif (m := re.match(r"^Finished jobid: (\d+)", line)) and m[1] in started:
+            name = rules[m[1]]
+            out[name] = round(out.get(name, 0.0) + stamp - started.pop(m[1]), 1)
+    return out
 
 
 def process_run(a, k: int, queries: list[str]) -> tuple[float, Path]:
@@ -93,7 +123,10 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--backend", default="auto")
     p.add_argument("-B", default="500M")
+    p.add_argument("--rerun", action="store_true", help="time a rerun with nothing to do")
+    p.add_argument("--report", action="store_true", help="the workflow arm makes its report")
     a = p.parse_args()
+    a.extra = {}
     a.reference = str(Path(a.reference).resolve()) if a.reference else str(a.work / "ref.2bit")
     queries = queries_of(a.queries or a.work / "list.txt")
     a.threads = a.threads or os.cpu_count()
@@ -104,7 +137,8 @@ def main() -> int:
             wall, results = fn(a, k, queries)
             walls[arm].append(wall)
             record = dict(arm=arm, run=k, wall_s=round(wall, 3), queries=len(queries),
-                          files=len(tree(results)))
+                          files=len(tree(results)), **(a.extra if arm == "workflow" else {}))
+            a.extra = {}
             with open(a.out / "workflow_overhead.jsonl", "a") as fh:
                 fh.write(json.dumps(record) + "\n")
             print(json.dumps(record), flush=True)

@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="one reference against one query; writes segments files")
     _add_run_options(run)
-    run.add_argument("-o", "--output", default=".", help="output directory (.)")
+    run.add_argument("-o", "--output", help="output directory (required, but with -u)")
     run.add_argument("-y", "--time", action="store_true",
                      help="phase times, lifecycle, peak RSS and the unit ledger")
     run.add_argument("-d", "--hit-stats", action="store_true", help="hits-per-seed histogram")
@@ -194,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--query-list", metavar="FILE",
                       help="plan every listed query as run --query-list does (a batch)")
     plan.add_argument("--index", metavar="DIR", help="plan from an index (`hspZ index`)")
+    plan.add_argument("--sizes", metavar="FILE",
+                      help="also write each work job's memory (a TSV for a scheduler; "
+                           "hspz/sizing.py)")
+    plan.add_argument("--sizes-hits", action="store_true",
+                      help="--sizes counts every unit's seed hits for an expected runtime "
+                           "(hits-estimate's histograms: seconds and ~800 MB a query)")
     _add_manifest_flags(plan)
 
     work = sub.add_parser("work", help="run one worker of a plan file")
@@ -478,6 +484,11 @@ def _run(ns: argparse.Namespace, options: Options) -> int:
     from hspz import backends, outdir
     from hspz.commands.run import run_command
 
+    if ns.output is None:
+        if not ns.cpu_only:
+            raise UsageError("--output: give the folder the segments files go to (-o OUT); "
+                             "hspZ run never writes into the current folder unasked")
+        ns.output = "."  # -u writes nothing there
     req = _request(ns, options)
     req.tarball = _tarball(ns)
     inputs = _inputs(ns)
@@ -518,10 +529,10 @@ def cmd_plan(ns: argparse.Namespace) -> int:
     options = options_from_args(ns)
     req = _request(ns, options)
     inputs = _inputs(ns)
-    outdir.check_disjoint(inputs, {"--output": ns.output,
+    outdir.check_disjoint(inputs, {"--output": ns.output, "--sizes": ns.sizes,
                                    **_dumps(ns, inputs, "--dump-manifest", "--dump-plan")})
-    _writable_files(ns, "--output", "--dump-plan", "--dump-manifest")
-    return plan_command(req, lambda: backends.select(options))
+    _writable_files(ns, "--output", "--dump-plan", "--dump-manifest", "--sizes")
+    return plan_command(req, lambda: backends.select(options), ns.sizes, ns.sizes_hits)
 
 
 def cmd_work(ns: argparse.Namespace) -> int:

@@ -190,6 +190,8 @@ def execute(jobs: list[Job], sched: scheduling.Schedule, engine_name: str, threa
 
     workers = worker_jobs(jobs, sched, engine_name, threads, t0, how)
     advance = None if how.progress is None else how.progress.advance
+    if how.verify is not None:  # other records than the index's: refused before any engine
+        how.verify.wait_shape("index.verify wait (names, lengths)")
     try:
         with timed(summary.phases, "workers"):
             bases = [] if how.index else ref  # workers load an index's bins themselves

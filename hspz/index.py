@@ -472,9 +472,13 @@ class Verification:
     every length is caught).  `wait` blocks until it is done and raises its verdict."""
 
     def __init__(self, reference: str, idx: Index):
+        import threading
+
         self.reference, self.idx = reference, idx
         self.seconds = 0.0
         self.waited: dict[str, float] = {}
+        self._shaped = threading.Event()  # names and lengths compared (or the check failed)
+        self._error: BaseException | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="verify")
         self._future = self._pool.submit(self._check)
 
@@ -485,13 +489,19 @@ class Verification:
         from hspz.sequence import records_digest
 
         t = time.perf_counter()
-        records = read_side(self.reference, "reference")
-        m = self.idx.manifest
-        names, lengths = [r.name for r in records], [len(r) for r in records]
-        if names != m.names or lengths != m.lengths:
-            raise InputError(f"{self.reference}: its records ({len(names)}) differ from those "
-                             f"of the index {self.idx.path} ({len(m.names)}): "
-                             f"{_first_difference(names, lengths, m.names, m.lengths)}")
+        try:
+            records = read_side(self.reference, "reference")
+            m = self.idx.manifest
+            names, lengths = [r.name for r in records], [len(r) for r in records]
+            if names != m.names or lengths != m.lengths:
+                raise InputError(f"{self.reference}: its records ({len(names)}) differ from "
+                                 f"those of the index {self.idx.path} ({len(m.names)}): "
+                                 f"{_first_difference(names, lengths, m.names, m.lengths)}")
+        except BaseException as exc:
+            self._error = exc
+            raise
+        finally:
+            self._shaped.set()
         digest = records_digest(records)
         del records
         if digest != m.records_digest:
@@ -511,6 +521,17 @@ class Verification:
             return self._future.result()
         finally:
             self.waited[label] = self.waited.get(label, 0.0) + time.perf_counter() - t
+
+    def wait_shape(self, label: str) -> None:
+        """Block until the names and lengths are compared: a reference of other records is
+        refused before any engine runs (the bases' hash goes on in the background)."""
+        import time
+
+        t = time.perf_counter()
+        self._shaped.wait()
+        self.waited[label] = self.waited.get(label, 0.0) + time.perf_counter() - t
+        if self._error is not None:
+            raise self._error
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -47,7 +47,7 @@ EXPECTED = {
 def snakemake(workdir: Path, config: Path, *args: str, profile: str | None = "local",
               env: dict | None = None) -> subprocess.CompletedProcess:
     """Snakemake on the repository's workflow, working in `workdir` so the checkout stays clean."""
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile")]
     cmd += ["--directory", str(workdir), "--configfile", str(config), *args]
     if profile:
         cmd += ["--profile", str(ROOT / "profiles" / profile)]
@@ -134,7 +134,7 @@ def test_snakemake_lint_passes() -> None:
 
 
 def test_the_rules_are_snakefmt_clean() -> None:
-    done = subprocess.run([str(BIN / "snakefmt"), "--check", str(ROOT / "Snakefile"),
+    done = subprocess.run([str(BIN / "snakefmt"), "--check",
                            str(ROOT / "workflow")], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -289,7 +289,7 @@ def test_a_killed_work_job_is_rerun_and_computes_only_its_missing_units(tmp_path
     the bytes of an unbroken run."""
     config = make_workdir(tmp_path, [{**JOBS[2], "workers": 1, "options": {
         **OPTIONS, "seq_block_size": 1000}}])
-    killed = snakemake(tmp_path, config, "--cores", "1",
+    killed = snakemake(tmp_path, config, "--cores", "1", "--retries", "0",
                        env={**ENV, "HSPZ_FAULT": "work-unit:2"})
     assert killed.returncode != 0
     assert not (tmp_path / "results" / "single" / "queries.tsv").exists()
@@ -307,3 +307,255 @@ def test_a_killed_work_job_is_rerun_and_computes_only_its_missing_units(tmp_path
     got = tree(tmp_path / "results" / "single")
     got.pop("names.tsv")
     assert got == tree(tmp_path / "ref-run")
+
+
+# --- issue 23: sheets and configs checked at parse time, no text reaches a shell unquoted ----
+
+def parse_error(tmp_path: Path, config: Path) -> str:
+    """A dry run that must be refused at parse time: its one-line error, no traceback."""
+    done = snakemake(tmp_path, config, "-n", "--cores", "1", profile=None)
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert "Traceback" not in out and out.count("\n") < 12, out
+    return out
+
+
+@pytest.mark.parametrize("header, row, message", [
+    # class 3: column names are never flags; reserved and repeated columns are refused
+    ("name\tpath\tx||touch${IFS}PWNED||true", "alpha\tq1.fa\t1",
+     r"queries\.tsv: column 'x\|\|touch\$\{IFS\}PWNED\|\|true' is not a run option"),
+    ("name\tpath\tquery_list", "alpha\tq1.fa\tlists/queries.txt",
+     r"queries\.tsv: column 'query_list' is reserved"),
+    ("name\tpath\tpath", "alpha\tq1.fa\tq2.fa", r"queries\.tsv: column 'path' is given twice"),
+    ("name\tpath\tseq_block_size", "alpha\tq1.fa\t5000",
+     r"queries\.tsv: column 'seq_block_size' decides the reference bins"),
+    # class 4: cells typed by the options' schema, empty and unknown cells named by row
+    ("name\tpath\txdrop", "alpha\tq1.fa\tabc",
+     r"queries\.tsv: row 2, column xdrop: 'abc' is not of type 'integer'"),
+    ("name\tpath\tstrand", "alpha\tq1.fa\tboth;ls", r"queries\.tsv: row 2, column strand: "),
+    ("name\tpath\thspthresh", "alpha\tq1.fa\t-5", r"queries\.tsv: row 2, column hspthresh: "),
+    ("name\tpath\txdorp", "alpha\tq1.fa\t5",
+     r"queries\.tsv: column 'xdorp' is not a run option \(did you mean 'xdrop'\?\)"),
+    ("name\tpath", "alpha\t", r"queries\.tsv: row 2, column path: empty"),
+    ("name\tpath", "\tq1.fa", r"queries\.tsv: row 2, column name: empty"),
+    ("name\tpath", "alpha\tq1.fa\nalpha\tq2.fa",
+     r"queries\.tsv: row 3, column name: 'alpha' is used twice \(first on row 2\)"),
+    ("name\tpath", "alpha\tmissing.fa", r"queries\.tsv: row 2, column path: .*missing\.fa"),
+    ("name", "alpha", r"queries\.tsv: the sheet needs the columns name and path"),
+])
+def test_a_bad_sheet_is_one_line_naming_row_and_column(tmp_path: Path, header: str, row: str,
+                                                       message: str) -> None:
+    config = make_workdir(tmp_path, [JOBS[0]])
+    (tmp_path / "queries.tsv").write_text(f"{header}\n{row}\n")
+    out = parse_error(tmp_path, config)
+    assert re.search(message, out), out
+    assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize("jobs, message, extra", [
+    ([JOBS[2]], r"config\.work: 'w o;rk' does not match", {"work": "w o;rk"}),
+    ([{**JOBS[2], "lastz": "lastz;ls"}], r"config\.jobs\[0\]\.lastz: 'lastz;ls' does not match", {}),
+    ([JOBS[2], {**JOBS[2], "query": "q1.fa"}],
+     r"config\.jobs\[1\]\.name: 'single' is used twice \(first by jobs\[0\]\)", {}),
+    ([{**JOBS[2], "name": "index"}], r"config\.jobs\[0\]\.name: 'index' should not be", {}),
+    ([{**JOBS[2], "name": "gapped"}], r"config\.jobs\[0\]\.name: 'gapped' should not be", {}),
+    ([{**JOBS[2], "name": "a;b"}], r"config\.jobs\[0\]\.name: 'a;b' does not match", {}),
+    ([{**JOBS[2], "reference": ""}], r"config\.jobs\[0\]\.reference: .*empty|"
+                                     r"config\.jobs\[0\]\.reference: '' should be non-empty", {}),
+    ([{**JOBS[2], "query": "nothere.fa"}], r"config\.jobs\[0\]\.query: nothere\.fa is not a file", {}),
+    ([{**JOBS[2], "reference": "nothere.fa"}],
+     r"config\.jobs\[0\]\.reference: nothere\.fa is not a file", {}),
+])
+def test_a_bad_job_list_is_one_line_before_any_job_runs(tmp_path: Path, jobs: list[dict],
+                                                        message: str, extra: dict) -> None:
+    config = make_workdir(tmp_path, jobs)
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), **extra}))
+    out = parse_error(tmp_path, config)
+    assert re.search(message, out), out
+
+
+def hostile_workdir(workdir: Path) -> Path:
+    """The test inputs under names a shell would split, expand or take for options: quotes,
+    `;`, `$(...)`, spaces and a leading `-`, in the reference, the sheet's file name, its
+    paths and names (job names and the results, work and logs folders are refused such
+    characters by the schema)."""
+    make_workdir(workdir)
+    odd = "-x ;$(touch PWNED) 'q\" `touch PWNED2`"
+    (workdir / f"{odd}ref.fa").write_bytes((workdir / "ref.fa").read_bytes())
+    (workdir / f"{odd}q1.fa").write_bytes((workdir / "q1.fa").read_bytes())
+    sheet = f"{odd}sheet.tsv"
+    (workdir / sheet).write_text(f"name\tpath\txdrop\n{odd}alpha\t{odd}q1.fa\t900\n"
+                                 "beta$(touch PWNED)\tq2.fa\t900\n")
+    jobs = [{"name": "odd", "reference": f"{odd}ref.fa", "queries": sheet, "workers": 2,
+             "backend": "cpu", "threads": 1, "index": True, "options": OPTIONS},
+            {"name": "plain", "reference": f"{odd}ref.fa", "query": f"{odd}q1.fa",
+             "backend": "cpu", "threads": 1, "index": False, "report": False,
+             "options": OPTIONS}]
+    config = workdir / "config.yaml"
+    config.write_text(yaml.safe_dump({"jobs": jobs}, sort_keys=False))
+    return config
+
+
+def test_hostile_names_reach_no_shell_and_give_run_query_lists_bytes(tmp_path: Path) -> None:
+    config = hostile_workdir(tmp_path)
+    done = snakemake(tmp_path, config, "--cores", "2")
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    assert not list(tmp_path.rglob("PWNED*")), "a shell ran text from the config or sheet"
+    names = (tmp_path / "results" / "odd" / "names.tsv").read_text().splitlines()
+    assert [row.split("\t")[0] for row in names[1:]] == \
+        ["-x ;$(touch PWNED) 'q\" `touch PWNED2`alpha", "beta$(touch PWNED)"]
+    listing = tmp_path / "odd.list"
+    odd = "-x ;$(touch PWNED) 'q\" `touch PWNED2`"
+    listing.write_text(f"{tmp_path / (odd + 'q1.fa')}\n")
+    ref = hspz("run", f"--reference={tmp_path / (odd + 'ref.fa')}", "--query-list",
+               str(listing), "-o", str(tmp_path / "ref-run"), "--backend", "cpu",
+               *run_flags({"options": OPTIONS}))
+    assert ref.returncode == 0, ref.stderr
+    got = tree(tmp_path / "results" / "plain")
+    got.pop("names.tsv")
+    assert got == tree(tmp_path / "ref-run")
+
+
+# --- the batch contract for results/<job>/ and its reports --------------------------------
+
+def test_a_smaller_rerun_leaves_no_stale_job_folder_or_dot_plot(tmp_path: Path) -> None:
+    job = {**JOBS[0], "workers": 1, "index": False, "gapped": False}
+    config = make_workdir(tmp_path, [job])
+    done = snakemake(tmp_path, config, "--cores", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    write_sheet(tmp_path, SHEET[:2])
+    done = snakemake(tmp_path, config, "--cores", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = tmp_path / "results"
+    assert sorted(p.name for p in (results / "sheet").iterdir()) == \
+        ["000001", "000002", "names.tsv", "queries.tsv"]
+    assert sorted(p.name for p in (results / "reports" / "sheet").iterdir()) == \
+        ["000001.dotplot.png", "000002.dotplot.png", "summary.tsv"]
+
+
+def test_a_deleted_job_folder_is_rebuilt(tmp_path: Path) -> None:
+    job = {**JOBS[0], "workers": 1, "index": False, "gapped": False, "report": False}
+    config = make_workdir(tmp_path, [job])
+    done = snakemake(tmp_path, config, "--cores", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    before = tree(tmp_path / "results" / "sheet")
+    shutil.rmtree(tmp_path / "results" / "sheet" / "000003")
+    dry = snakemake(tmp_path, config, "-n")
+    assert dry.returncode == 0 and dry_run_jobs(dry, "hspz_merge"), dry.stdout + dry.stderr
+    done = snakemake(tmp_path, config, "--cores", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert tree(tmp_path / "results" / "sheet") == before
+    again = snakemake(tmp_path, config, "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+# --- issue 25: jobs sized from their plan, cores used, resume, deployment ------------------
+
+def test_work_jobs_ask_for_their_plans_memory_and_time(workflow_run: Path) -> None:
+    """`hspZ plan --sizes` gives every worker its memory (and with --sizes-hits, which the
+    local profile leaves out, its seed hits and runtime); hspz_work's resources are those
+    times retry_factor per attempt, far below the 32000 MB once asked."""
+    sizes = (workflow_run / "work" / "sheet" / "sizes.tsv").read_text().splitlines()
+    head = ["worker", "backend", "units", "hits", "mem_mb", "runtime_s"]
+    assert sizes[0].split("\t") == head
+    rows = [dict(zip(head, r.split("\t"), strict=True)) for r in sizes[1:]]
+    assert [r["worker"] for r in rows] == ["0", "1"] and {r["backend"] for r in rows} == {"cpu"}
+    assert sum(int(r["units"]) for r in rows) == 3 * 4  # 3 reference bins x 4 query bins
+    assert all(100 < int(r["mem_mb"]) < 2000 and r["runtime_s"] == "-" for r in rows)
+    # the local profile's config (size_runtime off): under another the plans would be redone
+    done = snakemake(workflow_run, workflow_run / "config.yaml", "-n", "--forcerun",
+                     "hspz_work")
+    assert done.returncode == 0, done.stdout + done.stderr
+    work = [job for job in dry_run_jobs(done, "hspz_work")
+            if re.search(r"^ +wildcards: (.*)$", job, re.M)[1].startswith("batch=sheet,")]
+    assert len(work) == 2
+    for job in work:
+        k = int(re.search(r"wildcards: batch=sheet, k=(\d+)", job)[1])
+        mem = int(re.search(r"\bmem_mb=(\d+)", job)[1])
+        assert mem == -(-int(rows[k]["mem_mb"]) * 3 // 2), job  # x 1.5 on the first attempt
+        assert int(re.search(r"\bruntime=(\d+)", job)[1]) == 360  # no hits counted: 240 x 1.5
+    sized = workflow_run / "sized.tsv"
+    plan = hspz("plan", "--index", str(next((workflow_run / "work" / "index").iterdir())),
+                "-r", str(workflow_run / "ref.fa"), "--query-list",
+                str(workflow_run / "work" / "sheet" / "queries.txt"), "--gpus", "2",
+                "--backend", "cpu", "-t", "1", "--sizes", str(sized), "--sizes-hits", "-o",
+                str(workflow_run / "sized.plan"), *run_flags({"options": OPTIONS}))
+    assert plan.returncode == 0, plan.stderr
+    counted = [dict(zip(head, r.split("\t"), strict=True))
+               for r in sized.read_text().splitlines()[1:]]
+    assert [r["mem_mb"] for r in counted] == [r["mem_mb"] for r in rows]
+    assert all(int(r["hits"]) > 0 and int(r["runtime_s"]) >= 5 for r in counted)
+
+
+def test_threads_default_to_the_cores_over_the_concurrent_work_jobs(tmp_path: Path) -> None:
+    config = make_workdir(tmp_path, [JOBS[0]])
+    job = yaml.safe_load(config.read_text())["jobs"][0]
+    job.pop("threads")
+    config.write_text(yaml.safe_dump({"jobs": [job]}))
+    done = snakemake(tmp_path, config, "-n", "-p", "--cores", "6", profile=None)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "--threads=3" in dry_run_jobs(done, "hspz_plan")[0]  # 6 cores, workers: 2
+    assert re.search(r"hspZ index .* --threads=6 ", dry_run_jobs(done, "hspz_index")[0])
+
+
+def test_workers_above_the_reference_bins_is_one_warning_line(workflow_run: Path) -> None:
+    done = snakemake(workflow_run, workflow_run / "config.yaml", "-n")
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if "workers: 5" in line]
+    assert lines == ["hspZ workflow: job listed: workers: 5, but its plan makes 3 work job(s): "
+                     "the reference has 3 bin(s) at this layout (-B), and a worker needs a bin "
+                     "of its own"]
+
+
+def test_a_work_jobs_log_shows_its_progress(workflow_run: Path) -> None:
+    log = (workflow_run / "logs" / "hspz_work" / "sheet" / "0.log").read_text()
+    assert re.search(r"^progress: \d+% \(", log, re.M), log
+
+
+def test_merge_summary_and_dot_plots_never_import_cupy(workflow_run: Path,
+                                                       tmp_path: Path) -> None:
+    """A `cupy` that records its import, first on the path: the merge, summary and dot-plot
+    commands never touch it."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    marker = tmp_path / "imported"
+    (fake / "cupy.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(fake), *sys.path])}
+    sheet = workflow_run / "results" / "sheet"
+    plan = str(workflow_run / "work" / "sheet" / "plan.txt")
+    commands = [
+        ["merge", "--plan", plan, "--output", str(tmp_path / "m"),
+         *map(str, sorted((workflow_run / "work" / "sheet").glob("*.result")))],
+        ["summarize", "--queries", str(sheet / "queries.tsv"), "--names",
+         str(sheet / "names.tsv"), "--ledger", str(workflow_run / "work" / "sheet" /
+                                                    "ledger.tsv"),
+         "--output", str(tmp_path / "s.tsv")],
+        ["dotplot", "--plan", plan, "--job", "000001", "--output", str(tmp_path / "d.png"),
+         str(sheet / "000001")],
+    ]
+    for args in commands:
+        done = subprocess.run([str(BIN / "hspZ"), *args], capture_output=True, text=True,
+                              env=env)
+        assert done.returncode == 0, done.stderr
+    assert not marker.exists()
+
+
+def test_the_workflow_runs_as_a_module_with_use_rule_star(tmp_path: Path) -> None:
+    """snakedeploy's way: another Snakefile that declares the workflow as a module and uses
+    every rule builds the results (rule all is the module's default target)."""
+    config = make_workdir(tmp_path, [JOBS[2]])
+    (tmp_path / "Snakefile").write_text(
+        f'configfile: "{config.name}"\n\n\nmodule hspz:\n    snakefile:\n'
+        f'        "{ROOT / "workflow" / "Snakefile"}"\n    config:\n        config\n\n\n'
+        "use rule * from hspz\n")
+    cmd = [sys.executable, "-m", "snakemake", "--directory", str(tmp_path), "--snakefile",
+           str(tmp_path / "Snakefile"), "--cores", "2"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "results" / "single" / "queries.tsv").is_file()
+    assert (tmp_path / "work" / "single" / "results.manifest").is_file()
+
+
+def test_a_license_file_says_what_pyproject_says() -> None:
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    assert 'license = "MIT"' in (ROOT / "pyproject.toml").read_text()

@@ -19,13 +19,22 @@ from hspz.inputs import read_both, read_side
 from hspz.planfile import PlanFile, PlanJob, plan_text
 
 
-def plan_command(req: Request, select) -> int:
-    """`hspZ plan`: freeze the plan and the schedule for --gpus workers into one file."""
+def plan_command(req: Request, select, sizes: str | None = None,
+                 sizes_hits: bool = False) -> int:
+    """`hspZ plan`: freeze the plan and the schedule for --gpus workers into one file; with
+    `sizes`, each work job's memory, and with `sizes_hits` its expected runtime from its
+    units' seed hits too (`sizing`)."""
     if req.query_list:
-        pf = _batch_plan(req, select)
+        pf, ref, idx, devices = _batch_plan(req, select)
     else:
-        pf = _single_plan(req, select)
+        pf, ref, idx, devices = _single_plan(req, select)
     write_text(req.output, plan_text(pf), "--output")
+    if sizes:
+        from hspz import sizing
+
+        rows = sizing.size_rows(pf, req.options, devices, ref, idx,
+                                lambda path: read_side(path, "query"), sizes_hits)
+        sizing.write_sizes(sizes, rows)
     m = pf.manifest
     print(f"plan: {len(pf.jobs)} job(s), {len(m.plan.ref_bins)} reference bins, "
           f"{pf.axis.total} query bins, {len(pf.grid().units)} units, "
@@ -33,7 +42,7 @@ def plan_command(req: Request, select) -> int:
     return 0
 
 
-def _single_plan(req: Request, select) -> PlanFile:
+def _single_plan(req: Request, select) -> tuple[PlanFile, list, object, object]:
     """One query, planned as `run` plans it (from an index's records when given one)."""
     idx = verify = None
     if req.index:
@@ -58,11 +67,12 @@ def _single_plan(req: Request, select) -> PlanFile:
     sched = schedule_for(m, req.options.gpus, devices)
     size, sha = ix.file_sha256(req.query)
     job = PlanJob(1, os.path.abspath(req.query), size, sha, m)
-    return PlanFile(sched, os.path.abspath(req.reference) if req.reference else None,
-                    os.path.abspath(req.index) if req.index else None, [job], False)
+    pf = PlanFile(sched, os.path.abspath(req.reference) if req.reference else None,
+                  os.path.abspath(req.index) if req.index else None, [job], False)
+    return pf, ref, idx, devices
 
 
-def _batch_plan(req: Request, select) -> PlanFile:
+def _batch_plan(req: Request, select) -> tuple[PlanFile, list, object, object]:
     """The jobs of a query list, as `run --query-list` plans them (its reference verified
     against the index first when both are given)."""
     from hspz.commands.batch import plan_batch
@@ -76,4 +86,4 @@ def _batch_plan(req: Request, select) -> PlanFile:
             b.verify.close()
     reference = os.path.abspath(req.reference) if req.reference else None
     index = os.path.abspath(req.index) if req.index else None
-    return PlanFile(b.schedule, reference, index, b.jobs, True)
+    return PlanFile(b.schedule, reference, index, b.jobs, True), b.ref, b.index, b.devices

@@ -36,6 +36,7 @@ from hspz.planfile import (
     write_results,
     write_unit,
 )
+from hspz.progress import Progress
 from hspz.report import say
 from hspz.workers import WorkerJob, run_worker
 
@@ -130,13 +131,19 @@ def _work(pf: PlanFile, worker: int, output: str, engine, threads: int, device: 
                     engine.__name__, threads, t0, index=index, queries=specs,
                     skip=frozenset((r.job, r.ordinal) for r in done))
     results: list[UnitResult] = []
+    # `progress:` lines in the job's log, as `run` prints them (a tenth of the units at a time)
+    progress = Progress(len(planned) - len(done), len({j for j, _ in planned}) or 1)
 
     def keep(result: UnitResult, _) -> None:
         write_unit(folder, keys[result.job], result)
         results.append(result)
+        progress.unit_done((result.job, result.ordinal), result.hits)
         faults.point("work-unit")
 
-    rep = run_worker(job, ref, qry, keep)
+    try:
+        rep = run_worker(job, ref, qry, keep, progress.advance)
+    finally:
+        progress.close()
     write_results(output, done + results,
                   dict(plan=pf.digest, worker=worker, workers=pf.schedule.workers,
                        busy_ms=rep.busy_ms, finished_ms=rep.finished_ms))
