@@ -87,5 +87,7 @@ rule hspz_gapped_gather:
         f"{LOGS}/hspz_gapped_gather/{{batch}}/{{n}}.{{format}}.log",
     wildcard_constraints:
         format=r"[a-z][a-z-]*",
+    conda:
+        "../envs/hspz.yaml"
     shell:
         "(cat {input} > {output}.partial && mv {output}.partial {output}) 2> {log}"

@@ -23,7 +23,9 @@ def sheet_name(wildcards):
 
 def gapped_parts(wildcards):
     """The group outputs of one query, in group order, once its split is known."""
-    groups = checkpoints.hspz_gapped_split.get(batch=wildcards.batch, n=wildcards.n).output
+    groups = checkpoints.hspz_gapped_split.get(
+        batch=wildcards.batch, n=wildcards.n
+    ).output
     with open(groups[0]) as lines:
         count = sum(1 for _ in lines)
     folder = f"{WORK}/{wildcards.batch}/gapped/{wildcards.n}"
@@ -43,7 +45,11 @@ def summary_gapped(wildcards):
 
 
 def query_labels(wildcards):
-    return {"batch": wildcards.batch, "query": sheet_name(wildcards), "job": wildcards.n}
+    return {
+        "batch": wildcards.batch,
+        "query": sheet_name(wildcards),
+        "job": wildcards.n,
+    }
 
 
 def gapped_labels(wildcards):
@@ -65,14 +71,17 @@ def _hspz_version(plan):
 def _total_hsps(queries):
     try:
         with open(queries) as table:
-            return sum(int(row["hsps"]) for row in csv.DictReader(table, delimiter="\t"))
+            return sum(
+                int(row["hsps"]) for row in csv.DictReader(table, delimiter="\t")
+            )
     except (OSError, KeyError, ValueError):
         return None
 
 
 def report_facts():
     """What the landing page (report/workflow.rst) names per batch: the reference, the query
-    count, the settings and options, and once run, the hspZ version and the total HSPs."""
+    count, the settings and options, and once run, the hspZ version and the total HSPs.
+    """
     facts = []
     for batch, (job, queries, options) in BATCHES.items():
         total = _total_hsps(f"{RESULTS}/{batch}/queries.tsv")
