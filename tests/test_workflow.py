@@ -251,7 +251,7 @@ def report_results(html: str) -> dict:
     """The report's items: path -> name, labels, caption, data URI (its `var results`)."""
     import json
 
-    return json.JSONDecoder().raw_decode(html[html.index("var results = ") + 14:])[0]
+    return json.JSONDecoder().raw_decode(html[html.index("var results = {") + 14:])[0]
 
 
 def test_the_report_names_the_run_and_shows_tables_plots_and_alignments(workflow_run: Path):

@@ -46,9 +46,9 @@ def summary_gapped(wildcards):
 
 def query_labels(wildcards):
     return {
-        "batch": wildcards.batch,
-        "query": sheet_name(wildcards),
         "job": wildcards.n,
+        "query": sheet_name(wildcards),
+        "batch": wildcards.batch,
     }
 
 
@@ -66,6 +66,15 @@ def _hspz_version(plan):
     except OSError:
         pass
     return None
+
+
+def _work_jobs(plan, workers):
+    """How many work jobs the plan made, against the workers asked for."""
+    try:
+        made = planned_workers(plan)
+    except (OSError, ValueError):
+        return f"up to {workers} (not planned yet)"
+    return f"{made} (workers: {workers})"
 
 
 def _total_hsps(queries):
@@ -96,10 +105,12 @@ def report_facts():
                 "backend": job["backend"],
                 "threads": job["threads"],
                 "options": run_flags(options) or "(hspZ's defaults)",
+                "work_jobs": _work_jobs(f"{WORK}/{batch}/plan.txt", job["workers"]),
                 "gapped": (
-                    f"yes ({job['gapped_format']}, {job['lastz']} {job['lastz_flags']})".strip()
+                    f"{job['gapped_format']} by {job['lastz']} {job['lastz_flags']}".strip()
+                    + f", at most {job['gapped_group_bytes']:,} segments bytes a job"
                     if job["gapped"]
-                    else "no"
+                    else "no (gapped: false)"
                 ),
                 "version": _hspz_version(f"{WORK}/{batch}/plan.txt") or "not run yet",
                 "hsps": "not run yet" if total is None else f"{total:,}",
