@@ -663,7 +663,9 @@ def cmd_gapped(ns: argparse.Namespace) -> int:
         gapped.write_reference(reference, ns.output)
         print(f"gapped: the reference as 2bit -> {ns.output}", file=sys.stderr)
         return 0
-    if ns.segments is None or not Path(ns.segments).is_dir():
+    if ns.segments is None:
+        raise UsageError(f"SEGMENTS: --stage {ns.stage} needs the job's segments folder")
+    if not Path(ns.segments).is_dir():
         raise UsageError(f"SEGMENTS: {ns.segments} is not a folder of segments files")
     segments = Path(ns.segments)
     files = gapped.job_files(job.manifest, segments)

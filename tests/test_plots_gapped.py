@@ -352,3 +352,48 @@ def test_groups_gathered_in_order_are_the_bytes_of_one_run_over_all_files(
             assert parts[0].startswith(gapped.header(fmt))
             if fmt == "general":
                 assert parts[0].startswith(b"#") and not parts[1].startswith(b"#")
+
+
+@pytest.mark.lastz
+@pytest.mark.skipif(shutil.which("lastz") is None, reason="lastz is not installed")
+def test_the_cli_stages_split_extend_and_gather_to_the_bytes_of_stage_all(related, tmp_path,
+                                                                         capsys):
+    """`hspZ gapped` as the workflow's rules call it: --stage reference once, --stage split,
+    --stage extend per group, the parts concatenated: the bytes of the default --stage all."""
+    d, ref, qry, _ = related
+    plan = tmp_path / "plan.txt"
+    assert main(["plan", "-r", str(ref), "-q", str(qry), "-o", str(plan), "--backend", "cpu",
+                 "-B", "3000", "--query-block-size", "3000", "-H", "2000"]) == 0
+    common = ["gapped", "--plan", str(plan), "--job", "1"]
+    segs = str(d / "out")
+    assert main([*common, "--format", "axt", "-o", str(tmp_path / "all.axt"), segs]) == 0
+    assert main([*common, "--stage", "reference", "-o", str(tmp_path / "ref.2bit")]) == 0
+    assert main([*common, "--stage", "split", "--group-bytes", "120", "-o",
+                 str(tmp_path / "groups.txt"), segs]) == 0
+    groups = gapped.read_groups(tmp_path / "groups.txt")
+    assert len(groups) > 1
+    parts = []
+    for g in range(len(groups)):
+        out = tmp_path / f"part{g}.axt"
+        assert main([*common, "--stage", "extend", "--groups", str(tmp_path / "groups.txt"),
+                     "--group", str(g), "--reference-2bit", str(tmp_path / "ref.2bit"),
+                     "--format", "axt", "-o", str(out), segs]) == 0
+        parts.append(out.read_bytes())
+    assert b"".join(parts) == (tmp_path / "all.axt").read_bytes()
+    assert plots.alignments(tmp_path / "all.axt") >= 4
+    capsys.readouterr()
+    # refused in one line, nothing written: no groups file, a group past the last, a groups
+    # file of other files, an unknown format, no SEGMENTS
+    (tmp_path / "other.txt").write_text("tmp9.block0.r0.plus.segments\n")
+    for extra, message in (
+            (["--stage", "extend", segs], "--stage extend needs --groups"),
+            (["--stage", "extend", "--groups", str(tmp_path / "groups.txt"), "--group",
+              str(len(groups)), segs], f"--group: {len(groups)} must be at most"),
+            (["--stage", "extend", "--groups", str(tmp_path / "other.txt"), segs],
+             "does not list the files of SEGMENTS"),
+            (["--format", "sam", segs], "'sam' is not one of maf, maf-, axt, general"),
+            (["--stage", "split"], "--stage split needs the job's segments folder")):
+        assert main([*common, *extra, "-o", str(tmp_path / "refused")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+        assert not (tmp_path / "refused").exists()
