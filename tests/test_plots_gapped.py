@@ -89,23 +89,20 @@ def test_emission_order_is_units_then_intervals_plus_before_minus():
 
 @pytest.mark.lastz
 @pytest.mark.skipif(shutil.which("lastz") is None, reason="lastz is not installed")
-def test_the_gapped_stage_runs_lastz_per_segments_file_as_kegalign_does(run, tmp_path):
+def test_the_gapped_stage_runs_lastz_per_segments_file_as_kegalign_does(related, tmp_path):
     """Every segments file extended by the real lastz, alignments concatenated in emission
     order: a MAF with one header and blocks on the planned records."""
-    d, ref, qry, m = run
-    # each file's first 20 anchors: lastz takes minutes over all of this repetitive pair's
-    segs = tmp_path / "segs"
-    segs.mkdir()
-    for p in (d / "out").iterdir():
-        (segs / p.name).write_bytes(b"".join(p.read_bytes().splitlines(True)[:20]))
+    d, ref, qry, m = related
+    segs = d / "out"
     n = gapped.run_gapped(m, str(ref), str(qry), segs, str(tmp_path / "q.maf"))
     assert n == len([p for p in segs.iterdir() if p.suffix == ".segments"]) > 1
     text = (tmp_path / "q.maf").read_text()
     assert text.startswith("##maf version=1 scoring=lastz\n")
+    assert text.count("##maf") == 1
     blocks = text.count("\na score=")
-    assert blocks > 10
+    assert blocks >= 4
     names = {line.split()[1] for line in text.splitlines() if line.startswith("s ")}
-    assert names <= set(m.ref_names) | set(m.qry_names)
+    assert names <= set(m.ref_names) | set(m.qry_names) and len(names) >= 4
     # the same as asking lastz for one file by hand
     first = gapped.emission_order([p.name for p in segs.iterdir()],
                                   len(m.plan.query_bins))[0]
