@@ -169,6 +169,10 @@ def test_backend_gpu_asks_a_gpu_for_plan_and_work_jobs(tmp_path: Path) -> None:
     ({"name": "x", "reference": "ref.fa"}, r"config: jobs\[0\] \(x\) needs exactly one of "
                                            r"query, queries and query_list"),
     ({**JOBS[2], "name": "reports"}, r"config\.jobs\[0\]\.name: 'reports' should not be"),
+    ({**JOBS[2], "gapped": True, "tarball": True}, r"config: job single: gapped: true needs "
+                                                  r"the segments folders"),
+    ({**JOBS[2], "gapped_format": "sam"}, r"config\.jobs\[0\]\.gapped_format: 'sam' is not "
+                                          r"one of \['maf', 'maf-', 'axt'"),
 ])
 def test_a_bad_config_is_one_clear_line(tmp_path: Path, job: dict, message: str) -> None:
     bad = tmp_path / "bad.yaml"
