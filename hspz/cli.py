@@ -262,6 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     dot = sub.add_parser("dotplot", help="a PNG of one job's HSPs (the workflow's report)")
     dot.add_argument("--plan", required=True, help="the plan file the job belongs to")
     dot.add_argument("--job", default="1", help="the job's number in a batch plan (1)")
+    dot.add_argument("--names", help="names.tsv: title the plots by the job's sheet name")
+    dot.add_argument("--distribution", help="also a PNG of the HSPs' score and length "
+                                            "distributions")
     dot.add_argument("-o", "--output", required=True, help="the PNG to write")
     dot.add_argument("segments", metavar="SEGMENTS", help="the job's folder or -Z archive")
 
@@ -269,17 +272,33 @@ def build_parser() -> argparse.ArgumentParser:
     summ.add_argument("--queries", required=True, help="the batch's queries.tsv")
     summ.add_argument("--names", required=True, help="names.tsv (sheet name -> job)")
     summ.add_argument("--ledger", required=True, help="merge --ledger's TSV")
+    summ.add_argument("--gapped", nargs="+", default=[],
+                      help="the jobs' gapped outputs, in job order (their alignments counted)")
+    summ.add_argument("--html", help="also the table as an HTML page (the report's)")
+    summ.add_argument("--title", default="", help="the HTML page's heading")
     summ.add_argument("-o", "--output", required=True, help="the TSV to write")
 
     gap = sub.add_parser("gapped", help="lastz's gapped extension of one job's segments files")
     gap.add_argument("--plan", required=True, help="the plan file the job belongs to")
     gap.add_argument("--job", default="1", help="the job's number in a batch plan (1)")
-    gap.add_argument("--format", default="maf", help="lastz --format: maf, maf-, general, "
+    gap.add_argument("--stage", default="all", choices=("all", "reference", "split", "extend"),
+                     help="all: every file into -o; reference: the plan's reference as the "
+                          "2bit lastz reads; split: the job's files in groups of at most "
+                          "--group-bytes into the groups file -o; extend: group --group of "
+                          "--groups into -o (all)")
+    gap.add_argument("--format", default="maf", help="lastz --format: maf, maf-, axt, general, "
                                                      "general- (maf)")
     gap.add_argument("--lastz", default="lastz", help="the lastz program (lastz)")
     gap.add_argument("--lastz-flags", default="", help="more lastz flags, one string")
-    gap.add_argument("-o", "--output", required=True, help="the alignments to write")
-    gap.add_argument("segments", metavar="SEGMENTS", help="the job's segments folder")
+    gap.add_argument("--group-bytes", default="1000000",
+                     help="split: a group's segments bytes at most, unless one file is larger "
+                          "(1000000)")
+    gap.add_argument("--groups", help="extend: the groups file --stage split wrote")
+    gap.add_argument("--group", default="0", help="extend: the group's number, from 0 (0)")
+    gap.add_argument("--reference-2bit", help="extend: the 2bit --stage reference wrote")
+    gap.add_argument("-o", "--output", required=True, help="the alignments (or file) to write")
+    gap.add_argument("segments", metavar="SEGMENTS", nargs="?",
+                     help="the job's segments folder (not for --stage reference)")
 
     cmp = sub.add_parser("compare", help="run lastz --nogapped beside hspZ and report parity")
     _add_run_options(cmp)
@@ -645,25 +664,38 @@ def cmd_dotplot(ns: argparse.Namespace) -> int:
     from hspz import outdir, plots
 
     pf, job = _plan_job(ns)
-    outdir.check_disjoint(_plan_inputs(ns, pf), {"--output": ns.output})
-    _writable_file("--output", ns.output, make_folders=True)
+    inputs = _plan_inputs(ns, pf)
+    outputs = {"--output": ns.output}
+    if ns.names is not None:
+        inputs["--names"] = ns.names
+    if ns.distribution is not None:
+        outputs["--distribution"] = ns.distribution
+    outdir.check_disjoint(inputs, outputs)
+    for flag, path in outputs.items():
+        _writable_file(flag, path, make_folders=True)
     m = job.manifest
-    n = plots.dotplot(plots.segments_texts(ns.segments), (m.ref_names, m.ref_lengths),
-                      (m.qry_names, m.qry_lengths), ns.output,
-                      f"job {job.name}: {os.path.basename(job.path)}")
-    print(f"dotplot: {n} HSPs -> {ns.output}", file=sys.stderr)
+    title = plots.job_title(job.name, job.path, ns.names)
+    reference = os.path.basename(pf.reference or pf.index or "reference")
+    texts = plots.segments_texts(ns.segments)
+    n = plots.dotplot(texts, (m.ref_names, m.ref_lengths), (m.qry_names, m.qry_lengths),
+                      ns.output, title, (reference, os.path.basename(job.path)))
+    if ns.distribution is not None:
+        plots.distribution(texts, ns.distribution, title)
+    print(f"dotplot: {n} HSPs -> {', '.join(outputs.values())}", file=sys.stderr)
     return 0
 
 
 def cmd_summarize(ns: argparse.Namespace) -> int:
     from hspz import outdir, plots
 
-    outdir.check_disjoint({"--queries": ns.queries, "--names": ns.names,
-                           "--ledger": ns.ledger,
-                           "a query of --queries": plots.listed_queries(ns.queries)},
-                          {"--output": ns.output})
-    _writable_file("--output", ns.output, make_folders=True)
-    plots.summarize(ns.queries, ns.names, ns.ledger, ns.output)
+    inputs = {"--queries": ns.queries, "--names": ns.names, "--ledger": ns.ledger,
+              "a query of --queries": plots.listed_queries(ns.queries)}
+    inputs.update({f"--gapped {p}": p for p in ns.gapped})
+    outputs = {"--output": ns.output, **({"--html": ns.html} if ns.html else {})}
+    outdir.check_disjoint(inputs, outputs)
+    for flag, path in outputs.items():
+        _writable_file(flag, path, make_folders=True)
+    plots.summarize(ns.queries, ns.names, ns.ledger, ns.output, ns.html, ns.gapped, ns.title)
     return 0
 
 
@@ -675,13 +707,43 @@ def cmd_gapped(ns: argparse.Namespace) -> int:
     if reference is None:
         raise UsageError(f"{ns.plan}: planned from an index without --reference: the gapped "
                          f"stage needs the reference's bases")
-    outdir.check_disjoint(_plan_inputs(ns, pf), {"--output": ns.output})
+    gapped.check_format(ns.format)
+    inputs = _plan_inputs(ns, pf)
+    for flag, value in (("--groups", ns.groups), ("--reference-2bit", ns.reference_2bit)):
+        if value is not None:
+            inputs[flag] = value
+    outdir.check_disjoint(inputs, {"--output": ns.output})
     _writable_file("--output", ns.output, make_folders=True)
+    Path(ns.output).parent.mkdir(parents=True, exist_ok=True)
+    if ns.stage == "reference":
+        gapped.write_reference(job.manifest, reference, ns.output)
+        print(f"gapped: the reference as 2bit -> {ns.output}", file=sys.stderr)
+        return 0
+    if ns.segments is None:
+        raise UsageError(f"SEGMENTS: --stage {ns.stage} needs the job's segments folder")
     if not Path(ns.segments).is_dir():
         raise UsageError(f"SEGMENTS: {ns.segments} is not a folder of segments files")
-    Path(ns.output).parent.mkdir(parents=True, exist_ok=True)
-    n = gapped.run_gapped(job.manifest, reference, job.path, Path(ns.segments), ns.output,
-                          ns.lastz, ns.format, ns.lastz_flags)
+    segments = Path(ns.segments)
+    files = gapped.job_files(job.manifest, segments)
+    if ns.stage == "split":
+        bound = parse_int("--group-bytes", ns.group_bytes, 1, 2**62)
+        groups = gapped.split_groups([(f, (segments / f).stat().st_size) for f in files], bound)
+        gapped.write_groups(ns.output, groups)
+        print(f"gapped: {len(files)} segments file(s) in {len(groups)} group(s) -> {ns.output}",
+              file=sys.stderr)
+        return 0
+    first, chosen = True, files
+    if ns.stage == "extend":
+        if ns.groups is None:
+            raise UsageError("--stage extend needs --groups (the file --stage split wrote)")
+        groups = gapped.read_groups(ns.groups)
+        g = parse_int("--group", ns.group, 0, len(groups) - 1)
+        chosen, first = groups[g], g == 0
+        if [f for group in groups for f in group] != files:
+            raise UsageError(f"--groups: {ns.groups} does not list the files of SEGMENTS in "
+                             f"emission order (a rerun of --stage split makes it anew)")
+    n = gapped.extend_group(job.manifest, reference, job.path, segments, chosen, first,
+                            ns.output, ns.lastz, ns.format, ns.lastz_flags, ns.reference_2bit)
     print(f"gapped: {n} segments file(s) extended by {ns.lastz} -> {ns.output}",
           file=sys.stderr)
     return 0

@@ -2,7 +2,8 @@
 
 LASTZ reads neither gzip nor names past `|`, so both inputs are rewritten as plain FASTA with
 hspZ's record names and handed over as `FILE[multiple,nameparse=darkspace]`.  Both line sets are
-sorted and classified (behaviour.md §7): EXACT, DUPLICATES-ONLY, CONTAINED-EXTRA or DIFFERENT.
+sorted and classified (behaviour.md §7): EXACT, DUPLICATES-ONLY, CONTAINED-EXTRA or DIFFERENT,
+and a DIFFERENT verdict says whether it lies within the band real pairs show (`BAND`).
 """
 
 from __future__ import annotations
@@ -95,6 +96,28 @@ def verdict(ours: list[bytes], theirs: list[bytes]) -> tuple[str, list[bytes], l
 
 
 KEPT = ("hspz.sorted", "lastz.sorted")  # the files --keep writes
+# On real pairs LASTZ's diagonal history makes 0.3-0.7% of either side's lines differ (docs/
+# compare.md): a DIFFERENT verdict is expected while both sides share at least this share.
+BAND = 0.99
+
+
+def verdict_line(name: str, n_ours: int, n_theirs: int, only_o: int, only_t: int) -> str:
+    """The verdict as printed: the name, and for DIFFERENT whether the shared lines lie within
+    the band real pairs show (BAND of each side) or outside it, where it is worth a report."""
+    if name == "EXACT":
+        return "verdict: EXACT"
+    counts = f"only hspZ: {only_o}, only lastz: {only_t}"
+    if name != "DIFFERENT":
+        return f"verdict: {name} ({counts})"
+    shares = [(n - only) / n if n else 1.0 for n, only in ((n_ours, only_o),
+                                                            (n_theirs, only_t))]
+    shared = f"shared: {shares[0]:.2%} of hspZ's lines, {shares[1]:.2%} of lastz's"
+    if min(shares) >= BAND:
+        return (f"verdict: DIFFERENT, within the expected band for real pairs ({shared}; "
+                f"{counts})")
+    return (f"verdict: DIFFERENT, outside the expected band for real pairs (at least "
+            f"{BAND:.0%} shared each way; {shared}; {counts}): worth a bug report with both "
+            f"sorted files (--keep)")
 
 
 def main(options: Options, reference: str, query: str, lastz: str, keep: str | None) -> int:
@@ -112,8 +135,7 @@ def main(options: Options, reference: str, query: str, lastz: str, keep: str | N
     shared = len(ours) - len(only_o)
     print(f"compare: hspZ {len(ours)} lines, lastz {len(theirs)} lines, shared {shared}")
     print(f"compare: hspZ digest {summary.digest}")
-    print(f"verdict: {name}" + ("" if name == "EXACT" else
-                               f" (only hspZ: {len(only_o)}, only lastz: {len(only_t)})"))
+    print(verdict_line(name, len(ours), len(theirs), len(only_o), len(only_t)))
     for tag, lines in (("only hspZ", only_o), ("only lastz", only_t)):
         for line in lines[:5]:
             print(f"  {tag}: {line.decode()}", file=sys.stdout)

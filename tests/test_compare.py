@@ -389,6 +389,50 @@ def test_verdict_different(extra):
     assert verdict(sorted([A, B]), sorted([A, B, extra])) == ("DIFFERENT", [], [extra])
 
 
+def test_the_verdict_says_whether_a_difference_is_within_the_band_of_real_pairs():
+    """docs/compare.md: real pairs share 99.3-99.6% of lines; DIFFERENT says whether it lies in
+    that band (at least 99% of each side shared) or outside it, where it is worth a report."""
+    from hspz.compare import BAND, verdict_line
+
+    assert BAND == 0.99
+    assert verdict_line("EXACT", 10, 10, 0, 0) == "verdict: EXACT"
+    assert verdict_line("CONTAINED-EXTRA", 10, 11, 0, 1) == \
+        "verdict: CONTAINED-EXTRA (only hspZ: 0, only lastz: 1)"
+    within = verdict_line("DIFFERENT", 10_000, 10_010, 60, 70)
+    assert within.startswith("verdict: DIFFERENT, within the expected band for real pairs (")
+    assert "99.40% of hspZ's lines, 99.30% of lastz's" in within
+    assert "only hspZ: 60, only lastz: 70" in within and "bug" not in within
+    # exactly 99% shared is still within; 98.99% of one side is not
+    assert "within" in verdict_line("DIFFERENT", 100, 100, 1, 1)
+    outside = verdict_line("DIFFERENT", 10_000, 10_000, 101, 0)
+    assert outside.startswith("verdict: DIFFERENT, outside the expected band for real pairs")
+    assert "98.99% of hspZ's lines" in outside and "bug report" in outside
+    assert "outside" in verdict_line("DIFFERENT", 0, 3, 0, 3)  # nothing shared at all
+
+
+@pytest.mark.lastz
+@pytest.mark.parametrize("drop, band", [(1, "within"), (5, "outside")])
+def test_compare_prints_the_band_of_a_real_difference(aglobin, tmp_path, capsys, drop, band):
+    """A lastz that loses `drop` of its lines (a wrapper around the real one): hspZ's lines it
+    no longer has make the verdict DIFFERENT, within the band for one line of over a hundred
+    and outside it for five."""
+    lastz = lastz_or_skip()
+    wrapper = tmp_path / "lossy-lastz"
+    wrapper.write_text(f"#!/bin/sh\n{lastz} \"$@\" | awk 'NR % 7 != 3 || ++n > {drop}'\n")
+    wrapper.chmod(0o755)
+    capsys.readouterr()
+    rc = main(["compare", "-r", str(aglobin.human), "-q", str(aglobin.cow), "--lastz",
+               str(wrapper), "--keep", str(tmp_path / "keep")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    theirs = (tmp_path / "keep" / "lastz.sorted").read_bytes().splitlines()
+    ours = (tmp_path / "keep" / "hspz.sorted").read_bytes().splitlines()
+    assert len(ours) - len(theirs) == drop and len(ours) >= 100
+    line = next(x for x in out.splitlines() if x.startswith("verdict:"))
+    assert line.startswith(f"verdict: DIFFERENT, {band} the expected band for real pairs"), out
+    assert f"only hspZ: {drop}, only lastz: 0" in line
+
+
 # --------------------------------------------------------------------------------------------
 # 4. The minus-strand convention, proven by `lastz --segments=`
 # --------------------------------------------------------------------------------------------

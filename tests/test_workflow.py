@@ -169,6 +169,10 @@ def test_backend_gpu_asks_a_gpu_for_plan_and_work_jobs(tmp_path: Path) -> None:
     ({"name": "x", "reference": "ref.fa"}, r"config: jobs\[0\] \(x\) needs exactly one of "
                                            r"query, queries and query_list"),
     ({**JOBS[2], "name": "reports"}, r"config\.jobs\[0\]\.name: 'reports' should not be"),
+    ({**JOBS[2], "gapped": True, "tarball": True}, r"config: job single: gapped: true needs "
+                                                  r"the segments folders"),
+    ({**JOBS[2], "gapped_format": "sam"}, r"config\.jobs\[0\]\.gapped_format: 'sam' is not "
+                                          r"one of \['maf', 'maf-', 'axt'"),
 ])
 def test_a_bad_config_is_one_clear_line(tmp_path: Path, job: dict, message: str) -> None:
     bad = tmp_path / "bad.yaml"
@@ -194,7 +198,8 @@ def test_sheet_rows_with_their_own_options_form_batches_of_their_own(tmp_path: P
 def workflow_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The workflow run once with the local profile in a scratch directory."""
     workdir = tmp_path_factory.mktemp("workflow")
-    config = make_workdir(workdir)
+    # one gapped job per segments file: the gather has several parts to put in order
+    config = make_workdir(workdir, [{**JOBS[0], "gapped_group_bytes": 1}, *JOBS[1:]])
     done = snakemake(workdir, config, "--cores", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     return workdir
@@ -236,7 +241,8 @@ def test_work_jobs_are_the_planned_workers_not_more_than_reference_bins(workflow
 def test_the_report_holds_a_summary_and_a_dot_plot_per_query(workflow_run: Path) -> None:
     reports = workflow_run / "results" / "reports" / "sheet"
     assert sorted(p.name for p in reports.iterdir()) == \
-        ["000001.dotplot.png", "000002.dotplot.png", "000003.dotplot.png", "summary.tsv"]
+        ["000001.dotplot.png", "000001.hsps.png", "000002.dotplot.png", "000002.hsps.png",
+         "000003.dotplot.png", "000003.hsps.png", "summary.html", "summary.tsv"]
     rows = [r.split("\t") for r in (reports / "summary.tsv").read_text().splitlines()]
     assert [r[0] for r in rows[1:]] == ["alpha", "beta", "gamma"]
     assert rows[0][:3] == ["name", "job", "path"] and "hits" in rows[0]
@@ -246,15 +252,69 @@ def test_the_report_holds_a_summary_and_a_dot_plot_per_query(workflow_run: Path)
     assert (workflow_run / "report.html").stat().st_size > 10_000
 
 
+def report_results(html: str) -> dict:
+    """The report's items: path -> name, labels, caption, data URI (its `var results`)."""
+    import json
+
+    return json.JSONDecoder().raw_decode(html[html.index("var results = {") + 14:])[0]
+
+
+def test_the_report_names_the_run_and_shows_tables_plots_and_alignments(workflow_run: Path):
+    """The landing page names each batch's reference, queries, options, hspZ version and total
+    HSPs; the summary is an HTML table (not a download); the plots are labelled by sheet name;
+    the gapped alignments are items when made; every item has a caption."""
+    import base64
+
+    from hspz import __version__
+
+    html = workflow_run / "report.html"
+    if not html.exists():
+        done = snakemake(workflow_run, workflow_run / "config.yaml", "--report", str(html))
+        assert done.returncode == 0, done.stdout + done.stderr
+    text = html.read_text()
+    landing = text[text.index("var workflow_desc"):][:20_000]
+    total = sum(int(r.split("\t")[6]) for r in
+                (workflow_run / "results" / "sheet" / "queries.tsv").read_text().splitlines()[1:])
+    for fact in ("Batch <tt class=\\\"docutils literal\\\">sheet", "ref.fa",
+                 "3 (alpha, beta, gamma)", f"<td>{total:,}</td>", "--hspthresh",
+                 f"<td>{__version__}</td>", "Batch <tt class=\\\"docutils literal\\\">listed"):
+        assert fact in landing, fact
+    results = report_results(text)
+    summary = results["results/reports/sheet/summary.html"]
+    page = base64.b64decode(summary["data_uri"].split(",", 1)[1]).decode()
+    assert summary["data_uri"].startswith("data:text/html") and "<table>" in page
+    assert all(f"<td>{name}</td>" in page for name in ("alpha", "beta", "gamma"))
+    plots = {k: v for k, v in results.items() if k.endswith(".png")}
+    assert len(plots) == 6
+    assert sorted(v["labels"]["query"] for v in plots.values()) == \
+        sorted(["alpha", "beta", "gamma"] * 2)
+    gapped = sorted(k for k in results if k.startswith("results/gapped/"))
+    assert gapped == ([f"results/gapped/sheet/00000{k}.maf" for k in (1, 2, 3)]
+                      if HAVE_LASTZ else [])
+    assert all(len(v["caption"]) > 200 for v in results.values())
+
+
 @pytest.mark.lastz
 @pytest.mark.skipif(not HAVE_LASTZ, reason="lastz is not installed")
 def test_the_gapped_stage_writes_one_maf_per_query_with_lastz(workflow_run: Path) -> None:
+    """One job per segments file (gapped_group_bytes: 1), gathered per query: the bytes of
+    `hspZ gapped` over all of the query's files in one process."""
     gapped = workflow_run / "results" / "gapped" / "sheet"
     mafs = sorted(gapped.iterdir())
     assert [p.name for p in mafs] == ["000001.maf", "000002.maf", "000003.maf"]
+    groups = [(workflow_run / "work" / "sheet" / "gapped" / p.stem / "groups.txt")
+              .read_text().splitlines() for p in mafs]
+    assert all(len(g.split()) == 1 for group in groups for g in group)
+    assert max(len(g) for g in groups) > 1, "a query should have several files"
     for maf in mafs:
         text = maf.read_text()
         assert text.startswith("##maf version=1") and "\na score=" in text
+        whole = workflow_run / f"whole.{maf.name}"
+        done = hspz("gapped", "--plan", str(workflow_run / "work" / "sheet" / "plan.txt"),
+                    "--job", maf.stem, "--output", str(whole),
+                    str(workflow_run / "results" / "sheet" / maf.stem))
+        assert done.returncode == 0, done.stderr
+        assert whole.read_bytes() == maf.read_bytes()
 
 
 def units_computed(workdir: Path, batch: str) -> int:

@@ -1,13 +1,20 @@
-# What `snakemake --report` shows: a summary table per batch (queries.tsv, names.tsv and the
-# unit ledger) and a dot plot per query.
+# What `snakemake --report` shows: per batch the summary as an HTML table (and its TSV), per
+# query a dot plot and the HSPs' score and length distributions; the landing page is
+# report/workflow.rst (facts from report_inputs.smk).
+localrules:
+    hspz_summary,
+
+
 rule hspz_summary:
     input:
         queries=f"{RESULTS}/{{batch}}/queries.tsv",
         names=f"{RESULTS}/{{batch}}/names.tsv",
         ledger=f"{WORK}/{{batch}}/ledger.tsv",
+        gapped=summary_gapped,
     output:
-        report(
-            f"{RESULTS}/reports/{{batch}}/summary.tsv",
+        tsv=f"{RESULTS}/reports/{{batch}}/summary.tsv",
+        html=report(
+            f"{RESULTS}/reports/{{batch}}/summary.html",
             caption="../report/summary.rst",
             category="Summary",
             labels={"batch": "{batch}"},
@@ -16,21 +23,36 @@ rule hspz_summary:
         f"{LOGS}/hspz_summary/{{batch}}.log",
     conda:
         "../envs/hspz.yaml"
+    params:
+        gapped=lambda wildcards, input: (
+            f"--gapped {' '.join(input.gapped)}" if input.gapped else ""
+        ),
+        title=lambda wildcards: f"hspZ: the queries of batch {wildcards.batch}",
     shell:
         "hspZ summarize --queries {input.queries} --names {input.names}"
-        " --ledger {input.ledger} --output {output} > {log} 2>&1"
+        " --ledger {input.ledger} {params.gapped} --html {output.html}"
+        " --title {params.title:q} --output {output.tsv} > {log} 2>&1"
 
 
 rule hspz_dotplot:
     input:
         plan=f"{WORK}/{{batch}}/plan.txt",
         queries=f"{RESULTS}/{{batch}}/queries.tsv",
+        names=f"{RESULTS}/{{batch}}/names.tsv",
     output:
-        report(
+        plot=report(
             f"{RESULTS}/reports/{{batch}}/{{n}}.dotplot.png",
             caption="../report/dotplot.rst",
             category="Dot plots",
-            labels={"batch": "{batch}", "query": "{n}"},
+            subcategory="{batch}",
+            labels=query_labels,
+        ),
+        distribution=report(
+            f"{RESULTS}/reports/{{batch}}/{{n}}.hsps.png",
+            caption="../report/distribution.rst",
+            category="HSP scores and lengths",
+            subcategory="{batch}",
+            labels=query_labels,
         ),
     log:
         f"{LOGS}/hspz_dotplot/{{batch}}/{{n}}.log",
@@ -39,5 +61,6 @@ rule hspz_dotplot:
     params:
         segments=f"{RESULTS}/{{batch}}/{{n}}",
     shell:
-        "hspZ dotplot --plan {input.plan} --job {wildcards.n} --output {output}"
+        "hspZ dotplot --plan {input.plan} --job {wildcards.n} --names {input.names}"
+        " --distribution {output.distribution} --output {output.plot}"
         " {params.segments} > {log} 2>&1"
