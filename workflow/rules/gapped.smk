@@ -22,7 +22,7 @@ rule hspz_gapped_reference:
         "../envs/hspz.yaml"
     threads: 1
     shell:
-        "hspZ gapped --stage reference --plan {input.plan} --output {output} > {log} 2>&1"
+        "hspZ gapped --stage reference --plan {input.plan:q} --output {output:q} > {log:q} 2>&1"
 
 
 checkpoint hspz_gapped_split:
@@ -40,8 +40,8 @@ checkpoint hspz_gapped_split:
         segments=f"{RESULTS}/{{batch}}/{{n}}",
         bound=setting("gapped_group_bytes"),
     shell:
-        "hspZ gapped --stage split --plan {input.plan} --job {wildcards.n}"
-        " --group-bytes {params.bound} --output {output} {params.segments} > {log} 2>&1"
+        "hspZ gapped --stage split --plan {input.plan:q} --job {wildcards.n:q}"
+        " --group-bytes {params.bound:q} --output {output:q} {params.segments:q} > {log:q} 2>&1"
 
 
 rule hspz_gapped:
@@ -67,10 +67,10 @@ rule hspz_gapped:
         lastz=setting("lastz"),
         flags=setting("lastz_flags"),
     shell:
-        "hspZ gapped --stage extend --plan {input.plan} --job {wildcards.n}"
-        " --groups {input.groups} --group {wildcards.g} --reference-2bit {input.reference}"
-        " --format {wildcards.format} --lastz {params.lastz} --lastz-flags={params.flags:q}"
-        " --output {output} {params.segments} > {log} 2>&1"
+        "hspZ gapped --stage extend --plan {input.plan:q} --job {wildcards.n:q}"
+        " --groups {input.groups:q} --group {wildcards.g:q} --reference-2bit {input.reference:q}"
+        " --format {wildcards.format:q} --lastz {params.lastz:q} --lastz-flags={params.flags:q}"
+        " --output {output:q} {params.segments:q} > {log:q} 2>&1"
 
 
 rule hspz_gapped_gather:
@@ -90,4 +90,4 @@ rule hspz_gapped_gather:
     conda:
         "../envs/hspz.yaml"
     shell:
-        "(cat {input} > {output}.partial && mv {output}.partial {output}) 2> {log}"
+        "(cat {input:q} > {output:q}.partial && mv {output:q}.partial {output:q}) 2> {log:q}"

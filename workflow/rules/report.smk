@@ -25,13 +25,13 @@ rule hspz_summary:
         "../envs/hspz.yaml"
     params:
         gapped=lambda wildcards, input: (
-            f"--gapped {' '.join(input.gapped)}" if input.gapped else ""
+            ["--gapped", *input.gapped] if input.gapped else []
         ),
         title=lambda wildcards: f"hspZ: the queries of batch {wildcards.batch}",
     shell:
-        "hspZ summarize --queries {input.queries} --names {input.names}"
-        " --ledger {input.ledger} {params.gapped} --html {output.html}"
-        " --title {params.title:q} --output {output.tsv} > {log} 2>&1"
+        "hspZ summarize --queries {input.queries:q} --names {input.names:q}"
+        " --ledger {input.ledger:q} {params.gapped:q} --html {output.html:q}"
+        " --title {params.title:q} --output {output.tsv:q} > {log:q} 2>&1"
 
 
 rule hspz_dotplot:
@@ -61,6 +61,6 @@ rule hspz_dotplot:
     params:
         segments=f"{RESULTS}/{{batch}}/{{n}}",
     shell:
-        "hspZ dotplot --plan {input.plan} --job {wildcards.n} --names {input.names}"
-        " --distribution {output.distribution} --output {output.plot}"
-        " {params.segments} > {log} 2>&1"
+        "hspZ dotplot --plan {input.plan:q} --job {wildcards.n:q} --names {input.names:q}"
+        " --distribution {output.distribution:q} --output {output.plot:q}"
+        " {params.segments:q} > {log:q} 2>&1"
