@@ -241,6 +241,8 @@ class MemoryModel:
     chunk_size: int
     transition: bool
     threads: int = 1  # per worker
+    size: int = 19  # span of the seed (its windows)
+    interval_size: int = 10_000_000
 
 
 # The CPU model's process sizes, measured (peak RSS of the multibin pair, whose tables and
@@ -249,9 +251,13 @@ class MemoryModel:
 CPU_PROCESS = 160 << 20
 PARENT_PROCESS = 48 << 20
 READ_COPIES = 2  # transient copies of the inputs while they are read (FASTA, gzip, 2bit alike)
-# the share of a batch's seeds counted as having hits, however small the reference: a thread's
-# batch grew by about 130 MiB on H. pylori, where 23% of its 43 M seeds have hits
-HIT_SHARE = 0.3
+# the share of a batch's seeds with hits owed to the query's kinship with the reference, on top
+# of the table's chance occupancy: 23% of H. pylori's seeds, 38-39% of S. aureus's (2026-12-01)
+HIT_SHARE = 0.2
+# a piece's bytes per hit: its candidates or late hits (16 B) and their exact results (32 B);
+# most hits are rejected by the block bound, so the sweep's arrays stay small (a thread held
+# 41-47 MiB after a full batch of H. pylori, S. aureus and mammal30x6, 2026-12-01)
+PIECE_BYTES = 48
 PARALLEL_TABLE = 1 << 20  # `seed.PARALLEL_MIN`: windows from which a table is built on threads
 
 
@@ -262,25 +268,11 @@ def workers_for(gpus: int, plan: Plan) -> int:
 
 def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) -> int:
     """Estimated peak bytes one worker needs for a unit of these packed sizes, beyond its
-    process (CPU_PROCESS) and the input records.
+    process (CPU_PROCESS) and the input records, every base counted as seedable.
 
     GPU (device memory): index table 4·4^k, positions 4·R/step, encoded reference R, both query
     strands 2Q (+Q while a query bin is swapped), seed batch buffers 24 B per seed, 36 B per hit
-    of one semantic chunk, scan scratch, plus 64 MiB headroom.
-
-    CPU (host memory), the larger of two phases, plus both query strands with their seed and
-    score codes, 6Q (12Q when there are several query bins: the next one is prepared while a
-    unit runs).  Building the reference table: the packed bin, its score and seed codes 3R,
-    the u32 table 4·4^k (counts, sums and fill cursors in place), positions 4·R/step, and on
-    several threads the k-mer of every window, another 4·R/step (`seed._parallel_table`).
-    Running the batches: the bin and its score codes 2R, the table 4·4^k, its occupancy bits
-    4^k/8 and positions, and per thread (at most one a seed batch of the bin, both strands) its
-    workspace (`xdrop.Workspace`, kept from batch to batch, so it is the largest batch's): one seed batch (40 B per seed with hits: position,
-    table index, count, place in the stream, prefix sum; for the share of k-mers the table
-    holds, at least HIT_SHARE; 20 B per window: its position, k-mer and seed bound) and one
-    piece of hits being extended (112 B per hit: 48 for the first pass, 64 for a share of them
-    walked again by the diagonal sweep; at most `engine.cpu.PIECE` hits however large
-    --max-hits is).  See `cpu_estimate` for the process sizes and the measured peaks.
+    of one semantic chunk, scan scratch, plus 64 MiB headroom.  CPU: `cpu_unit_bytes`.
     """
     per_window = (m.weight + 1) if m.transition else 1
     positions = 4 * math.ceil(ref_bp / max(m.step, 1))
@@ -292,29 +284,101 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
             + 8 * math.ceil(m.max_hits / 256)
         return (4 * table + positions + ref_bp + 2 * query_bp + swap + 36 * m.max_hits
                 + 24 * seeds + 4 * m.chunk_size + scan + HEADROOM)
-    windows = min(m.chunk_size, max(query_bp, 1))  # a batch never spans more than its bin
-    seeds = windows * per_window
-    queries = 6 * query_bp * (2 if query_bins > 1 else 1)
-    column = positions if m.threads > 1 and ref_bp >= PARALLEL_TABLE else 0
+    spans = query_spans(m, query_bp)
+    return cpu_unit_bytes(m, ref_bp, ref_bp, query_bp, spans[:, 1] - spans[:, 0], query_bins)
+
+
+def query_spans(m: MemoryModel, query_bp: int) -> np.ndarray:
+    """(a, b) on the plus strand of the bases each seed batch of a query bin of `query_bp`
+    packed bytes reads at most (both strands: a minus batch's windows mirror plus bases)."""
+    out = []
+    for _, strand, (a, b) in seed_batches(query_bp, m.size, m.interval_size, m.chunk_size,
+                                          ("plus", "minus")):
+        if strand == "plus":
+            out.append((a, b + m.size - 1))
+        else:  # the minus window at p covers plus bases [L - p - size, L - p)
+            out.append((query_bp - b - m.size + 1, query_bp - a))
+    return np.clip(np.array(out, np.int64).reshape(-1, 2), 0, max(query_bp, 0))
+
+
+def held_share(m: MemoryModel, ref_seedable: int) -> float:
+    """Share of a batch's valid seeds counted as having hits: the table's chance occupancy
+    over the reference's seedable positions, and HIT_SHARE of the others for kinship."""
+    occupied = 1.0 - math.exp(-math.ceil(ref_seedable / max(m.step, 1)) / 4 ** m.weight)
+    return 1.0 - (1.0 - HIT_SHARE) * (1.0 - occupied)
+
+
+def batch_bytes(m: MemoryModel, valid: np.ndarray, windows: np.ndarray, held: float) -> np.ndarray:
+    """A thread's memory for each of these seed batches (`valid` windows at most, of `windows`):
+    40 B per valid seed with hits (position, table index, count, place in the stream, prefix
+    sum; the arrays are sized for every seed, but a page never written is never resident),
+    12 B per valid window (position, k-mer), 8 B per window (seed bound), and PIECE_BYTES per
+    hit of one piece being extended (at most `engine.cpu.PIECE` hits however large --max-hits
+    is)."""
+    per_window = (m.weight + 1) if m.transition else 1
+    valid = np.minimum(valid, windows)
+    return (np.ceil(40 * per_window * held * valid).astype(np.int64) + 12 * valid + 8 * windows
+            + PIECE_BYTES * m.max_hits)
+
+
+def thread_bytes(m: MemoryModel, each: np.ndarray) -> int:
+    """The workspaces of the run's threads: a thread keeps its largest batch's (`xdrop.Workspace`
+    grows, never shrinks), so at most the `threads` largest batches, one per thread; threads
+    beyond the batches never touch one."""
+    top = np.sort(each)[::-1][:max(m.threads, 1)]
+    return int(top.sum())
+
+
+def cpu_unit_bytes(m: MemoryModel, ref_bp: int, ref_seedable: int, query_bp: int,
+                   batch_valid: np.ndarray, query_bins: int = 1) -> int:
+    """Peak host bytes of one CPU unit beyond the process and the records: the larger of two
+    phases, plus both query strands with their seed and score codes, 6Q (12Q when there are
+    several query bins: the next one is prepared while a unit runs).
+
+    Building the reference table: the packed bin, its score and seed codes 3R, the u32 table
+    4·4^k (counts, sums and fill cursors in place), positions 4 B per seedable position (only
+    valid windows are placed), and on several threads the k-mer of every window, 4·R/step
+    (`seed._parallel_table`).  Running the batches: the bin and its score codes 2R, the table,
+    its occupancy bits 4^k/8 and positions, and the threads' workspaces (`thread_bytes` of
+    `batch_bytes`, `batch_valid` being each batch's valid windows at most)."""
+    table = 4 ** m.weight
+    step = max(m.step, 1)
+    positions = 4 * math.ceil(ref_seedable / step)
+    column = 4 * math.ceil(ref_bp / step) if m.threads > 1 and ref_bp >= PARALLEL_TABLE else 0
     build = 3 * ref_bp + 4 * table + positions + column
-    # a seed's 32 B are written only when it has hits (the arrays are allocated for all, but a
-    # page never written is never resident): the share of k-mers the table holds, but at least
-    # HIT_SHARE, since related genomes share k-mers far beyond chance
-    held = max(HIT_SHARE, min(1.0, positions / 4 / table))
-    batch = math.ceil(40 * seeds * held) + 20 * windows + 112 * m.max_hits
-    # a thread holds a workspace only once it has had a batch: at most a bin's batches
-    batches = 2 * math.ceil(max(query_bp, 1) / max(m.chunk_size, 1))  # both strands
-    run = 2 * ref_bp + 4 * table + table // 8 + positions + min(max(m.threads, 1), batches) * batch
-    return max(build, run) + queries
+    spans = query_spans(m, query_bp)
+    windows = np.maximum(spans[:, 1] - spans[:, 0] - m.size + 1, 0)
+    each = batch_bytes(m, np.asarray(batch_valid, np.int64), windows, held_share(m, ref_seedable))
+    run = 2 * ref_bp + 4 * table + table // 8 + positions + thread_bytes(m, each)
+    return max(build, run) + 6 * query_bp * (2 if query_bins > 1 else 1)
 
 
 def worst_unit_bytes(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
-                     qry_lengths: Sequence[int]) -> int:
-    """The estimate for the largest reference bin against the largest query bin."""
+                     qry_lengths: Sequence[int], seedable=None) -> int:
+    """The estimate for the largest reference bin against the largest query bin; given the
+    sides' `seedable.Seedable` (CPU only), an upper bound over every pair of bins, each bin
+    counted by the seedable bases of its records (and each batch by those it reads)."""
     if not plan.ref_bins or not plan.query_bins:
         return 0
-    r, q = largest_packed(plan, ref_lengths, qry_lengths)
-    return unit_bytes(m, r, q, len(plan.query_bins))
+    if seedable is None or m.backend != "cpu":
+        r, q = largest_packed(plan, ref_lengths, qry_lengths)
+        return unit_bytes(m, r, q, len(plan.query_bins))
+    ref_side, qry_side = seedable
+    refs = [(packed_bp(b, ref_lengths), ref_side.bases(b)) for b in plan.ref_bins]
+    r_bp, r_seedable = max(bp for bp, _ in refs), max(s for _, s in refs)
+    worst = 0
+    for b in plan.query_bins:
+        q_bp = packed_bp(b, qry_lengths)
+        spans = query_spans(m, q_bp)
+        valid = qry_side.span_bounds(b, qry_lengths, spans)
+        worst = max(worst, cpu_unit_bytes(m, r_bp, r_seedable, q_bp, valid,
+                                          len(plan.query_bins)))
+    return worst
+
+
+def packed_bp(members: Sequence[int], lengths: Sequence[int]) -> int:
+    """Packed bytes of one bin: its records and the separators between them."""
+    return sum(lengths[i] for i in members) + len(members) - 1
 
 
 def largest_packed(plan: Plan, ref_lengths: Sequence[int],
@@ -336,7 +400,7 @@ class HostEstimate:
 
 
 def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
-                 qry_lengths: Sequence[int], workers: int) -> HostEstimate:
+                 qry_lengths: Sequence[int], workers: int, seedable=None) -> HostEstimate:
     """Peak host memory of a CPU run of this plan on `workers` workers (`workers_for`).
 
     One worker runs in the calling process: CPU_PROCESS, every record read (R + Q bytes), and
@@ -377,7 +441,7 @@ def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
     multibin pair at -t 2: 240 MiB with an empty cache, 156 MiB with it written).
     """
     inputs = sum(ref_lengths) + sum(qry_lengths)
-    unit = worst_unit_bytes(m, plan, ref_lengths, qry_lengths)
+    unit = worst_unit_bytes(m, plan, ref_lengths, qry_lengths, seedable)
     if workers <= 1:
         main = CPU_PROCESS + inputs + max(READ_COPIES * inputs, unit)
         return HostEstimate(main, 0, main, 1)
