@@ -1,7 +1,8 @@
 """The CPU memory preflight (issue 15, item 6): the budget is the host's memory (the cgroup's
 limit, else MemTotal), never what happens to be free; the estimate (`plan.cpu_estimate`, printed
-by `--time`) is at least the peak RSS the run measures over 1.25 (issue 24), at most 1.6x it on small layouts; a run is costed on the workers its
-plan has; the CPU engine's pieces of hits, which bound the estimate, never change bytes; the
+by `--time`) is at least the peak RSS the run measures over 1.25 and at most over 0.8 (issue
+24), counting the records' seedable bases (`seedable`); a run is costed on the workers its plan
+has; the CPU engine's pieces of hits, which bound the estimate, never change bytes; the
 refusal's advice names only the flags that apply to the backend in use."""
 
 from __future__ import annotations
@@ -70,20 +71,21 @@ def mammal(tmp_path_factory):
 
 
 @pytest.mark.parametrize("workload, extra, lowest", [
-    ("demo", ["-t", "1"], 1 / 1.6),
-    ("demo", ["-t", "2"], 1 / 1.6),
-    ("multibin", [*FLAGS, "-t", "2"], 1 / 1.6),
-    ("multibin", [*FLAGS, "-t", "2", "--gpus", "2"], 1 / 1.6),  # two worker processes
-    ("mammal", ["-t", "1"], 1 / 1.6),
-    ("mammal", ["-t", "8"], 0.0),  # per-thread buffers: the peak may not outgrow the estimate
+    ("demo", ["-t", "1"], 0.8),
+    ("demo", ["-t", "2"], 0.8),
+    ("multibin", [*FLAGS, "-t", "2"], 0.8),
+    ("multibin", [*FLAGS, "-t", "2", "--gpus", "2"], 0.8),  # two worker processes
+    ("mammal", ["-t", "1"], 0.8),
+    ("mammal", ["-t", "8"], 0.7),  # per-thread buffers: the peak may not outgrow the estimate
 ])
-def test_the_peak_rss_is_at_most_1_25x_the_cpu_estimate(pair, mammal, tmp_path, workload,
-                                                        extra, lowest):
+def test_the_peak_rss_is_within_0_8_to_1_25x_the_cpu_estimate(pair, mammal, tmp_path, workload,
+                                                               extra, lowest):
     """The preflight may not underestimate: a layout's peak RSS above 1.25x its estimate
-    fails (issue 24), whatever the threads.  An estimate more than 1.6x the peak fails too,
-    except for the small mammal-like pair on 8 threads: the estimate counts each thread's
-    workspace for a full batch of unmasked windows, and this pair's batches (a soft-masked
-    0.6 Mbp query) hold a fraction of that (BENCHMARKS.md, "CPU threads")."""
+    fails (issue 24), whatever the threads; nor overestimate by more than 1/0.8 (measured
+    0.83-0.91 on these, 2026-12-01), except for the small mammal-like pair on 8 threads
+    (0.76): its six seed batches, of a 2.5 Mbp reference, hold fewer seeds with hits and
+    hits than the model's per-thread share (BENCHMARKS.md, "CPU thread scaling and
+    memory")."""
     ref, qry = {"demo": (DEMO / "reference.fa.gz", DEMO / "query.2bit"), "multibin": pair,
                 "mammal": mammal}[workload]
     env = {k: v for k, v in os.environ.items() if not k.startswith("HSPZ_")}
