@@ -291,3 +291,14 @@ def test_the_estimate_counts_seedable_bases_never_more_than_lengths(mammal):
             counted = planning.cpu_estimate(m, p, rl, ql, 1, seedable.sides(ref, qry)).total
             assert lowest * plain <= counted <= plain, (t, counted, plain)
             assert lowest or counted < plain
+
+
+def test_a_reference_known_by_its_lengths_counts_every_base_as_seedable():
+    """An `--index` run's reference is known by names and lengths only: the estimate counts
+    all its bases, never none."""
+    from hspz import seedable
+    from hspz.sequence import KnownRecord
+
+    n = 3 * seedable.GRANULE + 5
+    side = seedable.Seedable.of([KnownRecord("chr1", n)])
+    assert side.bases((0,)) == n and side.counts[0].tolist() == [seedable.GRANULE] * 3 + [5]
