@@ -8,7 +8,8 @@ inclusive exactly as KegAlign has them, so a boundary window may be seeded twice
 window of a bin never: that is reproduced on purpose.
 
 The memory model (`unit_bytes`) is an estimate of one worker's peak working set for one unit
-(`cpu_estimate`: of the CPU backend's whole run, by process); `plan_within_budget` halves the
+(`cpu_estimate`: of the CPU backend's whole run, by process, from the records' seedable bases
+where it has them, `hspz.seedable`); `plan_within_budget` halves the
 block sizes until the largest unit fits the budget, and `auto_layout` resolves `-B 0`.  Neither
 ever runs for `--kegalign-bins` or a frozen manifest.
 """
