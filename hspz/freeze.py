@@ -51,17 +51,20 @@ def memory_model(f: Freeze, max_hits: int, workers: int) -> planning.MemoryModel
     """The memory model of this run's flags on `workers` workers."""
     o = f.options
     threads = per_worker_threads(o.threads, workers) or os.cpu_count() or 1
-    return planning.MemoryModel(f.devices.backend, SeedShape.from_pattern(o.pattern).weight,
-                                o.step, resident_hits(f.devices, max_hits), o.wga_chunk_size,
-                                o.transition, threads)
+    shape = SeedShape.from_pattern(o.pattern)
+    return planning.MemoryModel(f.devices.backend, shape.weight, o.step,
+                                resident_hits(f.devices, max_hits), o.wga_chunk_size,
+                                o.transition, threads, shape.size, o.interval_size)
 
 
-def memory_fits(f: Freeze, max_hits: int, ref_lengths: list[int], qry_lengths: list[int]):
+def memory_fits(f: Freeze, max_hits: int, ref_lengths: list[int], qry_lengths: list[int],
+                sides=None):
     """(fits(plan), describe(plan)) for this run's budget: on the CPU backend the whole run's
     host memory (`plan.cpu_estimate`) against 90% of the host's, on the GPU each worker's
     device memory against its share of the free memory.  A plan runs on min(--gpus, its
     reference bins) workers (`plan.workers_for`), so each candidate plan is costed on its
-    own worker count."""
+    own worker count.  `sides`: the records' `seedable.sides` (CPU), which the estimate counts
+    by their seedable bases, not their lengths."""
     devices, gpus = f.devices, f.options.gpus
     host = host_budget() if devices.backend == "cpu" else None
 
@@ -69,7 +72,7 @@ def memory_fits(f: Freeze, max_hits: int, ref_lengths: list[int], qry_lengths: l
         w = planning.workers_for(gpus, p)
         model = memory_model(f, max_hits, w)
         if devices.backend == "cpu":
-            return planning.cpu_estimate(model, p, ref_lengths, qry_lengths, w).total
+            return planning.cpu_estimate(model, p, ref_lengths, qry_lengths, w, sides).total
         return planning.worst_unit_bytes(model, p, ref_lengths, qry_lengths)
 
     def budget(p: planning.Plan) -> int | None:
@@ -143,10 +146,10 @@ def resident_hits(devices: scheduling.Devices, max_hits: int) -> int:
 
 
 def plan_layout(f: Freeze, max_hits: int, ref_lengths: list[int],
-                qry_lengths: list[int]) -> planning.Layout:
+                qry_lengths: list[int], sides=None) -> planning.Layout:
     """The plan for fresh flags: -B 0, --kegalign-bins, or explicit sizes with the preflight."""
     o = f.options
-    fits, describe = memory_fits(f, max_hits, ref_lengths, qry_lengths)
+    fits, describe = memory_fits(f, max_hits, ref_lengths, qry_lengths, sides)
     try:
         if o.kegalign_bins:
             q = o.resolved_query_block_size
@@ -174,7 +177,7 @@ def freeze(f: Freeze, ref: list[Record], qry: list[Record]) -> Manifest:
     o = f.options
     max_hits = resolve_max_hits(o, f.devices)
     rl, ql = [len(r) for r in ref], [len(r) for r in qry]
-    layout = plan_layout(f, max_hits, rl, ql)
+    layout = plan_layout(f, max_hits, rl, ql, sides_for(f.devices, ref, qry))
     f.notes += layout.notes
     resolved = o.replace(seq_block_size=layout.seq_block_size,
                          query_block_size=layout.query_block_size, max_hits=max_hits)
@@ -221,7 +224,8 @@ def prepare(req: Request, devices: scheduling.Devices, ref: list[Record], qry: l
         # the frozen settings, with this run's workers and threads
         o = loaded.options.replace(gpus=req.options.gpus, threads=req.options.threads)
         f = Freeze(o, devices, loaded.matrix)
-        fits, describe = memory_fits(f, o.max_hits, loaded.ref_lengths, loaded.qry_lengths)
+        fits, describe = memory_fits(f, o.max_hits, loaded.ref_lengths, loaded.qry_lengths,
+                                     sides_for(devices, ref, qry))
         if not fits(loaded.plan):
             raise UsageError(f"{req.from_manifest}: {describe(loaded.plan)}; a frozen plan is "
                              f"never replanned{advice(f, loaded.plan, frozen=True)}")
@@ -234,16 +238,28 @@ def prepare(req: Request, devices: scheduling.Devices, ref: list[Record], qry: l
     return m
 
 
-def memory_estimate(options: Options, devices: scheduling.Devices,
-                    m: Manifest) -> planning.HostEstimate | None:
+def sides_for(devices: scheduling.Devices, ref: list[Record], qry: list[Record]):
+    """The records' seedable bases for the CPU estimate (`seedable.sides`); None on the GPU."""
+    if devices.backend != "cpu":
+        return None
+    from hspz import seedable
+
+    return seedable.sides(ref, qry)
+
+
+def memory_estimate(options: Options, devices: scheduling.Devices, m: Manifest,
+                    ref: list[Record] | None = None,
+                    qry: list[Record] | None = None) -> planning.HostEstimate | None:
     """The CPU backend's host memory estimate for a frozen job on this run's workers and
-    threads (what `--time` prints beside the peak RSS); None on the GPU backend."""
+    threads (what `--time` prints beside the peak RSS), counting the records' seedable bases
+    when they are given; None on the GPU backend."""
     if devices.backend != "cpu":
         return None
     o = m.options.replace(gpus=options.gpus, threads=options.threads)
     w = planning.workers_for(o.gpus, m.plan)
     model = memory_model(Freeze(o, devices, m.matrix), o.max_hits, w)
-    return planning.cpu_estimate(model, m.plan, m.ref_lengths, m.qry_lengths, w)
+    sides = sides_for(devices, ref, qry) if ref is not None and qry is not None else None
+    return planning.cpu_estimate(model, m.plan, m.ref_lengths, m.qry_lengths, w, sides)
 
 
 def write_dumps(req: Request, m: Manifest) -> None:

@@ -8,7 +8,8 @@ inclusive exactly as KegAlign has them, so a boundary window may be seeded twice
 window of a bin never: that is reproduced on purpose.
 
 The memory model (`unit_bytes`) is an estimate of one worker's peak working set for one unit
-(`cpu_estimate`: of the CPU backend's whole run, by process); `plan_within_budget` halves the
+(`cpu_estimate`: of the CPU backend's whole run, by process, from the records' seedable bases
+where it has them, `hspz.seedable`); `plan_within_budget` halves the
 block sizes until the largest unit fits the budget, and `auto_layout` resolves `-B 0`.  Neither
 ever runs for `--kegalign-bins` or a frozen manifest.
 """
@@ -241,6 +242,8 @@ class MemoryModel:
     chunk_size: int
     transition: bool
     threads: int = 1  # per worker
+    size: int = 19  # span of the seed (its windows)
+    interval_size: int = 10_000_000
 
 
 # The CPU model's process sizes, measured (peak RSS of the multibin pair, whose tables and
@@ -249,9 +252,13 @@ class MemoryModel:
 CPU_PROCESS = 160 << 20
 PARENT_PROCESS = 48 << 20
 READ_COPIES = 2  # transient copies of the inputs while they are read (FASTA, gzip, 2bit alike)
-# the share of a batch's seeds counted as having hits, however small the reference: a thread's
-# batch grew by about 130 MiB on H. pylori, where 23% of its 43 M seeds have hits
-HIT_SHARE = 0.3
+# the share of a batch's seeds with hits owed to the query's kinship with the reference, on top
+# of the table's chance occupancy: 23% of H. pylori's seeds, 38-39% of S. aureus's (2026-12-01)
+HIT_SHARE = 0.2
+# a piece's bytes per hit: its candidates or late hits (16 B) and their exact results (32 B);
+# most hits are rejected by the block bound, so the sweep's arrays stay small (a thread held
+# 41-47 MiB after a full batch of H. pylori, S. aureus and mammal30x6, 2026-12-01)
+PIECE_BYTES = 48
 PARALLEL_TABLE = 1 << 20  # `seed.PARALLEL_MIN`: windows from which a table is built on threads
 
 
@@ -262,25 +269,11 @@ def workers_for(gpus: int, plan: Plan) -> int:
 
 def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) -> int:
     """Estimated peak bytes one worker needs for a unit of these packed sizes, beyond its
-    process (CPU_PROCESS) and the input records.
+    process (CPU_PROCESS) and the input records, every base counted as seedable.
 
     GPU (device memory): index table 4·4^k, positions 4·R/step, encoded reference R, both query
     strands 2Q (+Q while a query bin is swapped), seed batch buffers 24 B per seed, 36 B per hit
-    of one semantic chunk, scan scratch, plus 64 MiB headroom.
-
-    CPU (host memory), the larger of two phases, plus both query strands with their seed and
-    score codes, 6Q (12Q when there are several query bins: the next one is prepared while a
-    unit runs).  Building the reference table: the packed bin, its score and seed codes 3R,
-    the u32 table 4·4^k (counts, sums and fill cursors in place), positions 4·R/step, and on
-    several threads the k-mer of every window, another 4·R/step (`seed._parallel_table`).
-    Running the batches: the bin and its score codes 2R, the table 4·4^k, its occupancy bits
-    4^k/8 and positions, and per thread (at most one a seed batch of the bin, both strands) its
-    workspace (`xdrop.Workspace`, kept from batch to batch, so it is the largest batch's): one seed batch (40 B per seed with hits: position,
-    table index, count, place in the stream, prefix sum; for the share of k-mers the table
-    holds, at least HIT_SHARE; 20 B per window: its position, k-mer and seed bound) and one
-    piece of hits being extended (112 B per hit: 48 for the first pass, 64 for a share of them
-    walked again by the diagonal sweep; at most `engine.cpu.PIECE` hits however large
-    --max-hits is).  See `cpu_estimate` for the process sizes and the measured peaks.
+    of one semantic chunk, scan scratch, plus 64 MiB headroom.  CPU: `cpu_unit_bytes`.
     """
     per_window = (m.weight + 1) if m.transition else 1
     positions = 4 * math.ceil(ref_bp / max(m.step, 1))
@@ -292,29 +285,101 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
             + 8 * math.ceil(m.max_hits / 256)
         return (4 * table + positions + ref_bp + 2 * query_bp + swap + 36 * m.max_hits
                 + 24 * seeds + 4 * m.chunk_size + scan + HEADROOM)
-    windows = min(m.chunk_size, max(query_bp, 1))  # a batch never spans more than its bin
-    seeds = windows * per_window
-    queries = 6 * query_bp * (2 if query_bins > 1 else 1)
-    column = positions if m.threads > 1 and ref_bp >= PARALLEL_TABLE else 0
+    spans = query_spans(m, query_bp)
+    return cpu_unit_bytes(m, ref_bp, ref_bp, query_bp, spans[:, 1] - spans[:, 0], query_bins)
+
+
+def query_spans(m: MemoryModel, query_bp: int) -> np.ndarray:
+    """(a, b) on the plus strand of the bases each seed batch of a query bin of `query_bp`
+    packed bytes reads at most (both strands: a minus batch's windows mirror plus bases)."""
+    out = []
+    for _, strand, (a, b) in seed_batches(query_bp, m.size, m.interval_size, m.chunk_size,
+                                          ("plus", "minus")):
+        if strand == "plus":
+            out.append((a, b + m.size - 1))
+        else:  # the minus window at p covers plus bases [L - p - size, L - p)
+            out.append((query_bp - b - m.size + 1, query_bp - a))
+    return np.clip(np.array(out, np.int64).reshape(-1, 2), 0, max(query_bp, 0))
+
+
+def held_share(m: MemoryModel, ref_seedable: int) -> float:
+    """Share of a batch's valid seeds counted as having hits: the table's chance occupancy
+    over the reference's seedable positions, and HIT_SHARE of the others for kinship."""
+    occupied = 1.0 - math.exp(-math.ceil(ref_seedable / max(m.step, 1)) / 4 ** m.weight)
+    return 1.0 - (1.0 - HIT_SHARE) * (1.0 - occupied)
+
+
+def batch_bytes(m: MemoryModel, valid: np.ndarray, windows: np.ndarray, held: float) -> np.ndarray:
+    """A thread's memory for each of these seed batches (`valid` windows at most, of `windows`):
+    40 B per valid seed with hits (position, table index, count, place in the stream, prefix
+    sum; the arrays are sized for every seed, but a page never written is never resident),
+    12 B per valid window (position, k-mer), 8 B per window (seed bound), and PIECE_BYTES per
+    hit of one piece being extended (at most `engine.cpu.PIECE` hits however large --max-hits
+    is)."""
+    per_window = (m.weight + 1) if m.transition else 1
+    valid = np.minimum(valid, windows)
+    return (np.ceil(40 * per_window * held * valid).astype(np.int64) + 12 * valid + 8 * windows
+            + PIECE_BYTES * m.max_hits)
+
+
+def thread_bytes(m: MemoryModel, each: np.ndarray) -> int:
+    """The workspaces of the run's threads: a thread keeps its largest batch's (`xdrop.Workspace`
+    grows, never shrinks), so at most the `threads` largest batches, one per thread; threads
+    beyond the batches never touch one."""
+    top = np.sort(each)[::-1][:max(m.threads, 1)]
+    return int(top.sum())
+
+
+def cpu_unit_bytes(m: MemoryModel, ref_bp: int, ref_seedable: int, query_bp: int,
+                   batch_valid: np.ndarray, query_bins: int = 1) -> int:
+    """Peak host bytes of one CPU unit beyond the process and the records: the larger of two
+    phases, plus both query strands with their seed and score codes, 6Q (12Q when there are
+    several query bins: the next one is prepared while a unit runs).
+
+    Building the reference table: the packed bin, its score and seed codes 3R, the u32 table
+    4·4^k (counts, sums and fill cursors in place), positions 4 B per seedable position (only
+    valid windows are placed), and on several threads the k-mer of every window, 4·R/step
+    (`seed._parallel_table`).  Running the batches: the bin and its score codes 2R, the table,
+    its occupancy bits 4^k/8 and positions, and the threads' workspaces (`thread_bytes` of
+    `batch_bytes`, `batch_valid` being each batch's valid windows at most)."""
+    table = 4 ** m.weight
+    step = max(m.step, 1)
+    positions = 4 * math.ceil(ref_seedable / step)
+    column = 4 * math.ceil(ref_bp / step) if m.threads > 1 and ref_bp >= PARALLEL_TABLE else 0
     build = 3 * ref_bp + 4 * table + positions + column
-    # a seed's 32 B are written only when it has hits (the arrays are allocated for all, but a
-    # page never written is never resident): the share of k-mers the table holds, but at least
-    # HIT_SHARE, since related genomes share k-mers far beyond chance
-    held = max(HIT_SHARE, min(1.0, positions / 4 / table))
-    batch = math.ceil(40 * seeds * held) + 20 * windows + 112 * m.max_hits
-    # a thread holds a workspace only once it has had a batch: at most a bin's batches
-    batches = 2 * math.ceil(max(query_bp, 1) / max(m.chunk_size, 1))  # both strands
-    run = 2 * ref_bp + 4 * table + table // 8 + positions + min(max(m.threads, 1), batches) * batch
-    return max(build, run) + queries
+    spans = query_spans(m, query_bp)
+    windows = np.maximum(spans[:, 1] - spans[:, 0] - m.size + 1, 0)
+    each = batch_bytes(m, np.asarray(batch_valid, np.int64), windows, held_share(m, ref_seedable))
+    run = 2 * ref_bp + 4 * table + table // 8 + positions + thread_bytes(m, each)
+    return max(build, run) + 6 * query_bp * (2 if query_bins > 1 else 1)
 
 
 def worst_unit_bytes(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
-                     qry_lengths: Sequence[int]) -> int:
-    """The estimate for the largest reference bin against the largest query bin."""
+                     qry_lengths: Sequence[int], seedable=None) -> int:
+    """The estimate for the largest reference bin against the largest query bin; given the
+    sides' `seedable.Seedable` (CPU only), an upper bound over every pair of bins, each bin
+    counted by the seedable bases of its records (and each batch by those it reads)."""
     if not plan.ref_bins or not plan.query_bins:
         return 0
-    r, q = largest_packed(plan, ref_lengths, qry_lengths)
-    return unit_bytes(m, r, q, len(plan.query_bins))
+    if seedable is None or m.backend != "cpu":
+        r, q = largest_packed(plan, ref_lengths, qry_lengths)
+        return unit_bytes(m, r, q, len(plan.query_bins))
+    ref_side, qry_side = seedable
+    refs = [(packed_bp(b, ref_lengths), ref_side.bases(b)) for b in plan.ref_bins]
+    r_bp, r_seedable = max(bp for bp, _ in refs), max(s for _, s in refs)
+    worst = 0
+    for b in plan.query_bins:
+        q_bp = packed_bp(b, qry_lengths)
+        spans = query_spans(m, q_bp)
+        valid = qry_side.span_bounds(b, qry_lengths, spans)
+        worst = max(worst, cpu_unit_bytes(m, r_bp, r_seedable, q_bp, valid,
+                                          len(plan.query_bins)))
+    return worst
+
+
+def packed_bp(members: Sequence[int], lengths: Sequence[int]) -> int:
+    """Packed bytes of one bin: its records and the separators between them."""
+    return sum(lengths[i] for i in members) + len(members) - 1
 
 
 def largest_packed(plan: Plan, ref_lengths: Sequence[int],
@@ -336,7 +401,7 @@ class HostEstimate:
 
 
 def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
-                 qry_lengths: Sequence[int], workers: int) -> HostEstimate:
+                 qry_lengths: Sequence[int], workers: int, seedable=None) -> HostEstimate:
     """Peak host memory of a CPU run of this plan on `workers` workers (`workers_for`).
 
     One worker runs in the calling process: CPU_PROCESS, every record read (R + Q bytes), and
@@ -346,28 +411,31 @@ def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
     in shared memory; each worker process CPU_PROCESS, its largest unit and the shared pages of
     that unit's records, which it reads (counted once in the total).
 
-    Estimate against the peak RSS `--time` printed (each process's VmHWM, MiB), on the 2-core
-    dev machine, CPU backend, one worker, default flags and layout
-    (`benchmarks/memory_model.py --threads 1 2 16 --gpus 1 --workloads hpylori saureus
-    mammal30x6 mammal100x2`, 2026-12-01, issue 24; mammal100x2 is the 100 Mbp mammal-like
-    reference with a 2 Mbp query).  Never above 1.25; at 16 threads, and on the soft-masked
-    mammal-like genomes, the estimate is high: it counts every thread's seed arrays for a full
-    batch of unmasked windows (BENCHMARKS.md, "CPU thread scaling and memory"):
+    Given the records' `seedable.sides`, every bin is counted by its seedable bases (uppercase
+    ACGT: a soft-masked or N base starts no seed window), each seed batch by those it reads,
+    and the threads by the largest batches they can hold (`thread_bytes`).
 
-    | workload | -t | estimate | peak RSS | peak / estimate |
-    |---|---|---|---|---|
-    | H. pylori | 1 | 318 | 290 | 0.91 |
-    | H. pylori | 2 | 388 | 342 | 0.88 |
-    | H. pylori | 16 | 1228 | 800 | 0.65 |
-    | S. aureus N315 x COL | 1 | 334 | 334 | 1.00 |
-    | S. aureus N315 x COL | 2 | 404 | 409 | 1.01 |
-    | S. aureus N315 x COL | 16 | 1383 | 1245 | 0.90 |
-    | mammal-like 30 x 6 Mbp | 1 | 623 | 512 | 0.82 |
-    | mammal-like 30 x 6 Mbp | 2 | 780 | 592 | 0.76 |
-    | mammal-like 30 x 6 Mbp | 16 | 2974 | 1662 | 0.56 |
-    | mammal-like 100 x 2 Mbp | 1 | 1064 | 886 | 0.83 |
-    | mammal-like 100 x 2 Mbp | 2 | 1382 | 1256 | 0.91 |
-    | mammal-like 100 x 2 Mbp | 16 | 3415 | 2076 | 0.61 |
+    Estimate against the peak RSS `--time` printed (each process's VmHWM, MiB), on the 2-core
+    dev machine (16 threads on 2 cores: each thread still holds its workspace), CPU backend,
+    one worker, default flags and layout (`benchmarks/memory_model.py --threads 1 2 16 --gpus 1
+    --workloads hpylori saureus mammal30x6 mammal100x2`, 2026-12-01, issue 24; mammal100x2 is
+    the 100 Mbp mammal-like reference with a 2 Mbp query).  Within 0.8-1.25 everywhere; before,
+    from lengths alone, as low as 0.56 (BENCHMARKS.md, "CPU thread scaling and memory"):
+
+    | workload | -t | estimate | peak RSS | peak / estimate | before (6056c20): estimate, ratio |
+    |---|---|---|---|---|---|
+    | H. pylori | 1 | 299 | 290 | 0.97 | 318, 0.91 |
+    | H. pylori | 2 | 350 | 343 | 0.98 | 388, 0.88 |
+    | H. pylori | 16 | 934 | 801 | 0.86 | 1228, 0.65 |
+    | S. aureus N315 x COL | 1 | 320 | 332 | 1.04 | 334, 1.00 |
+    | S. aureus N315 x COL | 2 | 377 | 412 | 1.09 | 404, 1.01 |
+    | S. aureus N315 x COL | 16 | 1174 | 1255 | 1.07 | 1383, 0.90 |
+    | mammal-like 30 x 6 Mbp | 1 | 526 | 510 | 0.97 | 623, 0.82 |
+    | mammal-like 30 x 6 Mbp | 2 | 619 | 595 | 0.96 | 780, 0.76 |
+    | mammal-like 30 x 6 Mbp | 16 | 1823 | 1674 | 0.92 | 2974, 0.56 |
+    | mammal-like 100 x 2 Mbp | 1 | 906 | 887 | 0.98 | 1064, 0.83 |
+    | mammal-like 100 x 2 Mbp | 2 | 1272 | 1264 | 0.99 | 1382, 0.91 |
+    | mammal-like 100 x 2 Mbp | 16 | 2442 | 2078 | 0.85 | 3415, 0.61 |
 
     Before issue 24 (d6fbc62's engine and model): S. aureus 536 against 385 at -t 2 (1.39),
     1767 against 1233 at -t 16 (1.43); the 100 x 20 Mbp pair 1834 against 1286 at -t 2.
@@ -377,7 +445,7 @@ def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
     multibin pair at -t 2: 240 MiB with an empty cache, 156 MiB with it written).
     """
     inputs = sum(ref_lengths) + sum(qry_lengths)
-    unit = worst_unit_bytes(m, plan, ref_lengths, qry_lengths)
+    unit = worst_unit_bytes(m, plan, ref_lengths, qry_lengths, seedable)
     if workers <= 1:
         main = CPU_PROCESS + inputs + max(READ_COPIES * inputs, unit)
         return HostEstimate(main, 0, main, 1)

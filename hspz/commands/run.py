@@ -70,7 +70,8 @@ def _planned(req: Request, select, t0: float, summary: Summary, ref, qry, idx,
         write_dumps(req, m)
         return report.cpu_only(context_of(m), m.plan, ref, qry)
     sched = schedule_for(m, o.gpus, devices)
-    summary.memory = memory_estimate(o, devices, m)
+    if req.time:  # printed by --time only: it counts the records' seedable bases again
+        summary.memory = memory_estimate(o, devices, m, ref, qry)
     if idx is not None:
         say(index_using_line(idx, req.reference))
     with worker_pool(sched, engine.__name__, m) as pool:
