@@ -13,6 +13,7 @@ of the issue counts, per class, the cases that failed on the starting code.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -204,6 +205,13 @@ CASES = [
                 ["run", "-r", c["tr.fa"], "--query-list", c["l3.txt"], "-o", c["o"],
                  "--dump-manifest", c["-m"], *CPU])[-1],
      r"^hspZ: --dump-manifest: .*/-m\.000002 is a query of --query-list"),
+    # 1. a -Z PATH at a name OUT's publish reserves (found by the adversarial pass)
+    *[(1, f"tarball-at-outs-reserved-name-{name}",
+       lambda c, name=name: ["run", "-r", c["tr.fa"], "-q", c["tq1.fa"], "-o", c["o"], "-Z",
+                             c[f"o/{name}"], *CPU],
+       rf"^hspZ: --tarball: .*/o/{re.escape(name)} lies in the --output folder")
+      for name in (".hspz.lock", ".hspz-journal", ".hspz-stage-x",
+                   "tmp1.block0.r0.plus.segments")],
     # 6. a list entry is the file the OS opens
     (6, "plan-output-onto-a-list-entry-reached-through-a-symlinked-folder",
      lambda c: ((c.d / "real" / "sub").mkdir(parents=True),
