@@ -608,6 +608,9 @@ def cmd_index(ns: argparse.Namespace) -> int:
     from hspz import outdir
     from hspz.index import build_names
 
+    if os.path.lexists(ns.index) or Path(ns.index).name in ("", os.curdir, os.pardir):
+        raise UsageError(f"--index: {ns.index} already exists; an index is never overwritten "
+                         f"(remove it or name another folder)")
     outdir.check_disjoint({"--reference": ns.reference},
                           {"--index": [ns.index, *map(str, build_names(Path(ns.index)))]})
     return index_command(options, ns.reference, ns.index, lambda: backends.select(options),

@@ -123,6 +123,9 @@ CASES = [
      lambda c: (shutil.copy(c["tr.fa"], c["ix.tmp.lock"]),
                 ["index", "-r", c["ix.tmp.lock"], "--index", c["ix"], *CPU])[1],
      r"^hspZ: --index: .*/ix\.tmp\.lock "),
+    (1, "index-folder-is-the-current-folder",
+     lambda c: ["index", "-r", c["tr.fa"], "--index", ".", "-B", "1000", *CPU],
+     r"^hspZ: --index: \. already exists"),
     # 1. derived names: a batch's per-job dumps
     (1, "batch-dump-manifest-onto-a-listed-query",
      lambda c: (shutil.copy(c["tq2.fa"], c["m.000002"]),
@@ -338,3 +341,19 @@ def test_a_killed_index_build_is_removed_by_the_next_build_and_a_users_folder_is
     assert main(argv) == 0
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ix")) == ["ix"]
     assert not (tmp_path / "ix" / ".hspz-made").exists()
+
+
+def test_a_killed_build_folder_holding_the_reference_is_kept(tmp_path, capfd):
+    """The next build removes a killed build's DIR.tmp, but never when the reference it is
+    asked to read lies inside it (found by the adversarial pass: the input was removed)."""
+    import subprocess
+    import sys
+
+    c = Case(tmp_path)
+    argv = ["index", "-r", c["tr.fa"], "--index", c["ix"], "-B", "1000", *CPU]
+    env = {**os.environ, "HSPZ_FAULT": "index-built"}
+    assert subprocess.run([sys.executable, "-m", "hspz", *argv], env=env,
+                          capture_output=True).returncode == -9
+    shutil.copy(c["tr.fa"], c["ix.tmp/ref.fa"])
+    assert_refused(capfd, ["index", "-r", c["ix.tmp/ref.fa"], "--index", c["ix"], "-B", "1000",
+                           *CPU], 2, r"^hspZ: .*/ix\.tmp holds .*ref\.fa", tmp_path)
