@@ -185,22 +185,29 @@ def made_by_a_batch(path: Path) -> bool:
     reruns it) that is still recognisably hspZ's: a folder (not a link) holding nothing but
     segments files named as hspZ names them (and a killed publish's journal or marked stage),
     or an archive (not a link) with the gzip header `emit.write_tarball` writes."""
-    from hspz import durable
-
     try:
         if path.is_symlink():
             return False
         if path.is_dir():
-            return all((outdir.OUR_NAMES.fullmatch(e.name) and e.is_file(follow_symlinks=False))
-                       or (e.name == outdir.JOURNAL and e.is_file(follow_symlinks=False))
-                       or (e.name.startswith(outdir.STAGE_PREFIX) and durable.is_marked(e.path))
-                       for e in os.scandir(path))
+            return not foreign_in_job_folder(path)
         if not path.is_file():  # a FIFO is never opened
             return False
         with open(path, "rb") as fh:
             return fh.read(len(ARCHIVE_HEAD)) == ARCHIVE_HEAD
     except OSError:
         return False
+
+
+def foreign_in_job_folder(path: Path) -> list[str]:
+    """The entries of job folder `path` that no hspZ batch writes there (anything but its
+    segments files, a killed publish's journal and a marked stage folder)."""
+    from hspz import durable
+
+    return sorted(e.name for e in os.scandir(path)
+                  if not ((outdir.OUR_NAMES.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+                          or (e.name == outdir.JOURNAL and e.is_file(follow_symlinks=False))
+                          or (e.name.startswith(outdir.STAGE_PREFIX)
+                              and durable.is_marked(e.path))))
 
 
 def check_entries(out: Path, flag: str = "--output") -> None:
@@ -213,6 +220,12 @@ def check_entries(out: Path, flag: str = "--output") -> None:
         raise UsageError(f"{flag}: {out / foreign[0]} is named like a batch job's output but no "
                          f"hspZ batch wrote it (queries.tsv does not list it); it is never "
                          f"replaced or removed: move it away, or name another OUT")
+    for name in sorted(job_entries(out)):
+        p = out / name
+        if p.is_dir() and not p.is_symlink() and (odd := foreign_in_job_folder(p)):
+            raise UsageError(f"{flag}: {p / odd[0]} is not a file an hspZ batch writes in a "
+                             f"job's folder; the batch replaces or removes that folder and "
+                             f"never a file it did not make: move it away")
     for name in sorted(job_entries(out)) + [QUERIES_TSV, outdir.RETIRED]:
         p = out / name
         kind = "a symbolic link" if p.is_symlink() else None

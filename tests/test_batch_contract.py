@@ -211,3 +211,17 @@ def test_job_entries_whose_queries_tsv_a_workflow_deleted_are_still_hspzs(data, 
     (out / bt.QUERIES_TSV).unlink()
     assert main(run_new(data, out, *([form] if form else []))) == 0
     assert state(out) == state(data / ("clean-new-Z" if form else "clean-new"))
+
+
+@pytest.mark.parametrize("command", ["run", "merge"])
+def test_a_users_file_in_an_older_jobs_folder_is_refused_and_kept(data, tmp_path, capfd,
+                                                                  command):
+    """The older batch's 000003/ is stale for the new batch and removed with all it holds: a
+    file of the user's in it is refused before any work, never removed (found by the
+    adversarial pass: it went with the folder)."""
+    out = older(data, tmp_path / "out")
+    (out / "000003" / "notes.txt").write_text("a user's notes\n")
+    before = state(out)
+    assert main(run_new(data, out) if command == "run" else merge_new(data, out)) == 2
+    assert "000003/notes.txt" in capfd.readouterr().err
+    assert state(out) == before
