@@ -49,6 +49,22 @@ def read_query_list(path: str | os.PathLike) -> tuple[list[ListedQuery], list[st
     textual `..` folding across a symbolic link) and the notes to print (a file listed twice is
     allowed, and said)."""
     source = os.fspath(path)
+    if source in _lists_read:  # one read per command: a pipe is read once, and the paths
+        return _lists_read[source]  # checked against the outputs are the paths run
+    _lists_read[source] = read = _read_query_list(path, source)
+    return read
+
+
+_lists_read: dict[str, tuple[list[ListedQuery], list[str]]] = {}
+
+
+def forget_lists() -> None:
+    """A new command starts (`cli.main`): lists are read again."""
+    _lists_read.clear()
+
+
+def _read_query_list(path: str | os.PathLike, source: str) -> tuple[list[ListedQuery],
+                                                                    list[str]]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -294,6 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     before = _raise_on_sigterm()
     durable.reset_inputs()  # each command registers its own (`outdir.check_disjoint`)
+    if "hspz.batch" in sys.modules:  # a list is read once per command
+        sys.modules["hspz.batch"].forget_lists()
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         ns = build_parser().parse_args(argv)

@@ -225,3 +225,28 @@ def test_a_users_file_in_an_older_jobs_folder_is_refused_and_kept(data, tmp_path
     assert main(run_new(data, out) if command == "run" else merge_new(data, out)) == 2
     assert "000003/notes.txt" in capfd.readouterr().err
     assert state(out) == before
+
+
+def test_a_query_list_read_from_a_pipe_is_read_once(data, tmp_path):
+    """The list is read once per command: the paths checked against the outputs are the paths
+    run, and a list given as a pipe (`<(...)`) is not found empty the second time (found by
+    the adversarial pass: 'lists no queries')."""
+    fifo = tmp_path / "list.fifo"
+    os.mkfifo(fifo)
+    import threading
+
+    def feed() -> None:  # the list once, then an empty pipe for a second reader
+        with open(fifo, "w") as fh:
+            fh.write(f"{data / 'tq2.fa'}\n{data / 'tq1.fa'}\n")
+        with open(fifo, "w"):
+            pass
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    out = tmp_path / "out"
+    code = main(["run", "-r", str(data / "tr.fa"), "--query-list", str(fifo), "-o", str(out),
+                 *CPU])
+    os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # let the feeder's second open end
+    feeder.join(10)
+    assert code == 0
+    assert job_entries(out) == job_entries(data / "clean-new")
