@@ -286,13 +286,19 @@ def write_new(path: PathArg, data: bytes | memoryview | Callable[[object], None]
     what `data(fh)` writes), fsynced."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  0o644)
-    with os.fdopen(fd, "wb") as fh:
-        if callable(data):
-            data(fh)
-        else:
-            fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if callable(data):
+                data(fh)
+            else:
+                fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:  # numpy's tofile says only "N requested and M written"
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno or errno.EIO, f"cannot write it ({exc.strerror or exc}; a "
+                      f"full disk or a file size limit?)", os.fspath(path)) from exc
 
 
 @contextmanager

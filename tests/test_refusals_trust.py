@@ -357,3 +357,21 @@ def test_a_killed_build_folder_holding_the_reference_is_kept(tmp_path, capfd):
     shutil.copy(c["tr.fa"], c["ix.tmp/ref.fa"])
     assert_refused(capfd, ["index", "-r", c["ix.tmp/ref.fa"], "--index", c["ix"], "-B", "1000",
                            *CPU], 2, r"^hspZ: .*/ix\.tmp holds .*ref\.fa", tmp_path)
+
+
+def test_an_index_build_past_a_file_size_limit_is_one_line_naming_the_file(tmp_path):
+    """`ulimit -f`: the build fails in one line that names the file it was writing (it said
+    only '16777216 requested and 256 written') and leaves neither DIR nor DIR.tmp."""
+    import resource
+    import subprocess
+    import sys
+
+    c = Case(tmp_path)
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # noqa: E731
+    done = subprocess.run([sys.executable, "-m", "hspz", "index", "-r", c["tr.fa"], "--index",
+                           c["ix"], "-B", "1000", *CPU], capture_output=True, text=True,
+                          preexec_fn=limit)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr  # the run failed: 1
+    assert re.match(r"^hspZ: .*/ix\.tmp/000/\w+: cannot write it", lines[0]), lines
+    assert not (tmp_path / "ix").exists() and not (tmp_path / "ix.tmp").exists()
