@@ -295,8 +295,8 @@ def write_new(path: PathArg, data: bytes | memoryview | Callable[[object], None]
             fh.flush()
             os.fsync(fh.fileno())
     except OSError as exc:  # numpy's tofile says only "N requested and M written"
-        if exc.filename is not None:
-            raise
+        if exc.filename is not None or exc.strerror is not None:
+            raise  # the OS's own words (File too large) are worded by the caller
         raise OSError(exc.errno or errno.EIO, f"cannot write it ({exc.strerror or exc}; a "
                       f"full disk or a file size limit?)", os.fspath(path)) from exc
 
