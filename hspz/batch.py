@@ -236,12 +236,6 @@ def check_entries(out: Path, flag: str = "--output") -> None:
         raise UsageError(f"{flag}: {out / foreign[0]} is named like a batch job's output but no "
                          f"hspZ batch wrote it (queries.tsv does not list it); it is never "
                          f"replaced or removed: move it away, or name another OUT")
-    for name in sorted(job_entries(out)):
-        p = out / name
-        if p.is_dir() and not p.is_symlink() and (odd := foreign_in_job_folder(p)):
-            raise UsageError(f"{flag}: {p / odd[0]} is not a file an hspZ batch writes in a "
-                             f"job's folder; the batch replaces or removes that folder and "
-                             f"never a file it did not make: move it away")
     for name in sorted(job_entries(out)) + [QUERIES_TSV, outdir.RETIRED]:
         p = out / name
         kind = "a symbolic link" if p.is_symlink() else None
@@ -263,6 +257,12 @@ def retire(out: Path, entries: Sequence[str]) -> None:
     out = Path(os.path.abspath(out))
     from hspz import durable
 
+    for name in sorted(job_entries(out) - set(entries)):  # the folders sweep_stale removes
+        p = out / name
+        if p.is_dir() and not p.is_symlink() and (odd := foreign_in_job_folder(p)):
+            raise UsageError(f"--output: {p / odd[0]} is not a file an hspZ batch writes in a "
+                             f"job's folder, and this batch removes {name}/, never a file it "
+                             f"did not make: move it away")
     ours = known_entries(out) | {n for n in job_entries(out) if made_by_a_batch(out / n)}
     record = dict(hspz="batch", entries=sorted(ours | set(entries)))
     stage = outdir.new_stage(out)

@@ -250,3 +250,13 @@ def test_a_query_list_read_from_a_pipe_is_read_once(data, tmp_path):
     feeder.join(10)
     assert code == 0
     assert job_entries(out) == job_entries(data / "clean-new")
+
+
+def test_a_users_file_in_a_job_folder_the_new_batch_keeps_is_kept(data, tmp_path):
+    """000001/ is a job of the new batch too: it is published into, never removed, so a file
+    of the user's in it stays and the batch runs (as the workflow's results/<job>/ allows)."""
+    out = older(data, tmp_path / "out")
+    (out / "000001" / "notes.txt").write_text("a user's notes\n")
+    assert main(run_new(data, out)) == 0
+    assert (out / "000001" / "notes.txt").read_text() == "a user's notes\n"
+    assert (out / bt.QUERIES_TSV).read_text() == (data / "clean-new" / bt.QUERIES_TSV).read_text()
