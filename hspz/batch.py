@@ -49,6 +49,22 @@ def read_query_list(path: str | os.PathLike) -> tuple[list[ListedQuery], list[st
     textual `..` folding across a symbolic link) and the notes to print (a file listed twice is
     allowed, and said)."""
     source = os.fspath(path)
+    if source in _lists_read:  # one read per command: a pipe is read once, and the paths
+        return _lists_read[source]  # checked against the outputs are the paths run
+    _lists_read[source] = read = _read_query_list(path, source)
+    return read
+
+
+_lists_read: dict[str, tuple[list[ListedQuery], list[str]]] = {}
+
+
+def forget_lists() -> None:
+    """A new command starts (`cli.main`): lists are read again."""
+    _lists_read.clear()
+
+
+def _read_query_list(path: str | os.PathLike, source: str) -> tuple[list[ListedQuery],
+                                                                    list[str]]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -185,22 +201,29 @@ def made_by_a_batch(path: Path) -> bool:
     reruns it) that is still recognisably hspZ's: a folder (not a link) holding nothing but
     segments files named as hspZ names them (and a killed publish's journal or marked stage),
     or an archive (not a link) with the gzip header `emit.write_tarball` writes."""
-    from hspz import durable
-
     try:
         if path.is_symlink():
             return False
         if path.is_dir():
-            return all((outdir.OUR_NAMES.fullmatch(e.name) and e.is_file(follow_symlinks=False))
-                       or (e.name == outdir.JOURNAL and e.is_file(follow_symlinks=False))
-                       or (e.name.startswith(outdir.STAGE_PREFIX) and durable.is_marked(e.path))
-                       for e in os.scandir(path))
+            return not foreign_in_job_folder(path)
         if not path.is_file():  # a FIFO is never opened
             return False
         with open(path, "rb") as fh:
             return fh.read(len(ARCHIVE_HEAD)) == ARCHIVE_HEAD
     except OSError:
         return False
+
+
+def foreign_in_job_folder(path: Path) -> list[str]:
+    """The entries of job folder `path` that no hspZ batch writes there (anything but its
+    segments files, a killed publish's journal and a marked stage folder)."""
+    from hspz import durable
+
+    return sorted(e.name for e in os.scandir(path)
+                  if not ((outdir.OUR_NAMES.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+                          or (e.name == outdir.JOURNAL and e.is_file(follow_symlinks=False))
+                          or (e.name.startswith(outdir.STAGE_PREFIX)
+                              and durable.is_marked(e.path))))
 
 
 def check_entries(out: Path, flag: str = "--output") -> None:
@@ -234,6 +257,12 @@ def retire(out: Path, entries: Sequence[str]) -> None:
     out = Path(os.path.abspath(out))
     from hspz import durable
 
+    for name in sorted(job_entries(out) - set(entries)):  # the folders sweep_stale removes
+        p = out / name
+        if p.is_dir() and not p.is_symlink() and (odd := foreign_in_job_folder(p)):
+            raise UsageError(f"--output: {p / odd[0]} is not a file an hspZ batch writes in a "
+                             f"job's folder, and this batch removes {name}/, never a file it "
+                             f"did not make: move it away")
     ours = known_entries(out) | {n for n in job_entries(out) if made_by_a_batch(out / n)}
     record = dict(hspz="batch", entries=sorted(ours | set(entries)))
     stage = outdir.new_stage(out)

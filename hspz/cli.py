@@ -319,6 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     before = _raise_on_sigterm()
     durable.reset_inputs()  # each command registers its own (`outdir.check_disjoint`)
+    if "hspz.batch" in sys.modules:  # a list is read once per command
+        sys.modules["hspz.batch"].forget_lists()
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         ns = build_parser().parse_args(argv)
@@ -638,6 +640,9 @@ def cmd_index(ns: argparse.Namespace) -> int:
     from hspz import outdir
     from hspz.index import build_names
 
+    if os.path.lexists(ns.index) or Path(ns.index).name in ("", os.curdir, os.pardir):
+        raise UsageError(f"--index: {ns.index} already exists; an index is never overwritten "
+                         f"(remove it or name another folder)")
     outdir.check_disjoint({"--reference": ns.reference},
                           {"--index": [ns.index, *map(str, build_names(Path(ns.index)))]})
     return index_command(options, ns.reference, ns.index, lambda: backends.select(options),

@@ -246,10 +246,22 @@ def is_marked(path: PathArg) -> bool:
         return False
 
 
+def check_holds_no_input(path: PathArg) -> None:
+    """Refuse to remove folder `path` when one of the command's inputs lies inside it."""
+    inside = os.path.realpath(path).rstrip(os.sep) + os.sep
+    for label, q in _inputs:
+        if os.path.realpath(q).startswith(inside):
+            raise UsageError(f"{os.fspath(path)} holds {q}, {input_label(label)}; a folder "
+                             f"holding an input is never removed (move the input away)")
+
+
 def remove_marked(path: PathArg) -> bool:
-    """Remove folder `path` and all below it when it carries hspZ's MARK; whether it did."""
+    """Remove folder `path` and all below it when it carries hspZ's MARK; whether it did.  A
+    marked folder that holds one of the command's inputs (a reference copied into a killed
+    build's DIR.tmp) is refused, never removed."""
     if not is_marked(path):
         return False
+    check_holds_no_input(path)
     shutil.rmtree(path, ignore_errors=True)
     return True
 
@@ -274,13 +286,19 @@ def write_new(path: PathArg, data: bytes | memoryview | Callable[[object], None]
     what `data(fh)` writes), fsynced."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  0o644)
-    with os.fdopen(fd, "wb") as fh:
-        if callable(data):
-            data(fh)
-        else:
-            fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            if callable(data):
+                data(fh)
+            else:
+                fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:  # numpy's tofile says only "N requested and M written"
+        if exc.filename is not None or exc.strerror is not None:
+            raise  # the OS's own words (File too large) are worded by the caller
+        raise OSError(exc.errno or errno.EIO, f"cannot write it ({exc.strerror or exc}; a "
+                      f"full disk or a file size limit?)", os.fspath(path)) from exc
 
 
 @contextmanager

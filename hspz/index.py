@@ -228,6 +228,8 @@ def building(dest: Path) -> Iterator[Path]:
     hspZ's mark, and its lock is free, so its builder is gone) is removed; one hspZ did not
     make is refused, never removed."""
     tmp, lock_path = build_names(dest)
+    if os.path.lexists(tmp):
+        durable.check_holds_no_input(tmp)  # before the lock is touched
     fd = durable.open_lock(lock_path, "--index")
     ours = False  # the lock file is removed at the end only once it is known to be ours
     try:

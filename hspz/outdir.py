@@ -80,6 +80,15 @@ def batch_claims(name: str) -> bool:
         or name in ("queries.tsv", LOCK, JOURNAL, RETIRED) or name.startswith(STAGE_PREFIX)
 
 
+def reserved(name: str) -> bool:
+    """An entry of OUT that only a publish itself writes or removes: the lock, the journal,
+    a batch's record, a stage folder, a segments file, a job's folder or archive,
+    queries.tsv.  No output a command is asked for (`-Z PATH`) may take one of these names."""
+    return name in (LOCK, JOURNAL, RETIRED, "queries.tsv") or name.startswith(STAGE_PREFIX) \
+        or bool(OUR_NAMES.fullmatch(name)) or bool(JOB_FOLDER.fullmatch(name)) \
+        or bool(re.fullmatch(r"\d{6}\.tar\.gz", name))
+
+
 @dataclass(frozen=True)
 class Tree:
     """A directory an output writes into, the entries of it the writer may replace or remove
@@ -120,9 +129,11 @@ def check_disjoint(inputs: Mapping[str, PathArg | Sequence[PathArg] | None],
                 raise UsageError(f"{flag}: {tree.path} lies in {p}, {_input(in_flag)} folder; "
                                  f"an input is never written")
         for out_flag, p in outs:
-            if any(same_file(p, w) for w in tree.writes):
-                continue
-            if (entry := _claimed_entry(tree, p)) is not None:
+            entry = _claimed_entry(tree, p)
+            if any(same_file(p, w) for w in tree.writes) \
+                    and (entry is None or not reserved(entry.name)):
+                continue  # the writer's own file (-Z); never OUT's lock, journal, a stage, ...
+            if entry is not None:
                 raise UsageError(f"{out_flag}: {p} lies in the {flag} folder under a name its "
                                  f"publish replaces or removes ({entry})")
     seen: dict[object, str] = {}  # an output's resolved path and inode -> its flag

@@ -211,3 +211,52 @@ def test_job_entries_whose_queries_tsv_a_workflow_deleted_are_still_hspzs(data, 
     (out / bt.QUERIES_TSV).unlink()
     assert main(run_new(data, out, *([form] if form else []))) == 0
     assert state(out) == state(data / ("clean-new-Z" if form else "clean-new"))
+
+
+@pytest.mark.parametrize("command", ["run", "merge"])
+def test_a_users_file_in_an_older_jobs_folder_is_refused_and_kept(data, tmp_path, capfd,
+                                                                  command):
+    """The older batch's 000003/ is stale for the new batch and removed with all it holds: a
+    file of the user's in it is refused before any work, never removed (found by the
+    adversarial pass: it went with the folder)."""
+    out = older(data, tmp_path / "out")
+    (out / "000003" / "notes.txt").write_text("a user's notes\n")
+    before = state(out)
+    assert main(run_new(data, out) if command == "run" else merge_new(data, out)) == 2
+    assert "000003/notes.txt" in capfd.readouterr().err
+    assert state(out) == before
+
+
+def test_a_query_list_read_from_a_pipe_is_read_once(data, tmp_path):
+    """The list is read once per command: the paths checked against the outputs are the paths
+    run, and a list given as a pipe (`<(...)`) is not found empty the second time (found by
+    the adversarial pass: 'lists no queries')."""
+    fifo = tmp_path / "list.fifo"
+    os.mkfifo(fifo)
+    import threading
+
+    def feed() -> None:  # the list once, then an empty pipe for a second reader
+        with open(fifo, "w") as fh:
+            fh.write(f"{data / 'tq2.fa'}\n{data / 'tq1.fa'}\n")
+        with open(fifo, "w"):
+            pass
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    out = tmp_path / "out"
+    code = main(["run", "-r", str(data / "tr.fa"), "--query-list", str(fifo), "-o", str(out),
+                 *CPU])
+    os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # let the feeder's second open end
+    feeder.join(10)
+    assert code == 0
+    assert job_entries(out) == job_entries(data / "clean-new")
+
+
+def test_a_users_file_in_a_job_folder_the_new_batch_keeps_is_kept(data, tmp_path):
+    """000001/ is a job of the new batch too: it is published into, never removed, so a file
+    of the user's in it stays and the batch runs (as the workflow's results/<job>/ allows)."""
+    out = older(data, tmp_path / "out")
+    (out / "000001" / "notes.txt").write_text("a user's notes\n")
+    assert main(run_new(data, out)) == 0
+    assert (out / "000001" / "notes.txt").read_text() == "a user's notes\n"
+    assert (out / bt.QUERIES_TSV).read_text() == (data / "clean-new" / bt.QUERIES_TSV).read_text()

@@ -13,6 +13,7 @@ of the issue counts, per class, the cases that failed on the starting code.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -122,6 +123,9 @@ CASES = [
      lambda c: (shutil.copy(c["tr.fa"], c["ix.tmp.lock"]),
                 ["index", "-r", c["ix.tmp.lock"], "--index", c["ix"], *CPU])[1],
      r"^hspZ: --index: .*/ix\.tmp\.lock "),
+    (1, "index-folder-is-the-current-folder",
+     lambda c: ["index", "-r", c["tr.fa"], "--index", ".", "-B", "1000", *CPU],
+     r"^hspZ: --index: \. already exists"),
     # 1. derived names: a batch's per-job dumps
     (1, "batch-dump-manifest-onto-a-listed-query",
      lambda c: (shutil.copy(c["tq2.fa"], c["m.000002"]),
@@ -204,6 +208,13 @@ CASES = [
                 ["run", "-r", c["tr.fa"], "--query-list", c["l3.txt"], "-o", c["o"],
                  "--dump-manifest", c["-m"], *CPU])[-1],
      r"^hspZ: --dump-manifest: .*/-m\.000002 is a query of --query-list"),
+    # 1. a -Z PATH at a name OUT's publish reserves (found by the adversarial pass)
+    *[(1, f"tarball-at-outs-reserved-name-{name}",
+       lambda c, name=name: ["run", "-r", c["tr.fa"], "-q", c["tq1.fa"], "-o", c["o"], "-Z",
+                             c[f"o/{name}"], *CPU],
+       rf"^hspZ: --tarball: .*/o/{re.escape(name)} lies in the --output folder")
+      for name in (".hspz.lock", ".hspz-journal", ".hspz-stage-x",
+                   "tmp1.block0.r0.plus.segments")],
     # 6. a list entry is the file the OS opens
     (6, "plan-output-onto-a-list-entry-reached-through-a-symlinked-folder",
      lambda c: ((c.d / "real" / "sub").mkdir(parents=True),
@@ -330,3 +341,37 @@ def test_a_killed_index_build_is_removed_by_the_next_build_and_a_users_folder_is
     assert main(argv) == 0
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ix")) == ["ix"]
     assert not (tmp_path / "ix" / ".hspz-made").exists()
+
+
+def test_a_killed_build_folder_holding_the_reference_is_kept(tmp_path, capfd):
+    """The next build removes a killed build's DIR.tmp, but never when the reference it is
+    asked to read lies inside it (found by the adversarial pass: the input was removed)."""
+    import subprocess
+    import sys
+
+    c = Case(tmp_path)
+    argv = ["index", "-r", c["tr.fa"], "--index", c["ix"], "-B", "1000", *CPU]
+    env = {**os.environ, "HSPZ_FAULT": "index-built"}
+    assert subprocess.run([sys.executable, "-m", "hspz", *argv], env=env,
+                          capture_output=True).returncode == -9
+    shutil.copy(c["tr.fa"], c["ix.tmp/ref.fa"])
+    assert_refused(capfd, ["index", "-r", c["ix.tmp/ref.fa"], "--index", c["ix"], "-B", "1000",
+                           *CPU], 2, r"^hspZ: .*/ix\.tmp holds .*ref\.fa", tmp_path)
+
+
+def test_an_index_build_past_a_file_size_limit_is_one_line_naming_the_file(tmp_path):
+    """`ulimit -f`: the build fails in one line that names the file it was writing (it said
+    only '16777216 requested and 256 written') and leaves neither DIR nor DIR.tmp."""
+    import resource
+    import subprocess
+    import sys
+
+    c = Case(tmp_path)
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # noqa: E731
+    done = subprocess.run([sys.executable, "-m", "hspz", "index", "-r", c["tr.fa"], "--index",
+                           c["ix"], "-B", "1000", *CPU], capture_output=True, text=True,
+                          preexec_fn=limit)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr  # the run failed: 1
+    assert re.match(r"^hspZ: .*/ix\.tmp/000/\w+: cannot write it", lines[0]), lines
+    assert not (tmp_path / "ix").exists() and not (tmp_path / "ix.tmp").exists()
