@@ -491,7 +491,8 @@ def test_a_smaller_rerun_leaves_no_stale_job_folder_or_dot_plot(tmp_path: Path) 
     assert sorted(p.name for p in (results / "sheet").iterdir()) == \
         ["000001", "000002", "names.tsv", "queries.tsv"]
     assert sorted(p.name for p in (results / "reports" / "sheet").iterdir()) == \
-        ["000001.dotplot.png", "000002.dotplot.png", "summary.tsv"]
+        ["000001.dotplot.png", "000001.hsps.png", "000002.dotplot.png", "000002.hsps.png",
+         "summary.html", "summary.tsv"]
 
 
 def test_a_deleted_job_folder_is_rebuilt(tmp_path: Path) -> None:

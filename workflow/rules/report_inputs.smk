@@ -7,7 +7,7 @@ def _check_gapped_layout():
     """The gapped stage reads the segments folders, which tarball: true replaces."""
     for job in config["jobs"]:
         if job["gapped"] and job["tarball"]:
-            raise WorkflowError(
+            fail(
                 f"config: job {job['name']}: gapped: true needs the segments folders, "
                 f"and tarball: true keeps only archives"
             )
