@@ -175,6 +175,7 @@ def test_backend_gpu_asks_a_gpu_for_plan_and_work_jobs(tmp_path: Path) -> None:
                                           r"one of \['maf', 'maf-', 'axt'"),
 ])
 def test_a_bad_config_is_one_clear_line(tmp_path: Path, job: dict, message: str) -> None:
+    make_workdir(tmp_path)  # the inputs exist: each case fails on its own fault alone
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"jobs": [job]}))
     done = snakemake(tmp_path, bad, "-n", "--cores", "1", profile=None)
