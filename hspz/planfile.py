@@ -22,7 +22,7 @@ import io
 import json
 import os
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -308,35 +308,37 @@ def results_header(path: str | os.PathLike) -> dict:
     (every byte), its units not kept: what `merge` checks of every argument before it
     publishes anything."""
     source = os.fspath(path)
+
+    def check_units(z, header: dict) -> None:
+        for (j, o), want in zip(header["units"], header["sha256"], strict=True):
+            _check_image(z[f"unit{j}_{o}"].tobytes(), want, j, o, source)  # one at a time
+        _check_seal(source)
+
+    header, _ = _open_results(source, check_units)
+    return header
+
+
+def _open_results(source: str, read: Callable) -> tuple[dict, object]:
+    """(header, read(z, header)) of a results file's checked header, a damaged or foreign file
+    being one InputError line."""
     try:
         z = np.load(source, allow_pickle=False)
         if not isinstance(z, np.lib.npyio.NpzFile):
             raise InputError(f"{source}: not an hspZ results file (made by `hspZ work`)")
         with z:
             header = _results_header(z, source)
-            for (j, o), want in zip(header["units"], header["sha256"], strict=True):
-                _check_image(z[f"unit{j}_{o}"].tobytes(), want, j, o, source)  # one at a time
-        _check_seal(source)
+            return header, read(z, header)
     except _DAMAGED as exc:
         raise InputError(f"{source}: not a readable hspZ results file "
                          f"({type(exc).__name__}: {exc})") from None
-    return header
 
 
 def read_results(path: str | os.PathLike) -> tuple[dict, list[UnitResult]]:
     """(header, UnitResults) of one results (or unit) file, every checksum checked;
     InputError when it is damaged, of another format or not a results file."""
     source = os.fspath(path)
-    try:
-        z = np.load(source, allow_pickle=False)
-        if not isinstance(z, np.lib.npyio.NpzFile):
-            raise InputError(f"{source}: not an hspZ results file (made by `hspZ work`)")
-        with z:
-            header = _results_header(z, source)
-            images = {(j, o): z[f"unit{j}_{o}"].tobytes() for j, o in header["units"]}
-    except _DAMAGED as exc:
-        raise InputError(f"{source}: not a readable hspZ results file "
-                         f"({type(exc).__name__}: {exc})") from None
+    header, images = _open_results(
+        source, lambda z, h: {(j, o): z[f"unit{j}_{o}"].tobytes() for j, o in h["units"]})
     for ((j, o), image), want in zip(images.items(), header["sha256"], strict=True):
         _check_image(image, want, j, o, source)
     try:
