@@ -10,7 +10,7 @@
 # Run HERE first (fills .device/, with dd12177's package in .device/alt):
 #   ALT=dd12177 bash benchmarks/device_files.sh
 # then:
-#   run(kind="nvidia-h200", carry=[".device"], command="bash benchmarks/cpu_threads_device.sh")
+#   export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/cpu_threads_device.sh  # 1 GPU, repository root
 #   python benchmarks/plot.py OUT/cpu_threads.jsonl --threads scaling.png   # here
 # SWEEP / ALT_SWEEP / PAIR / REPEAT override the defaults; ALT= (empty) runs this code alone.
 set -uo pipefail

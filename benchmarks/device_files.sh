@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run HERE (the dev machine), from the repository root, before a device call: fills .device/
-# (git-ignored; a device call carries it with carry=[".device"]) with what the device lacks:
+# (git-ignored; copy it beside the checkout on the GPU machine) with what that machine lacks:
 #   .device/bin/lastz   the Debian lastz 1.04.22 binary (needs only libc and libm)
 #   .device/data/       the H. pylori and E. coli pairs (Debian ragout-examples) under their own
 #                       file names (run.py --files .device/data finds them there), and lastz's

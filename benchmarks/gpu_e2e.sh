@@ -12,7 +12,7 @@
 #   python benchmarks/plot.py benchmarks/records/*.jsonl -o benchmarks/scaling.png
 # With ALT=.device/alt every hspZ arm runs beside the baseline package (device_env.sh).
 #   bash benchmarks/device_files.sh                          # here, once
-#   run(kind="nvidia-h200", carry=[".device"], command="bash benchmarks/gpu_e2e.sh")
+#   export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/gpu_e2e.sh  # 1 GPU, repository root
 # ARMS=cpu1,lastz WORKLOADS=tiny GPU_ONLY= runs the steps without a GPU (a check of the script).
 set -uo pipefail
 source benchmarks/device_env.sh

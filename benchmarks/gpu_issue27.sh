@@ -16,7 +16,7 @@
 #   tests    tests/test_gpu.py; $OUT/tests.log
 #   ab       `hspZ benchmark` on simM, this code and .device/alt in turn, ROUNDS (2) rounds;
 #            $OUT/ab.*
-#   run(kind="nvidia-h200", carry=[".gpuwt"], command="cd .gpuwt && bash benchmarks/gpu_issue27.sh")
+#   export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/gpu_issue27.sh  # 1 GPU, repository root
 set -uo pipefail
 source benchmarks/device_env.sh
 STEPS=${STEPS:-compile M ncu L100}

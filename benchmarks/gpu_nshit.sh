@@ -11,7 +11,7 @@
 # it a call of its own (REPEAT=2), or two (the pair stays in $W on the warm machine).
 # With ALT=.device/alt every arm runs beside the baseline package (device_env.sh).
 #   bash benchmarks/device_files.sh                          # here, once (ALT=COMMIT for an A/B)
-#   run(kind="nvidia-h200", carry=[".device"], command="TESTS=1 bash benchmarks/gpu_nshit.sh")
+#   export OUT=$PWD/out && mkdir -p $OUT && TESTS=1 bash benchmarks/gpu_nshit.sh  # 1 GPU, repository root
 # BACKEND=cpu PAIRS=tiny M=tiny runs the same steps on the CPU backend (a check of the script).
 set -uo pipefail
 source benchmarks/device_env.sh

@@ -9,8 +9,8 @@
 # reasons every 500 ms into $OUT/smi.csv (and vmstat every 2 s into $OUT/vmstat.log).
 # XXL at REPEAT=3 (about 700 s with generating) does not fit one 600 s call: run REPEAT=1, then
 # REPEAT=2 on the warm machine, and read both calls' records together:
-#   run(kind="nvidia-h200-x2", carry=[".device"], command="REPEAT=1 SMI=1 bash benchmarks/gpus_scaling.sh")
-#   run(kind="nvidia-h200-x2", carry=[".device"], command="REPEAT=2 SMI=1 bash benchmarks/gpus_scaling.sh")
+#   export OUT=$PWD/out && mkdir -p $OUT && REPEAT=1 SMI=1 bash benchmarks/gpus_scaling.sh  # 2 GPUs, repository root
+#   export OUT=$PWD/out && mkdir -p $OUT && REPEAT=2 SMI=1 bash benchmarks/gpus_scaling.sh  # 2 GPUs, repository root
 #   python benchmarks/plot.py FIRST/gpus.jsonl SECOND/gpus.jsonl --sessions all --table   # here
 # With ALT=.device/alt every arm runs beside the baseline package (device_env.sh).
 # BACKEND=cpu PAIR=tiny runs the steps on the CPU backend (cpu1 against cpu2: a check of the script).

@@ -3,7 +3,7 @@
 # machine: a warm one is not to be counted on): the batch of 20 x 5 Mbp run batched without and with the index against
 # separate runs, then the same batch through the Snakemake workflow (local profile, one GPU,
 # workers 1, index true) against `hspZ run --query-list --index` (carried snakemake wheels):
-#   run(command="bash benchmarks/index_batch_2.sh", carry=[".whl"], timeout_s=600)
+#   export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/index_batch_2.sh  # 1 GPU, repository root
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=/tmp/pyc
 [ -f /tmp/ib/list.txt ] && [ -f /tmp/ib/ix/READY ] || timeout 120 python3 benchmarks/index_batch.py \

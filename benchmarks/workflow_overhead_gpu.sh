@@ -13,8 +13,7 @@
 #     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
 #     --platform manylinux2014_x86_64 -d .whl $(cat benchmarks/workflow_wheels.txt)
 # then:
-#   run(kind="nvidia-h200", carry=[".whl"], timeout_s=600,
-#       command="bash benchmarks/workflow_overhead_gpu.sh")
+#   export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/workflow_overhead_gpu.sh  # 1 GPU, repository root
 # Outputs under $OUT: gen.log, wf.log, workflow_overhead.jsonl, summary.txt, machine.txt.
 set -uo pipefail
 [ -d "${OUT:-}" ] || { echo "workflow_overhead_gpu.sh: OUT must name a folder" >&2; exit 2; }
