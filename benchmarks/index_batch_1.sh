@@ -2,7 +2,7 @@
 # Device call 1 of the index and batch claims (BENCHMARKS.md, "The reference index"): the GPU
 # tests, then a simulated 1 Gbp reference (25 records) and 20 queries of 5 Mbp, its index, the
 # per-bin loads and separate 5 Mbp runs with and without the index (5 per arm, interleaved):
-#   run(command="bash benchmarks/index_batch_1.sh", timeout_s=600)
+#   export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/index_batch_1.sh  # 1 GPU, repository root
 # Outputs under $OUT; the pair stays in /tmp/ib for call 2 on the warm machine.
 set -uo pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=/tmp/pyc
