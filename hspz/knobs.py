@@ -1,4 +1,4 @@
-"""Environment knobs (behaviour.md §1): parsed and validated in one place.
+"""Environment knobs (docs/knobs.md): parsed and validated in one place.
 
 Every knob is exact: it may change speed, never bytes.  An unrecognised value of
 HSPZ_UNIT_PARTITION, HSPZ_REF_BUCKETS or HSPZ_REF_BUCKET_SHIFT is an error; HSPZ_DEVICE_SEEDS,
@@ -31,7 +31,7 @@ class Knobs:
 
 
 def read(env: dict | None = None) -> Knobs:
-    """The knobs of this environment; UsageError for a value the spec calls an error."""
+    """The knobs of this environment; UsageError for a value docs/knobs.md calls an error."""
     env = os.environ if env is None else env
     return Knobs(
         unit_partition=_strict(env, "HSPZ_UNIT_PARTITION", {"0": False, "1": True}),

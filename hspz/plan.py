@@ -1,9 +1,10 @@
 """The plan: bins, work units, intervals, wga chunks, the semantic `--max-hits` chunk walk, the
 automatic `-B 0` layout and the working-memory preflight.
 
-Pure functions of the inputs and the options (behaviour.md §2-3, gpus-and-seeding.txt "Choosing
--B").  A bin is a tuple of record indices in input order; a work unit is one (reference bin,
-query bin) pair with the dense ordinal `r * Q + q`.  Intervals and chunks are half-open or
+Pure functions of the inputs and the options (docs/algorithm.md, "Bins" to "Hits and the
+`--max-hits` walk"; docs/workers.md, "Choosing -B").  A bin is a tuple of record indices in
+input order; a work unit is one (reference bin, query bin) pair with the dense ordinal
+`r * Q + q`.  Intervals and chunks are half-open or
 inclusive exactly as KegAlign has them, so a boundary window may be seeded twice and the last
 window of a bin never: that is reproduced on purpose.
 

@@ -1,4 +1,4 @@
-"""Batch mode (gpus-and-seeding.txt, "Many queries against one reference"): every job of
+"""Batch mode (docs/workers.md, "Many queries against one reference"): every job of
 `run --query-list` writes the bytes of a standalone run of its query, with or without an
 index, at every worker count and policy; queries.tsv marks a complete batch; every refusal."""
 

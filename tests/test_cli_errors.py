@@ -1,5 +1,5 @@
 """Every bad flag value, knob or input is one `hspZ: ...` line on stderr, exit status 2, and
-nothing written (behaviour.md §1)."""
+nothing written (docs/commands.md, "The rules every flag follows")."""
 
 from __future__ import annotations
 

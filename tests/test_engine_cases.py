@@ -2,7 +2,7 @@
 
 Every case goes through the ``engine`` fixture (conftest.py), which runs hspZ and the oracle and
 asserts identical segments files. Where a case is simple enough the expected lines are also derived
-by hand; the derivation sits in a comment next to the assertion (behaviour.md §2–§4).
+by hand; the derivation sits in a comment next to the assertion (docs/algorithm.md).
 
 Hand derivations lean on two facts of HOXD70 with x-drop 910:
 - a match scores 91 (A/T) or 100 (C/G); a transition -31; the transversions A<->C, G<->T -114;

@@ -294,9 +294,9 @@ def _sums_before(cum, idx: np.ndarray):
 def _use_device_seeder() -> bool:
     """HSPZ_DEVICE_SEEDS decides; unset, the device seeder runs for any worker count.
 
-    behaviour.md makes the CPU seeder the default for one worker.  Here the device seeder is the
-    default everywhere: on an H200 it measured 5-9x faster end to end (BENCHMARKS.md), and both
-    seeders give the same bytes."""
+    KegAlign-style defaults take the CPU seeder for one worker.  Here the device seeder is the
+    default everywhere (docs/workers.md, "Seeder policy"): on an H200 it measured 5-9x faster
+    end to end (BENCHMARKS.md), and both seeders give the same bytes."""
     choice = knobs.read().device_seeds
     return True if choice is None else choice
 
