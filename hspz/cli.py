@@ -367,7 +367,7 @@ def entry() -> None:
 
     Before `main` returns every output is written and renamed and every worker process joined;
     what an ordinary exit adds is finalising the interpreter and, on the GPU, destroying the
-    CUDA context: 0.24-0.29 s of a 2.3 s E. coli run on the H200 (BENCHMARKS.md, "Session 5")."""
+    CUDA context: 0.24-0.29 s of a 2.3 s E. coli run on the H200."""
     code = main()
     try:
         sys.stdout.flush()

@@ -73,7 +73,7 @@ CAP2 = 1024  # the same for the second walk of those hits; then the finish's cha
 FEW_LATE = 16  # at most 1/16 of a piece's hits unfinished: walk them all again, unsorted
 PIECE = 1 << 28  # most hits processed at once inside one group (device memory, not bytes);
 # each piece costs the launching thread a few synchronisations, so fewer pieces leave the device
-# idle less (BENCHMARKS.md, session 7)
+# idle less (at 1 << 26, about 600 pieces a unit of a 1000 x 500 Mbp pair left the H200 idle)
 DEVICE_STEPS = 32  # --max-hits walks of up to this many searches run on the device: each search
 # is a few launches for all of a group's batches; a longer walk copies its counts instead
 PIECE_BYTES = 64  # device bytes per hit of a piece, were every hit a candidate (`_piece_hits`)
