@@ -7,20 +7,12 @@ import itertools
 from pathlib import Path
 
 import pytest
+from helpers import write_fasta
 from oracle import cli_args, oracle_run
 
 from hspz.cli import main
 
 Records = list[tuple[str, bytes]]
-
-
-def _write_fasta(path: Path, records: Records) -> None:
-    """Plain FASTA, 70 bases a line (so line joining is exercised too)."""
-    with path.open("wb") as fh:
-        for name, seq in records:
-            fh.write(b">" + name.encode() + b" some description\n")
-            for i in range(0, len(seq), 70):
-                fh.write(seq[i:i + 70] + b"\n")
 
 
 def _describe(got: dict[str, bytes], expected: dict[str, bytes]) -> str:
@@ -45,8 +37,9 @@ class EngineCase:
         """(hspZ files, oracle files) as {file name: bytes}."""
         case = self.tmp_path / f"case{next(self.counter)}"
         case.mkdir()
-        _write_fasta(case / "ref.fa", ref)
-        _write_fasta(case / "qry.fa", qry)
+        # 70 bases a line and a description, so line joining and names are exercised too
+        write_fasta(case / "ref.fa", ref, width=70, description="some description")
+        write_fasta(case / "qry.fa", qry, width=70, description="some description")
         out = case / "out"
         argv = ["run", "-r", str(case / "ref.fa"), "-q", str(case / "qry.fa"), "-o", str(out)]
         assert main(argv + cli_args(**options)) == 0

@@ -8,6 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
+from helpers import mutate, random_dna, write_fasta
 from multibin import FLAGS, write_pair
 
 from hspz import gapped, plots
@@ -288,26 +289,21 @@ def related(tmp_path_factory):
     small segments files on both strands that lastz extends in milliseconds."""
     d = tmp_path_factory.mktemp("related")
     rng = np.random.default_rng(5)
-    bases = np.frombuffer(b"ACGT", np.uint8)
-    ref = {f"chr{k}": bases[rng.integers(0, 4, 3000)] for k in range(1, 5)}
+    ref = {f"chr{k}": random_dna(rng, 3000) for k in range(1, 5)}
 
-    def mutate(seq, rate=0.04):
-        out = seq.copy()
-        hit = rng.random(len(seq)) < rate
-        out[hit] = bases[rng.integers(0, 4, int(hit.sum()))]
-        return out
+    def copy(seq):
+        return mutate(rng, seq, 0.04)
 
     def revcomp(seq):
         return np.frombuffer(seq.tobytes()[::-1].translate(bytes.maketrans(b"ACGT", b"TGCA")),
                              np.uint8)
 
-    qry = {"qa": mutate(ref["chr1"][200:2800]),
-           "qb": revcomp(mutate(ref["chr2"][100:2900])),
-           "qc": np.concatenate([mutate(ref["chr3"][0:1500]),
-                                 revcomp(mutate(ref["chr4"][1000:2500]))])}
-    for path, recs in ((d / "ref.fa", ref), (d / "qry.fa", qry)):
-        path.write_bytes(b"".join(b">" + n.encode() + b"\n" + s.tobytes() + b"\n"
-                                  for n, s in recs.items()))
+    qry = {"qa": copy(ref["chr1"][200:2800]),
+           "qb": revcomp(copy(ref["chr2"][100:2900])),
+           "qc": np.concatenate([copy(ref["chr3"][0:1500]),
+                                 revcomp(copy(ref["chr4"][1000:2500]))])}
+    write_fasta(d / "ref.fa", ref)
+    write_fasta(d / "qry.fa", qry)
     assert main(["run", "-r", str(d / "ref.fa"), "-q", str(d / "qry.fa"), "-o", str(d / "out"),
                  "--backend", "cpu", "-B", "3000", "--query-block-size", "3000", "-H", "2000",
                  "--dump-manifest", str(d / "manifest.txt")]) == 0
