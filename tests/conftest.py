@@ -57,3 +57,41 @@ class EngineCase:
 def engine(tmp_path: Path) -> EngineCase:
     """``engine(ref_records, query_records, **oracle_options)`` -> agreed segments files."""
     return EngineCase(tmp_path)
+
+
+# ---- the refusal catalogues' directories (tests/catalogues; run per command by
+# tests/test_refusals_<command>.py)
+
+
+@pytest.fixture
+def case_dir(tmp_path: Path) -> Path:
+    """A valid reference and query for a bad-input case to spoil (`catalogues.inputs`)."""
+    from catalogues import inputs
+
+    return inputs.make_case_dir(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def frozen_files(tmp_path_factory) -> Path:
+    """The multibin pair's manifest, plans and results, made once (`catalogues.frozen`);
+    each case copies what it spoils."""
+    from catalogues import frozen as catalogue
+
+    return catalogue.build(tmp_path_factory.mktemp("frozen"))
+
+
+@pytest.fixture(scope="session")
+def outputs_dir(tmp_path_factory) -> Path:
+    """The output catalogue's case directory, made once (`catalogues.outputs`); every case
+    checks that it leaves it unchanged."""
+    from catalogues import outputs
+
+    return outputs.build(tmp_path_factory.mktemp("refusals"))
+
+
+@pytest.fixture
+def flag_inputs(tmp_path: Path) -> Path:
+    """The pair and a few broken inputs for the bad-flag cases (`catalogues.flags`)."""
+    from catalogues import flags
+
+    return flags.build(tmp_path)

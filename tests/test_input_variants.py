@@ -1,5 +1,5 @@
 """Inputs that must be read, and read alike (issue 15, item 3), and scores that must print whole
-(item 4): the positive side of test_refusals_inputs.py.
+(item 4): the positive side of the bad-input catalogue (tests/catalogues/inputs.py).
 
 A FASTA written with CRLF or CR-alone line ends, a UTF-8 byte-order mark, or blanks before its
 '>' holds the same records as the plain LF file, so a run over it prints the same digest, gzip
