@@ -95,3 +95,18 @@ def flag_inputs(tmp_path: Path) -> Path:
     from catalogues import flags
 
     return flags.build(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def multibin_run(tmp_path_factory):
+    """A CPU run of the multibin pair (tests/multibin.py) with its manifest, made once:
+    (folder, reference, query, manifest); the segments files are in `folder / "out"`."""
+    from multibin import FLAGS, write_pair
+
+    from hspz.manifest import read_manifest
+
+    d = tmp_path_factory.mktemp("plots")
+    ref, qry = write_pair(d)
+    assert main(["run", "-r", str(ref), "-q", str(qry), "-o", str(d / "out"), *FLAGS,
+                 "--backend", "cpu", "--dump-manifest", str(d / "manifest.txt")]) == 0
+    return d, ref, qry, read_manifest(d / "manifest.txt")

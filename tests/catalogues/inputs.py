@@ -25,7 +25,7 @@ What LASTZ 1.04.22 (the installed `lastz`) does with the same inputs, tried one 
   - seed patterns longer than 31: "cannot have length exceeding 31";
   - --xdrop 300000000 and --ambiguous=iupac,99999999999,2 run (its scores are int32 too).
 The inputs LASTZ reads and hspZ now reads the same way (CR-only, CRLF, blanks before '>') and
-the one it refuses that hspZ reads (a UTF-8 byte-order mark) are in test_input_variants.py.
+the one it refuses that hspZ reads (a UTF-8 byte-order mark) are in test_readers.py.
 """
 
 from __future__ import annotations
