@@ -229,7 +229,8 @@ def estimate_gate(
     """Rough share of plus-strand hits whose ungapped x-drop score (HOXD70; docs/algorithm.md,
     "Scoring" and "Ungapped x-drop": anchor after the seed, right walk + left walk, lowercase
     and N score -1000) reaches `gate`, from all hits of `sample` random seedable query
-    positions; walks are cut at `window` bp a side (enough to reach the gate).  Not the engine: an estimate for tuning the simulator."""
+    positions; walks are cut at `window` bp a side (enough to reach the gate).  Not the
+    engine: an estimate for tuning the simulator."""
     ref_seqs, qry_seqs = _seqs(reference), _seqs(query)
     ref_buf, ref_starts = _padded(ref_seqs, window + SPAN)
     qry_buf, qry_starts = _padded(qry_seqs, window + SPAN)

@@ -72,7 +72,8 @@ def _workers(text: str | None) -> int | None:
 
 def buckets_on(knobs: Knobs, ref_len: int) -> bool:
     """Whether the GPU visits hits in reference-window order: HSPZ_REF_BUCKETS=1 or a shift.
-    Auto is off: on the H200 every window measured slower than seed order (BENCHMARKS.md)."""
+    Auto is off: on the H200 every window measured slower than seed order (BENCHMARKS.md,
+    "GPU ns per seed hit (H200)", tried and not kept)."""
     if knobs.ref_buckets is not None:
         return knobs.ref_buckets
     return knobs.shift_given

@@ -237,7 +237,8 @@ def test_gpu_equals_cpu_on_random_related_pairs(tmp_path):
     for i in range(25):
         ref, qry = related_pair(rng, int(rng.integers(2000, 9000)))
         r = write_fasta(tmp_path / f"r{i}.fa", [("chrA", ref)])
-        q = write_fasta(tmp_path / f"q{i}.fa", [("qA", qry[: len(qry) // 2]), ("qB", qry[len(qry) // 2 :])])
+        q = write_fasta(tmp_path / f"q{i}.fa",
+                        [("qA", qry[: len(qry) // 2]), ("qB", qry[len(qry) // 2 :])])
         run_both(tmp_path, r, q, "-H", str(int(rng.integers(1200, 3500))), "-m", str(int(rng.integers(50, 5000))))
 
 

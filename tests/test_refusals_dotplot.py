@@ -1,4 +1,5 @@
-"""The refusals of `hspZ dotplot`: outputs onto the plan's inputs, and segments files that are not hspZ's.
+"""The refusals of `hspZ dotplot`: outputs onto the plan's inputs, and segments files that are not
+hspZ's.
 
 Every case is one `hspZ:` line, the expected exit status, no traceback and nothing under
 the case's directory changed; the cases live in `tests/catalogues/`, by what they spoil.

@@ -1,5 +1,5 @@
-"""The refusals of `hspZ index`: its build folder and lock when a user's file or folder holds the name, and what
-a killed or failed build leaves.
+"""The refusals of `hspZ index`: its build folder and lock when a user's file or folder holds the
+name, and what a killed or failed build leaves.
 
 Every case is one `hspZ:` line, the expected exit status, no traceback and nothing under
 the case's directory changed; the cases live in `tests/catalogues/`, by what they spoil.

@@ -1,6 +1,7 @@
-"""The refusals of `hspZ merge`: bad flag values; damaged, forged, missing or repeated results files and edited
-plan files; outputs that would clobber an input or cannot be written, and an OUT held by this
-process; foreign job entries and results checked before the first byte is published.
+"""The refusals of `hspZ merge`: bad flag values; damaged, forged, missing or repeated results
+files and edited plan files; outputs that would clobber an input or cannot be written, and an
+OUT held by this process; foreign job entries and results checked before the first byte is
+published.
 
 Every case is one `hspZ:` line, the expected exit status, no traceback and nothing under
 the case's directory changed; the cases live in `tests/catalogues/`, by what they spoil.

@@ -1,5 +1,5 @@
-"""The refusals of `hspZ plan`: bad flag values; outputs that would clobber an input or cannot be written;
-derived per-job dumps and list entries.
+"""The refusals of `hspZ plan`: bad flag values; outputs that would clobber an input or cannot be
+written; derived per-job dumps and list entries.
 
 Every case is one `hspZ:` line, the expected exit status, no traceback and nothing under
 the case's directory changed; the cases live in `tests/catalogues/`, by what they spoil.

@@ -1,7 +1,7 @@
-"""The refusals of `hspZ run`: bad inputs, numbers and knobs; bad flag values; damaged or mismatched
-manifests and plan files given to --from-manifest, and the memory preflight; outputs that would
-clobber an input or cannot be written, and an OUT another process holds; derived, reserved and
-foreign paths.
+"""The refusals of `hspZ run`: bad inputs, numbers and knobs; bad flag values; damaged or
+mismatched manifests and plan files given to --from-manifest, and the memory preflight; outputs
+that would clobber an input or cannot be written, and an OUT another process holds; derived,
+reserved and foreign paths.
 
 Every case is one `hspZ:` line, the expected exit status, no traceback and nothing under
 the case's directory changed; the cases live in `tests/catalogues/`, by what they spoil.
@@ -22,8 +22,8 @@ def test_a_bad_input_or_number_is_one_line_and_exit_2_with_nothing_written(case,
 
 
 @pytest.mark.parametrize("extra, env, message", flags.run_params())
-def test_bad_run_values_are_one_line_exit_2_and_write_nothing(flag_inputs, capfd, monkeypatch, extra,
-                                                             env, message):
+def test_bad_run_values_are_one_line_exit_2_and_write_nothing(flag_inputs, capfd, monkeypatch,
+                                                             extra, env, message):
     flags.check_run(flag_inputs, capfd, monkeypatch, extra, env, message)
 
 

@@ -1,6 +1,6 @@
-"""The refusals of `hspZ work`: bad numbers and flag values; damaged plan files and workers outside the plan;
-outputs that would clobber an input or cannot be written; unit folders, an index of another
-reference, an edited batch query.
+"""The refusals of `hspZ work`: bad numbers and flag values; damaged plan files and workers outside
+the plan; outputs that would clobber an input or cannot be written; unit folders, an index of
+another reference, an edited batch query.
 
 Every case is one `hspZ:` line, the expected exit status, no traceback and nothing under
 the case's directory changed; the cases live in `tests/catalogues/`, by what they spoil.

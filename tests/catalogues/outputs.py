@@ -1,9 +1,9 @@
-"""The catalogue of outputs that may not be written: every output flag of run, plan, work, merge (and
-hits-estimate, benchmark, compare) aimed at an input, by the same path, a symlink or a hard
+"""The catalogue of outputs that may not be written: every output flag of run, plan, work, merge
+(and hits-estimate, benchmark, compare) aimed at an input, by the same path, a symlink or a hard
 link, or at a name in OUT that the publish would replace or remove, is refused before any work
 (exit 2, one line naming both flags, nothing written, every input intact); so is an OUT or an
-output file that cannot be created or written (a file, /proc, a dangling symlink, "", a
-folder that is not there), and an OUT another hspZ process holds.
+output file that cannot be created or written (a file, /proc, a dangling symlink, "", a folder
+that is not there), and an OUT another hspZ process holds.
 
 Each case goes through `refusal.assert_refused`, which runs the command in this process and
 compares every file under the case directory before and after.  The cases run in that

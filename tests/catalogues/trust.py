@@ -1,8 +1,8 @@
-"""The catalogue of paths a command may not trust: every name a command derives or reserves (an index's build
-folder and lock, a batch's per-job dumps, OUT's lock and stage folders, a work's unit folder),
-every report output (`dotplot`, `gapped`, `summarize`) and every foreign or edited input, aimed
-at a user's file by the same path, a symbolic link or a hard link, is refused before any work:
-exit 2, one `hspZ:` line, nothing under the case's directory changed.
+"""The catalogue of paths a command may not trust: every name a command derives or reserves (an
+index's build folder and lock, a batch's per-job dumps, OUT's lock and stage folders, a work's
+unit folder), every report output (`dotplot`, `gapped`, `summarize`) and every foreign or edited
+input, aimed at a user's file by the same path, a symbolic link or a hard link, is refused
+before any work: exit 2, one `hspZ:` line, nothing under the case's directory changed.
 
 Each case builds its own small directory (`Case`: a tiny reference, two queries, and only the
 plan files, results, indexes and batch outputs the case needs) and goes through
