@@ -17,7 +17,8 @@ XOR 2 at a care position).  `count_hits` gives the plus strand of the query and,
 minus strand (the reverse complement of each query record seeded the same way).  Density is
 hits / (reference bp x query bp); hspZ and LASTZ search both strands by default, so compare
 real runs with `density_both`.  Not modelled: the reference table's skipped position 0 of
-each bin (behaviour.md: at step 1 the first position is never indexed), a few hits per bin.
+each bin (docs/algorithm.md, "Seeds": at step 1 the first position is never indexed), a few
+hits per bin.
 
 The simulator's calibration in BENCHMARKS.md, "Workloads" (dev machine; CPU only):
 `python benchmarks/hit_density.py --simulate 64 4 --set divergence=0.4 --gate-sample 20000`.
@@ -225,10 +226,11 @@ def estimate_gate(
     reference: Records, query: Records, sample: int = 20000, seed: int = 0,
     xdrop: int = 910, gate: int = 3000, window: int = 256,
 ) -> GateEstimate:
-    """Rough share of plus-strand hits whose ungapped x-drop score (HOXD70, behaviour.md §3:
-    anchor after the seed, right walk + left walk, lowercase and N score -1000) reaches `gate`,
-    from all hits of `sample` random seedable query positions; walks are cut at `window` bp a
-    side (enough to reach the gate).  Not the engine: an estimate for tuning the simulator."""
+    """Rough share of plus-strand hits whose ungapped x-drop score (HOXD70; docs/algorithm.md,
+    "Scoring" and "Ungapped x-drop": anchor after the seed, right walk + left walk, lowercase
+    and N score -1000) reaches `gate`, from all hits of `sample` random seedable query
+    positions; walks are cut at `window` bp a side (enough to reach the gate).  Not the
+    engine: an estimate for tuning the simulator."""
     ref_seqs, qry_seqs = _seqs(reference), _seqs(query)
     ref_buf, ref_starts = _padded(ref_seqs, window + SPAN)
     qry_buf, qry_starts = _padded(qry_seqs, window + SPAN)

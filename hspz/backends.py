@@ -30,7 +30,7 @@ def warm(backend: str) -> threading.Thread | None:
     meanwhile imports the stages and reads the inputs.  Only CUDA's start runs beside them: it
     waits in the driver without the GIL, whereas importing CuPy on the thread slowed the
     caller's imports more than it saved (every file an import reads hands the GIL over; E. coli
-    on the H200, BENCHMARKS.md "Session 4")."""
+    on the H200)."""
     if backend == "cpu":
         return None
     try:

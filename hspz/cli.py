@@ -367,7 +367,7 @@ def entry() -> None:
 
     Before `main` returns every output is written and renamed and every worker process joined;
     what an ordinary exit adds is finalising the interpreter and, on the GPU, destroying the
-    CUDA context: 0.24-0.29 s of a 2.3 s E. coli run on the H200 (BENCHMARKS.md, "Session 5")."""
+    CUDA context: 0.24-0.29 s of a 2.3 s E. coli run on the H200."""
     code = main()
     try:
         sys.stdout.flush()
@@ -425,7 +425,7 @@ def _request(ns: argparse.Namespace, options: Options):
     from hspz.commands import Request
 
     _need_inputs(ns, options)
-    knobs.read()  # a knob value the spec calls an error stops the run before any work
+    knobs.read()  # a knob value docs/knobs.md calls an error stops the run before any work
     return Request(options, explicit_flags(ns), ns.reference, ns.query, ns.output,
                    from_manifest=ns.from_manifest, dump_manifest=ns.dump_manifest,
                    dump_plan=ns.dump_plan, index=getattr(ns, "index", None),
@@ -433,7 +433,7 @@ def _request(ns: argparse.Namespace, options: Options):
 
 
 def _batch_flags(ns: argparse.Namespace, options: Options) -> None:
-    """What batch mode refuses (gpus-and-seeding.txt, "Many queries against one reference")."""
+    """What batch mode refuses (docs/workers.md, "Many queries against one reference")."""
     if ns.query is not None:
         raise UsageError("--query and --query-list cannot be combined: list every query")
     if not ns.query_list:

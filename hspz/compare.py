@@ -2,7 +2,7 @@
 
 LASTZ reads neither gzip nor names past `|`, so both inputs are rewritten as plain FASTA with
 hspZ's record names and handed over as `FILE[multiple,nameparse=darkspace]`.  Both line sets are
-sorted and classified (behaviour.md §7): EXACT, DUPLICATES-ONLY, CONTAINED-EXTRA or DIFFERENT,
+sorted and classified (docs/compare.md): EXACT, DUPLICATES-ONLY, CONTAINED-EXTRA or DIFFERENT,
 and a DIFFERENT verdict says whether it lies within the band real pairs show (`BAND`).
 """
 

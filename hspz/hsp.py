@@ -1,7 +1,7 @@
 """HSP filtering and order: the entropy gate, containment dedup and the final sort.
 
 Both backends hand this module the extended hits of one semantic chunk; what it returns is what
-the chunk contributes to the segments files (behaviour.md §3, "Entropy" and "Dedup and order").
+the chunk contributes to the segments files (docs/algorithm.md, "Entropy" and "Dedup and order").
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every compiled loop is cached on disk and releases the GIL (the GPU backend runs host work on
 threads).  numba itself is imported only when the first such loop is called: importing it and
 loading its typing registries costs 0.46 s of a process with a bytecode cache and 0.83 s without
-one (BENCHMARKS.md, session 5), more than a small GPU run does in all.  The GPU path calls no
+one (an E. coli run on the H200), more than a small GPU run does in all.  The GPU path calls no
 numba loop on small inputs, so it never pays that.  When numba is loaded, every decorated
 function is handed to `numba.njit` at once, and the names of the stand-ins in the modules that
 define them are pointed at the dispatchers, so compiled loops that call each other see compiled

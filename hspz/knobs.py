@@ -1,4 +1,4 @@
-"""Environment knobs (behaviour.md §1): parsed and validated in one place.
+"""Environment knobs (docs/knobs.md): parsed and validated in one place.
 
 Every knob is exact: it may change speed, never bytes.  An unrecognised value of
 HSPZ_UNIT_PARTITION, HSPZ_REF_BUCKETS or HSPZ_REF_BUCKET_SHIFT is an error; HSPZ_DEVICE_SEEDS,
@@ -31,7 +31,7 @@ class Knobs:
 
 
 def read(env: dict | None = None) -> Knobs:
-    """The knobs of this environment; UsageError for a value the spec calls an error."""
+    """The knobs of this environment; UsageError for a value docs/knobs.md calls an error."""
     env = os.environ if env is None else env
     return Knobs(
         unit_partition=_strict(env, "HSPZ_UNIT_PARTITION", {"0": False, "1": True}),
@@ -72,7 +72,8 @@ def _workers(text: str | None) -> int | None:
 
 def buckets_on(knobs: Knobs, ref_len: int) -> bool:
     """Whether the GPU visits hits in reference-window order: HSPZ_REF_BUCKETS=1 or a shift.
-    Auto is off: on the H200 every window measured slower than seed order (BENCHMARKS.md)."""
+    Auto is off: on the H200 every window measured slower than seed order (BENCHMARKS.md,
+    "GPU ns per seed hit (H200)", tried and not kept)."""
     if knobs.ref_buckets is not None:
         return knobs.ref_buckets
     return knobs.shift_given

@@ -3,7 +3,7 @@
 numba's array maths imports `scipy.linalg.cython_blas` only to learn whether BLAS is there, and
 `cupyx` imports `scipy.sparse` only to convert its sparse matrices; hspz uses neither.  With
 scipy installed the two imports took 0.35 s and 0.26 s of every `hspZ run` on the H200 machine
-(python -X importtime, BENCHMARKS.md "Session 4").  A process that loaded the scipy module
+(`python -X importtime` of an E. coli run).  A process that loaded the scipy module
 before keeps it.
 """
 

@@ -1,9 +1,10 @@
 """The plan: bins, work units, intervals, wga chunks, the semantic `--max-hits` chunk walk, the
 automatic `-B 0` layout and the working-memory preflight.
 
-Pure functions of the inputs and the options (behaviour.md §2-3, gpus-and-seeding.txt "Choosing
--B").  A bin is a tuple of record indices in input order; a work unit is one (reference bin,
-query bin) pair with the dense ordinal `r * Q + q`.  Intervals and chunks are half-open or
+Pure functions of the inputs and the options (docs/algorithm.md, "Bins" to "Hits and the
+`--max-hits` walk"; docs/workers.md, "Choosing -B").  A bin is a tuple of record indices in
+input order; a work unit is one (reference bin, query bin) pair with the dense ordinal
+`r * Q + q`.  Intervals and chunks are half-open or
 inclusive exactly as KegAlign has them, so a boundary window may be seeded twice and the last
 window of a bin never: that is reproduced on purpose.
 
@@ -415,34 +416,13 @@ def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
     ACGT: a soft-masked or N base starts no seed window), each seed batch by those it reads,
     and the threads by the largest batches they can hold (`thread_bytes`).
 
-    Estimate against the peak RSS `--time` printed (each process's VmHWM, MiB), on the 2-core
-    dev machine (16 threads on 2 cores: each thread still holds its workspace), CPU backend,
-    one worker, default flags and layout (`benchmarks/memory_model.py --threads 1 2 16 --gpus 1
-    --workloads hpylori saureus mammal30x6 mammal100x2`, 2026-12-01, issue 24; mammal100x2 is
-    the 100 Mbp mammal-like reference with a 2 Mbp query).  Within 0.8-1.25 everywhere; before,
-    from lengths alone, as low as 0.56 (BENCHMARKS.md, "CPU thread scaling and memory"):
-
-    | workload | -t | estimate | peak RSS | peak / estimate | before (6056c20): estimate, ratio |
-    |---|---|---|---|---|---|
-    | H. pylori | 1 | 299 | 290 | 0.97 | 318, 0.91 |
-    | H. pylori | 2 | 350 | 343 | 0.98 | 388, 0.88 |
-    | H. pylori | 16 | 934 | 801 | 0.86 | 1228, 0.65 |
-    | S. aureus N315 x COL | 1 | 320 | 332 | 1.04 | 334, 1.00 |
-    | S. aureus N315 x COL | 2 | 377 | 412 | 1.09 | 404, 1.01 |
-    | S. aureus N315 x COL | 16 | 1174 | 1255 | 1.07 | 1383, 0.90 |
-    | mammal-like 30 x 6 Mbp | 1 | 526 | 510 | 0.97 | 623, 0.82 |
-    | mammal-like 30 x 6 Mbp | 2 | 619 | 595 | 0.96 | 780, 0.76 |
-    | mammal-like 30 x 6 Mbp | 16 | 1823 | 1674 | 0.92 | 2974, 0.56 |
-    | mammal-like 100 x 2 Mbp | 1 | 906 | 887 | 0.98 | 1064, 0.83 |
-    | mammal-like 100 x 2 Mbp | 2 | 1272 | 1264 | 0.99 | 1382, 0.91 |
-    | mammal-like 100 x 2 Mbp | 16 | 2442 | 2078 | 0.85 | 3415, 0.61 |
-
-    Before issue 24 (d6fbc62's engine and model): S. aureus 536 against 385 at -t 2 (1.39),
-    1767 against 1233 at -t 16 (1.43); the 100 x 20 Mbp pair 1834 against 1286 at -t 2.
-    The tests' pairs and layouts with several workers: `tests/test_memory.py`.
-
-    The first run after installing compiles numba's loops, which adds about 85 MiB (the
-    multibin pair at -t 2: 240 MiB with an empty cache, 156 MiB with it written).
+    Invariant: the measured peak RSS (each process's VmHWM) of a run with a written numba
+    cache lies between 0.8 and 1.25 times this estimate, so the preflight neither refuses a
+    plan that fits nor lets one through that does not (`tests/test_memory.py` checks it on
+    the tests' pairs and layouts, one and several workers; one case, many threads on a small
+    pair, keeps 0.7).  The measured table on real pairs, and what a first run's numba
+    compilation adds, are in BENCHMARKS.md ("Memory: peak RSS against the preflight's
+    estimate"; `benchmarks/memory_model.py` regenerates it).
     """
     inputs = sum(ref_lengths) + sum(qry_lengths)
     unit = worst_unit_bytes(m, plan, ref_lengths, qry_lengths, seedable)

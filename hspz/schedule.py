@@ -11,7 +11,7 @@ the same machinery runs without a GPU; `HSPZ_CPU_DEVICES=N` (a test hook) gives 
 slots, which makes workers time-slice as they do on too few GPUs.
 
 The schedule only decides where and when units run, never what they compute: output bytes do not
-depend on it (behaviour.md §6).
+depend on it (docs/exactness.md).
 """
 
 from __future__ import annotations
@@ -289,7 +289,7 @@ def make_schedule(plan: Plan, ref_bp: Sequence[int], gpus: int, devices: Devices
 
 
 def schedule_lines(s: Schedule) -> list[str]:
-    """The `schedule:` lines of behaviour.md §5."""
+    """The `schedule:` lines (docs/report-lines.md, "`schedule:`")."""
     extra = max(s.total_visits - s.n_ref_bins, 0)
     lines = [f"schedule: policy={s.policy} W={s.workers} visits={s.total_visits} "
              f"extra_replicas={extra} ({s.reason})"]

@@ -24,7 +24,8 @@ HOXD70 = np.array(
 def build_matrix(
     xdrop: int, acgt: np.ndarray = HOXD70, ambiguous: str | None = None
 ) -> np.ndarray:
-    """The 8x8 int32 matrix of behaviour.md §3 for this x-drop, ACGT block and ambiguity mode."""
+    """The 8x8 int32 matrix of docs/algorithm.md ("Scoring") for this x-drop, ACGT block and
+    ambiguity mode."""
     m = np.full((8, 8), -1000, dtype=np.int32)
     m[:4, :4] = acgt
     m[X, :4] = m[:4, X] = -100

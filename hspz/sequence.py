@@ -4,7 +4,7 @@ alphabets (seeding and scoring) and the reverse complement of a packed bin.
 Everything here works on numpy byte arrays, never on Python strings per base: FASTA is parsed
 with a few whole-file array passes, 2bit is decoded with one 256-entry lookup, and a Python loop
 runs at most once per record (or once per 2bit block when a record has only a few blocks, or
-unordered ones). The rules are behaviour.md section 2 ("Input" and "Packing a bin"); the 2bit
+unordered ones). The rules are docs/algorithm.md, "Input" and "Packing a bin"; the 2bit
 layout is UCSC's (kent twoBit.c).
 
 Bad input never escapes as a raw Python exception: it becomes one `InputError` line naming the

@@ -1,6 +1,8 @@
-"""Ungapped x-drop extension of seed hits (behaviour.md §3), two exact ways.
+"""Ungapped x-drop extension of seed hits (docs/algorithm.md, "Ungapped x-drop"), two exact
+ways.
 
-`extend_plain` walks every hit on its own, exactly as the spec reads: the readable reference.
+`extend_plain` walks every hit on its own, exactly as docs/algorithm.md reads: the readable
+reference.
 `extend_hits` gives the same answers but walks each diagonal stretch once.  Why that is exact:
 on one diagonal, two walks that have passed the same base add the same scores from then on, so
 their drop below their own maximum ("drawdown") differs only by how far apart their maxima are.

@@ -7,20 +7,12 @@ import itertools
 from pathlib import Path
 
 import pytest
+from helpers import write_fasta
 from oracle import cli_args, oracle_run
 
 from hspz.cli import main
 
 Records = list[tuple[str, bytes]]
-
-
-def _write_fasta(path: Path, records: Records) -> None:
-    """Plain FASTA, 70 bases a line (so line joining is exercised too)."""
-    with path.open("wb") as fh:
-        for name, seq in records:
-            fh.write(b">" + name.encode() + b" some description\n")
-            for i in range(0, len(seq), 70):
-                fh.write(seq[i:i + 70] + b"\n")
 
 
 def _describe(got: dict[str, bytes], expected: dict[str, bytes]) -> str:
@@ -45,8 +37,9 @@ class EngineCase:
         """(hspZ files, oracle files) as {file name: bytes}."""
         case = self.tmp_path / f"case{next(self.counter)}"
         case.mkdir()
-        _write_fasta(case / "ref.fa", ref)
-        _write_fasta(case / "qry.fa", qry)
+        # 70 bases a line and a description, so line joining and names are exercised too
+        write_fasta(case / "ref.fa", ref, width=70, description="some description")
+        write_fasta(case / "qry.fa", qry, width=70, description="some description")
         out = case / "out"
         argv = ["run", "-r", str(case / "ref.fa"), "-q", str(case / "qry.fa"), "-o", str(out)]
         assert main(argv + cli_args(**options)) == 0
@@ -64,3 +57,56 @@ class EngineCase:
 def engine(tmp_path: Path) -> EngineCase:
     """``engine(ref_records, query_records, **oracle_options)`` -> agreed segments files."""
     return EngineCase(tmp_path)
+
+
+# ---- the refusal catalogues' directories (tests/catalogues; run per command by
+# tests/test_refusals_<command>.py)
+
+
+@pytest.fixture
+def case_dir(tmp_path: Path) -> Path:
+    """A valid reference and query for a bad-input case to spoil (`catalogues.inputs`)."""
+    from catalogues import inputs
+
+    return inputs.make_case_dir(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def frozen_files(tmp_path_factory) -> Path:
+    """The multibin pair's manifest, plans and results, made once (`catalogues.frozen`);
+    each case copies what it spoils."""
+    from catalogues import frozen as catalogue
+
+    return catalogue.build(tmp_path_factory.mktemp("frozen"))
+
+
+@pytest.fixture(scope="session")
+def outputs_dir(tmp_path_factory) -> Path:
+    """The output catalogue's case directory, made once (`catalogues.outputs`); every case
+    checks that it leaves it unchanged."""
+    from catalogues import outputs
+
+    return outputs.build(tmp_path_factory.mktemp("refusals"))
+
+
+@pytest.fixture
+def flag_inputs(tmp_path: Path) -> Path:
+    """The pair and a few broken inputs for the bad-flag cases (`catalogues.flags`)."""
+    from catalogues import flags
+
+    return flags.build(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def multibin_run(tmp_path_factory):
+    """A CPU run of the multibin pair (tests/multibin.py) with its manifest, made once:
+    (folder, reference, query, manifest); the segments files are in `folder / "out"`."""
+    from multibin import FLAGS, write_pair
+
+    from hspz.manifest import read_manifest
+
+    d = tmp_path_factory.mktemp("plots")
+    ref, qry = write_pair(d)
+    assert main(["run", "-r", str(ref), "-q", str(qry), "-o", str(d / "out"), *FLAGS,
+                 "--backend", "cpu", "--dump-manifest", str(d / "manifest.txt")]) == 0
+    return d, ref, qry, read_manifest(d / "manifest.txt")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from helpers import BASES, mutate, write_fasta
 
-BASES = np.frombuffer(b"ACGT", np.uint8)
 # a 7-care seed keeps seed tables tiny (4^7 entries) and hits plentiful
 FLAGS = ["-s", "111011001011", "-H", "150", "-E", "-B", "4000", "--query-block-size", "7000",
          "-C", "1500", "-I", "2500"]
@@ -20,13 +20,6 @@ FLAGS = ["-s", "111011001011", "-H", "150", "-E", "-B", "4000", "--query-block-s
 
 def _random(rng, n: int, p=None) -> np.ndarray:
     return BASES[rng.choice(4, n, p=p)]
-
-
-def _mutate(rng, s: np.ndarray, rate: float) -> np.ndarray:
-    s = s.copy()
-    hit = rng.random(len(s)) < rate
-    s[hit] = BASES[rng.integers(0, 4, int(hit.sum()))]
-    return s
 
 
 def _revcomp(s: np.ndarray) -> np.ndarray:
@@ -43,25 +36,21 @@ def records(seed: int = 7) -> tuple[list[tuple[str, np.ndarray]], list[tuple[str
     ref[3][50:80] = ord("N")
     qry = [
         _random(rng, 3000, at_rich),
-        np.concatenate([_mutate(rng, ref[1][:2500], 0.1), _mutate(rng, _revcomp(ref[4]), 0.1)]),
-        np.concatenate([_mutate(rng, _revcomp(ref[2][200:2800]), 0.1), _random(rng, 400)]),
+        np.concatenate([mutate(rng, ref[1][:2500], 0.1), mutate(rng, _revcomp(ref[4]), 0.1)]),
+        np.concatenate([mutate(rng, _revcomp(ref[2][200:2800]), 0.1), _random(rng, 400)]),
     ]
     return ([(f"chr{i}", s) for i, s in enumerate(ref)],
             [(f"contig{i}", s) for i, s in enumerate(qry)])
 
 
-def write_fasta(path: Path, recs: list[tuple[str, np.ndarray]]) -> Path:
-    with open(path, "wb") as fh:
-        for name, seq in recs:
-            fh.write(f">{name} test record\n".encode())
-            for i in range(0, len(seq), 60):
-                fh.write(seq[i:i + 60].tobytes() + b"\n")
-    return path
+def write_records(path: Path, recs: list[tuple[str, np.ndarray]]) -> Path:
+    """The pair's FASTA layout: 60 bases a line, a description after each name."""
+    return write_fasta(path, recs, width=60, description="test record")
 
 
 def write_pair(directory: Path, seed: int = 7) -> tuple[Path, Path]:
     ref, qry = records(seed)
-    return write_fasta(directory / "ref.fa", ref), write_fasta(directory / "qry.fa", qry)
+    return write_records(directory / "ref.fa", ref), write_records(directory / "qry.fa", qry)
 
 
 def outputs(directory: Path) -> dict[str, bytes]:

@@ -1,9 +1,10 @@
-"""An independent, slow, plain-Python implementation of behaviour.md §2–§4 (the test oracle).
+"""An independent, slow, plain-Python implementation of docs/algorithm.md (the test oracle).
 
-Written from the spec text only; it imports nothing from hspz, so a shared misreading of the spec
-is the only way hspZ and this module can agree on a wrong answer. It reads plain FASTA, packs bins,
-seeds, walks the semantic chunks, extends every hit with the ungapped x-drop rule, applies the
-entropy gate, deduplicates, and returns the segments files as ``{file name: bytes}``.
+Written from the text of docs/algorithm.md only; it imports nothing from hspz, so a shared
+misreading of that text is the only way hspZ and this module can agree on a wrong answer. It
+reads plain FASTA, packs bins, seeds, walks the semantic chunks, extends every hit with the
+ungapped x-drop rule, applies the entropy gate, deduplicates, and returns the segments files
+as ``{file name: bytes}``.
 
 Speed is not a goal: a per-hit Python loop is fine here (tests use inputs of a few kbp). The only
 concession is that long x-drop extensions switch from a plain loop to numpy blocks that compute the
@@ -34,7 +35,7 @@ PLAIN_STEPS = 32  # x-drop steps done by the plain loop before numpy blocks take
 
 @dataclass(frozen=True)
 class Options:
-    """The `run` flags this oracle honours (behaviour.md §1), named like the long CLI flags."""
+    """The `run` flags this oracle honours (docs/commands.md), named like the long CLI flags."""
 
     strand: str = "both"
     seed: str = "12of19"

@@ -1,4 +1,4 @@
-"""Batch mode (gpus-and-seeding.txt, "Many queries against one reference"): every job of
+"""Batch mode (docs/workers.md, "Many queries against one reference"): every job of
 `run --query-list` writes the bytes of a standalone run of its query, with or without an
 index, at every worker count and policy; queries.tsv marks a complete batch; every refusal."""
 
@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from multibin import FLAGS, outputs, records, write_fasta
+from multibin import FLAGS, outputs, records, write_records
 from refusal import assert_refused
 
 from hspz import batch as bt
@@ -24,10 +24,10 @@ def batch(tmp_path_factory):
     outputs, and an index of the reference."""
     d = tmp_path_factory.mktemp("batch")
     ref, qry = records(7)
-    write_fasta(d / "ref.fa", ref)
-    write_fasta(d / "q1.fa", qry[:2])
-    write_fasta(d / "q2.fa", qry[2:])
-    write_fasta(d / "q3.fa", qry[::-1])
+    write_records(d / "ref.fa", ref)
+    write_records(d / "q1.fa", qry[:2])
+    write_records(d / "q2.fa", qry[2:])
+    write_records(d / "q3.fa", qry[::-1])
     (d / "sub").mkdir()
     # comments, blank lines, a path relative to the list's folder and an absolute one
     (d / "sub" / "list.txt").write_text(f"# three queries\n../q1.fa\n\n  ../q2.fa  \n"
@@ -216,19 +216,16 @@ def test_a_thousand_job_batch_needs_the_memory_of_its_largest_job(tmp_path):
     import sys
 
     import numpy as np
+    from helpers import mutate, random_dna, write_fasta
 
     rng = np.random.default_rng(11)
-    bases = np.frombuffer(b"ACGT", np.uint8)
-    ref = bases[rng.integers(0, 4, 50_000)]
-    (tmp_path / "ref.fa").write_bytes(b">r\n" + ref.tobytes() + b"\n")
+    ref = random_dna(rng, 50_000)
+    write_fasta(tmp_path / "ref.fa", [("r", ref)])
     lines = []
     for k in range(1000):
         n = 2000 if k == 500 else int(rng.integers(1000, 1800))
         at = int(rng.integers(0, len(ref) - n))
-        seq = ref[at:at + n].copy()
-        hit = rng.random(n) < 0.1
-        seq[hit] = bases[rng.integers(0, 4, int(hit.sum()))]
-        (tmp_path / f"q{k}.fa").write_bytes(b">q%d\n" % k + seq.tobytes() + b"\n")
+        write_fasta(tmp_path / f"q{k}.fa", [(f"q{k}", mutate(rng, ref[at:at + n], 0.1))])
         lines.append(f"q{k}.fa")
     (tmp_path / "list.txt").write_text("\n".join(lines) + "\n")
     hspz = [sys.executable, "-m", "hspz", "run", "-r", str(tmp_path / "ref.fa"), "--backend",

@@ -18,8 +18,8 @@ import signal
 from pathlib import Path
 
 import pytest
+from catalogues.trust import CPU, Q1, Q2, REF
 from test_publish import Spawned, take_lock, wait_stopped
-from test_refusals_trust import CPU, Q1, Q2, REF
 
 from hspz import batch as bt
 from hspz.cli import main

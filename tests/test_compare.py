@@ -1,4 +1,4 @@
-"""hspZ against LASTZ itself (behaviour.md §4 and §7).
+"""hspZ against LASTZ itself (docs/outputs.md and docs/compare.md).
 
 Parity is measured, never assumed: `hspZ compare` runs `lastz --nogapped` beside hspZ on real
 pairs (LASTZ's own examples and two H. pylori genomes from ragout-examples) and its verdict is

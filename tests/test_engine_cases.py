@@ -2,7 +2,7 @@
 
 Every case goes through the ``engine`` fixture (conftest.py), which runs hspZ and the oracle and
 asserts identical segments files. Where a case is simple enough the expected lines are also derived
-by hand; the derivation sits in a comment next to the assertion (behaviour.md §2–§4).
+by hand; the derivation sits in a comment next to the assertion (docs/algorithm.md).
 
 Hand derivations lean on two facts of HOXD70 with x-drop 910:
 - a match scores 91 (A/T) or 100 (C/G); a transition -31; the transversions A<->C, G<->T -114;
@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import evolve, random_dna
 from oracle import (
     HOXD70,
     LN4,
@@ -34,7 +35,7 @@ COMPLEMENT = bytes.maketrans(b"ACGTacgtNn", b"TGCAtgcaNn")
 
 
 def dna(rng: np.random.Generator, n: int, alphabet: bytes = b"ACGT") -> bytes:
-    return bytes(np.frombuffer(alphabet, np.uint8)[rng.integers(0, len(alphabet), n)])
+    return random_dna(rng, n, alphabet).tobytes()
 
 
 def revcomp(seq: bytes) -> bytes:
@@ -477,29 +478,6 @@ def test_entropy_needs_20_exact_matches(engine, rng, length, kept):
 # ---------------------------------------------------------------- randomized
 
 
-def mutate(rng, seq: bytes) -> bytes:
-    """Substitutions (a third transitions), a few small indels, an N run, a lowercase run."""
-    out = bytearray(seq)
-    for i in rng.integers(0, len(out), int(len(out) * rng.uniform(0.0, 0.08))):
-        table = TRANSITION if rng.random() < 0.33 else TRANSVERSION
-        out[i] = bytes([out[i]]).translate(table)[0]
-    for _ in range(int(rng.integers(0, 4))):
-        i = int(rng.integers(0, len(out)))
-        if rng.random() < 0.5:
-            del out[i:i + int(rng.integers(1, 6))]
-        else:
-            out[i:i] = dna(rng, int(rng.integers(1, 6)))
-    if rng.random() < 0.5:
-        i, n = int(rng.integers(0, len(out))), int(rng.integers(1, 40))
-        out[i:i + n] = b"N" * len(out[i:i + n])
-    if rng.random() < 0.5:
-        i = int(rng.integers(0, len(out)))
-        out[i:i + 80] = bytes(out[i:i + 80]).lower()
-    if rng.random() < 0.2:
-        out[int(rng.integers(0, len(out)))] = ord(rng.choice(list("RYKMSWBDHVX")))
-    return bytes(out)
-
-
 def random_records(rng) -> tuple[list, list]:
     unit = dna(rng, int(rng.integers(1, 8)))
     refs = []
@@ -513,7 +491,7 @@ def random_records(rng) -> tuple[list, list]:
     for i in range(int(rng.integers(1, 4))):
         _, src = refs[int(rng.integers(0, len(refs)))]
         a = int(rng.integers(0, len(src) // 2))
-        piece = mutate(rng, src[a:a + int(rng.integers(200, 1000))])
+        piece = evolve(rng, src[a:a + int(rng.integers(200, 1000))])
         piece = revcomp(piece) if rng.random() < 0.35 else piece
         qry.append((f"qry{i}", dna(rng, int(rng.integers(0, 60))) + piece))
     return refs, qry

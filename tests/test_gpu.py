@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import write_fasta
 from scorefiles import MILLION
 
 from hspz.cli import main
@@ -58,11 +59,6 @@ def related_pair(rng: np.random.Generator, n: int = 6000) -> tuple[bytes, bytes]
         q = q[::-1].copy()
         q = np.frombuffer(bytes(q).translate(bytes.maketrans(b"ACGTN", b"TGCAN")), np.uint8)
     return bytes(base), bytes(q)
-
-
-def write_fa(path: Path, records: list[tuple[str, bytes]]) -> Path:
-    path.write_bytes(b"".join(b">" + n.encode() + b"\n" + s + b"\n" for n, s in records))
-    return path
 
 
 def run_both(tmp: Path, ref: Path, qry: Path, *flags: str, env: dict | None = None) -> None:
@@ -173,8 +169,8 @@ def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
     monkeypatch.setattr(gpu, "PIECE", piece)
     rng = np.random.default_rng(RNG_SEED + piece)
     pairs = [related_pair(rng, int(rng.integers(3000, 12000))) for _ in range(3)]
-    r = write_fa(tmp_path / "r.fa", [(f"r{i}", a) for i, (a, _) in enumerate(pairs)])
-    q = write_fa(tmp_path / "q.fa", [(f"q{i}", b) for i, (_, b) in enumerate(pairs)])
+    r = write_fasta(tmp_path / "r.fa", [(f"r{i}", a) for i, (a, _) in enumerate(pairs)])
+    q = write_fasta(tmp_path / "q.fa", [(f"q{i}", b) for i, (_, b) in enumerate(pairs)])
     for seeds in ("0", "1"):
         run_both(tmp_path, r, q, "-m", "500", env={"HSPZ_DEVICE_SEEDS": seeds})
 
@@ -193,8 +189,8 @@ def test_warm_compiles_what_a_later_run_needs(tmp_path):
     assert len(cached) > 10
     rng = np.random.default_rng(5)
     ref, qry = related_pair(rng, 30_000)
-    r = write_fa(tmp_path / "r.fa", [("chrA", ref), ("chrB", ref[::-1])])
-    q = write_fa(tmp_path / "q.fa", [("qA", qry)])
+    r = write_fasta(tmp_path / "r.fa", [("chrA", ref), ("chrB", ref[::-1])])
+    q = write_fasta(tmp_path / "q.fa", [("qA", qry)])
     for args in (["run", "-r", str(r), "-q", str(q), "-o", str(tmp_path / "o1"), "-B", "40k"],
                  ["index", "-r", str(r), "--index", str(tmp_path / "idx"), "-B", "25k"],
                  ["run", "--index", str(tmp_path / "idx"), "-q", str(q), "-o",
@@ -216,8 +212,8 @@ def test_gpu_batch_groups_never_change_bytes(tmp_path, monkeypatch, group, seeds
     monkeypatch.setattr(gpu, "PIECE", 5000)
     rng = np.random.default_rng(group)
     ref, qry = related_pair(rng, 9000)
-    r = write_fa(tmp_path / "r.fa", [("r1", ref), ("r2", ref[::-1])])
-    q = write_fa(tmp_path / "q.fa", [("q1", qry), ("q2", ref[3000:5000])])
+    r = write_fasta(tmp_path / "r.fa", [("r1", ref), ("r2", ref[::-1])])
+    q = write_fasta(tmp_path / "q.fa", [("q1", qry), ("q2", ref[3000:5000])])
     for m in ("60", "3000"):
         run_both(tmp_path, r, q, "-H", "1800", "-C", "700", "-I", "4000", "-m", m,
                  env={"HSPZ_DEVICE_SEEDS": seeds})
@@ -231,8 +227,8 @@ def test_gpu_batch_groups_never_change_bytes(tmp_path, monkeypatch, group, seeds
 def test_gpu_equals_cpu_for_each_option(tmp_path, flags):
     rng = np.random.default_rng(zlib.crc32(repr(flags).encode()))
     ref, qry = related_pair(rng)
-    r = write_fa(tmp_path / "r.fa", [("r1", ref), ("r2", ref[::-1])])
-    q = write_fa(tmp_path / "q.fa", [("q1", qry)])
+    r = write_fasta(tmp_path / "r.fa", [("r1", ref), ("r2", ref[::-1])])
+    q = write_fasta(tmp_path / "q.fa", [("q1", qry)])
     run_both(tmp_path, r, q, "-H", "2000", *flags)
 
 
@@ -240,16 +236,17 @@ def test_gpu_equals_cpu_on_random_related_pairs(tmp_path):
     rng = np.random.default_rng(RNG_SEED)
     for i in range(25):
         ref, qry = related_pair(rng, int(rng.integers(2000, 9000)))
-        r = write_fa(tmp_path / f"r{i}.fa", [("chrA", ref)])
-        q = write_fa(tmp_path / f"q{i}.fa", [("qA", qry[: len(qry) // 2]), ("qB", qry[len(qry) // 2 :])])
+        r = write_fasta(tmp_path / f"r{i}.fa", [("chrA", ref)])
+        q = write_fasta(tmp_path / f"q{i}.fa",
+                        [("qA", qry[: len(qry) // 2]), ("qB", qry[len(qry) // 2 :])])
         run_both(tmp_path, r, q, "-H", str(int(rng.integers(1200, 3500))), "-m", str(int(rng.integers(50, 5000))))
 
 
 def test_gpu_long_identical_hsp_uses_the_sweep_and_matches(tmp_path):
     rng = np.random.default_rng(7)
     seq = bytes(rng.choice(np.frombuffer(b"ACGT", np.uint8), 60_000))
-    r = write_fa(tmp_path / "r.fa", [("r", seq)])
-    q = write_fa(tmp_path / "q.fa", [("q", seq[1000:50_000])])
+    r = write_fasta(tmp_path / "r.fa", [("r", seq)])
+    q = write_fasta(tmp_path / "q.fa", [("q", seq[1000:50_000])])
     run_both(tmp_path, r, q)
 
 
@@ -299,16 +296,16 @@ def test_gpu_walk_caps_never_change_bytes(tmp_path, monkeypatch, caps):
     rng = np.random.default_rng(caps[0] + caps[1])
     for i in range(4):
         ref, qry = related_pair(rng, 8000)
-        r = write_fa(tmp_path / f"r{i}.fa", [("chrA", ref)])
-        q = write_fa(tmp_path / f"q{i}.fa", [("qA", qry)])
+        r = write_fasta(tmp_path / f"r{i}.fa", [("chrA", ref)])
+        q = write_fasta(tmp_path / f"q{i}.fa", [("qA", qry)])
         run_both(tmp_path, r, q, "-H", "1500")
 
 
 def test_gpu_raw_dump_and_counts_equal_cpu_with_repeated_hsps(tmp_path, capsys):
     rng = np.random.default_rng(9)
     seq = bytes(rng.choice(np.frombuffer(b"ACGT", np.uint8), 30_000))
-    r = write_fa(tmp_path / "r.fa", [("r", seq)])
-    q = write_fa(tmp_path / "q.fa", [("q", seq[2000:9000] + seq[15_000:15_900])])
+    r = write_fasta(tmp_path / "r.fa", [("r", seq)])
+    q = write_fasta(tmp_path / "q.fa", [("q", seq[2000:9000] + seq[15_000:15_900])])
     raw, counts = {}, {}
     for backend in ("cpu", "gpu"):
         capsys.readouterr()
@@ -390,8 +387,8 @@ def test_gpu_run_loads_no_numba_and_equals_cpu(tmp_path):
 
     rng = np.random.default_rng(19)
     ref, qry = related_pair(rng, 20_000)
-    r = write_fa(tmp_path / "r.fa", [("chrA", ref)])
-    q = write_fa(tmp_path / "q.fa", [("qA", qry)])
+    r = write_fasta(tmp_path / "r.fa", [("chrA", ref)])
+    q = write_fasta(tmp_path / "q.fa", [("qA", qry)])
     outs = {}
     for backend in ("gpu", "cpu"):
         args = ["run", "-r", str(r), "-q", str(q), "-o", str(tmp_path / backend), "--backend",
@@ -499,7 +496,7 @@ def _segment_lines(out: Path) -> list[list[str]]:
 
 def test_gpu_an_hsp_scoring_past_2_to_the_31_prints_whole_and_equals_cpu(tmp_path):
     seq = bytes(np.random.default_rng(3).choice(np.frombuffer(b"ACGT", np.uint8), 3000))
-    r = write_fa(tmp_path / "r.fa", [("s", seq)])
+    r = write_fasta(tmp_path / "r.fa", [("s", seq)])
     (tmp_path / "scores.txt").write_text(MILLION)
     run_both(tmp_path, r, r, "--scoring", str(tmp_path / "scores.txt"), "-x", "5000000", "-S",
              "plus")
@@ -509,7 +506,7 @@ def test_gpu_an_hsp_scoring_past_2_to_the_31_prints_whole_and_equals_cpu(tmp_pat
 
 def test_gpu_identical_long_pair_with_a_wide_score_equals_cpu(tmp_path):
     seq = bytes(np.random.default_rng(4).choice(np.frombuffer(b"ACGT", np.uint8), 150_000))
-    r = write_fa(tmp_path / "r.fa", [("s", seq)])
+    r = write_fasta(tmp_path / "r.fa", [("s", seq)])
     (tmp_path / "scores.txt").write_text(MILLION.replace("1000000", "30000"))
     run_both(tmp_path, r, r, "--scoring", str(tmp_path / "scores.txt"), "-x", "5000000", "-S",
              "plus")
@@ -525,7 +522,7 @@ def test_gpu_largest_legal_scores_and_xdrop_equal_cpu(tmp_path, hspthresh):
     rng = np.random.default_rng(int(hspthresh) % 1000)
     for i in range(3):
         ref, qry = related_pair(rng, 6000)
-        r = write_fa(tmp_path / f"r{i}.fa", [("rA", ref[:3000]), ("rB", ref[3000:])])
-        q = write_fa(tmp_path / f"q{i}.fa", [("qA", qry[:2500]), ("qB", qry[2500:])])
+        r = write_fasta(tmp_path / f"r{i}.fa", [("rA", ref[:3000]), ("rB", ref[3000:])])
+        q = write_fasta(tmp_path / f"q{i}.fa", [("qA", qry[:2500]), ("qB", qry[2500:])])
         run_both(tmp_path, r, q, "--scoring", str(tmp_path / "scores.txt"), "-x", "10000000",
                  "-H", hspthresh)

@@ -1,5 +1,5 @@
 """The entropy gate, containment dedup and final order (hspz/hsp.py) against independent Python
-(behaviour.md §3 "Entropy" and "Dedup and order")."""
+(docs/algorithm.md, "Entropy" and "Dedup and order")."""
 
 from __future__ import annotations
 

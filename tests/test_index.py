@@ -1,4 +1,4 @@
-"""The reference index (gpus-and-seeding.txt, "Reusing a reference across runs"): `hspZ index`
+"""The reference index (docs/workers.md, "Reusing a reference across runs"): `hspZ index`
 builds what the engines build, `run --index` writes the bytes of a run without it at every
 worker count, with or without --reference, and nothing damaged or mismatched is ever used."""
 

@@ -1,4 +1,4 @@
-"""Environment knobs (hspz/knobs.py, behaviour.md §1 "Environment knobs"): errors are UsageErrors
+"""Environment knobs (hspz/knobs.py, docs/knobs.md): errors are UsageErrors
 (and one `hspZ:` line with exit status 2 from `hspZ run`), ignored values are ignored."""
 
 from __future__ import annotations

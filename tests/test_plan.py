@@ -1,4 +1,5 @@
-"""The plan (hspz/plan.py) against direct transcriptions of behaviour.md §2-§4 and KegAlign.
+"""The plan (hspz/plan.py) against direct transcriptions of docs/algorithm.md ("Bins" to
+"Hits and the `--max-hits` walk") and KegAlign.
 
 Bins, intervals, wga chunks and the minus-strand mirror are recomputed with plain loops; the
 semantic chunk walk is checked against a line-by-line transcription of KegAlign's `SeedAndFilter`

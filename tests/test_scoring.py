@@ -1,6 +1,8 @@
-"""The substitution matrix and LASTZ score-set files (hspz/scoring.py, behaviour.md §3 "Scoring").
+"""The substitution matrix and LASTZ score-set files (hspz/scoring.py; docs/algorithm.md,
+"Scoring").
 
-The expected matrix is written out per symbol pair from the spec's rules, one pair at a time.
+The expected matrix is written out per symbol pair from the rules of docs/algorithm.md
+("Scoring"), one pair at a time.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ HOXD70 = {
 
 
 def _expected(a: str, b: str, xdrop: int, acgt=HOXD70, ambiguous: str | None = None) -> int:
-    """One matrix entry from the spec's rules, applied in order of precedence."""
+    """One matrix entry from docs/algorithm.md's rules, applied in order of precedence."""
     mode, reward, penalty = None, 0, 0
     if ambiguous is not None:
         parts = ambiguous.split(",")

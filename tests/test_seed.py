@@ -1,4 +1,4 @@
-"""Seeds (hspz/seed.py) against brute-force Python tables and streams (behaviour.md §3 "Seeds").
+"""Seeds (hspz/seed.py) against brute-force Python tables and streams (docs/algorithm.md, "Seeds").
 
 Every expectation here is recomputed from the raw bytes with plain loops: a window is valid only
 when every byte under it is uppercase A/C/G/T, care bases are packed two bits each with the first

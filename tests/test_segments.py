@@ -1,4 +1,5 @@
-"""Segments lines (hspz/segments.py) against Python f-strings (behaviour.md §4 "Line").
+"""Segments lines (hspz/segments.py) against Python f-strings (docs/outputs.md, "Segments
+files"; docs/algorithm.md, "From HSPs to lines").
 
 The record a coordinate belongs to and its start are recomputed here from the record lengths
 (plus strand: records in input order; minus strand: the reverse-complement table, records in

@@ -119,7 +119,7 @@ def test_fasta_name_that_is_not_utf8_is_an_error():
 
 
 def reference_fasta_parse(data: bytes) -> list[tuple[str, bytes]] | str:
-    """The rules of behaviour.md section 2 and issue 15 (any line end, a byte-order mark, blanks
+    """The rules of docs/algorithm.md, "Input" (any line end, a byte-order mark, blanks
     before '>', headers only, the protein rule), one line at a time (slow, obvious); the
     refusal's words instead of the records."""
     records: list[tuple[str, bytearray]] = []

@@ -1,4 +1,4 @@
-"""Workers and the schedule end to end (behaviour.md §6): 1 vs 2 vs 3 workers, both partition
+"""Workers and the schedule end to end (docs/exactness.md): 1 vs 2 vs 3 workers, both partition
 policies, time-sliced workers and thread counts all write the same bytes, `-D` splits and `-Z`
 archives included; the `--time` ledger and lifecycle account for every unit."""
 

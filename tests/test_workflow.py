@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers import mutate, write_fasta
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # snakemake's shell jobs must find this environment's hspZ
@@ -62,19 +63,6 @@ def hspz(*args: str) -> subprocess.CompletedProcess:
 def slurm_executor() -> list[str]:
     """Without the plugin the SLURM profile still resolves every resource in a local dry run."""
     return [] if HAVE_SLURM_PLUGIN else ["--executor", "local"]
-
-
-def write_fasta(path: Path, records: dict[str, np.ndarray]) -> None:
-    with open(path, "wb") as out:
-        for name, seq in records.items():
-            out.write(b">" + name.encode() + b"\n" + seq.tobytes() + b"\n")
-
-
-def mutate(rng: np.random.Generator, seq: np.ndarray, rate: float) -> np.ndarray:
-    out = seq.copy()
-    hit = rng.random(len(seq)) < rate
-    out[hit] = np.frombuffer(b"ACGT", dtype=np.uint8)[rng.integers(0, 4, int(hit.sum()))]
-    return out
 
 
 def revcomp(seq: np.ndarray) -> np.ndarray:

@@ -1,5 +1,6 @@
 """The x-drop shortcuts are exact: the diagonal sweep, the block bound that rejects hits and the
-capped first pass give, hit for hit, what the plain per-hit walk of behaviour.md §3 gives."""
+capped first pass give, hit for hit, what the plain per-hit walk of docs/algorithm.md
+("Ungapped x-drop") gives."""
 
 from __future__ import annotations
 
@@ -173,8 +174,8 @@ def _bases(draw_bytes, n: int) -> bytes:
 
 
 def _plain_side(ref, qry, ref_len, qry_len, mat, xdrop, r, q, step):
-    """One side of behaviour.md §3's walk, base by base: (best, index of the base where the
-    x-drop stopped it or None when the sequence ended first)."""
+    """One side of the walk of docs/algorithm.md ("Ungapped x-drop"), base by base: (best,
+    index of the base where the x-drop stopped it or None when the sequence ended first)."""
     s = m = k = 0
     while True:
         p, pq = (r + k, q + k) if step > 0 else (r - 1 - k, q - 1 - k)

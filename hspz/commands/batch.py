@@ -184,7 +184,7 @@ def _execute(req: Request, b: Batch, summary: Summary, t0: float) -> int:
         say(index_using_line(b.index, req.reference))
     jobs = batch_jobs(b.jobs, out, bool(req.tarball), req.dump_raw)
     bt.retire(out, entry_names(b.jobs, bool(req.tarball)))
-    if b.index is None and not req.tarball:  # job folders exist from the start (see the spec)
+    if b.index is None and not req.tarball:  # job folders exist from the start (docs/workers.md)
         for job in jobs:
             Path(job.outdir).mkdir(parents=True, exist_ok=True)
     progress = Progress(sum(len(p.manifest.plan.units) for p in b.jobs), len(b.jobs))

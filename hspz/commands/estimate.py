@@ -28,8 +28,8 @@ from hspz.sequence import Record
 class Pricing:
     """What a projection charges: GPU ns per seed hit, plus a fixed cost per unit and per
     worker (the first unit's first launches), fitted to a run's unit ledger.  The unit's cost
-    follows the bins' sizes, so a fit holds for the layout it was made on (BENCHMARKS.md, the
-    projection's check)."""
+    follows the bins' sizes, so a fit holds for the layout it was made on (BENCHMARKS.md, "GPU ns
+    per seed hit (H200)": the projection against a measured multi-bin run)."""
 
     ns_per_hit: float
     unit_ms: float = 0.0

@@ -73,15 +73,16 @@ CAP2 = 1024  # the same for the second walk of those hits; then the finish's cha
 FEW_LATE = 16  # at most 1/16 of a piece's hits unfinished: walk them all again, unsorted
 PIECE = 1 << 28  # most hits processed at once inside one group (device memory, not bytes);
 # each piece costs the launching thread a few synchronisations, so fewer pieces leave the device
-# idle less (BENCHMARKS.md, session 7)
+# idle less (at 1 << 26, about 600 pieces a unit of a 1000 x 500 Mbp pair left the H200 idle)
 DEVICE_STEPS = 32  # --max-hits walks of up to this many searches run on the device: each search
 # is a few launches for all of a group's batches; a longer walk copies its counts instead
 PIECE_BYTES = 64  # device bytes per hit of a piece, were every hit a candidate (`_piece_hits`)
 GROUP_BASES = 1 << 24  # window starts whose seed batches share one device pass (batch_groups);
 # an interval (10 Mbp by default) is then one group: simM 170.1 ms against 190.8 ms at 1 << 22
 HOST_THREADS = 4  # host threads for the host halves while groups are being launched: more starve
-# the launching thread of the GIL and leave the device idle (BENCHMARKS.md: simM 0.143 vs 0.173
-# ns/hit at 4 vs 16 threads); once the last group is launched, every thread takes them
+# the launching thread of the GIL and leave the device idle (simM 0.143 vs 0.173 ns/hit at 4 vs
+# 16 threads: BENCHMARKS.md, "GPU ns per seed hit (H200)"); once the last group is launched,
+# every thread takes them
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
@@ -294,9 +295,9 @@ def _sums_before(cum, idx: np.ndarray):
 def _use_device_seeder() -> bool:
     """HSPZ_DEVICE_SEEDS decides; unset, the device seeder runs for any worker count.
 
-    behaviour.md makes the CPU seeder the default for one worker.  Here the device seeder is the
-    default everywhere: on an H200 it measured 5-9x faster end to end (BENCHMARKS.md), and both
-    seeders give the same bytes."""
+    KegAlign-style defaults take the CPU seeder for one worker.  Here the device seeder is the
+    default everywhere (docs/workers.md, "Seeder policy"): on an H200 it measured 5-9x faster
+    end to end, and both seeders give the same bytes."""
     choice = knobs.read().device_seeds
     return True if choice is None else choice
 
@@ -660,7 +661,7 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
     returns.
 
     (Device halves on several streams, one host thread each, measured slower on the H200:
-    BENCHMARKS.md.)"""
+    BENCHMARKS.md, "GPU ns per seed hit (H200)".)"""
     k = knobs.read()
     dref = _device_ref(ctx, ref)
     buckets = k.bucket_shift if knobs.buckets_on(k, dref.len) else None

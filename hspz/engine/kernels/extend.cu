@@ -1,6 +1,7 @@
 // Extension kernels, one thread per hit: the optional counting sort into reference order, the
 // filter (bounded walks that reject most hits exactly) and the exact capped x-drop walk of
-// behaviour.md; hits a capped walk leaves unfinished go on to a longer walk or finish.cu.
+// docs/algorithm.md ("Ungapped x-drop"); hits a capped walk leaves unfinished go on to a longer
+// walk or finish.cu.
 
 typedef unsigned char u8;
 typedef unsigned int u32;

@@ -1,5 +1,5 @@
 """Inputs that must be read, and read alike (issue 15, item 3), and scores that must print whole
-(item 4): the positive side of test_refusals_inputs.py.
+(item 4): the positive side of the bad-input catalogue (tests/catalogues/inputs.py).
 
 A FASTA written with CRLF or CR-alone line ends, a UTF-8 byte-order mark, or blanks before its
 '>' holds the same records as the plain LF file, so a run over it prints the same digest, gzip
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import fasta_bytes, mutate, random_dna
 from scorefiles import MILLION
 
 from hspz.cli import main
@@ -34,31 +35,16 @@ from hspz.sequence import read_fasta_bytes, read_records
 BOM = b"\xef\xbb\xbf"
 
 
-def _dna(rng, n: int) -> np.ndarray:
-    return np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, n)]
-
-
-def _mutated(rng, seq: np.ndarray, rate: float) -> np.ndarray:
-    out = seq.copy()
-    hit = rng.random(len(out)) < rate
-    out[hit] = _dna(rng, int(hit.sum()))
-    return out
-
-
 def _pair() -> tuple[bytes, bytes]:
     """A two-record reference and a query of mutated copies of parts of it, as LF FASTA with
     descriptions and 60-base lines: a few HSPs at the default settings."""
     rng = np.random.default_rng(15)
-    ref = [_dna(rng, 3000), _dna(rng, 2500)]
-    qry = [np.concatenate([_dna(rng, 300), _mutated(rng, ref[0][500:2500], 0.05)]),
-           _mutated(rng, ref[1][::-1].copy(), 0.05)]
+    ref = [random_dna(rng, 3000), random_dna(rng, 2500)]
+    qry = [np.concatenate([random_dna(rng, 300), mutate(rng, ref[0][500:2500], 0.05)]),
+           mutate(rng, ref[1][::-1].copy(), 0.05)]
 
     def fasta(prefix: str, seqs) -> bytes:
-        out = b""
-        for i, s in enumerate(seqs):
-            out += f">{prefix}{i} description {i}\n".encode()
-            out += b"".join(s[j:j + 60].tobytes() + b"\n" for j in range(0, len(s), 60))
-        return out
+        return fasta_bytes([(f"{prefix}{i} description {i}", s) for i, s in enumerate(seqs)], 60)
 
     return fasta("chr", ref), fasta("ctg", qry)
 
@@ -169,7 +155,7 @@ def test_the_protein_rule_decides_a_large_file_on_an_evenly_spaced_sample():
 
 def _identical(tmp: Path, n: int, seed: int = 3) -> Path:
     path = tmp / f"id{n}.fa"
-    seq = _dna(np.random.default_rng(seed), n).tobytes()
+    seq = random_dna(np.random.default_rng(seed), n).tobytes()
     path.write_bytes(b">s\n" + seq + b"\n")
     return path
 

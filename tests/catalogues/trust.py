@@ -1,13 +1,16 @@
-"""The trust catalogue (issue 23): every name a command derives or reserves (an index's build
-folder and lock, a batch's per-job dumps, OUT's lock and stage folders, a work's unit folder),
-every report output (`dotplot`, `gapped`, `summarize`) and every foreign or edited input, aimed
-at a user's file by the same path, a symbolic link or a hard link, is refused before any work:
-exit 2, one `hspZ:` line, nothing under the case's directory changed.
+"""The catalogue of paths a command may not trust: every name a command derives or reserves (an
+index's build folder and lock, a batch's per-job dumps, OUT's lock and stage folders, a work's
+unit folder), every report output (`dotplot`, `gapped`, `summarize`) and every foreign or edited
+input, aimed at a user's file by the same path, a symbolic link or a hard link, is refused
+before any work: exit 2, one `hspZ:` line, nothing under the case's directory changed.
 
 Each case builds its own small directory (`Case`: a tiny reference, two queries, and only the
 plan files, results, indexes and batch outputs the case needs) and goes through
-`refusal.assert_refused`.  `CLASS` is the issue's failure class of each case; the closing note
-of the issue counts, per class, the cases that failed on the starting code.
+`refusal.assert_refused`.  Each case carries its failure class (1: a derived or reserved
+name; 2: a job entry no batch wrote; 5: an index against the plan's reference; 6: a list entry
+is the file the OS opens; 7: bad tables, one exit status, every byte of a results file);
+`command` says which command it runs, and `tests/test_refusals_<command>.py` runs that
+command's cases.
 """
 
 from __future__ import annotations
@@ -315,63 +318,27 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("setup, pattern", [c[2:] for c in CASES],
-                         ids=[f"class{c[0]}-{c[1]}" for c in CASES])
-def test_a_derived_reserved_or_foreign_path_is_refused_and_nothing_changes(tmp_path, capfd,
-                                                                         monkeypatch, setup,
-                                                                         pattern):
+# the command of a case, by the start of its id (checked against the argv it builds)
+COMMANDS = (("index-", "index"), ("batch-dump-plan-", "plan"), ("batch-", "run"),
+            ("dotplot-", "dotplot"), ("gapped-", "gapped"), ("summarize-", "summarize"),
+            ("out-lock-", "run"), ("tarball-", "run"), ("work-", "work"), ("plan-", "plan"),
+            ("merge-", "merge"), ("compare-", "compare"), ("benchmark-", "benchmark"),
+            ("estimate-", "hits-estimate"))
+
+
+def command(case_id: str) -> str:
+    return next(cmd for prefix, cmd in COMMANDS if case_id.startswith(prefix))
+
+
+def params(of: str) -> list:
+    """The cases `of` runs, as pytest parameters (setup, pattern) named `class<N>-<id>`."""
+    return [pytest.param(setup, pattern, id=f"class{cls}-{case}")
+            for cls, case, setup, pattern in CASES if command(case) == of]
+
+
+def check(tmp_path: Path, capfd, monkeypatch, setup, pattern: str, of: str) -> None:
+    """Build one case in `tmp_path` and check that `of` refuses it, nothing changed."""
     monkeypatch.chdir(tmp_path)
     argv = setup(Case(tmp_path))
+    assert argv[0] == of, argv
     assert_refused(capfd, argv, 2, pattern, tmp_path, chatter=True)
-
-
-def test_a_killed_index_build_is_removed_by_the_next_build_and_a_users_folder_is_not(tmp_path):
-    """A build killed before its rename leaves DIR.tmp (marked) and DIR.tmp.lock (an hspZ
-    lock record): the next build removes both and succeeds.  The same names made by a user are
-    refused and kept (the catalogue above)."""
-    import subprocess
-    import sys
-
-    c = Case(tmp_path)
-    argv = ["index", "-r", c["tr.fa"], "--index", c["ix"], "-B", "1000", *CPU]
-    env = {**os.environ, "HSPZ_FAULT": "index-built"}
-    assert subprocess.run([sys.executable, "-m", "hspz", *argv], env=env,
-                          capture_output=True).returncode == -9
-    assert (tmp_path / "ix.tmp" / ".hspz-made").is_file() and (tmp_path / "ix.tmp.lock").exists()
-    assert main(argv) == 0
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ix")) == ["ix"]
-    assert not (tmp_path / "ix" / ".hspz-made").exists()
-
-
-def test_a_killed_build_folder_holding_the_reference_is_kept(tmp_path, capfd):
-    """The next build removes a killed build's DIR.tmp, but never when the reference it is
-    asked to read lies inside it (found by the adversarial pass: the input was removed)."""
-    import subprocess
-    import sys
-
-    c = Case(tmp_path)
-    argv = ["index", "-r", c["tr.fa"], "--index", c["ix"], "-B", "1000", *CPU]
-    env = {**os.environ, "HSPZ_FAULT": "index-built"}
-    assert subprocess.run([sys.executable, "-m", "hspz", *argv], env=env,
-                          capture_output=True).returncode == -9
-    shutil.copy(c["tr.fa"], c["ix.tmp/ref.fa"])
-    assert_refused(capfd, ["index", "-r", c["ix.tmp/ref.fa"], "--index", c["ix"], "-B", "1000",
-                           *CPU], 2, r"^hspZ: .*/ix\.tmp holds .*ref\.fa", tmp_path)
-
-
-def test_an_index_build_past_a_file_size_limit_is_one_line_naming_the_file(tmp_path):
-    """`ulimit -f`: the build fails in one line that names the file it was writing (it said
-    only '16777216 requested and 256 written') and leaves neither DIR nor DIR.tmp."""
-    import resource
-    import subprocess
-    import sys
-
-    c = Case(tmp_path)
-    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # noqa: E731
-    done = subprocess.run([sys.executable, "-m", "hspz", "index", "-r", c["tr.fa"], "--index",
-                           c["ix"], "-B", "1000", *CPU], capture_output=True, text=True,
-                          preexec_fn=limit)
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 1 and len(lines) == 1, done.stderr  # the run failed: 1
-    assert re.match(r"^hspZ: .*/ix\.tmp/000/\w+: cannot write it", lines[0]), lines
-    assert not (tmp_path / "ix").exists() and not (tmp_path / "ix.tmp").exists()

@@ -1,9 +1,9 @@
-"""The output side's refusal catalogue: every output flag of run, plan, work, merge (and
-hits-estimate, benchmark, compare) aimed at an input, by the same path, a symlink or a hard
+"""The catalogue of outputs that may not be written: every output flag of run, plan, work, merge
+(and hits-estimate, benchmark, compare) aimed at an input, by the same path, a symlink or a hard
 link, or at a name in OUT that the publish would replace or remove, is refused before any work
 (exit 2, one line naming both flags, nothing written, every input intact); so is an OUT or an
-output file that cannot be created or written (a file, /proc, a dangling symlink, "", a
-folder that is not there), and an OUT another hspZ process holds.
+output file that cannot be created or written (a file, /proc, a dangling symlink, "", a folder
+that is not there), and an OUT another hspZ process holds.
 
 Each case goes through `refusal.assert_refused`, which runs the command in this process and
 compares every file under the case directory before and after.  The cases run in that
@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from multibin import FLAGS, write_pair
@@ -25,12 +26,10 @@ from scorefiles import HOXD70
 from hspz.cli import main
 
 
-@pytest.fixture(scope="module")
-def d(tmp_path_factory):
-    """The case directory: the pair, a score file, a plan file, its manifest and one worker's
-    results, links to them, and an OUT (`full/`) holding copies of inputs under names a
-    publish replaces or removes."""
-    d = tmp_path_factory.mktemp("refusals")
+def build(d: Path) -> Path:
+    """`d` as the case directory (the `outputs_dir` fixture): the pair, a score file, a plan
+    file, its manifest and one worker's results, links to them, and an OUT (`full/`) holding
+    copies of inputs under names a publish replaces or removes."""
     ref, qry = write_pair(d)
     (d / "scores.txt").write_text(HOXD70)
     common = ["-r", str(ref), "-q", str(qry), *FLAGS, "--backend", "cpu"]
@@ -204,23 +203,29 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("argv, pattern", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_an_output_that_would_clobber_an_input_or_cannot_be_written_is_refused_before_any_work(
-        d, capfd, monkeypatch, argv, pattern):
+def params(command: str) -> list:
+    """`command`'s cases (the first word of their argv), as pytest parameters (argv,
+    pattern) named by the cases' ids."""
+    return [pytest.param(argv, pattern, id=case) for case, argv, pattern in CASES
+            if argv[0] == command]
+
+
+def check(d: Path, capfd, monkeypatch, argv: list[str], pattern: str) -> None:
+    """Run one case in the case directory `d` and check that it is refused before any work."""
     monkeypatch.chdir(d)
     assert_refused(capfd, [a.format(d=d) for a in argv], 2, pattern, d)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into any folder")
-def test_outdir_an_unwritable_out_is_refused_before_any_work(d, tmp_path, capfd):
+def unwritable_out_is_refused(d: Path, tmp_path: Path, capfd) -> None:
     out = tmp_path / "locked"
     out.mkdir(mode=0o555)
     assert_refused(capfd, [a.format(d=d) for a in RUN] + ["-o", str(out)], 2,
                    r"--output: cannot write in .*/locked: Permission denied$", tmp_path)
 
 
-@pytest.mark.parametrize("command", ["run", "merge"])
-def test_lock_an_out_held_in_this_process_is_refused_naming_the_holder(d, capfd, command):
+def out_held_in_this_process_is_refused(d: Path, capfd, command: str) -> None:
+    """`command` (run or merge) into an OUT whose lock this process holds: refused, naming
+    the holder; the holder made OUT and leaves nothing."""
     from hspz.outdir import OutLock
 
     argv = RUN if command == "run" else MERGE + ["{d}/w0.result"]
@@ -230,10 +235,11 @@ def test_lock_an_out_held_in_this_process_is_refused_naming_the_holder(d, capfd,
                        rf"^hspZ: --output: .*/held-{command} is in use by pid {os.getpid()} on "
                        rf"\S+ since .* UTC \(hspZ the-holder\); wait for it to finish, or pass "
                        rf"--wait$", d)
-    assert not out.exists()  # the holder made it, and leaves nothing
+    assert not out.exists()
 
 
-def test_lock_an_out_held_by_another_process_is_refused_naming_it(d, capfd):
+def out_held_by_another_process_is_refused(d: Path, capfd) -> None:
+    """`run` and `merge` into an OUT another process holds: refused, naming it."""
     out = d / "held-elsewhere"
     code = ("import sys, time\nfrom hspz.outdir import OutLock\n"
             "with OutLock(sys.argv[1], command='hspZ run -o elsewhere'):\n"

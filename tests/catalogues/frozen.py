@@ -1,8 +1,9 @@
-"""The refusal catalogue of frozen files, workers and the memory preflight (issue 15, items 5-6).
+"""The catalogue of damaged or mismatched frozen files, workers and the memory preflight.
 
 Each case is one `hspZ` command against files copied into the case's own directory, checked by
 `refusal.assert_refused`: one `hspZ:` line naming the problem (and the file), exit status 2, no
-traceback, nothing under the directory changed.  The classes:
+traceback, nothing under the directory changed.  `COMMAND` says which command each case runs;
+`tests/test_refusals_<command>.py` runs that command's cases.  The classes:
 
 - `manifest-`: a manifest (`--dump-manifest` / `--from-manifest`) edited anywhere, a byte of it
   flipped, cut short, without its checksum line, of an older format, or sealed again after its
@@ -43,11 +44,9 @@ def sealed(text: str) -> str:
     return f"{text}checksum sha256:{hashlib.sha256(text.encode()).hexdigest()}\n"
 
 
-@pytest.fixture(scope="module")
-def frozen(tmp_path_factory) -> Path:
-    """The pair, its manifest, a two-worker plan with both workers' results, and a
-    three-worker plan of the same pair (another plan)."""
-    d = tmp_path_factory.mktemp("frozen")
+def build(d: Path) -> Path:
+    """`d` with the pair, its manifest, a two-worker plan with both workers' results, and a
+    three-worker plan of the same pair (another plan): the `frozen` fixture."""
     ref, qry = (str(p) for p in write_pair(d))
     common = ["-r", ref, "-q", qry, *FLAGS, *CPU]
     assert main(["run", *common, "-o", str(d / "out"), "--dump-manifest", str(d / "m.txt")]) == 0
@@ -388,11 +387,25 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_a_damaged_or_mismatched_frozen_file_is_refused_in_one_line(frozen, tmp_path, capfd,
-                                                                    monkeypatch, case):
+def command(case: str) -> str:
+    """The command a case runs: a manifest is replayed by `run`, a plan file read by `work`
+    (or `merge`, or `run --from-manifest`), results merged, workers worked."""
+    special = {"plan-edited-read-by-merge": "merge", "plan-edited-as-manifest": "run"}
+    kind = case.split("-", 1)[0]
+    return special.get(case) or {"manifest": "run", "plan": "work", "results": "merge",
+                                 "workers": "work", "preflight": "run"}[kind]
+
+
+def params(of: str) -> list:
+    """The cases `of` runs, as pytest parameters named by the cases' ids."""
+    return [pytest.param(c, id=c) for c in CASES if command(c) == of]
+
+
+def check(case: str, frozen: Path, root: Path, capfd, monkeypatch) -> None:
+    """Build one case in `root` from the `frozen` files and check that it is refused."""
     monkeypatch.delenv("HSPZ_HOST_MEMORY_BYTES", raising=False)
     if case.startswith("preflight-"):
         monkeypatch.setenv("HSPZ_HOST_MEMORY_BYTES", "1000000")
-    argv, status, pattern = CASES[case](frozen, tmp_path)
-    assert_refused(capfd, argv, status, pattern, tmp_path, chatter=case.startswith("results-"))
+    argv, status, pattern = CASES[case](frozen, root)
+    assert argv[0] == command(case), (case, argv[0])
+    assert_refused(capfd, argv, status, pattern, root, chatter=case.startswith("results-"))

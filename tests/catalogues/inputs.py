@@ -1,6 +1,7 @@
-"""The refusal catalogue for inputs and numbers (issue 15, items 3 and 4): each case is a bad input
-file, flag value or environment knob that `hspZ` must refuse with one `hspZ:` line, exit status
-2, no traceback, its inputs unchanged and nothing written (`refusal.assert_refused`).
+"""The catalogue of bad inputs and numbers: each case is a bad input file, flag value or
+environment knob that `hspZ` must refuse with one `hspZ:` line, exit status 2, no traceback,
+its inputs unchanged and nothing written (`refusal.assert_refused`).  Each case names the
+command it runs; `tests/test_refusals_<command>.py` runs that command's cases.
 
 Classes (the id prefix): `fasta-` files no sequence can be read from, or whose records cannot be
 told apart; `2bit-` the same for 2bit; `names-` record names and -T/-Q prefixes that would break
@@ -24,7 +25,7 @@ What LASTZ 1.04.22 (the installed `lastz`) does with the same inputs, tried one 
   - seed patterns longer than 31: "cannot have length exceeding 31";
   - --xdrop 300000000 and --ambiguous=iupac,99999999999,2 run (its scores are int32 too).
 The inputs LASTZ reads and hspZ now reads the same way (CR-only, CRLF, blanks before '>') and
-the one it refuses that hspZ reads (a UTF-8 byte-order mark) are in test_input_variants.py.
+the one it refuses that hspZ reads (a UTF-8 byte-order mark) are in test_readers.py.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import fasta_bytes, random_dna
 from refusal import assert_refused
 from scorefiles import HOXD70
 
@@ -46,12 +48,11 @@ INSULIN = ("MALWMRLLPLLALLALWGPDPAAAFVNQHLCGSHLVEALYLVCGERGFFYTPKTRREAEDLQVGQVEL
 
 
 def _dna(seed: int, n: int) -> bytes:
-    rng = np.random.default_rng(seed)
-    return np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, n)].tobytes()
+    return random_dna(np.random.default_rng(seed), n).tobytes()
 
 
 def _fasta(records: list[tuple[bytes, bytes]]) -> bytes:
-    return b"".join(b">" + name + b"\n" + seq + b"\n" for name, seq in records)
+    return fasta_bytes(records)
 
 
 GOOD = _fasta([(b"chr1 the first", _dna(1, 600)), (b"chr2", _dna(2, 400))])
@@ -101,6 +102,7 @@ class Case:
     pattern: str
     env: dict = field(default_factory=dict)
     status: int = 2
+    command: str = "run"
 
 
 CASES = [
@@ -188,14 +190,14 @@ CASES = [
     Case("numbers-seed-control-character", _flags("-s", "1111\x0111111"), r"not a seed pattern"),
     Case("numbers-estimate-stride-absurd",
          _flags("--stride", "99999999999999999999999", command="hits-estimate"),
-         r"--stride: .* at most 4294967295"),
+         r"--stride: .* at most 4294967295", command="hits-estimate"),
     Case("numbers-benchmark-iterations-absurd",
          _flags("--iterations", "1" + "0" * 50, command="benchmark"),
-         r"--iterations: .* at most 1000"),
+         r"--iterations: .* at most 1000", command="benchmark"),
     Case("numbers-work-worker-absurd",
          lambda d: ["work", "--plan", str(d / "plan.txt"), "--worker", "9" * 30, "-o",
                     str(d / "r.npz")],
-         r"--worker: .* at most 1023"),
+         r"--worker: .* at most 1023", command="work"),
     # ---- scoring ----------------------------------------------------------------------------
     Case("scoring-missing-row", _scoring(HOXD70.rsplit("T", 1)[0]),
          r"the rows are 'A C G'; a DNA score set has A, C, G, T"),
@@ -241,27 +243,24 @@ CASES = [
 ]
 
 
-@pytest.fixture
-def case_dir(tmp_path: Path) -> Path:
-    """A directory with a valid reference and query, for the case to spoil."""
-    (tmp_path / "ref.fa").write_bytes(GOOD)
-    (tmp_path / "qry.fa").write_bytes(GOOD.replace(b"chr", b"ctg"))
-    return tmp_path
+def make_case_dir(root: Path) -> Path:
+    """`root` with a valid reference and query, for a case to spoil."""
+    (root / "ref.fa").write_bytes(GOOD)
+    (root / "qry.fa").write_bytes(GOOD.replace(b"chr", b"ctg"))
+    return root
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_a_bad_input_or_number_is_one_line_and_exit_2_with_nothing_written(case, case_dir, capfd,
-                                                                           monkeypatch):
+def params(command: str) -> list:
+    """`command`'s cases, as pytest parameters with the cases' ids."""
+    return [pytest.param(c, id=c.id) for c in CASES if c.command == command]
+
+
+def check(case: Case, case_dir: Path, capfd, monkeypatch) -> None:
+    """Run one case in `case_dir` (`make_case_dir`) and check that it is a clean refusal."""
     for name in ("HSPZ_UNIT_PARTITION", "HSPZ_REF_BUCKETS", "HSPZ_REF_BUCKET_SHIFT"):
         monkeypatch.delenv(name, raising=False)
     for name, value in case.env.items():
         monkeypatch.setenv(name, value)
     argv = case.make(case_dir)
+    assert argv[0] == case.command, (case.id, argv[0])
     assert_refused(capfd, argv, case.status, case.pattern, case_dir)
-
-
-def test_the_catalogue_covers_every_class_with_unique_ids():
-    ids = [c.id for c in CASES]
-    assert len(ids) == len(set(ids)) and len(ids) >= 35
-    classes = {i.split("-")[0] for i in ids}
-    assert classes == {"fasta", "2bit", "names", "protein", "numbers", "scoring", "knobs"}

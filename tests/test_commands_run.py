@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from helpers import random_dna, write_fasta
 
 BIN = Path(sys.executable).parent
 
@@ -20,15 +21,13 @@ def hspz(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def pair(folder: Path) -> None:
-    rng = np.random.default_rng(3)
-    bases = np.frombuffer(b"ACGT", np.uint8)
-    ref = bases[rng.integers(0, 4, 20000)]
-    (folder / "ref.fa").write_bytes(b">c1\n" + ref.tobytes() + b"\n")
-    (folder / "short.fa").write_bytes(b">c1\n" + ref[:19000].tobytes() + b"\n")
-    (folder / "renamed.fa").write_bytes(b">c2\n" + ref.tobytes() + b"\n")
+    ref = random_dna(np.random.default_rng(3), 20000)
+    write_fasta(folder / "ref.fa", [("c1", ref)])
+    write_fasta(folder / "short.fa", [("c1", ref[:19000])])
+    write_fasta(folder / "renamed.fa", [("c2", ref)])
     qry = ref[2000:9000].copy()
-    qry[::50] = bases[0]
-    (folder / "q.fa").write_bytes(b">q\n" + qry.tobytes() + b"\n")
+    qry[::50] = ord("A")
+    write_fasta(folder / "q.fa", [("q", qry)])
 
 
 def test_a_reference_unlike_the_index_is_refused_before_the_engine_runs(tmp_path: Path):

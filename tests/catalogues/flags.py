@@ -1,10 +1,13 @@
-"""Every bad flag value, knob or input is one `hspZ: ...` line on stderr, exit status 2, and
-nothing written (behaviour.md §1)."""
+"""The catalogue of bad flag values: every bad flag value, knob or input is one `hspZ: ...`
+line on stderr, exit status 2, and nothing written (docs/commands.md, "The rules every flag
+follows").  `RUN_CASES` are `run`'s, `OTHER_CASES` the other commands' (the first word of
+their argv); `tests/test_refusals_<command>.py` runs each command's cases."""
 
 from __future__ import annotations
 
 import gzip
 import re
+from pathlib import Path
 
 import pytest
 from multibin import write_pair
@@ -12,8 +15,8 @@ from multibin import write_pair
 from hspz.cli import main
 
 
-@pytest.fixture
-def inputs(tmp_path):
+def build(tmp_path: Path) -> Path:
+    """`tmp_path` with the pair and a few broken inputs (the `flag_inputs` fixture)."""
     ref, qry = write_pair(tmp_path)
     (tmp_path / "empty.fa").write_bytes(b"")
     (tmp_path / "noname.fa").write_bytes(b">\nACGTACGTACGTACGTACGTACGT\n")
@@ -27,7 +30,7 @@ def inputs(tmp_path):
 
 RUN = ["run", "-r", "{d}/ref.fa", "-q", "{d}/qry.fa", "-o", "{d}/out", "--backend", "cpu"]
 
-CASES = [
+RUN_CASES = [
     (["-C", "0"], {}, r"--wga-chunk-size: '0' must be at least 1"),
     (["--seed", "1101"], {}, r"--seed: '1101' has 3 care positions"),
     (["--gpus", "0"], {}, r"--gpus: 0 must be at least 1"),
@@ -56,22 +59,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("extra, env, message", CASES, ids=[str(c[0] or c[1]) for c in CASES])
-def test_bad_run_values_are_one_line_exit_2_and_write_nothing(inputs, capfd, monkeypatch, extra,
-                                                             env, message):
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    before = sorted(p.name for p in inputs.iterdir())
-    argv = [a.format(d=inputs) for a in RUN + extra]
-    assert main(argv) == 2
-    out, err = capfd.readouterr()
-    assert out == ""
-    assert len(err.splitlines()) == 1 and err.startswith("hspZ: "), err
-    assert re.search(message, err), err
-    assert sorted(p.name for p in inputs.iterdir()) == before
-
-
-@pytest.mark.parametrize("argv, message", [
+OTHER_CASES = [
     (["hits-estimate", "-r", "{d}/ref.fa", "-q", "{d}/qry.fa", "--stride", "0"],
      r"--stride: 0 must be at least 1"),
     (["hits-estimate", "-r", "{d}/ref.fa", "-q", "{d}/qry.fa", "-I", "0"],
@@ -85,8 +73,35 @@ def test_bad_run_values_are_one_line_exit_2_and_write_nothing(inputs, capfd, mon
      r"--worker: 'x' is not an integer"),
     (["merge", "--plan", "{d}/ref.fa", "-o", "{d}/out", "{d}/qry.fa"],
      r"ref\.fa: not an hspZ plan file"),
-])
-def test_bad_values_of_the_other_commands(inputs, capfd, argv, message):
+]
+
+
+def run_params() -> list:
+    """`run`'s cases, as pytest parameters (extra, env, message) named by their flags."""
+    return [pytest.param(*c, id=str(c[0] or c[1])) for c in RUN_CASES]
+
+
+def other_params(command: str) -> list:
+    """`command`'s cases, as pytest parameters (argv, message)."""
+    return [pytest.param(argv, message, id=f"{command}{k}")
+            for k, (argv, message) in enumerate(c for c in OTHER_CASES if c[0][0] == command)]
+
+
+def check_run(inputs: Path, capfd, monkeypatch, extra: list[str], env: dict,
+              message: str) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    before = sorted(p.name for p in inputs.iterdir())
+    argv = [a.format(d=inputs) for a in RUN + extra]
+    assert main(argv) == 2
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert len(err.splitlines()) == 1 and err.startswith("hspZ: "), err
+    assert re.search(message, err), err
+    assert sorted(p.name for p in inputs.iterdir()) == before
+
+
+def check_other(inputs: Path, capfd, argv: list[str], message: str) -> None:
     before = sorted(p.name for p in inputs.iterdir())
     assert main([a.format(d=inputs) for a in argv]) == 2
     out, err = capfd.readouterr()
@@ -94,8 +109,7 @@ def test_bad_values_of_the_other_commands(inputs, capfd, argv, message):
     assert sorted(p.name for p in inputs.iterdir()) == before
 
 
-@pytest.mark.parametrize("gpus", ["1", "2"])
-def test_output_that_cannot_be_written_is_one_line_exit_1(inputs, capfd, gpus):
+def unwritable_output_is_one_line_exit_1(inputs: Path, capfd, gpus: str) -> None:
     """A write that fails while the run publishes its files (here a folder sits where one of
     its segments files goes) is one line naming OUT, exit status 1, and OUT keeps exactly what
     was there: the publish fails before its journal, so nothing has moved."""

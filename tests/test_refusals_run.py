@@ -1,0 +1,67 @@
+"""The refusals of `hspZ run`: bad inputs, numbers and knobs; bad flag values; damaged or
+mismatched manifests and plan files given to --from-manifest, and the memory preflight; outputs
+that would clobber an input or cannot be written, and an OUT another process holds; derived,
+reserved and foreign paths.
+
+Every case is one `hspZ:` line, the expected exit status, no traceback and nothing under
+the case's directory changed; the cases live in `tests/catalogues/`, by what they spoil.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from catalogues import flags, frozen, inputs, outputs, trust
+
+
+@pytest.mark.parametrize("case", inputs.params("run"))
+def test_a_bad_input_or_number_is_one_line_and_exit_2_with_nothing_written(case, case_dir, capfd,
+                                                                           monkeypatch):
+    inputs.check(case, case_dir, capfd, monkeypatch)
+
+
+@pytest.mark.parametrize("extra, env, message", flags.run_params())
+def test_bad_run_values_are_one_line_exit_2_and_write_nothing(flag_inputs, capfd, monkeypatch,
+                                                             extra, env, message):
+    flags.check_run(flag_inputs, capfd, monkeypatch, extra, env, message)
+
+
+@pytest.mark.parametrize("gpus", ["1", "2"])
+def test_output_that_cannot_be_written_is_one_line_exit_1(flag_inputs, capfd, gpus):
+    """A write that fails while the run publishes its files is one line naming OUT, exit
+    status 1, and OUT keeps exactly what was there."""
+    flags.unwritable_output_is_one_line_exit_1(flag_inputs, capfd, gpus)
+
+
+@pytest.mark.parametrize("case", frozen.params("run"))
+def test_a_damaged_or_mismatched_frozen_file_is_refused_in_one_line(frozen_files, tmp_path, capfd,
+                                                                    monkeypatch, case):
+    frozen.check(case, frozen_files, tmp_path, capfd, monkeypatch)
+
+
+@pytest.mark.parametrize("argv, pattern", outputs.params("run"))
+def test_an_output_that_would_clobber_an_input_or_cannot_be_written_is_refused_before_any_work(
+        outputs_dir, capfd, monkeypatch, argv, pattern):
+    outputs.check(outputs_dir, capfd, monkeypatch, argv, pattern)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into any folder")
+def test_outdir_an_unwritable_out_is_refused_before_any_work(outputs_dir, tmp_path, capfd):
+    outputs.unwritable_out_is_refused(outputs_dir, tmp_path, capfd)
+
+
+def test_lock_an_out_held_in_this_process_is_refused_naming_the_holder(outputs_dir, capfd):
+    outputs.out_held_in_this_process_is_refused(outputs_dir, capfd, "run")
+
+
+def test_lock_an_out_held_by_another_process_is_refused_naming_it(outputs_dir, capfd):
+    """Both `run` and `merge` (one holder process for the two)."""
+    outputs.out_held_by_another_process_is_refused(outputs_dir, capfd)
+
+
+@pytest.mark.parametrize("setup, pattern", trust.params("run"))
+def test_a_derived_reserved_or_foreign_path_is_refused_and_nothing_changes(tmp_path, capfd,
+                                                                         monkeypatch, setup,
+                                                                         pattern):
+    trust.check(tmp_path, capfd, monkeypatch, setup, pattern, "run")
