@@ -786,5 +786,5 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "plan": cmd_plan, "work": cmd_work, "merge": cmd_merge,
             "hits-estimate": cmd_estimate, "index": cmd_index, "dotplot": cmd_dotplot,
-            "summarize": cmd_summarize, "gapped": cmd_gapped, "compare": cmd_compare, "benchmark": cmd_benchmark,
-            "warm": cmd_warm}
+            "summarize": cmd_summarize, "gapped": cmd_gapped, "compare": cmd_compare,
+            "benchmark": cmd_benchmark, "warm": cmd_warm}

@@ -12,7 +12,8 @@ distinct walks (maxima strictly decreasing from oldest to newest), merges walks 
 and retires the oldest once its drawdown passes x-drop.
 
 Anchors are the first base after the seed.  Right walks score anchor, anchor+1, ... (best position
-starts at -1); left walks score anchor-1, anchor-2, ... (best position counted in steps, starts at 0).
+starts at -1); left walks score anchor-1, anchor-2, ... (best position counted in steps, starts
+at 0).
 """
 
 from __future__ import annotations

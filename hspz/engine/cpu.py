@@ -242,7 +242,9 @@ def count_unit(ctx: Context, ref: RefBin, qry: QueryBin) -> tuple[int, int]:
         for strand in ctx.strands:
             span = iv if strand == "plus" else plan.minus_interval(iv, qry.block_len, size)
             for chunk in plan.wga_chunks(span, o.wga_chunk_size):
-                kmers, _ = query_seeds(qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition)
+                kmers, _ = query_seeds(
+                    qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition
+                )
                 seeds += len(kmers)
                 hits += int(ref.table.counts(kmers).sum())
     return seeds, hits
