@@ -168,7 +168,7 @@ def open_lock(path: PathArg, flag: str) -> int:
     return fd
 
 
-def lock_record(**fields) -> bytes:
+def lock_record(**fields: object) -> bytes:
     return (json.dumps(dict(hspz="lock", **fields)) + "\n").encode()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 from dataclasses import dataclass, field
 
 from hspz.errors import UsageError
@@ -91,7 +92,7 @@ class Options:
     def resolved_query_block_size(self) -> int:
         return self.seq_block_size if self.query_block_size is None else self.query_block_size
 
-    def replace(self, **changes) -> Options:
+    def replace(self, **changes: Any) -> Options:
         return dataclasses.replace(self, **changes)
 
 
