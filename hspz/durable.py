@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from hspz.errors import UsageError
 
@@ -345,7 +346,7 @@ def replaced(path: PathArg, flag: str = "") -> Iterator[Path]:
         raise
 
 
-def write_file(path: PathArg, data: bytes | Callable[[object], None], flag: str = "") -> None:
+def write_file(path: PathArg, data: bytes | Callable[[BinaryIO], None], flag: str = "") -> None:
     """`path` replaced atomically by `data` (or what `data(fh)` writes)."""
     with replaced(path, flag) as tmp, open(tmp, "wb") as fh:
         if callable(data):

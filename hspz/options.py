@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from hspz.errors import UsageError
 from hspz.names import name_problem

@@ -18,6 +18,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from hspz import batch as bt
 from hspz import index as ix
@@ -32,7 +33,7 @@ from hspz.inputs import read_side
 from hspz.planfile import PlanJob
 from hspz.progress import Progress
 from hspz.report import say
-from hspz.schedule import Schedule, make_schedule, partition_knob, schedule_lines
+from hspz.schedule import Devices, Schedule, make_schedule, partition_knob, schedule_lines
 from hspz.scoring import resolve_matrix
 from hspz.sequence import HashedRecords
 from hspz.workers import QuerySpec
@@ -43,8 +44,8 @@ class Batch:
     """A planned batch: the engine and devices it was planned for, the reference (records, or
     the index's known records), every job's frozen plan and the schedule."""
 
-    engine: object
-    devices: object
+    engine: ModuleType
+    devices: Devices
     ref: list
     jobs: list[PlanJob]
     schedule: Schedule
