@@ -282,7 +282,7 @@ def mark(path: PathArg) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def write_new(path: PathArg, data: bytes | memoryview | Callable[[object], None]) -> None:
+def write_new(path: PathArg, data: bytes | memoryview | Callable[[BinaryIO], None]) -> None:
     """Create file `path` (which must not exist: O_EXCL, no link followed) with `data` (or
     what `data(fh)` writes), fsynced."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
