@@ -208,6 +208,7 @@ def _execute(req: Request, b: Batch, summary: Summary, t0: float) -> int:
         report.print_time(summary, wall)
         report.print_batch(summary, b.jobs, wall)
     if req.hit_stats:
+        assert summary.hit_stats is not None  # kept when asked for
         report.print_hit_stats(summary.hit_stats)
     finish_batch(out, b.jobs, jobs, bool(req.tarball))
     sys.stdout.flush()

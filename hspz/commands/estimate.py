@@ -49,6 +49,7 @@ def estimate_command(req: Request, stride: int, pricing: Pricing | None = None) 
     with `pricing`, each unit's projected GPU time and the wall at --gpus W."""
     t0 = time.perf_counter()
     idx = None
+    ref: list  # the records, or an index's KnownRecords
     if req.index:
         idx, ref, verify = ix.open_checked(req.index, req.options, req.reference)
         qry = read_side(req.query, "query")

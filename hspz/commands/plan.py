@@ -52,6 +52,7 @@ def _single_plan(req: Request, select: Callable[[], ModuleType]
                  ) -> tuple[PlanFile, list, ix.Index | None, Devices]:
     """One query, planned as `run` plans it (from an index's records when given one)."""
     idx = verify = None
+    ref: list  # the records, or an index's KnownRecords
     if req.index:
         idx = ix.open_index(req.index)
         ix.check_options(idx, req.options)

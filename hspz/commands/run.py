@@ -141,5 +141,6 @@ def _report(req: Request, summary: Summary, t0: float) -> None:
     if req.time:
         report.print_time(summary, time.perf_counter() - t0)
     if req.hit_stats:
+        assert summary.hit_stats is not None  # kept when asked for
         report.print_hit_stats(summary.hit_stats)
     print(f"digest: {summary.digest}")
