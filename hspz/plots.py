@@ -12,7 +12,7 @@ import os
 import tarfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -201,8 +201,9 @@ def dotplot(texts: Sequence[bytes], ref: tuple[list[str], list[int]],
     for strand, colour, name in ((~minus, "tab:blue", "+"), (minus, "tab:red", "-")):
         lines = np.stack([np.stack([rx0[strand], qy0[strand]], 1),
                           np.stack([rx1[strand], qy1[strand]], 1)], 1)
-        # matplotlib's stub asks for a Sequence; an (N, 2, 2) array is what it documents
-        ax.add_collection(LineCollection(lines, colors=colour, linewidths=1.2,  # type: ignore[arg-type]
+        # the (N, 2, 2) array LineCollection documents, which its stub types as a Sequence
+        segments = cast("Sequence[np.ndarray]", lines)
+        ax.add_collection(LineCollection(segments, colors=colour, linewidths=1.2,
                                          label=f"{name} strand ({int(strand.sum()):,} HSPs)"))
     r_lines = separators(ref[1], np.arange(len(ref[0])))
     q_lines = separators(qry[1], q_order)
