@@ -20,12 +20,14 @@ demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --profile profiles/local
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --profile profiles/local --report results/report.html
 
-test: $(STAMP)
-	$(BIN)/ruff check .
+test: lint
 	$(BIN)/pytest -q
 
+# the style gate `make test` runs first: lint rules, formatting, types (all set in pyproject.toml)
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) demo-out results work logs .snakemake .pytest_cache
+	rm -rf $(VENV) demo-out results work logs .snakemake .pytest_cache .ruff_cache .mypy_cache

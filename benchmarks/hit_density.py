@@ -210,7 +210,9 @@ def _indexed(seqs: list[np.ndarray], starts: list[int]) -> tuple[np.ndarray, np.
     return pos, np.concatenate([c for _, c in pairs])
 
 
-def _best(ref: np.ndarray, qry: np.ndarray, r: np.ndarray, q: np.ndarray, steps: np.ndarray, xdrop: int):
+def _best(
+    ref: np.ndarray, qry: np.ndarray, r: np.ndarray, q: np.ndarray, steps: np.ndarray, xdrop: int
+):
     """Best x-drop score of walks scoring (r + s, q + s) for s in `steps`; lowercase/N: -1000."""
     table = np.full((5, 5), -1000, dtype=np.int32)
     table[:4, :4] = HOXD70
@@ -238,7 +240,8 @@ def estimate_gate(
     order = np.argsort(ref_code, kind="stable")
     ref_code, ref_pos = ref_code[order], ref_pos[order]
     qry_pos, qry_code = _indexed(qry_seqs, qry_starts)
-    pick = np.random.default_rng(seed).choice(qry_pos.size, min(sample, qry_pos.size), replace=False)
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(qry_pos.size, min(sample, qry_pos.size), replace=False)
     hits = passed = 0
     for mask in VARIANT_MASKS:
         codes = qry_code[pick] ^ np.uint32(mask)

@@ -48,7 +48,9 @@ def main() -> int:
     ap.add_argument("--ns-per-hit", type=float, required=True)
     ap.add_argument("--unit-ms", default="0")
     ap.add_argument("--worker-ms", default="0")
-    ap.add_argument("-B", action="append", help="bin size (several bins, several units); repeatable")
+    ap.add_argument(
+        "-B", action="append", help="bin size (several bins, several units); repeatable"
+    )
     ap.add_argument("--workdir", type=Path, default=Path("bench-data"))
     ap.add_argument("--out", type=Path, default=Path("."))
     ap.add_argument("--backend", default="gpu")

@@ -262,7 +262,9 @@ def _substitute(rng: np.random.Generator, seq: np.ndarray, pos: np.ndarray, mode
     seq[pos] = np.where(u < model.cum_ts[base], TRANSITION[base], tv)
 
 
-def _substitute_at_rate(rng: np.random.Generator, seq: np.ndarray, rate: float, model: _Model) -> None:
+def _substitute_at_rate(
+    rng: np.random.Generator, seq: np.ndarray, rate: float, model: _Model
+) -> None:
     """HKY substitutions at `rate` per site on average (per base by the model's rates)."""
     pos = _bernoulli_positions(rng, seq.size, min(1.0, rate / model.mean_accept))
     pos = pos[rng.random(pos.size) < model.accept[seq[pos]]]
@@ -270,7 +272,11 @@ def _substitute_at_rate(rng: np.random.Generator, seq: np.ndarray, rate: float, 
 
 
 def _mutate_segments(
-    rng: np.random.Generator, payload: np.ndarray, lengths: np.ndarray, rates: np.ndarray, model: _Model
+    rng: np.random.Generator,
+    payload: np.ndarray,
+    lengths: np.ndarray,
+    rates: np.ndarray,
+    model: _Model,
 ) -> None:
     """Substitute each base of segment i with probability rates[i]."""
     ends = np.cumsum(lengths)
@@ -362,7 +368,10 @@ def _library(spec: PairSpec) -> dict[tuple[str, str], _Families]:
     lib: dict[tuple[str, str], _Families] = {}
     shape = {"sine": (300, 20, 0.52), "line": (6000, 400, 0.42)}
     for kind, (mean, sd, gc) in shape.items():
-        old = [_random_bases(rng, max(50, int(rng.normal(mean, sd))), gc) for _ in range(spec.families)]
+        old = [
+            _random_bases(rng, max(50, int(rng.normal(mean, sd))), gc)
+            for _ in range(spec.families)
+        ]
         lib[kind, "shared"] = _families_from(kind, old)
         for group in ("ref", "query"):
             young = [c.copy() for c in old]
@@ -385,7 +394,9 @@ def _copy_lengths(rng: np.random.Generator, fam: _Families, spec: PairSpec, coun
     return f, keep, full
 
 
-def _soft_mask(rng: np.random.Generator, payload: np.ndarray, lengths: np.ndarray, missed: float, min_bp: int) -> None:
+def _soft_mask(
+    rng: np.random.Generator, payload: np.ndarray, lengths: np.ndarray, missed: float, min_bp: int
+) -> None:
     """Lowercase every segment except those shorter than `min_bp` and a share `missed` of the
     others (the masker misses short fragments and some diverged or impure copies)."""
     masked = (rng.random(lengths.size) >= missed) & (lengths >= min_bp)
@@ -402,7 +413,8 @@ def _interspersed(rng, fam: _Families, total: int, divergence: float, spec: Pair
     f, full = f[:k], full[:k]
     w = _within(lengths)
     rc = np.repeat(rng.random(k) < 0.5, lengths)
-    src = np.repeat(fam.starts[f] + full - lengths, lengths) + np.where(rc, np.repeat(lengths, lengths) - 1 - w, w)
+    flipped = np.where(rc, np.repeat(lengths, lengths) - 1 - w, w)
+    src = np.repeat(fam.starts[f] + full - lengths, lengths) + flipped
     del w
     payload = fam.seq[src]
     tail = src >= np.repeat(fam.starts[f] + fam.sizes[f], lengths)
@@ -430,11 +442,15 @@ def _microsatellites(rng: np.random.Generator, total: int, spec: PairSpec, short
     unit_len = rng.choice(np.arange(1, 7), count, p=sizes)
     bases = [0.4, 0.1, 0.1, 0.4] if short else [0.32, 0.18, 0.18, 0.32]
     units = rng.choice(np.frombuffer(b"ACGT", np.uint8), (count, 6), p=bases)
-    raw = np.minimum(24, 9 + rng.geometric(1 / 7, count)) if short else np.minimum(150, 11 + rng.geometric(1 / 29, count))
+    if short:
+        raw = np.minimum(24, 9 + rng.geometric(1 / 7, count))
+    else:
+        raw = np.minimum(150, 11 + rng.geometric(1 / 29, count))
     lengths = _cut_to_total(raw, total)
     k = lengths.size
     payload = _tiled(units[:k], unit_len[:k], lengths)
-    _mutate_segments(rng, payload, lengths, rng.uniform(0, 0.08 if short else 0.12, k), _model(spec.ts_tv, 0.5))
+    rates = rng.uniform(0, 0.08 if short else 0.12, k)
+    _mutate_segments(rng, payload, lengths, rates, _model(spec.ts_tv, 0.5))
     if not short:
         _soft_mask(rng, payload, lengths, spec.simple_unmasked_fraction, spec.mask_min_bp)
     return payload, lengths
@@ -474,7 +490,9 @@ def _repeat_payload(rng, spec: PairSpec, lib, group: str, size: float):
     return payload[_ranges(_offsets(lengths)[order], lengths[order])], lengths[order]
 
 
-def _insert_repeats(rng, seq: np.ndarray, spec: PairSpec, lib, group: str, size: float) -> np.ndarray:
+def _insert_repeats(
+    rng, seq: np.ndarray, spec: PairSpec, lib, group: str, size: float
+) -> np.ndarray:
     payload, lengths = _repeat_payload(rng, spec, lib, group, size)
     if group != "shared":  # young copies: CpG decayed less
         _deplete_cpg(rng, payload, spec.cpg_depletion / 2)
@@ -515,7 +533,9 @@ def _ancestor(spec: PairSpec, lib, final_sizes: np.ndarray, first: int = 0) -> l
 # ---------------------------------------------------------------------------------------------
 
 
-def _small_indels(rng: np.random.Generator, seq: np.ndarray, rate: float, spec: PairSpec) -> np.ndarray:
+def _small_indels(
+    rng: np.random.Generator, seq: np.ndarray, rate: float, spec: PairSpec
+) -> np.ndarray:
     """Insert, then delete, short runs (geometric lengths, mean `indel_mean_bp`, at most 50),
     each at `rate` / 2 events per site; inserted bases take the case of the base before."""
     p = 1 / max(1.0, spec.indel_mean_bp)
@@ -610,7 +630,9 @@ def _add_gaps(rng: np.random.Generator, seq: np.ndarray, spec: PairSpec) -> None
     seq[_ranges(starts, lengths)] = ord("N")
 
 
-def _finish(rng, chroms, spec: PairSpec, lib, group: str, targets, rearrange: bool) -> list[np.ndarray]:
+def _finish(
+    rng, chroms, spec: PairSpec, lib, group: str, targets, rearrange: bool
+) -> list[np.ndarray]:
     """Branch-specific insertions, segmental duplications, trimming, rearrangements, gaps."""
     chroms = [
         _insert_repeats(rng, seq, spec, lib, group, float(t) * _surplus(spec))
@@ -660,7 +682,9 @@ def _genome_slice(ancestor: list[np.ndarray], starts: np.ndarray, a: int, b: int
     return np.concatenate(parts) if parts else np.empty(0, np.uint8)
 
 
-def _portion(rng, ancestor: list[np.ndarray], needs: np.ndarray, spec: PairSpec) -> list[np.ndarray]:
+def _portion(
+    rng, ancestor: list[np.ndarray], needs: np.ndarray, spec: PairSpec
+) -> list[np.ndarray]:
     """The query's ancestral material: one contiguous stretch, or pieces from all over."""
     starts = _offsets(np.array([a.size for a in ancestor], dtype=np.int64))
     genome = int(sum(a.size for a in ancestor))
@@ -676,7 +700,10 @@ def _portion(rng, ancestor: list[np.ndarray], needs: np.ndarray, spec: PairSpec)
         begins = gaps + _offsets(sizes)
         order = rng.permutation(count)
         material = np.concatenate(
-            [_genome_slice(ancestor, starts, int(begins[i]), int(begins[i] + sizes[i])) for i in order]
+            [
+                _genome_slice(ancestor, starts, int(begins[i]), int(begins[i] + sizes[i]))
+                for i in order
+            ]
         )
     return [material[o : o + n].copy() for o, n in zip(_offsets(needs), needs, strict=True)]
 
@@ -832,7 +859,9 @@ def write_records(path: Path, records: Records, fmt: str) -> Path:
     return path
 
 
-def write_pair(spec: PairSpec, outdir: str | Path, formats: Sequence[str] = ("fa", "2bit")) -> dict[str, Path]:
+def write_pair(
+    spec: PairSpec, outdir: str | Path, formats: Sequence[str] = ("fa", "2bit")
+) -> dict[str, Path]:
     """Simulate and write ref.<fmt> and query.<fmt> for each format; keys "ref.fa" etc."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)

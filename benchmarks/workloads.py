@@ -35,7 +35,9 @@ from benchmarks.simulate import (  # noqa: E402
 
 DEFAULT_PATH = Path(__file__).with_name("workloads.toml")
 KINDS = ("real", "simulated", "batch")
-_META = {"kind", "description", "format", "queries", "reference_of", "reference", "query", "package"}
+_META = {
+    "kind", "description", "format", "queries", "reference_of", "reference", "query", "package",
+}
 
 
 def load_workloads(path: str | Path = DEFAULT_PATH) -> dict[str, dict[str, Any]]:
@@ -50,7 +52,8 @@ def load_workloads(path: str | Path = DEFAULT_PATH) -> dict[str, dict[str, Any]]
             raise ValueError(f"workload {name!r}: kind must be one of {KINDS}, not {kind!r}")
         out[name] = {**defaults, **entry} if kind != "real" else dict(entry)
     for name, entry in out.items():
-        if entry["kind"] == "batch" and out.get(entry.get("reference_of"), {}).get("kind") != "simulated":
+        source = out.get(entry.get("reference_of"), {})
+        if entry["kind"] == "batch" and source.get("kind") != "simulated":
             raise ValueError(f"workload {name!r}: reference_of must name a simulated workload")
     return out
 
@@ -125,7 +128,9 @@ def _real(name: str, entry: dict[str, Any], files: str | Path | None) -> dict[st
     return paths
 
 
-def _batch(entry, spec: PairSpec, ref_path: Path, ref_fmt: str, workdir: Path, fmt: str) -> dict[str, Path]:
+def _batch(
+    entry, spec: PairSpec, ref_path: Path, ref_fmt: str, workdir: Path, fmt: str
+) -> dict[str, Path]:
     seeds = list(range(1, int(entry["queries"]) + 1))
     specs = [dataclasses.replace(spec, query_seed=s) for s in seeds]
     query_paths = [workdir / f"query-{spec_digest(s)}.{fmt}" for s in specs]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from types import ModuleType
 
 from hspz import lean
 from hspz.errors import UsageError
@@ -44,7 +45,7 @@ def warm(backend: str) -> threading.Thread | None:
     return thread
 
 
-def _start_cuda(cupy) -> None:
+def _start_cuda(cupy: ModuleType) -> None:
     try:
         if cupy.cuda.runtime.getDeviceCount() > 0:
             cupy.cuda.Device(0).mem_info  # noqa: B018 (creates the context)
@@ -52,7 +53,7 @@ def _start_cuda(cupy) -> None:
         pass
 
 
-def select(options: Options):
+def select(options: Options) -> ModuleType:
     """The engine module (with `run_unit`) this run uses."""
     use_gpu = options.backend != "cpu" and gpu_available()
     if options.backend == "gpu" and not use_gpu:

@@ -88,11 +88,12 @@ def _read_query_list(path: str | os.PathLike, source: str) -> tuple[list[ListedQ
 
 def duplicate_notes(jobs: Sequence[ListedQuery]) -> list[str]:
     """One note per job whose file an earlier job lists too (the same path or the same file)."""
-    notes, seen = [], {}
+    notes: list[str] = []
+    seen: dict[tuple[int, int] | str, int] = {}
     for job in jobs:
         try:
             st = os.stat(job.path)
-            key = (st.st_dev, st.st_ino)
+            key: tuple[int, int] | str = (st.st_dev, st.st_ino)
         except OSError:  # reported when the query is read
             key = job.path
         if key in seen:

@@ -12,14 +12,15 @@ import statistics
 import sys
 import tempfile
 import time
+from types import ModuleType
 
 from hspz import backends, durable, execute
 from hspz.errors import RunError, UsageError
-from hspz.inputs import read_inputs
+from hspz.inputs import Inputs, read_inputs
 from hspz.options import Options
 
 
-def one_pass(options: Options, inputs, engine, kind: str) -> dict:
+def one_pass(options: Options, inputs: Inputs, engine: ModuleType, kind: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="hspz-bench-") as tmp:
         t0 = time.perf_counter()
         summary = execute.run(options, inputs, tmp, engine)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from types import ModuleType
 
 from hspz import knobs
 from hspz import plan as planning
@@ -20,11 +21,11 @@ from hspz import schedule as scheduling
 from hspz.options import Options
 
 
-def backend_of(engine) -> str:
+def backend_of(engine: ModuleType) -> str:
     return "gpu" if engine.__name__.endswith(".gpu") else "cpu"
 
 
-def devices_for(engine, gpus: int) -> scheduling.Devices:
+def devices_for(engine: ModuleType, gpus: int) -> scheduling.Devices:
     if backend_of(engine) == "gpu":
         return scheduling.gpu_devices()
     return scheduling.cpu_devices(gpus)

@@ -29,6 +29,7 @@ import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hspz import __version__
 from hspz.errors import HspzError, Terminated, UsageError, on_sigterm
@@ -50,13 +51,17 @@ from hspz.options import (
     shown,
 )
 
+if TYPE_CHECKING:
+    from hspz.commands import Request
+    from hspz.planfile import PlanFile, PlanJob
+
 # argparse dest -> Options field, for the flags that decide what is computed
 FIELDS = {"notransition": "transition", "noentropy": "entropy",
           "lastz_interval_size": "interval_size"}
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2, via the common handler
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, via the common handler
         raise UsageError(message)
 
 
@@ -93,12 +98,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
       help="KegAlign's sequential bins (never shrunk by the memory preflight)")
 
 
-def _given(ns: argparse.Namespace, name: str, default):
+def _given(ns: argparse.Namespace, name: str, default: Any) -> Any:
     value = getattr(ns, name, None)
     return default if value is None else value
 
 
-def _text(ns: argparse.Namespace, name: str, default) -> str:
+def _text(ns: argparse.Namespace, name: str, default: object) -> str:
     return str(_given(ns, name, default))
 
 
@@ -343,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, before)
 
 
-def _one_line(exc: Exception) -> str:
+def _one_line(exc: HspzError | OSError) -> str:
     """The message, kept to one line whatever it quotes (a path or value with a newline)."""
     if isinstance(exc, HspzError):
         text = str(exc)
@@ -419,7 +424,7 @@ def _dumps(ns: argparse.Namespace, inputs: dict, *flags: str) -> dict[str, list[
     return out
 
 
-def _request(ns: argparse.Namespace, options: Options):
+def _request(ns: argparse.Namespace, options: Options) -> Request:
     """Cross-flag checks shared by run and plan, then the command's request."""
     from hspz import knobs
     from hspz.commands import Request
@@ -649,7 +654,7 @@ def cmd_index(ns: argparse.Namespace) -> int:
                          ns.time)
 
 
-def _plan_job(ns: argparse.Namespace):
+def _plan_job(ns: argparse.Namespace) -> tuple[PlanFile, PlanJob]:
     """The plan file's job --job (1-based), for dotplot and gapped."""
     from hspz.planfile import read_plan
 
@@ -658,7 +663,7 @@ def _plan_job(ns: argparse.Namespace):
     return pf, pf.jobs[n - 1]
 
 
-def _plan_inputs(ns: argparse.Namespace, pf) -> dict:
+def _plan_inputs(ns: argparse.Namespace, pf: PlanFile) -> dict:
     """What a report command reads or must never write: its plan, its segments and every input
     the plan names (the reference, every job's query)."""
     return {"--plan": ns.plan, "SEGMENTS": ns.segments, "the reference of --plan": pf.reference,
@@ -761,7 +766,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     _need(ns, "--reference", "--query")
     files = None if ns.keep is None else [os.path.join(ns.keep, n) for n in compare.KEPT]
     keeps = outdir.Tree(ns.keep, lambda name: name in compare.KEPT, writes=tuple(files)) \
-        if ns.keep is not None else None
+        if files is not None else None
     outdir.check_disjoint(_inputs(ns), {"--keep": files}, {"--keep": keeps})
     return compare.main(options, ns.reference, ns.query, ns.lastz, ns.keep)
 
@@ -786,5 +791,5 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "plan": cmd_plan, "work": cmd_work, "merge": cmd_merge,
             "hits-estimate": cmd_estimate, "index": cmd_index, "dotplot": cmd_dotplot,
-            "summarize": cmd_summarize, "gapped": cmd_gapped, "compare": cmd_compare, "benchmark": cmd_benchmark,
-            "warm": cmd_warm}
+            "summarize": cmd_summarize, "gapped": cmd_gapped, "compare": cmd_compare,
+            "benchmark": cmd_benchmark, "warm": cmd_warm}

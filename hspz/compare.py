@@ -55,7 +55,7 @@ def run_lastz(lastz: str, options: Options, ref_fa: Path, qry_fa: Path) -> list[
     return sorted(proc.stdout.splitlines())
 
 
-def _fields(line: bytes):
+def _fields(line: bytes) -> tuple[tuple[bytes, bytes, bytes], int, int, int]:
     f = line.split(b"\t")
     return (f[0], f[3], f[6]), int(f[1]), int(f[2]), int(f[4])
 
@@ -74,7 +74,8 @@ def verdict(ours: list[bytes], theirs: list[bytes]) -> tuple[str, list[bytes], l
     """(verdict, lines only hspZ has, lines only LASTZ has), multiset-wise."""
     if ours == theirs:
         return "EXACT", [], []
-    count_o, count_t = defaultdict(int), defaultdict(int)
+    count_o: defaultdict[bytes, int] = defaultdict(int)
+    count_t: defaultdict[bytes, int] = defaultdict(int)
     for line in ours:
         count_o[line] += 1
     for line in theirs:

@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from hspz.errors import UsageError
 
@@ -168,7 +169,7 @@ def open_lock(path: PathArg, flag: str) -> int:
     return fd
 
 
-def lock_record(**fields) -> bytes:
+def lock_record(**fields: object) -> bytes:
     return (json.dumps(dict(hspz="lock", **fields)) + "\n").encode()
 
 
@@ -281,7 +282,7 @@ def mark(path: PathArg) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def write_new(path: PathArg, data: bytes | memoryview | Callable[[object], None]) -> None:
+def write_new(path: PathArg, data: bytes | memoryview | Callable[[BinaryIO], None]) -> None:
     """Create file `path` (which must not exist: O_EXCL, no link followed) with `data` (or
     what `data(fh)` writes), fsynced."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -345,7 +346,7 @@ def replaced(path: PathArg, flag: str = "") -> Iterator[Path]:
         raise
 
 
-def write_file(path: PathArg, data: bytes | Callable[[object], None], flag: str = "") -> None:
+def write_file(path: PathArg, data: bytes | Callable[[BinaryIO], None], flag: str = "") -> None:
     """`path` replaced atomically by `data` (or what `data(fh)` writes)."""
     with replaced(path, flag) as tmp, open(tmp, "wb") as fh:
         if callable(data):

@@ -144,7 +144,8 @@ class Emitter:
             self.digest.seal(result.ref_bin)
         return [f[0] for f in files]
 
-    def _pieces(self, name: str, h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str):
+    def _pieces(self, name: str, h: np.ndarray, ref: PackedBin, qry: PackedBin,
+                strand: str) -> list[tuple[str, np.ndarray]]:
         """(file name, HSP rows) of one logical segments file: itself, or its -D splits."""
         chunk = self.partitioner.chunk_for(len(h)) if self.partitioner else None
         if chunk is None:
@@ -201,10 +202,12 @@ class Emitter:
         return tmp, path
 
     def _archive(self) -> tuple[Path, Path]:
-        durable.guard("--tarball", self.tarball)
-        tmp = self._staged_for(self.tarball)
+        tarball = self.tarball
+        assert tarball is not None  # called only with --tarball
+        durable.guard("--tarball", tarball)
+        tmp = self._staged_for(tarball)
         write_tarball(tmp, self.stage, self.written)
-        return tmp, self.tarball
+        return tmp, tarball
 
     def _stale(self) -> list[str]:
         """The segments files named as hspZ names them that this run did not write."""
@@ -280,8 +283,9 @@ class LineDigest:
         self.threads, self.ranges = threads or os.cpu_count() or 1, ranges
         self.runs: list[np.ndarray] = []  # sorted lines of sealed groups, not yet merged
         self.pending: dict[int, list[np.ndarray]] = {g: [] for g in groups or {}}
-        self.spans = {g: (min(n + b"\t" for n in names), max(n + b"\n" for n in names))
-                      for g, names in (groups or {}).items() if names}
+        self.spans: dict[int | None, tuple[bytes, bytes]] = {
+            g: (min(n + b"\t" for n in names), max(n + b"\n" for n in names))
+            for g, names in (groups or {}).items() if names}
         self.pieces: list[tuple[bytes, bytes | None, list[bytes]]] = []  # (lo, hi, texts)
         self.frontier: bytes | None = b""  # every line below it is hashed (None: every line)
         self.hash = hashlib.sha256()
@@ -341,10 +345,11 @@ class LineDigest:
                 return
 
 
-def _gaps(start: bytes, taken: list[tuple[bytes, bytes | None]]):
+def _gaps(start: bytes, taken: list[tuple[bytes, bytes | None]]
+          ) -> Iterator[tuple[bytes, bytes | None]]:
     """The key ranges [lo, hi) from `start` on that no interval of `taken` (sorted by lo; hi
     None: no end) overlaps; hi None: no end."""
-    at = start
+    at: bytes | None = start
     for lo, hi in taken:
         if at is None:
             return

@@ -9,6 +9,7 @@ exception, so that a terminated run cleans up as an interrupted one does (exit s
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 
 class HspzError(Exception):
@@ -43,7 +44,7 @@ class Terminated(BaseException):
 _held = {"depth": 0, "pending": False}
 
 
-def on_sigterm(signum, frame) -> None:
+def on_sigterm(signum: int, frame: FrameType | None) -> None:
     """The SIGTERM handler the CLI installs: raise `Terminated`, or inside `sigterm_held`
     remember it for the block's end."""
     if _held["depth"]:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
 
 from hspz import estimate
 from hspz import plan as planning
@@ -28,6 +29,11 @@ from hspz.report import say, write_raw
 from hspz.scoring import resolve_matrix
 from hspz.sequence import Record
 from hspz.workers import Pool, QuerySpec, WorkerJob, WorkerReport, run_workers
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from hspz.index import Verification
 
 
 @dataclass
@@ -50,7 +56,7 @@ class Summary:
 
 
 @contextmanager
-def timed(phases: dict, name: str):
+def timed(phases: dict, name: str) -> Iterator[None]:
     """Add the wall-clock seconds of the block to `phases[name]`."""
     t = time.perf_counter()
     try:
@@ -69,7 +75,7 @@ class Execution:
     progress: Progress | None = None
     keep_results: bool = False  # Summary.results holds every UnitResult (--dump-raw, library)
     index: str | None = None  # reference bins are loaded from this index folder
-    verify: object = None  # an index.Verification of the reference, waited for before output
+    verify: Verification | None = None  # of the reference, waited for before output
     on_job: Callable[[Job], None] | None = None  # a batch job has been published
 
 
@@ -94,7 +100,10 @@ def worker_jobs(jobs: list[Job], sched: scheduling.Schedule, engine_name: str, t
     if jobs[0].spec is None:  # a single query: its own plan, its records handed over
         plan, specs = jobs[0].manifest.plan, None
     else:
-        specs = [job.spec for job in jobs]
+        specs = []
+        for job in jobs:
+            assert job.spec is not None  # a batch: every job names its query file
+            specs.append(job.spec)
         plan = BatchAxis(tuple(len(s.query_bins) for s in specs)).plan(
             jobs[0].manifest.plan.ref_bins)
     return [WorkerJob(k, sched.devices[k], sched.visits[k], ctx, plan, engine_name, per, t0,
@@ -109,6 +118,11 @@ def ledger_row(m: Manifest, r: UnitResult, label: str, job: int = 0) -> dict:
                 query_bin=r.query_bin, ref_bp=rbp, query_bp=qbp, gpu_ms=r.gpu_ms,
                 host_start_ms=r.host_start_ms, host_end_ms=r.host_end_ms, seeds=r.seeds,
                 hits=r.hits, raw_hsps=r.raw_hsps, hsps=r.hsps)
+
+
+def _raw_writer(job: Job) -> Callable[[Path], None]:
+    """`--dump-raw`'s writer for one job: its pre-dedup HSPs, once the job has run."""
+    return lambda tmp: write_raw(tmp, job.summary.results)
 
 
 class Emitters:
@@ -139,8 +153,7 @@ class Emitters:
                          for job in jobs]
         for job, emitter in zip(jobs, self.emitters, strict=True):
             if job.raw:
-                emitter.also(job.raw, lambda tmp, job=job: write_raw(tmp, job.summary.results),
-                             "--dump-raw")
+                emitter.also(job.raw, _raw_writer(job), "--dump-raw")
         self.open = set(range(len(jobs)))
 
     def add(self, result: UnitResult) -> None:
@@ -183,7 +196,7 @@ def execute(jobs: list[Job], sched: scheduling.Schedule, engine_name: str, threa
     summary.hit_stats = estimate.HitHistogram() if how.hit_stats else None
     emitters = Emitters(jobs, sched, how, summary)
 
-    def sink(result: UnitResult, extras) -> None:
+    def sink(result: UnitResult, extras: estimate.HitHistogram | None) -> None:
         if extras is not None and summary.hit_stats is not None:
             summary.hit_stats.merge(extras)
         emitters.add(result)
@@ -228,8 +241,8 @@ def check_lifecycle(reports: list[WorkerReport], sched: scheduling.Schedule) -> 
                        f"{sched.total_visits} visits, {units} of {planned} units")
 
 
-def run(options: Options, inputs: Inputs, outdir: str | Path, engine, tarball=None,
-        progress=None) -> Summary:
+def run(options: Options, inputs: Inputs, outdir: str | Path, engine: ModuleType,
+        tarball: str | Path | None = None, progress: Progress | None = None) -> Summary:
     """Run `inputs.plan` through `engine` into `outdir` (the in-library entry point used by
     `compare` and `benchmark`): --gpus workers, no manifest, no preflight."""
     devices = devices_for(engine, options.gpus)
@@ -247,7 +260,7 @@ def run(options: Options, inputs: Inputs, outdir: str | Path, engine, tarball=No
                    Execution(options.diagonal_partition, progress=progress, keep_results=True))
 
 
-def print_counts(summary: Summary, stream=None) -> None:
+def print_counts(summary: Summary, stream: TextIO | None = None) -> None:
     stream = stream or sys.stderr
     print(f"#seeds: {summary.seeds}", file=stream)
     print(f"#seed hits: {summary.hits}", file=stream)

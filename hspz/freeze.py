@@ -9,6 +9,7 @@ inputs and never replanned."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,7 @@ from hspz.sequence import Record, side_digest
 
 if TYPE_CHECKING:
     from hspz.commands import Request
+    from hspz.seedable import Seedable
 
 
 @dataclass
@@ -58,7 +60,8 @@ def memory_model(f: Freeze, max_hits: int, workers: int) -> planning.MemoryModel
 
 
 def memory_fits(f: Freeze, max_hits: int, ref_lengths: list[int], qry_lengths: list[int],
-                sides=None):
+                sides: tuple[Seedable, Seedable] | None = None
+                ) -> tuple[Callable[[planning.Plan], bool], Callable[[planning.Plan], str]]:
     """(fits(plan), describe(plan)) for this run's budget: on the CPU backend the whole run's
     host memory (`plan.cpu_estimate`) against 90% of the host's, on the GPU each worker's
     device memory against its share of the free memory.  A plan runs on min(--gpus, its
@@ -89,12 +92,15 @@ def memory_fits(f: Freeze, max_hits: int, ref_lengths: list[int], qry_lengths: l
         qbp = max(planning.bin_bp(p.query_bins, qry_lengths))
         w = planning.workers_for(gpus, p)
         if devices.backend == "cpu":
+            assert host is not None  # a plan only fails a budget there is
             t = memory_model(f, max_hits, w).threads
             return (f"the largest unit ({rbp} x {qbp} bp) makes the run need ~"
                     f"{_gib(need(p))} GiB of host memory ({w} worker(s), {t} thread(s) each), "
                     f"over its {_gib(host[0])} GiB budget (90% of {host[1]})")
+        gpu_budget = budget(p)
+        assert gpu_budget is not None
         return (f"the largest unit ({rbp} x {qbp} bp) needs ~{_gib(need(p))} GiB per "
-                f"worker, over the {_gib(budget(p))} GiB budget of {w} worker(s)")
+                f"worker, over the {_gib(gpu_budget)} GiB budget of {w} worker(s)")
 
     return fits, describe
 
@@ -146,7 +152,8 @@ def resident_hits(devices: scheduling.Devices, max_hits: int) -> int:
 
 
 def plan_layout(f: Freeze, max_hits: int, ref_lengths: list[int],
-                qry_lengths: list[int], sides=None) -> planning.Layout:
+                qry_lengths: list[int], sides: tuple[Seedable, Seedable] | None = None
+                ) -> planning.Layout:
     """The plan for fresh flags: -B 0, --kegalign-bins, or explicit sizes with the preflight."""
     o = f.options
     fits, describe = memory_fits(f, max_hits, ref_lengths, qry_lengths, sides)
@@ -238,7 +245,8 @@ def prepare(req: Request, devices: scheduling.Devices, ref: list[Record], qry: l
     return m
 
 
-def sides_for(devices: scheduling.Devices, ref: list[Record], qry: list[Record]):
+def sides_for(devices: scheduling.Devices, ref: list[Record], qry: list[Record]
+              ) -> tuple[Seedable, Seedable] | None:
     """The records' seedable bases for the CPU estimate (`seedable.sides`); None on the GPU."""
     if devices.backend != "cpu":
         return None

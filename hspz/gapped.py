@@ -51,8 +51,10 @@ _ORDER = re.compile(r"tmp(\d+)\.block(\d+)\.r(\d+)\.(plus|minus)(?:\.split(\d+))
 def emission_order(names: list[str], n_query_bins: int) -> list[str]:
     """Segments file names in the order hspZ writes them: units by ordinal (reference bin
     major), inside a unit interval 1 plus, 1 minus, 2 plus, ..., -D splits in order."""
-    def key(name: str):
-        n, q, r, strand, split = _ORDER.fullmatch(name).groups()
+    def key(name: str) -> tuple[int, int, bool, int]:
+        match = _ORDER.fullmatch(name)
+        assert match is not None  # OUR_NAMES matched it
+        n, q, r, strand, split = match.groups()
         return (int(r) * n_query_bins + int(q), int(n), strand == "minus", int(split or 0))
 
     return sorted((n for n in names if OUR_NAMES.fullmatch(n)), key=key)
@@ -119,7 +121,7 @@ def _two_bit_table() -> np.ndarray:
 TWO_BIT = _two_bit_table()
 
 
-def lastz_input(records, folder: Path, stem: str) -> Path:
+def lastz_input(records: Sequence[Record], folder: Path, stem: str) -> Path:
     """Records as a 2bit file LASTZ reads (bytes 2bit cannot hold become N or n)."""
     path = folder / f"{stem}.2bit"
     write_2bit(path, [Record(r.name, TWO_BIT[r.seq]) for r in records])
@@ -156,7 +158,9 @@ def extend_group(m: Manifest, reference: str, query: str, segments: Path, files:
                                   "".join(f"{recs[k]}\n" for k in members).encode())
         parts = [header(fmt) if first else b""]
         for k, name in enumerate(files):
-            _, q, r, strand, _ = _ORDER.fullmatch(name).groups()
+            match = _ORDER.fullmatch(name)
+            assert match is not None  # emission_order kept only our names
+            _, q, r, strand, _ = match.groups()
             argv = [lastz,
                     f"{ref}[nameparse=darkspace][multiple][subset={folder / f'r{r}.names'}]",
                     f"{qry}[nameparse=darkspace][subset={folder / f'q{q}.names'}]",

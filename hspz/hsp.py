@@ -69,13 +69,15 @@ def _gate(ref, qry, total, rs, qs, ln, thresh, use_entropy, keep, score):
         score[i] = int(t * ent)
 
 
-def gate(ref, qry, total, rs, qs, ln, hspthresh: int, entropy: bool) -> np.ndarray:
+def gate(ref: np.ndarray, qry: np.ndarray, total: np.ndarray, rs: np.ndarray, qs: np.ndarray,
+         ln: np.ndarray, hspthresh: int, entropy: bool) -> np.ndarray:
     """HSP records (HSP_DTYPE) of the extended hits that pass the score and entropy gate."""
     keep, score = _gated(ref, qry, total, rs, qs, ln, hspthresh, entropy)
     return _records(keep, score, rs, qs, ln)
 
 
-def _gated(ref, qry, total, rs, qs, ln, hspthresh: int, entropy: bool):
+def _gated(ref: np.ndarray, qry: np.ndarray, total: np.ndarray, rs: np.ndarray, qs: np.ndarray,
+           ln: np.ndarray, hspthresh: int, entropy: bool) -> tuple[np.ndarray, np.ndarray]:
     """(passes the gate, entropy-adjusted score) per extended hit."""
     keep = np.empty(len(total), np.bool_)
     score = np.empty(len(total), np.int64)
@@ -84,7 +86,9 @@ def _gated(ref, qry, total, rs, qs, ln, hspthresh: int, entropy: bool):
     return keep, score
 
 
-def gate_by_counts(total, rs, qs, ln, counts, hspthresh: int, entropy: bool):
+def gate_by_counts(total: np.ndarray, rs: np.ndarray, qs: np.ndarray, ln: np.ndarray,
+                   counts: np.ndarray, hspthresh: int, entropy: bool
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """`gate`, given each hit's four match counts (counts[i, b]: bases b < 4 of hit i's
     `len + 1` that match, counted where hspthresh <= total <= 3 * hspthresh; the GPU backend
     counts them on the device).  The same arithmetic as `_gate` and `_entropy`, vectorised:
@@ -111,7 +115,8 @@ def _p_log_p(p: np.ndarray) -> np.ndarray:
     return p * logs[where]
 
 
-def _records(keep, score, rs, qs, ln) -> np.ndarray:
+def _records(keep: np.ndarray, score: np.ndarray, rs: np.ndarray, qs: np.ndarray,
+             ln: np.ndarray) -> np.ndarray:
     out = np.empty(int(keep.sum()), HSP_DTYPE)
     out["ref_start"] = rs[keep]
     out["query_start"] = qs[keep]

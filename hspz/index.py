@@ -29,10 +29,11 @@ import hashlib
 import os
 import socket
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,9 +43,14 @@ from hspz.errors import InputError, UsageError
 from hspz.seed import SeedShape, SeedTable, build_seed_table
 from hspz.sequence import MAX_BIN_BP, Record, pack_bin, score_codes, seed_codes
 
+if TYPE_CHECKING:
+    from hspz.options import Options
+    from hspz.sequence import KnownRecords
+
 FORMAT = 1
 PIECE = 64 << 20  # bytes per checksummed piece of an array: verified before it is used
-ARRAYS = {"index_table": np.dtype("<u4"), "pos_table": np.dtype("<u4"), "enc": np.dtype("u1")}
+ARRAYS: dict[str, np.dtype] = {
+    "index_table": np.dtype("<u4"), "pos_table": np.dtype("<u4"), "enc": np.dtype("u1")}
 READY = "READY"
 MANIFEST = "MANIFEST"
 
@@ -61,7 +67,7 @@ def bin_folder(b: int) -> str:
 def piece_digests(data: np.ndarray, threads: int = 0) -> list[str]:
     """sha256 of each PIECE bytes of `data` (the last piece may be shorter), on threads:
     hashlib releases the GIL while it hashes."""
-    raw = memoryview(np.ascontiguousarray(data)).cast("B")
+    raw = np.ascontiguousarray(data).data.cast("B")
     cuts = range(0, max(len(raw), 1), PIECE)
     if len(cuts) == 1:
         return [hashlib.sha256(raw).hexdigest()]
@@ -158,7 +164,9 @@ def parse_manifest(text: str, source: str) -> IndexManifest:
 
 def _manifest_from(rows: list[list[str]]) -> IndexManifest:
     one = {r[0]: r[1:] for r in rows if r[0] not in ("record", "bin", "array")}
-    names, lengths, bins = [], [], []
+    names: list[str] = []
+    lengths: list[int] = []
+    bins: list[tuple[int, ...]] = []
     arrays: dict[tuple[int, str], ArrayEntry] = {}
     for r in rows:
         if r[0] == "record":
@@ -342,9 +350,10 @@ class Index:
 
             ahead = max(1, min(threads or os.cpu_count() or 1, 8))
             with ThreadPoolExecutor(ahead) as pool:
-                pending = [pool.submit(piece, k) for k in range(min(ahead, len(cuts)))]
+                pending: list[Future[np.ndarray] | None] = [
+                    pool.submit(piece, k) for k in range(min(ahead, len(cuts)))]
                 for k in range(len(cuts)):
-                    arr = pending[k].result()
+                    arr = pending[k].result()  # type: ignore[union-attr]  # None once taken
                     pending[k] = None
                     if k + ahead < len(cuts):
                         pending.append(pool.submit(piece, k + ahead))
@@ -359,7 +368,7 @@ class Index:
         for name, dtype in ARRAYS.items():
             array = np.empty(self.manifest.arrays[(b, name)].length, dtype)
 
-            def put(first: int, piece: np.ndarray, array=array) -> None:
+            def put(first: int, piece: np.ndarray, array: np.ndarray = array) -> None:
                 array[first:first + len(piece)] = piece
 
             self.read_array(b, name, put, threads)
@@ -409,7 +418,8 @@ def seed_codes_of(enc: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def open_checked(path: str, options, reference: str | None):
+def open_checked(path: str, options: Options, reference: str | None
+                 ) -> tuple[Index, KnownRecords, Verification | None]:
     """(index, its known records, the background Verification of `reference` or None): the
     index at `path` opened and checked against the run's options, as a run that reads its
     reference from an index starts."""
@@ -419,7 +429,7 @@ def open_checked(path: str, options, reference: str | None):
     return idx, known_records(idx), verify
 
 
-def check_options(idx: Index, options) -> None:
+def check_options(idx: Index, options: Options) -> None:
     """--seed, --step, -B and --kegalign-bins must be the values the index was built with."""
     m = idx.manifest
     given = {"--seed": (options.pattern, m.pattern), "--step": (options.step, m.step),
@@ -432,7 +442,7 @@ def check_options(idx: Index, options) -> None:
                              f"another index")
 
 
-def _shown(value) -> str:
+def _shown(value: object) -> str:
     return ("on" if value else "off") if isinstance(value, bool) else str(value)
 
 
@@ -460,7 +470,7 @@ def check_reference(idx: Index, names: Sequence[str], lengths: Sequence[int], di
                          f"{digest[:16]}… planned), though every name and length matches")
 
 
-def known_records(idx: Index):
+def known_records(idx: Index) -> KnownRecords:
     """The index's reference as records known by name and length (and the records hash)."""
     from hspz.sequence import KnownRecords
 
@@ -539,7 +549,8 @@ class Verification:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _first_difference(names, lengths, want_names, want_lengths) -> str:
+def _first_difference(names: Sequence[str], lengths: Sequence[int], want_names: Sequence[str],
+                      want_lengths: Sequence[int]) -> str:
     mine, theirs = list(zip(names, lengths, strict=True)), list(zip(want_names, want_lengths,
                                                                     strict=True))
     for i, ((n, k), (wn, wk)) in enumerate(zip(mine, theirs, strict=False)):

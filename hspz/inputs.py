@@ -3,6 +3,7 @@ tables (names and offsets, no bases) that the emitter needs from a frozen plan."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -68,7 +69,7 @@ def table_from(names: list[str], lengths: list[int], prefix: str, strand: str) -
     return PackedBin(np.empty(0, np.uint8), block_len, prefixed, starts.copy(), lengths_a.copy())
 
 
-def table_lookup(m: Manifest):
+def table_lookup(m: Manifest) -> Callable[[str, int, str], PackedBin]:
     """(side, bin, strand) -> record table, from the manifest's names and lengths."""
     cache: dict[tuple[str, int, str], PackedBin] = {}
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
+from typing import Any
 
 _OPTIONS = {"cache": True, "nogil": True}
 _lazy: list[_Lazy] = []
@@ -26,7 +28,8 @@ class _Lazy:
     """A function that becomes `numba.njit(fn)` when anything decorated here is first called
     (or, given `make`, whatever `make()` returns then: a numba intrinsic)."""
 
-    def __init__(self, fn, options: dict, make=None):
+    def __init__(self, fn: Callable[..., Any], options: dict,
+                 make: Callable[[], Any] | None = None) -> None:
         functools.update_wrapper(self, fn)
         self.py_func = fn
         self.options = {**_OPTIONS, **options}
@@ -34,11 +37,11 @@ class _Lazy:
         self.compiled = None
         _lazy.append(self)
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> Any:
         return (self.compiled or _load(self))(*args)
 
 
-def njit(fn=None, **options):
+def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     """`numba.njit(cache=True, nogil=True, **options)`, applied when numba is first needed."""
     if fn is None:
         return lambda f: _Lazy(f, options)
@@ -106,7 +109,7 @@ def load() -> None:
         _load_locked()
 
 
-def _load(wanted: _Lazy):
+def _load(wanted: _Lazy) -> Any:
     with _lock:
         if wanted.compiled is None:
             _load_locked()

@@ -8,6 +8,7 @@ HSPZ_CHUNK_WALK and HSPZ_LAYOUT_FORCE_WORKERS ignore values they do not know.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hspz.errors import UsageError
@@ -30,9 +31,10 @@ class Knobs:
     shift_given: bool = False  # HSPZ_REF_BUCKET_SHIFT set: it alone turns bucketing on
 
 
-def read(env: dict | None = None) -> Knobs:
+def read(env: Mapping[str, str] | None = None) -> Knobs:
     """The knobs of this environment; UsageError for a value docs/knobs.md calls an error."""
-    env = os.environ if env is None else env
+    if env is None:
+        env = os.environ
     return Knobs(
         unit_partition=_strict(env, "HSPZ_UNIT_PARTITION", {"0": False, "1": True}),
         device_seeds={"0": False, "1": True}.get(env.get("HSPZ_DEVICE_SEEDS", "")),
@@ -44,7 +46,7 @@ def read(env: dict | None = None) -> Knobs:
     )
 
 
-def _strict(env, name: str, values: dict):
+def _strict(env: Mapping[str, str], name: str, values: dict[str, bool | None]) -> bool | None:
     text = env.get(name)
     if text is None or text == "":
         return None
@@ -54,7 +56,7 @@ def _strict(env, name: str, values: dict):
     return values[text]
 
 
-def _shift(env) -> int:
+def _shift(env: Mapping[str, str]) -> int:
     text = env.get("HSPZ_REF_BUCKET_SHIFT")
     if text is None or text == "":
         return DEFAULT_BUCKET_SHIFT
@@ -66,8 +68,9 @@ def _shift(env) -> int:
 
 def _workers(text: str | None) -> int | None:
     """A worker count from 1 to MAX_WORKERS (as --gpus), else None (the knob is ignored)."""
-    ok = text and text.isascii() and text.isdigit() and len(text) <= 6
-    return int(text) if ok and 1 <= int(text) <= MAX_WORKERS else None
+    if not (text and text.isascii() and text.isdigit() and len(text) <= 6):
+        return None
+    return int(text) if 1 <= int(text) <= MAX_WORKERS else None
 
 
 def buckets_on(knobs: Knobs, ref_len: int) -> bool:

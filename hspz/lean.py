@@ -18,7 +18,8 @@ def import_without(blocked: str, module: str) -> ModuleType:
     """`module`, imported while `blocked` cannot be (unless either is loaded already)."""
     if module in sys.modules or blocked in sys.modules:
         return importlib.import_module(module)
-    sys.modules[blocked] = None  # makes `import blocked` raise ImportError at once
+    # None makes `import blocked` raise ImportError at once (typeshed's sys.modules has no None)
+    sys.modules[blocked] = None  # type: ignore[assignment]
     try:
         return importlib.import_module(module)
     finally:

@@ -23,6 +23,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -68,7 +69,7 @@ class Manifest:
 # --------------------------------------------------------------------------------------------
 
 
-def _value(v) -> str:
+def _value(v: object) -> str:
     if v is None:
         return "-"
     if isinstance(v, bool):
@@ -194,7 +195,7 @@ def _int(lines: _Lines, at: tuple[int, str], name: str) -> int:
         raise lines.error(at[0], f"bad {name} {at[1]!r}") from None
 
 
-def _option_value(lines: _Lines, name: str, at: tuple[int, str]):
+def _option_value(lines: _Lines, name: str, at: tuple[int, str]) -> Any:
     kind = {f.name: f.type for f in fields(Options)}[name]
     text = at[1]
     if name in ("target_prefix", "query_prefix"):

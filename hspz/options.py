@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from hspz.errors import UsageError
 from hspz.names import name_problem
@@ -91,7 +92,7 @@ class Options:
     def resolved_query_block_size(self) -> int:
         return self.seq_block_size if self.query_block_size is None else self.query_block_size
 
-    def replace(self, **changes) -> Options:
+    def replace(self, **changes: Any) -> Options:
         return dataclasses.replace(self, **changes)
 
 

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import TracebackType
 
 from hspz import durable, faults
 from hspz.durable import fsync_dir, same_file
@@ -233,7 +234,7 @@ class OutLock:
         self.created = make_folder(self.path, self.flag)
         try:
             self.fd = self._acquire()
-            self._record()
+            self._record(self.fd)
             say(complete(self.root))  # may remove a batch's stale job folders
             say(sweep(self.root))
             for folder in job_folders(self.root):
@@ -244,7 +245,8 @@ class OutLock:
             raise
         return self
 
-    def __exit__(self, kind, exc, tb) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self._release(failed=kind is not None)
 
     @property
@@ -305,8 +307,8 @@ class OutLock:
         say(f"output: waiting for {self.path}, in use by {holder}")
         fcntl.flock(fd, fcntl.LOCK_EX)
 
-    def _record(self) -> None:
-        durable.write_lock(self.fd, durable.lock_record(
+    def _record(self, fd: int) -> None:
+        durable.write_lock(fd, durable.lock_record(
             pid=os.getpid(), host=socket.gethostname(), command=self.command[:2000],
             started=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")))
 
@@ -340,7 +342,7 @@ def make_folder(path: PathArg, flag: str) -> list[Path]:
             raise UsageError(f"{flag}: {probe} is not a directory")
         missing.append(probe)
         probe = probe.parent
-    made = []
+    made: list[Path] = []
     for folder in reversed(missing):
         try:
             folder.mkdir()
@@ -469,8 +471,8 @@ def journal_of(root: Path) -> dict | None:
     return journal
 
 
-def _well_formed(journal) -> bool:
-    def strings(xs) -> bool:
+def _well_formed(journal: object) -> bool:
+    def strings(xs: object) -> bool:
         return isinstance(xs, list) and all(isinstance(x, str) for x in xs)
 
     return (isinstance(journal, dict) and journal.get("format") == JOURNAL_FORMAT

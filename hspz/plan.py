@@ -21,8 +21,13 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from hspz.seedable import Seedable
 
 MAX_BIN_BP = 4_294_967_295
 DEFAULT_BLOCK = 500_000_000
@@ -170,7 +175,7 @@ def chunk_walk(cum: np.ndarray, max_hits: int) -> list[tuple[int, int]]:
     return out
 
 
-def chunk_walks(xp, cum, slots: np.ndarray, edges: np.ndarray, max_hits: int,
+def chunk_walks(xp: ModuleType, cum: Any, slots: np.ndarray, edges: np.ndarray, max_hits: int,
                 most_steps: int | None = None) -> list[list[tuple[int, int]] | None]:
     """`chunk_walk` of every seed batch of a group at once, as hit ranges of the group; None
     for a batch whose walk takes more than `most_steps` searches (left to the caller).
@@ -199,12 +204,14 @@ def chunk_walks(xp, cum, slots: np.ndarray, edges: np.ndarray, max_hits: int,
         both = xp.stack(found).reshape(steps, 2, len(s_a))
         both = both.get() if hasattr(both, "get") else both
         ends, sums = both[:, 0], both[:, 1]
-    out = []
+    out: list[list[tuple[int, int]] | None] = []
     for b in range(len(s_a)):
-        chunks, last, start = [], s_a[b] - 1, h_a[b]
         if not walked[b]:
-            chunks = None
-        elif s_b[b] > s_a[b]:
+            out.append(None)
+            continue
+        chunks: list[tuple[int, int]] = []
+        last, start = s_a[b] - 1, h_a[b]
+        if s_b[b] > s_a[b]:
             k = searches[b]
             for end, value in zip([*ends[:k, b], s_b[b] - 1], [*sums[:k, b], h_b[b]],
                                   strict=True):
@@ -356,7 +363,8 @@ def cpu_unit_bytes(m: MemoryModel, ref_bp: int, ref_seedable: int, query_bp: int
 
 
 def worst_unit_bytes(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
-                     qry_lengths: Sequence[int], seedable=None) -> int:
+                     qry_lengths: Sequence[int],
+                     seedable: tuple[Seedable, Seedable] | None = None) -> int:
     """The estimate for the largest reference bin against the largest query bin; given the
     sides' `seedable.Seedable` (CPU only), an upper bound over every pair of bins, each bin
     counted by the seedable bases of its records (and each batch by those it reads)."""
@@ -402,7 +410,8 @@ class HostEstimate:
 
 
 def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
-                 qry_lengths: Sequence[int], workers: int, seedable=None) -> HostEstimate:
+                 qry_lengths: Sequence[int], workers: int,
+                 seedable: tuple[Seedable, Seedable] | None = None) -> HostEstimate:
     """Peak host memory of a CPU run of this plan on `workers` workers (`workers_for`).
 
     One worker runs in the calling process: CPU_PROCESS, every record read (R + Q bytes), and

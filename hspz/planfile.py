@@ -25,6 +25,7 @@ import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -154,7 +155,10 @@ def _path(text: str) -> str | None:
 
 def _sections(text: str, source: str) -> tuple[str, dict[int, str]]:
     """The plan file's own lines, and each job's manifest lines by job number."""
-    head, sections, current, body = [], {}, None, []
+    head: list[str] = []
+    sections: dict[int, str] = {}
+    current: str | None = None
+    body: list[str] = []
     for raw in text.split("\n"):
         key, _, rest = raw.partition(" ")
         if key == "job-manifest" and current is None:
@@ -174,7 +178,7 @@ def _sections(text: str, source: str) -> tuple[str, dict[int, str]]:
 
 
 def _jobs(lines: _Lines, sections: dict[int, str], count: int, source: str) -> list[PlanJob]:
-    jobs = []
+    jobs: list[PlanJob] = []
     for n, key, rest in lines.items:
         if key != "job":
             continue
@@ -239,7 +243,7 @@ def write_results(path: str | os.PathLike, results: Sequence[UnitResult], header
     arrays["header"] = np.frombuffer(json.dumps(head).encode(), np.uint8)
     with durable.replaced(path, "--output") as tmp:
         with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
+            np.savez(fh, **arrays)  # type: ignore[arg-type]  # the stub fears a key allow_pickle
         seal_results(tmp)
 
 
@@ -309,7 +313,7 @@ def results_header(path: str | os.PathLike) -> dict:
     publishes anything."""
     source = os.fspath(path)
 
-    def check_units(z, header: dict) -> None:
+    def check_units(z: np.lib.npyio.NpzFile, header: dict) -> None:
         for (j, o), want in zip(header["units"], header["sha256"], strict=True):
             _check_image(z[f"unit{j}_{o}"].tobytes(), want, j, o, source)  # one at a time
         _check_seal(source)
@@ -318,7 +322,7 @@ def results_header(path: str | os.PathLike) -> dict:
     return header
 
 
-def _open_results(source: str, read: Callable) -> tuple[dict, object]:
+def _open_results(source: str, read: Callable) -> tuple[dict, Any]:
     """(header, read(z, header)) of a results file's checked header, a damaged or foreign file
     being one InputError line."""
     try:
@@ -353,7 +357,7 @@ def read_results(path: str | os.PathLike) -> tuple[dict, list[UnitResult]]:
     return header, results
 
 
-def _results_header(z, source: str) -> dict:
+def _results_header(z: np.lib.npyio.NpzFile, source: str) -> dict:
     """The header, its format, its checksum and the members it names checked."""
     if "header" not in z.files:
         raise InputError(f"{source}: not an hspZ results file (made by `hspZ work`)")
@@ -375,7 +379,7 @@ def _results_header(z, source: str) -> dict:
         and all(isinstance(u, list) and len(u) == 2 and all(isinstance(x, int) for x in u)
                 for u in units)
     members = sorted(f for f in z.files if f != "header")
-    if not ok or members != sorted(f"unit{j}_{o}" for j, o in units):
+    if not ok or members != sorted(f"unit{j}_{o}" for j, o in units or []):
         raise InputError(f"{source}: the results header does not list the file's units")
     return header
 

@@ -12,11 +12,16 @@ import os
 import tarfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from hspz.durable import replaced
 from hspz.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
 
 COLUMNS = ("ref_name", "ref_start", "ref_end", "query_name", "query_start", "query_end",
            "strand", "score")
@@ -33,7 +38,8 @@ def segments_texts(source: str | os.PathLike) -> list[bytes]:
     archive = path if path.is_file() else Path(f"{path}.tar.gz")
     try:
         with tarfile.open(archive, "r:gz") as tar:
-            return [tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()]
+            members = (tar.extractfile(m) for m in tar.getmembers() if m.isfile())
+            return [f.read() for f in members if f is not None]  # None only for a non-file
     except (OSError, tarfile.TarError) as exc:
         raise InputError(f"{source}: no segments files or archive ({exc})") from None
 
@@ -121,9 +127,9 @@ def query_order(qidx: np.ndarray, score: np.ndarray, ref_pos: np.ndarray,
 
 def starts_of(lengths: Sequence[int], order: np.ndarray) -> np.ndarray:
     """Each record's start on an axis where the records lie end to end in `order`."""
-    lengths = np.asarray(lengths, np.int64)
-    starts = np.empty(len(lengths), np.int64)
-    starts[order] = np.concatenate(([0], np.cumsum(lengths[order])[:-1]))
+    sizes = np.asarray(lengths, np.int64)
+    starts = np.empty(len(sizes), np.int64)
+    starts[order] = np.concatenate(([0], np.cumsum(sizes[order])[:-1]))
     return starts
 
 
@@ -195,7 +201,9 @@ def dotplot(texts: Sequence[bytes], ref: tuple[list[str], list[int]],
     for strand, colour, name in ((~minus, "tab:blue", "+"), (minus, "tab:red", "-")):
         lines = np.stack([np.stack([rx0[strand], qy0[strand]], 1),
                           np.stack([rx1[strand], qy1[strand]], 1)], 1)
-        ax.add_collection(LineCollection(lines, colors=colour, linewidths=1.2,
+        # the (N, 2, 2) array LineCollection documents, which its stub types as a Sequence
+        segments = cast("Sequence[np.ndarray]", lines)
+        ax.add_collection(LineCollection(segments, colors=colour, linewidths=1.2,
                                          label=f"{name} strand ({int(strand.sum()):,} HSPs)"))
     r_lines = separators(ref[1], np.arange(len(ref[0])))
     q_lines = separators(qry[1], q_order)
@@ -274,7 +282,7 @@ def _pyplot():
     return plt
 
 
-def _save(fig, output: str | os.PathLike) -> None:
+def _save(fig: Figure, output: str | os.PathLike) -> None:
     from matplotlib import pyplot as plt
 
     with replaced(output, "--output") as tmp:
@@ -282,7 +290,7 @@ def _save(fig, output: str | os.PathLike) -> None:
     plt.close(fig)
 
 
-def read_table(flag: str, path: str, columns: Sequence[str]):
+def read_table(flag: str, path: str, columns: Sequence[str]) -> pd.DataFrame:
     """A TSV as a DataFrame (job as text), with these columns; one InputError line naming the
     flag and the file for anything else (not text, not a table, a column missing)."""
     import pandas as pd
@@ -375,7 +383,7 @@ SHOWN = (("name", "name", "the sheet's name"), ("job", "job", "the job's number"
 _SUMMED = ("bytes", "units", "seeds", "hits", "hsps", "gapped_alignments", "engine_s")
 
 
-def summary_html(table, title: str) -> str:
+def summary_html(table: pd.DataFrame, title: str) -> str:
     """The summary as a standalone HTML page: numbers right-aligned with thousands separators,
     a totals row, a heading tooltip and a legend saying what each column holds."""
     from html import escape
@@ -410,7 +418,7 @@ _CSS = ("body{font-family:sans-serif;font-size:14px;margin:1em}"
         "td.t{font-family:monospace}.legend{color:#555;font-size:12px}")
 
 
-def _cell(value, key: str) -> str:
+def _cell(value: object, key: str) -> str:
     from html import escape
 
     if value is None or (isinstance(value, float) and np.isnan(value)):

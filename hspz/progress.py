@@ -18,10 +18,12 @@ import sys
 import threading
 import time
 from datetime import timedelta
+from typing import TextIO
 
 
 class Progress:
-    def __init__(self, units: int, jobs: int = 1, stream=None, terminal: bool | None = None):
+    def __init__(self, units: int, jobs: int = 1, stream: TextIO | None = None,
+                 terminal: bool | None = None) -> None:
         self.units, self.jobs = max(units, 1), jobs
         self.stream = stream or sys.stderr
         self.terminal = _is_terminal(self.stream) if terminal is None else terminal
@@ -41,13 +43,13 @@ class Progress:
                             bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} units "
                                        "[{elapsed}<{remaining}{postfix}]")
 
-    def advance(self, key, share: float, hits: int) -> None:
+    def advance(self, key: object, share: float, hits: int) -> None:
         """A unit in flight has done `share` of its seed batches, holding `hits` seed hits."""
         with self.lock:
             self.in_flight[key] = (min(max(share, 0.0), 1.0), hits)
             self._show()
 
-    def unit_done(self, key, hits: int) -> None:
+    def unit_done(self, key: object, hits: int) -> None:
         with self.lock:
             self.in_flight.pop(key, None)
             self.finished_units += 1
@@ -99,7 +101,7 @@ class Progress:
                 f"ETA {timedelta(seconds=round(eta))}")
 
 
-def _is_terminal(stream) -> bool:
+def _is_terminal(stream: TextIO) -> bool:
     try:
         return stream.isatty()
     except (AttributeError, ValueError):

@@ -8,28 +8,45 @@ is computed.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from hspz import durable
 from hspz.durable import write_text
 from hspz.engine import prepare_query, prepare_reference
 from hspz.segments import format_raw
 
+if TYPE_CHECKING:
+    from hspz.engine import Context, UnitResult
+    from hspz.estimate import HitHistogram
+    from hspz.execute import Summary
+    from hspz.inputs import Inputs
+    from hspz.manifest import Manifest
+    from hspz.options import Options
+    from hspz.plan import Plan
+    from hspz.planfile import PlanJob
+    from hspz.sequence import Record
+    from hspz.workers import WorkerReport
+
 LEDGER_COLUMNS = ("ordinal", "worker", "device", "ref_bin", "query_bin", "ref_bp", "query_bp",
                   "gpu_ms", "host_start_ms", "host_end_ms", "seeds", "hits", "raw_hsps", "hsps")
 
 
-def say(lines) -> None:
+def say(lines: str | Iterable[str]) -> None:
     """Print a line, or each of a list of lines, to stderr."""
     for line in [lines] if isinstance(lines, str) else lines:
         print(line, file=sys.stderr)
 
 
-def write_plan(path: str, source, options=None) -> None:
+def write_plan(path: str, source: Manifest | Inputs, options: Options | None = None) -> None:
     """`reference|query<TAB>bin<TAB>name<TAB>bp` per record, reference first, unprefixed.
     `source` is a Manifest (names and lengths) or an `Inputs` (records)."""
+    sides: tuple[tuple[str, Any, Sequence[str], Sequence[int]], ...]
     if hasattr(source, "ref_names"):
-        sides = (("reference", source.plan.ref_bins, source.ref_names, source.ref_lengths),
-                 ("query", source.plan.query_bins, source.qry_names, source.qry_lengths))
+        m = cast("Manifest", source)
+        sides = (("reference", m.plan.ref_bins, m.ref_names, m.ref_lengths),
+                 ("query", m.plan.query_bins, m.qry_names, m.qry_lengths))
     else:
         sides = tuple((side, bins, [r.name for r in recs], [len(r) for r in recs])
                       for side, bins, recs in (("reference", source.plan.ref_bins,
@@ -41,7 +58,7 @@ def write_plan(path: str, source, options=None) -> None:
     write_text(path, "".join(rows), "--dump-plan")
 
 
-def write_raw(path, results) -> None:
+def write_raw(path: str | Path, results: Iterable[UnitResult]) -> None:
     """Every pre-dedup HSP of `results` in ordinal order: `strand ref_start query_start len
     score`, block-relative, 0-based; synced.  Written where it is told: the emitter stages the
     file and publishes it with the segments files."""
@@ -51,7 +68,8 @@ def write_raw(path, results) -> None:
     durable.write_new(path, b"".join(parts))
 
 
-def cpu_only(ctx, plan, ref_records, qry_records) -> int:
+def cpu_only(ctx: Context, plan: Plan, ref_records: Sequence[Record],
+             qry_records: Sequence[Record]) -> int:
     """`-u`: seed and hit counts after CPU preprocessing, without extending."""
     from hspz.engine.cpu import count_unit
 
@@ -76,7 +94,7 @@ def peak_rss_mib() -> float:
     return peak_rss_kib() / 1024
 
 
-def time_lines(summary, wall_s: float) -> list[str]:
+def time_lines(summary: Summary, wall_s: float) -> list[str]:
     """The phase table: main-process phases against wall time, then worker phases summed over
     workers (they overlap in time when there are several)."""
     lines = [f"time: {'phase':<28} {'seconds':>9} {'% wall':>7}"]
@@ -102,11 +120,11 @@ def time_lines(summary, wall_s: float) -> list[str]:
     return lines
 
 
-def thread_phase_lines(reports) -> list[str]:
+def thread_phase_lines(reports: Iterable[WorkerReport]) -> list[str]:
     """The CPU engine's phases (seed, first pass, sweep, gate, dedup): wall seconds summed
     over every worker's threads, the CPU seconds of the same, then each thread's wall/CPU."""
     lines = []
-    phases = {}
+    phases: dict[str, list[tuple[float, float]]] = {}
     for rep in reports:
         for phase, threads in getattr(rep, "thread_phases", {}).items():
             phases.setdefault(phase, []).extend(threads)
@@ -118,9 +136,10 @@ def thread_phase_lines(reports) -> list[str]:
     return lines
 
 
-def lifecycle_line(summary) -> str:
+def lifecycle_line(summary: Summary) -> str:
     """`lifecycle:` ref bins, work units, builds, uploads, query swaps."""
     reps, m = summary.reports, summary.manifest
+    assert m is not None and summary.schedule is not None  # set once the run is planned
     loads = sum(r.loads for r in reps)
     units = sum(v.units for vs in summary.schedule.visits for v in vs)
     return (f"lifecycle: {len(m.plan.ref_bins)} ref bins, {units} work units, "
@@ -129,7 +148,7 @@ def lifecycle_line(summary) -> str:
             f"{sum(r.query_swaps for r in reps)} query swaps")
 
 
-def ledger_lines(summary) -> list[str]:
+def ledger_lines(summary: Summary) -> list[str]:
     """The unit ledger in ordinal order (a batch: by job, then ordinal, with a job column
     first), then each worker's finish and busy times."""
     columns = (("job",) if summary.batch else ()) + LEDGER_COLUMNS
@@ -147,7 +166,7 @@ def ledger_lines(summary) -> list[str]:
     return lines
 
 
-def write_ledger(path: str, summary) -> None:
+def write_ledger(path: str, summary: Summary) -> None:
     """The unit ledger as a TSV file (`merge --ledger`; the workflow's report reads it): a job
     column (the batch job's number, 000001, ...; 000000 for a single query), then the
     ledger's, one row per unit by job and ordinal."""
@@ -158,7 +177,8 @@ def write_ledger(path: str, summary) -> None:
     write_text(path, "\t".join(columns) + "\n" + text, "--ledger")
 
 
-def print_batch(summary, planned, wall_s: float, stream=None) -> None:
+def print_batch(summary: Summary, planned: Sequence[PlanJob], wall_s: float,
+                stream: TextIO | None = None) -> None:
     """`--time` in batch mode: one `job` line per job (its units, hits, HSPs, when its first
     unit started and its last ended), then the `batch:` line."""
     stream = stream or sys.stderr
@@ -173,17 +193,18 @@ def print_batch(summary, planned, wall_s: float, stream=None) -> None:
               f"hits={sum(r['hits'] for r in units)} hsps={sum(r['hsps'] for r in units)} "
               f"first_unit_ms={first:.2f} last_unit_ms={last:.2f} path={p.path}", file=stream)
     reps = summary.reports
+    assert summary.manifest is not None  # set once the batch is planned
     print(f"batch: {len(planned)} jobs, {len(summary.ledger)} units, "
           f"{len(summary.manifest.plan.ref_bins)} ref bins, {sum(r.builds for r in reps)} "
           f"builds, {sum(r.loads for r in reps)} loads, wall {wall_s:.3f} s, "
           f"{wall_s / max(len(planned), 1):.3f} s per job", file=stream)
 
 
-def print_time(summary, wall_s: float, stream=None) -> None:
+def print_time(summary: Summary, wall_s: float, stream: TextIO | None = None) -> None:
     for line in time_lines(summary, wall_s) + [lifecycle_line(summary)] + ledger_lines(summary):
         print(line, file=stream or sys.stderr)
 
 
-def print_hit_stats(hist, stream=None) -> None:
+def print_hit_stats(hist: HitHistogram, stream: TextIO | None = None) -> None:
     for line in hist.report():
         print(line, file=stream or sys.stderr)

@@ -6,9 +6,10 @@ nominal clocks within 10%), the frozen plan's units are split by count quotas (`
 whole reference bins first, then contiguous query slices of as few bins as possible, each split
 bin costing one extra reference build); otherwise each worker owns whole reference bins assigned
 by deterministic longest-processing-time (`assign_bins`).  `HSPZ_UNIT_PARTITION=0|1` forces
-either (read through `hspz.knobs`).  The CPU backend presents its W workers as W CPU devices of one class (`cpu0`, ...), so
-the same machinery runs without a GPU; `HSPZ_CPU_DEVICES=N` (a test hook) gives it fewer device
-slots, which makes workers time-slice as they do on too few GPUs.
+either (read through `hspz.knobs`).  The CPU backend presents its W workers as W CPU devices
+of one class (`cpu0`, ...), so the same machinery runs without a GPU; `HSPZ_CPU_DEVICES=N` (a
+test hook) gives it fewer device slots, which makes workers time-slice as they do on too few
+GPUs.
 
 The schedule only decides where and when units run, never what they compute: output bytes do not
 depend on it (docs/exactness.md).

@@ -98,7 +98,7 @@ def read_score_file(path: str | Path) -> np.ndarray:
     return np.array([[scores[r][c] for c in "ACGT"] for r in "ACGT"], dtype=np.int32)
 
 
-def _content_lines(path) -> list[tuple[int, str]]:
+def _content_lines(path: str | Path) -> list[tuple[int, str]]:
     """(line number, text) of every line that holds more than a comment."""
     try:
         text = Path(path).read_text()
@@ -108,7 +108,7 @@ def _content_lines(path) -> list[tuple[int, str]]:
     return [(n, line) for n, line in lines if line]
 
 
-def _read_settings(path, lines: list) -> tuple[dict, int]:
+def _read_settings(path: str | Path, lines: list) -> tuple[dict, int]:
     """The leading `name = value` lines as {key: (line number, value)}, and where the matrix
     starts."""
     settings: dict[str, tuple[int, str]] = {}
@@ -132,14 +132,14 @@ def _read_settings(path, lines: list) -> tuple[dict, int]:
     return settings, at
 
 
-def _setting_value(path, number: int, key: str, value: str) -> int:
+def _setting_value(path: str | Path, number: int, key: str, value: str) -> int:
     """A setting's integer (bad_score's after its optional `row:col:` labels), within int32,
     LASTZ's score type."""
     text = value.split(":")[-1] if key == "bad_score" else value
     return _integer(path, number, text, f"{key} {shown(value)}", INT32_MAX)
 
 
-def _integer(path, number: int, text: str, what: str, bound: int) -> int:
+def _integer(path: str | Path, number: int, text: str, what: str, bound: int) -> int:
     """`text` as an integer within +-bound (ASCII digits, optional sign; no float)."""
     stripped = text.strip()
     if not _is_integer(stripped):
@@ -155,7 +155,7 @@ def _is_integer(text: str) -> bool:
     return digits.isascii() and digits.isdigit()
 
 
-def _check_gaps(path, settings: dict) -> None:
+def _check_gaps(path: str | Path, settings: dict) -> None:
     """LASTZ's gap checks: extend >= 0, open + extend > 0 (open may be negative)."""
     def value(key: str, default: int) -> int:
         return _setting_value(path, settings[key][0], key, settings[key][1]) \
@@ -169,7 +169,7 @@ def _check_gaps(path, settings: dict) -> None:
                          f"{extend} is not positive")
 
 
-def _label(path, number: int, cell: str, kind: str) -> str:
+def _label(path: str | Path, number: int, cell: str, kind: str) -> str:
     """A label: one character, or two hex digits naming one (00 only for bad_score)."""
     if len(cell) == 2 and cell[0] in _HEX and cell[1] in _HEX:
         code = int(cell, 16)
@@ -182,7 +182,7 @@ def _label(path, number: int, cell: str, kind: str) -> str:
                      f"(one character, or two hex digits){hint}")
 
 
-def _no_repeats(path, number: int, labels: list[str], kind: str) -> None:
+def _no_repeats(path: str | Path, number: int, labels: list[str], kind: str) -> None:
     seen = set()
     for label in labels:
         if label in seen:
@@ -191,7 +191,7 @@ def _no_repeats(path, number: int, labels: list[str], kind: str) -> None:
         seen.add(label)
 
 
-def _read_rows(path, lines: list, cols: list[str]) -> tuple[list[str], dict]:
+def _read_rows(path: str | Path, lines: list, cols: list[str]) -> tuple[list[str], dict]:
     """Row labels in order and {row: {column: score}}.  The first row decides whether rows are
     labelled (one field more than the header) or not (as many fields: labels taken from the
     columns in order, LASTZ's reading of blastz files)."""
@@ -222,7 +222,7 @@ def _read_rows(path, lines: list, cols: list[str]) -> tuple[list[str], dict]:
     return rows, scores
 
 
-def _check_alphabets(path, number: int, rows: list[str], cols: list[str]) -> None:
+def _check_alphabets(path: str | Path, number: int, rows: list[str], cols: list[str]) -> None:
     for kind, labels in (("columns", cols), ("rows", rows)):
         if set(labels) not in _DNA_ALPHABETS:
             raise InputError(
@@ -231,7 +231,7 @@ def _check_alphabets(path, number: int, rows: list[str], cols: list[str]) -> Non
             )
 
 
-def _check_bad_labels(path, settings: dict, rows: list[str], cols: list[str]) -> None:
+def _check_bad_labels(path: str | Path, settings: dict, rows: list[str], cols: list[str]) -> None:
     """bad_score's labels (`row:col:score`, `both:score`) cannot be matrix labels too."""
     if "bad_score" not in settings:
         return

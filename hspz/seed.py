@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hspz.jit import njit, prefetch
+
+if TYPE_CHECKING:
+    from hspz.xdrop import Workspace
 
 
 @dataclass(frozen=True)
@@ -137,8 +141,8 @@ NO_KMER = np.uint32(0xFFFFFFFF)  # a window with a base that is not ACGT (weight
 SPARE = 16  # u32 slots (one cache line) per thread past a table's end, written in vain
 
 
-def _parallel_table(codes, care, shape: SeedShape, first: int, end: int, step: int,
-                    windows: int, threads: int) -> SeedTable:
+def _parallel_table(codes: np.ndarray, care: np.ndarray, shape: SeedShape, first: int, end: int,
+                    step: int, windows: int, threads: int) -> SeedTable:
     """`build_seed_table` on several threads, the same bytes.  Each thread writes the k-mer of
     every window of its share of the positions (NO_KMER where invalid) into one u32 column;
     then each counts, and later places, the windows whose k-mers fall in its share of the
@@ -290,7 +294,7 @@ def _batch(codes, care, size, first, end, transition, index_table, kmers, qpos, 
 
 
 def batch_hits(codes: np.ndarray, shape: SeedShape, first: int, end: int, transition: bool,
-               table: SeedTable):
+               table: SeedTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(kmers, qpos, lo, counts) of one chunk's seed stream: the same stream as `query_seeds`,
     with each seed's first index into `pos_table` and its number of hits."""
     end = min(end, len(codes) - shape.size + 1)
@@ -340,7 +344,8 @@ def _hit_seeds(codes, care, size, first, end, transition, index_table, occupied,
             v = np.uint64(k if t < 0 else k ^ np.uint32(2 << (2 * t)))
             lo[n] = v
             at[n] = w * (variants + 1) + t + 1
-            n += np.int64((occupied[v >> np.uint64(6)] >> (v & np.uint64(63))) & np.uint64(1))
+            # numba types n as int64 throughout; mypy sees only the int of `n = 0`
+            n += np.int64((occupied[v >> np.uint64(6)] >> (v & np.uint64(63))) & np.uint64(1))  # type: ignore[assignment]
     for i in range(n):
         if i + LOOKUPS_AHEAD < n:
             prefetch(index_table, lo[i + LOOKUPS_AHEAD])
@@ -353,7 +358,8 @@ def _hit_seeds(codes, care, size, first, end, transition, index_table, occupied,
 
 
 def hit_seeds(codes: np.ndarray, shape: SeedShape, first: int, end: int, transition: bool,
-              table: SeedTable, work=None):
+              table: SeedTable, work: Workspace | None = None
+              ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The seeds of `batch_hits`'s stream that have hits: (stream length, then per such seed
     its query position, first pos_table index, hit count and place in the stream).  Given a
     `work`space (`xdrop.Workspace`), the arrays live in it (valid until its next use)."""

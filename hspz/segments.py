@@ -18,9 +18,11 @@ from hspz.sequence import PackedBin, block_positions
 
 SMALL_LINES = 1 << 20
 _POW10 = 10 ** np.arange(1, 19, dtype=np.int64)
+# one field of every line: a constant byte, a number column, or (table, offsets, index): text
+_Field = int | np.ndarray | tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def _lines(fields: list, n: int) -> bytes:
+def _lines(fields: list[_Field], n: int) -> bytes:
     """n lines of `fields` in order, each an int64 array (written in decimal), a byte value, or
     (bytes table, offsets, index array): entry index[i] of the table."""
     widths = [_width(f, n) for f in fields]
@@ -32,7 +34,7 @@ def _lines(fields: list, n: int) -> bytes:
     return out.tobytes()
 
 
-def _width(field, n: int) -> np.ndarray:
+def _width(field: _Field, n: int) -> np.ndarray:
     if isinstance(field, int):
         return np.ones(n, np.int64)
     if isinstance(field, tuple):
@@ -41,7 +43,7 @@ def _width(field, n: int) -> np.ndarray:
     return 1 + np.searchsorted(_POW10, np.abs(field), side="right") + (field < 0)
 
 
-def _put(out: np.ndarray, at: np.ndarray, field, width: np.ndarray) -> None:
+def _put(out: np.ndarray, at: np.ndarray, field: _Field, width: np.ndarray) -> None:
     if isinstance(field, int):
         out[at] = field
     elif isinstance(field, tuple):
@@ -158,7 +160,7 @@ def format_raw(h: np.ndarray, strand: str) -> bytes:
     word = np.frombuffer(strand.encode(), np.uint8)
     cols = [h[k].astype(np.int64) for k in ("ref_start", "query_start", "len", "score")]
     if jit.numpy_first(len(h), SMALL_LINES):
-        fields = [(word, np.array([0, len(word)]), np.zeros(len(h), np.int64))]
+        fields: list[_Field] = [(word, np.array([0, len(word)]), np.zeros(len(h), np.int64))]
         for col in cols:
             fields += [9, col]
         return _lines(fields + [10], len(h))

@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 
@@ -432,9 +433,9 @@ def _write_atomic(path: PathLike, chunks: Iterable[bytes | np.ndarray]) -> None:
     """Write to a temporary sibling, rename when complete: nothing half-written looks done."""
     from hspz import durable
 
-    def write(fh) -> None:
+    def write(fh: BinaryIO) -> None:
         for chunk in chunks:
-            fh.write(chunk)
+            fh.write(chunk)  # type: ignore[arg-type]  # numpy's stubs: no Buffer before 3.12
 
     durable.write_file(path, write)
 
@@ -561,7 +562,7 @@ class HashedRecords(list):
     """Records with their `sequence.records_digest`, computed once (a batch plans every job
     against one reference)."""
 
-    def __init__(self, records, digest: str | None = None):
+    def __init__(self, records: Iterable[Record | KnownRecord], digest: str | None = None) -> None:
         super().__init__(records)
         self.digest = records_digest(self) if digest is None else digest
 
@@ -574,7 +575,7 @@ class KnownRecords(HashedRecords):
                          digest)
 
 
-def side_digest(records) -> str:
+def side_digest(records: Sequence[Record]) -> str:
     """`sequence.records_digest` of one side's records, or the hash they carry."""
     return records.digest if isinstance(records, HashedRecords) else records_digest(records)
 
@@ -586,7 +587,7 @@ def records_digest(records: Iterable[Record]) -> str:
     for rec in records:
         name = rec.name.encode("utf-8")
         h.update(struct.pack("<Q", len(name)) + name + struct.pack("<Q", len(rec.seq)))
-        h.update(memoryview(np.ascontiguousarray(rec.seq)))
+        h.update(np.ascontiguousarray(rec.seq).data)
     return h.hexdigest()
 
 
@@ -639,7 +640,7 @@ def pack_bin(records: Sequence[Record], prefix: str = "") -> PackedBin:
 def _complement_table() -> np.ndarray:
     table = np.full(256, ord("N"), dtype=np.uint8)
     pairs = ("AT", "CG", "RY", "KM", "BV", "DH", "SS", "WW", "NN")
-    for a, b in pairs:
+    for a, b in ((pair[0], pair[1]) for pair in pairs):
         for x, y in ((a, b), (a.lower(), b.lower())):
             table[ord(x)], table[ord(y)] = ord(y), ord(x)
     for src, dst in (("&", "&"), ("X", "N"), ("x", "n"), ("U", "A"), ("u", "a")):

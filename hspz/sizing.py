@@ -22,8 +22,18 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from hspz.durable import write_text
+
+if TYPE_CHECKING:
+    from hspz.index import Index
+    from hspz.manifest import Manifest
+    from hspz.options import Options
+    from hspz.planfile import PlanFile
+    from hspz.schedule import Devices
+    from hspz.sequence import Record
 
 # GPU: ns per seed hit, ms per unit and per worker, fitted on L100 (BENCHMARKS.md, "GPU ns per
 # seed hit": 0.0859 ns/hit + 287 ms/unit + 361 ms/worker; the median 0.1139 ns/hit of L100's
@@ -40,25 +50,30 @@ GPU_HOST_BYTES = 2 << 30
 STRIDE = 8  # hits counted on every 8th query position (times 8): a runtime needs no more
 
 
-def host_bytes(m, options, devices) -> int:
+def host_bytes(m: Manifest, options: Options, devices: Devices) -> int:
     """Host memory of one work process running this job's units."""
     from hspz import plan as planning
     from hspz.freeze import memory_estimate
 
     if devices.backend == "cpu":
-        return memory_estimate(options.replace(gpus=1), devices, m).total
+        estimate = memory_estimate(options.replace(gpus=1), devices, m)
+        assert estimate is not None  # None only on the GPU backend
+        return estimate.total
     inputs = sum(m.ref_lengths) + sum(m.qry_lengths)
     return planning.CPU_PROCESS + (1 + planning.READ_COPIES) * inputs + GPU_HOST_BYTES
 
 
-def size_rows(pf, options, devices, ref, idx, read_query, count_hits: bool = True) -> list[tuple]:
+def size_rows(pf: PlanFile, options: Options, devices: Devices, ref: list[Record],
+              idx: Index | None, read_query: Callable[[str], list[Record]],
+              count_hits: bool = True) -> list[tuple]:
     """(worker, backend, units, hits, mem_mb, runtime_s) of every worker of a plan file;
     `read_query(path)` reads a job's query records.  Without `count_hits` (the histograms
     cost seconds and a few hundred MB a job) hits and runtime_s are "-"."""
     from hspz.commands.estimate import estimate_rows
     from hspz.freeze import context_of
 
-    hits, memory = [], []
+    hits: list[list[int]] = []
+    memory: list[int] = []
     for job in pf.jobs:
         memory.append(host_bytes(job.manifest, options, devices))
         if not count_hits:
@@ -70,7 +85,7 @@ def size_rows(pf, options, devices, ref, idx, read_query, count_hits: bool = Tru
         del qry
     gpu = devices.backend == "gpu"
     threads = max(1, options.threads or os.cpu_count() or 1)
-    out = []
+    out: list[tuple] = []
     for k in range(pf.schedule.workers):
         units = pf.worker_units(k)
         jobs = {j for j, _ in units}

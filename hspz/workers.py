@@ -35,11 +35,13 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from multiprocessing import shared_memory
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,7 +51,14 @@ from hspz.plan import Bins, Plan
 from hspz.schedule import Visit
 from hspz.sequence import Record
 
-Sink = Callable[[UnitResult, object], None]  # (result, hit histogram or None)
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+    from multiprocessing.queues import Queue
+
+    from hspz.engine import RefBin
+
+Sink = Callable[[UnitResult, Any], None]  # (result, hit histogram or None)
 
 
 @dataclass(frozen=True)
@@ -129,7 +138,7 @@ def add_thread_phases(rep: WorkerReport, phases: dict) -> None:
             acc[k][1] += cpu
 
 
-def load_engine(job: WorkerJob):
+def load_engine(job: WorkerJob) -> ModuleType:
     """Import the engine, bind this process to its device and tell it its threads (each call
     only where the engine offers it)."""
     engine = importlib.import_module(job.engine)
@@ -148,7 +157,7 @@ def _add(phases: dict, name: str, t: float) -> None:
     phases[name] = phases.get(name, 0.0) + (time.perf_counter() - t)
 
 
-def run_worker(job: WorkerJob, ref_records: Sequence[Record], qry_records: Sequence[Record],
+def run_worker(job: WorkerJob, ref_records: Records, qry_records: Records,
                sink: Sink, progress: Callable | None = None) -> WorkerReport:
     """Run one worker's visits in order, handing each result to `sink`.  While a unit runs, the
     next unit's query bin, when it is another one, is prepared on a thread (at most two query
@@ -212,8 +221,8 @@ class _References:
     `pool` while the current visit's units run (at most two bins are held then); a build does
     not, so a CPU run holds one bin's working set.  A load above LOAD_WARN_S seconds warns."""
 
-    def __init__(self, job: WorkerJob, engine, records: Sequence[Record],
-                 pool: ThreadPoolExecutor, host_codes: bool):
+    def __init__(self, job: WorkerJob, engine: ModuleType, records: Records,
+                 pool: ThreadPoolExecutor, host_codes: bool) -> None:
         self.job, self.engine, self.records, self.pool = job, engine, records, pool
         self.host_codes = host_codes
         self.index = None
@@ -223,7 +232,8 @@ class _References:
             self.index = open_index(job.index)
         self.next: tuple[int, Future] | None = None
 
-    def _load(self, b: int):
+    def _load(self, b: int) -> tuple[Any, float]:
+        assert self.index is not None  # bins are loaded only from an index
         from hspz.engine import load_reference
 
         loader = getattr(self.engine, "load_reference", load_reference)
@@ -238,7 +248,7 @@ class _References:
                   f"{seconds:.1f} s; keep the index on local storage", file=sys.stderr)
         return ref, seconds
 
-    def get(self, b: int, rep: WorkerReport):
+    def get(self, b: int, rep: WorkerReport) -> RefBin | Any:
         """Reference bin b, built or loaded, counted in `rep`."""
         t = time.perf_counter()
         if self.index is None:
@@ -307,7 +317,7 @@ class _Queries:
     (job, query bin).  A batch job's records are read from its file when a bin of it is first
     needed and kept while the worker stays with that job (the last job's are let go)."""
 
-    def __init__(self, job: WorkerJob, records: Sequence[Record], prep: ThreadPoolExecutor,
+    def __init__(self, job: WorkerJob, records: Records, prep: ThreadPoolExecutor,
                  host_codes: bool):
         self.job, self.records, self.prep, self.host_codes = job, records, prep, host_codes
         self.current: tuple[tuple[int, int], QueryBin] | None = None
@@ -315,7 +325,7 @@ class _Queries:
         self.files: tuple[int, Sequence[Record]] | None = None  # (job, its records)
         self.lock = threading.Lock()
 
-    def _records(self, j: int) -> Sequence[Record]:
+    def _records(self, j: int) -> Records:
         if self.job.queries is None:
             return self.records
         with self.lock:
@@ -362,7 +372,8 @@ def read_job_query(spec: QuerySpec) -> list[Record]:
     return records
 
 
-def _run_unit(job: WorkerJob, engine, rep: WorkerReport, ref, qry: QueryBin, ref_bin: int,
+def _run_unit(job: WorkerJob, engine: ModuleType, rep: WorkerReport, ref: RefBin | Any,
+              qry: QueryBin, ref_bin: int,
               j: int, sink: Sink, progress: Callable | None = None) -> None:
     from hspz.estimate import unit_hit_histogram
 
@@ -402,7 +413,7 @@ class SharedRecords:
     names: list[str]
     offsets: list[int]
     lengths: list[int]
-    _shm: object = None
+    _shm: shared_memory.SharedMemory | None = None
 
     def attach(self) -> SharedRecords:
         self._shm = shared_memory.SharedMemory(name=self.shm_name)
@@ -412,10 +423,11 @@ class SharedRecords:
         return len(self.names)
 
     def __getitem__(self, i: int) -> Record:
+        assert self._shm is not None, "attach() first"
         buf = np.ndarray((self.lengths[i],), np.uint8, self._shm.buf, self.offsets[i])
         return Record(self.names[i], buf)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict:
         return dict(self.__dict__, _shm=None)
 
 
@@ -453,23 +465,27 @@ def _fill(shm: shared_memory.SharedMemory, sides: Sequence[Sequence[Record]],
     return out
 
 
+# what a worker reads records from: a list, or (in a worker process) the shared block
+Records = Sequence[Record] | SharedRecords
+
+
 def _copy_into(block: np.ndarray, at: int, seq: np.ndarray) -> None:
     block[at:at + len(seq)] = seq
 
 
-def _child(job: WorkerJob, ref: SharedRecords, qry: SharedRecords, out) -> None:
+def _child(job: WorkerJob, ref: SharedRecords, qry: SharedRecords, out: Queue) -> None:
     """A worker process: run the job, stream results, then report (or report the failure)."""
     try:
         ref.attach()
         qry.attach()
         out.put(("attached", job.worker))
 
-        def send(result: UnitResult, extras) -> None:
+        def send(result: UnitResult, extras: object) -> None:
             out.put(("unit", job.worker, result.to_bytes(), extras))
 
         last = [0.0]
 
-        def tell(key, share: float, hits: int) -> None:
+        def tell(key: object, share: float, hits: int) -> None:
             now = time.perf_counter()
             if now - last[0] >= PROGRESS_S:
                 last[0] = now
@@ -501,7 +517,7 @@ class Pool:
         import multiprocessing
 
         mp = multiprocessing.get_context("spawn")
-        self.out = mp.Queue()
+        self.out: Queue | None = mp.Queue()
         pipes = [mp.Pipe(duplex=False) for _ in range(n)]  # (receiving, sending) ends
         self.inboxes = [send for _, send in pipes]
         self.procs = [mp.Process(target=_pooled, args=(engine, k, recv, self.out, numba,
@@ -527,7 +543,7 @@ class Pool:
     def __enter__(self) -> Pool:
         return self
 
-    def __exit__(self, kind, *_) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         self.close(failed=kind is not None)
 
     def run(self, jobs: Sequence[WorkerJob], ref_records: Sequence[Record],
@@ -535,6 +551,7 @@ class Pool:
             progress: Callable | None = None) -> list[WorkerReport]:
         """Run jobs[k] on process k (k = its worker number); results go to `sink`.  Returns
         when every worker has reported; `close` waits for their exit."""
+        assert self.out is not None, "the pool is closed"
         self.shm, (ref, qry) = share([ref_records, qry_records])
         try:
             for k, job in enumerate(jobs):
@@ -575,14 +592,14 @@ class Pool:
             self.shm.unlink()
             self.unlinked = True
 
-    def _stop(self, which) -> None:
+    def _stop(self, which: Iterable[int]) -> None:
         """Terminate processes `which` (nothing to lose: a failed run, or no job)."""
         for k in which:
             if self.procs[k].is_alive():
                 self.procs[k].terminate()
 
 
-def _hand(worker: int, inbox, message) -> None:
+def _hand(worker: int, inbox: Connection, message: object) -> None:
     try:
         inbox.send(message)
     except OSError as exc:  # BrokenPipeError: the process is gone
@@ -603,7 +620,7 @@ def die_with_parent(parent: int) -> None:
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
-def _pooled(engine: str, worker: int, inbox, out, numba: bool = False,
+def _pooled(engine: str, worker: int, inbox: Connection, out: Queue, numba: bool = False,
             parent: int | None = None) -> None:
     """A pooled worker process: die with `parent`; import the engine and start the device
     worker `worker` will most likely use (where the engine offers `warm_worker`), and load
@@ -624,10 +641,10 @@ def _pooled(engine: str, worker: int, inbox, out, numba: bool = False,
     except Exception:  # no CuPy here, say: the job's own import reports it properly
         pass
     try:
-        job = inbox.recv()
+        job, ref, qry = inbox.recv()
     except EOFError:
         os._exit(0)
-    _child(*job, out)
+    _child(job, ref, qry, out)
     out.close()
     out.join_thread()
     sys.stdout.flush()
@@ -665,7 +682,7 @@ class _Handoff:
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="emit")
         self.pending: list[Future] = []
 
-    def __call__(self, result: UnitResult, extras) -> None:
+    def __call__(self, result: UnitResult, extras: object) -> None:
         self._raise_done()
         self.pending.append(self.thread.submit(self.sink, result, extras))
 
@@ -676,7 +693,7 @@ class _Handoff:
     def __enter__(self) -> _Handoff:
         return self
 
-    def __exit__(self, kind, *_) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         try:
             if kind is None:
                 for f in self.pending:
@@ -687,7 +704,7 @@ class _Handoff:
             self.thread.shutdown(wait=True)
 
 
-def _collect(procs, out, sink: Sink, n: int,
+def _collect(procs: Sequence[BaseProcess], out: Queue, sink: Sink, n: int,
              attached: Callable[[], None] = lambda: None,
              progress: Callable | None = None) -> list[WorkerReport]:
     """Every worker's messages until each has reported; `attached()` once all n have attached
@@ -721,7 +738,7 @@ def _collect(procs, out, sink: Sink, n: int,
     return [reports[k] for k in sorted(reports)]
 
 
-def _check_alive(procs, reports: dict, suspects: set[int]) -> set[int]:
+def _check_alive(procs: Sequence[BaseProcess], reports: dict, suspects: set[int]) -> set[int]:
     """Workers found dead twice in a row with nothing left on the queue died unreported."""
     dead = {k for k, p in enumerate(procs) if k not in reports and p.exitcode is not None}
     for k in sorted(dead & suspects):

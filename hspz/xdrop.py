@@ -14,12 +14,15 @@ distinct walks (maxima strictly decreasing from oldest to newest), merges walks 
 and retires the oldest once its drawdown passes x-drop.
 
 Anchors are the first base after the seed.  Right walks score anchor, anchor+1, ... (best position
-starts at -1); left walks score anchor-1, anchor-2, ... (best position counted in steps, starts at 0).
+starts at -1); left walks score anchor-1, anchor-2, ... (best position counted in steps, starts
+at 0).
 """
 
 from __future__ import annotations
 
 import functools
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -199,7 +202,8 @@ def _extend_groups(ref, qry, ref_len, qry_len, mat, xdrop, R, Q, diag, starts):
     return mr, pr, ml, pl
 
 
-def extend_hits(ref, qry, ref_len, qry_len, mat, xdrop, R, Q):
+def extend_hits(ref: np.ndarray, qry: np.ndarray, ref_len: int, qry_len: int, mat: np.ndarray,
+                xdrop: int, R: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, ...]:
     """Same results as `extend_plain`, walking each diagonal stretch once (sorts by diagonal)."""
     R = np.asarray(R, np.int64)
     Q = np.asarray(Q, np.int64)
@@ -230,7 +234,9 @@ def diagonal_starts(diag: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.concatenate(([True], diag[1:] != diag[:-1], [True])))
 
 
-def extend_sorted(ref, qry, ref_len, qry_len, mat, xdrop, Rs, Qs, starts):
+def extend_sorted(ref: np.ndarray, qry: np.ndarray, ref_len: int, qry_len: int, mat: np.ndarray,
+                  xdrop: int, Rs: np.ndarray, Qs: np.ndarray, starts: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Extension of hits already sorted by (diagonal, R); results in that order."""
     mr, pr, ml, pl = _extend_groups(ref, qry, ref_len, qry_len, mat.ravel().astype(np.int32),
                                     int(xdrop), Rs, Qs, Rs - Qs, starts)
@@ -467,10 +473,10 @@ class Workspace:
     of one process take in turn, were a sixth of a run's time).  Bounded by the largest piece:
     `engine.cpu.PIECE` hits."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {}
 
-    def take(self, name: str, n: int, dtype=np.int64) -> np.ndarray:
+    def take(self, name: str, n: int, dtype: type = np.int64) -> np.ndarray:
         """An uninitialised array of n elements, reused under `name`."""
         a = self.arrays.get(name)
         if a is None or len(a) < n or a.dtype != dtype:
@@ -485,8 +491,10 @@ def _pair_tables_of(key: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return pair_tables(np.frombuffer(key, np.int64))
 
 
-def first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size,
-               keep_from: int, work: Workspace | None = None):
+def first_pass(ref: np.ndarray, qry: np.ndarray, ref_len: int, qry_len: int, mat: np.ndarray,
+               xdrop: int, pos_table: np.ndarray, lo: np.ndarray, qpos: np.ndarray,
+               counts: np.ndarray, size: int, keep_from: int, work: Workspace | None = None
+               ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray]]:
     """Every hit of these seeds but those inside long HSPs, exactly: ((score, ref_start,
     query_start, len) of the finished hits scoring at least `keep_from`, (R, Q) of the anchors
     left for the diagonal sweep).  Given a `work`space, the arrays returned live in it (valid
@@ -518,8 +526,9 @@ def first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, coun
     return (score[:n], rs[:n], qs[:n], ln[:n]), (late_r[:n_late], late_q[:n_late])
 
 
-def extend_seeds(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size,
-                 keep_from: int):
+def extend_seeds(ref: np.ndarray, qry: np.ndarray, ref_len: int, qry_len: int, mat: np.ndarray,
+                 xdrop: int, pos_table: np.ndarray, lo: np.ndarray, qpos: np.ndarray,
+                 counts: np.ndarray, size: int, keep_from: int) -> tuple[np.ndarray, ...]:
     """Extend every hit of these seeds; return (score, ref_start, query_start, len) of the hits
     scoring at least `keep_from` (in no particular order: dedup sorts fully): `first_pass`,
     then the diagonal sweep of the hits inside long HSPs.  Both are exact."""
@@ -530,7 +539,8 @@ def extend_seeds(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, co
     return tuple(np.concatenate((a, b[keep])) for a, b in zip(done, swept, strict=True))
 
 
-def resolve_chains(xp, merged, best, pos, off):
+def resolve_chains(xp: ModuleType, merged: Any, best: Any, pos: Any, off: Any
+                   ) -> tuple[Any, Any]:  # numpy or CuPy arrays (`xp`)
     """Final (best, position of the best) of walks that stopped early by merging (the GPU's
     chain_walks): hits in walking order, walk j either finished (its `best` and `pos` final) or
     merged into walk j + 1 on its diagonal, at the first base at or past j + 1's start where j

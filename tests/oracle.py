@@ -24,7 +24,12 @@ import numpy as np
 # §3 Seeds: the two named patterns.
 NAMED_SEEDS = {"12of19": "TTT0T00TT00T0T0TTTT", "14of22": "TTT0T0TT00TT00T0T0TTTT"}
 # §3 Scoring: HOXD70, rows = reference base, columns = query base, order A C G T.
-HOXD70 = [[91, -114, -31, -123], [-114, 100, -125, -31], [-31, -125, 100, -114], [-123, -31, -114, 91]]
+HOXD70 = [
+    [91, -114, -31, -123],
+    [-114, 100, -125, -31],
+    [-31, -125, 100, -114],
+    [-123, -31, -114, 91],
+]
 # §2 scoring alphabet.
 A, C, G, T, L, N, X, E = range(8)
 # §3 Entropy: ln 4 as float32, widened to double.
@@ -146,7 +151,9 @@ def pack_bin(records: list[tuple[str, bytes]], prefix: str) -> Bin:
 def _complement_table() -> bytes:
     """§2: IUPAC codes complemented with case kept, '&'->'&', 'X'->'N', 'U'->'A', else 'N'."""
     table = bytearray(b"N" * 256)
-    pairs = {"A": "T", "C": "G", "R": "Y", "K": "M", "S": "S", "W": "W", "B": "V", "D": "H", "N": "N"}
+    pairs = {
+        "A": "T", "C": "G", "R": "Y", "K": "M", "S": "S", "W": "W", "B": "V", "D": "H", "N": "N",
+    }
     for a, b in pairs.items():
         for x, y in ((a, b), (b, a)):
             table[ord(x)] = ord(y)

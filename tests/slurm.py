@@ -40,7 +40,9 @@ from pathlib import Path
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 SBIN = ("slurmctld", "slurmd", "munged")
 CLIENTS = ("sbatch", "squeue", "scancel", "scontrol", "sinfo", "srun", "munge", "unmunge")
-SEARCH_PATH = os.pathsep.join(["/usr/sbin", "/usr/bin", "/sbin", "/bin", os.environ.get("PATH", "")])
+SEARCH_PATH = os.pathsep.join(
+    ["/usr/sbin", "/usr/bin", "/sbin", "/bin", os.environ.get("PATH", "")]
+)
 DEFAULT_CONF = Path("/etc/slurm/slurm.conf")
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 # Every process of the cluster carries this variable, so `stop` finds job processes that

@@ -82,7 +82,8 @@ def test_plot_command_writes_the_png_and_prints_the_table(tmp_path, capsys):
 
 def test_thread_points_give_each_version_its_speed_up_over_its_own_one_thread_run(tmp_path):
     recs = []
-    for alt, walls in ((None, {1: [80, 90, 100], 2: [45], 16: [8]}), ("/x/old", {1: [160], 16: [20]})):
+    cases = ((None, {1: [80, 90, 100], 2: [45], 16: [8]}), ("/x/old", {1: [160], 16: [20]}))
+    for alt, walls in cases:
         for t, ws in walls.items():
             recs += [dict(machine="m", arm=f"hspZ cpu -t {t}", kind="hspz-cpu", workload="w",
                           threads=t, alt=alt, commit="abc", wall_s=w, engine_s=w - 1,

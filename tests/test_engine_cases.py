@@ -6,8 +6,9 @@ by hand; the derivation sits in a comment next to the assertion (docs/algorithm.
 
 Hand derivations lean on two facts of HOXD70 with x-drop 910:
 - a match scores 91 (A/T) or 100 (C/G); a transition -31; the transversions A<->C, G<->T -114;
-- eight transversions in a row drop 912 > 910, so ``planted`` queries (every base outside the planted
-  match is a transversion of the reference base it faces) stop extension exactly at the match ends.
+- eight transversions in a row drop 912 > 910, so ``planted`` queries (every base outside the
+  planted match is a transversion of the reference base it faces) stop extension exactly at the
+  match ends.
 """
 
 from __future__ import annotations
@@ -224,7 +225,9 @@ def test_ambiguous_scores_n_and_iupac_codes(engine, rng, ambiguous, n_vs_base, n
     ("n", [(0, 600, 0), (601, 1000, 0)]),                    # N/L = 0; X/L still -1000
     ("iupac,10,30", [(0, 1000, -4 * 30)]),                   # N/L and X/L = -30: bridged
 ])
-def test_ambiguous_codes_against_lowercase_use_the_ambiguity_penalty(engine, rng, ambiguous, pieces):
+def test_ambiguous_codes_against_lowercase_use_the_ambiguity_penalty(
+    engine, rng, ambiguous, pieces
+):
     seq = dna(rng, 1000)
     ref = seq[:300] + seq[300:303].lower() + seq[303:600] + seq[600:601].lower() + seq[601:]
     qry = seq[:300] + b"NNN" + seq[303:600] + b"R" + seq[601:]
@@ -390,7 +393,9 @@ def test_a_window_on_an_interval_boundary_is_seeded_by_both_intervals(engine, rn
                      "tmp2.block0.r0.plus.segments": expected}
 
 
-@pytest.mark.parametrize(("chunk", "seeded"), [(27, False), (81, False), (80, True), (250000, True)])
+@pytest.mark.parametrize(
+    ("chunk", "seeded"), [(27, False), (81, False), (80, True), (250000, True)]
+)
 def test_last_window_is_never_seeded_when_the_chunk_size_divides_the_interval(
         engine, rng, chunk, seeded):
     ref = dna(rng, 300)
@@ -427,7 +432,8 @@ def test_strand_flag_selects_plus_or_minus_files(engine, rng):
 
 
 @pytest.mark.parametrize(("kegalign", "query_block", "where"), [
-    # balanced, 1400 bp / 600 -> 3 bins: longest first into the lightest bin, bins by first record
+    # balanced, 1400 bp / 600 -> 3 bins: longest first into the lightest bin, bins by first
+    # record
     # ref [r0] [r1 r3] [r2]; query [q0 q2] [q1] [q3]
     (False, None, {"tmp1.block0.r1": ["r3", "r1"], "tmp1.block1.r2": ["r2"],
                    "tmp1.block2.r0": ["r0"]}),

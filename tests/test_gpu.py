@@ -99,7 +99,8 @@ def test_gpu_seed_table_equals_cpu_seed_table():
     from hspz.sequence import seed_codes
 
     rng = np.random.default_rng(RNG_SEED)
-    buf = rng.choice(np.frombuffer(b"ACGTacgtN&", np.uint8), 200_000, p=[.2] * 4 + [.02] * 4 + [.06, .06])
+    alphabet = np.frombuffer(b"ACGTacgtN&", np.uint8)
+    buf = rng.choice(alphabet, 200_000, p=[0.2] * 4 + [0.02] * 4 + [0.06, 0.06])
     for pattern, step in (("TTT0T00TT00T0T0TTTT", 1), ("TTT0T00TT00T0T0TTTT", 3), ("1101", 2)):
         shape = SeedShape.from_pattern(pattern)
         codes = seed_codes(buf)
@@ -237,9 +238,10 @@ def test_gpu_equals_cpu_on_random_related_pairs(tmp_path):
     for i in range(25):
         ref, qry = related_pair(rng, int(rng.integers(2000, 9000)))
         r = write_fasta(tmp_path / f"r{i}.fa", [("chrA", ref)])
-        q = write_fasta(tmp_path / f"q{i}.fa",
-                        [("qA", qry[: len(qry) // 2]), ("qB", qry[len(qry) // 2 :])])
-        run_both(tmp_path, r, q, "-H", str(int(rng.integers(1200, 3500))), "-m", str(int(rng.integers(50, 5000))))
+        half = len(qry) // 2
+        q = write_fasta(tmp_path / f"q{i}.fa", [("qA", qry[:half]), ("qB", qry[half:])])
+        hsp_threshold, min_match = int(rng.integers(1200, 3500)), int(rng.integers(50, 5000))
+        run_both(tmp_path, r, q, "-H", str(hsp_threshold), "-m", str(min_match))
 
 
 def test_gpu_long_identical_hsp_uses_the_sweep_and_matches(tmp_path):
@@ -269,7 +271,8 @@ def test_gpu_reference_order_is_the_seed_order_hits_sorted_by_window():
                                          ref.table)
     owner = np.repeat(np.arange(len(counts)), counts)
     j = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
-    want = (ref.table.pos_table[lo[owner] + j].astype(np.uint64) << np.uint64(32)) | qpos[owner].astype(np.uint64)
+    rpos = ref.table.pos_table[lo[owner] + j].astype(np.uint64)
+    want = (rpos << np.uint64(32)) | qpos[owner].astype(np.uint64)
     n = g.total
     assert n == len(want) > 10_000
     edges = sorted({0, 4321, int(g.hit_edges[1])}) + [n]  # chunk starts: tags follow them
@@ -477,7 +480,9 @@ def test_gpu_loaded_bins_equal_the_bins_the_device_builds(indexed):
         assert cp.array_equal(loaded.score[:n], built.score[:n])
 
 
-@pytest.mark.parametrize("extra", [[], ["--gpus", "2"], ["-r", "REF"], ["-r", "REF", "--gpus", "3"]])
+@pytest.mark.parametrize(
+    "extra", [[], ["--gpus", "2"], ["-r", "REF"], ["-r", "REF", "--gpus", "3"]]
+)
 def test_gpu_run_with_the_index_writes_the_bytes_of_a_run_without(indexed, tmp_path, extra):
     d, ref, qry, flags, plain, outputs = indexed
     extra = [str(ref) if a == "REF" else a for a in extra]

@@ -45,7 +45,8 @@ def _hsps(rng, n: int, ref, qry) -> np.ndarray:
 def test_segments_lines_and_digest_are_the_same_bytes_either_way(monkeypatch, n):
     rng = np.random.default_rng(n)
     zeros = np.zeros
-    ref = pack_bin([Record("chr1", zeros(999, np.uint8)), Record("a_long_name", zeros(5000, np.uint8)),
+    ref = pack_bin([Record("chr1", zeros(999, np.uint8)),
+                    Record("a_long_name", zeros(5000, np.uint8)),
                     Record("x", zeros(10**6, np.uint8))], "r.")
     qry = pack_bin([Record("q", zeros(10**7, np.uint8)), Record("q22", zeros(30, np.uint8))])
     h = _hsps(rng, n, ref, qry)

@@ -65,7 +65,8 @@ def test_deterministic_and_seeded(small_pair):
     ("ref_mbp", "query_mbp", "chromosomes"), [(2.0, 0.5, 4), (1.0, 1.0, 3), (0.4, 0.6, 1)]
 )
 def test_sizes_alphabet_masking_and_gaps(ref_mbp, query_mbp, chromosomes):
-    ref, query = simulate_pair(PairSpec(ref_mbp=ref_mbp, query_mbp=query_mbp, chromosomes=chromosomes))
+    spec = PairSpec(ref_mbp=ref_mbp, query_mbp=query_mbp, chromosomes=chromosomes)
+    ref, query = simulate_pair(spec)
     assert len(ref) == chromosomes
     assert abs(_total(ref) - ref_mbp * 1e6) <= 0.01 * ref_mbp * 1e6
     assert abs(_total(query) - query_mbp * 1e6) <= 0.01 * query_mbp * 1e6
@@ -137,7 +138,8 @@ def test_substitutions_hit_divergence_and_ts_tv():
         transitions = np.count_nonzero(differ & (TRANSITION[ref] == query))
         assert differ.mean() == pytest.approx(divergence, abs=0.01)
         assert transitions / (differ.sum() - transitions) == pytest.approx(2.0, rel=0.1)
-        assert np.isin(query, np.frombuffer(b"CG", np.uint8)).mean() == pytest.approx(0.41, abs=0.01)
+        gc = np.isin(query, np.frombuffer(b"CG", np.uint8)).mean()
+        assert gc == pytest.approx(0.41, abs=0.01)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -196,7 +198,8 @@ def test_hit_counter_matches_brute_force():
     q_hist = kmer_histogram(seq for _, seq in as_records[1])
     r_hist = kmer_histogram(seq for _, seq in as_records[0])
     assert q_hist.size == BINS and CARE.size == 12 and SPAN == 19
-    assert hits_by_permutation(q_hist, r_hist) == hits_from_histograms(q_hist, r_hist) == expect_plus
+    by_permutation = hits_by_permutation(q_hist, r_hist)
+    assert by_permutation == hits_from_histograms(q_hist, r_hist) == expect_plus
 
 
 def test_hit_density_in_calibrated_band():
@@ -243,7 +246,8 @@ def test_workloads_load_and_tiny_materialises(tmp_path):
     assert workloads["ecoli"]["kind"] == "real" and workloads["batch"]["queries"] == 20
     batch, medium = workload_spec(workloads, "batch"), workload_spec(workloads, "M")
     assert spec_digest(batch, reference_only=True) == spec_digest(medium, reference_only=True)
-    assert (workload_spec(workloads, "L").ref_mbp, workload_spec(workloads, "S").query_mbp) == (500, 10)
+    sizes = (workload_spec(workloads, "L").ref_mbp, workload_spec(workloads, "S").query_mbp)
+    assert sizes == (500, 10)
     sequence = pytest.importorskip("hspz.sequence")
     paths = materialise("tiny", tmp_path)
     spec = workload_spec(workloads, "tiny")

@@ -403,7 +403,8 @@ def test_a_bad_sheet_is_one_line_naming_row_and_column(tmp_path: Path, header: s
 
 @pytest.mark.parametrize("jobs, message, extra", [
     ([JOBS[2]], r"config\.work: 'w o;rk' does not match", {"work": "w o;rk"}),
-    ([{**JOBS[2], "lastz": "lastz;ls"}], r"config\.jobs\[0\]\.lastz: 'lastz;ls' does not match", {}),
+    ([{**JOBS[2], "lastz": "lastz;ls"}],
+     r"config\.jobs\[0\]\.lastz: 'lastz;ls' does not match", {}),
     ([JOBS[2], {**JOBS[2], "query": "q1.fa"}],
      r"config\.jobs\[1\]\.name: 'single' is used twice \(first by jobs\[0\]\)", {}),
     ([{**JOBS[2], "name": "index"}], r"config\.jobs\[0\]\.name: 'index' should not be", {}),
@@ -411,7 +412,8 @@ def test_a_bad_sheet_is_one_line_naming_row_and_column(tmp_path: Path, header: s
     ([{**JOBS[2], "name": "a;b"}], r"config\.jobs\[0\]\.name: 'a;b' does not match", {}),
     ([{**JOBS[2], "reference": ""}], r"config\.jobs\[0\]\.reference: .*empty|"
                                      r"config\.jobs\[0\]\.reference: '' should be non-empty", {}),
-    ([{**JOBS[2], "query": "nothere.fa"}], r"config\.jobs\[0\]\.query: nothere\.fa is not a file", {}),
+    ([{**JOBS[2], "query": "nothere.fa"}],
+     r"config\.jobs\[0\]\.query: nothere\.fa is not a file", {}),
     ([{**JOBS[2], "reference": "nothere.fa"}],
      r"config\.jobs\[0\]\.reference: nothere\.fa is not a file", {}),
 ])

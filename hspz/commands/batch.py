@@ -16,8 +16,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from hspz import batch as bt
 from hspz import index as ix
@@ -32,7 +34,7 @@ from hspz.inputs import read_side
 from hspz.planfile import PlanJob
 from hspz.progress import Progress
 from hspz.report import say
-from hspz.schedule import Schedule, make_schedule, partition_knob, schedule_lines
+from hspz.schedule import Devices, Schedule, make_schedule, partition_knob, schedule_lines
 from hspz.scoring import resolve_matrix
 from hspz.sequence import HashedRecords
 from hspz.workers import QuerySpec
@@ -43,8 +45,8 @@ class Batch:
     """A planned batch: the engine and devices it was planned for, the reference (records, or
     the index's known records), every job's frozen plan and the schedule."""
 
-    engine: object
-    devices: object
+    engine: ModuleType
+    devices: Devices
     ref: list
     jobs: list[PlanJob]
     schedule: Schedule
@@ -52,17 +54,20 @@ class Batch:
     verify: ix.Verification | None = None
 
 
-def plan_batch(req: Request, select, summary: Summary) -> Batch:
+def plan_batch(req: Request, select: Callable[[], ModuleType], summary: Summary) -> Batch:
     """Read the list and the reference (or open the index), plan every job, schedule the
     batch (its `schedule:` lines printed), write the per-job dumps."""
     o = req.options
+    assert req.query_list is not None  # batch mode is --query-list
     listed, notes = bt.read_query_list(req.query_list)
     say(notes)
     idx = verify = None
+    ref: list  # the records, or an index's KnownRecords
     with timed(summary.phases, "input"):
         if req.index:
             idx, ref, verify = ix.open_checked(req.index, o, req.reference)
         else:
+            assert req.reference is not None  # the CLI requires -r without --index
             ref = HashedRecords(read_side(req.reference, "reference"))
     engine = select()
     devices = devices_for(engine, o.gpus)
@@ -80,7 +85,8 @@ def plan_batch(req: Request, select, summary: Summary) -> Batch:
     return Batch(engine, devices, ref, jobs, sched, idx, verify)
 
 
-def plan_jobs(req: Request, listed: list[bt.ListedQuery], devices, ref) -> list[PlanJob]:
+def plan_jobs(req: Request, listed: list[bt.ListedQuery], devices: Devices,
+              ref: list) -> list[PlanJob]:
     """Every listed query read and planned as a standalone run with these flags plans it; a
     job the memory preflight would replan is refused, and every job must share the first
     job's reference bins."""
@@ -159,11 +165,12 @@ def finish_batch(out: Path, planned: list[PlanJob], jobs: list[Job], tarball: bo
 
 
 def job_line(job: Job) -> str:
+    assert job.spec is not None  # a batch job reads its own query
     return (f"progress: job {bt.job_name(job.number)} complete: {job.summary.hsps} HSPs, "
             f"digest {job.summary.digest} ({job.spec.path})")
 
 
-def batch_command(req: Request, select) -> int:
+def batch_command(req: Request, select: Callable[[], ModuleType]) -> int:
     """`hspZ run --query-list FILE`."""
     t0 = time.perf_counter()
     summary = Summary()
@@ -201,6 +208,7 @@ def _execute(req: Request, b: Batch, summary: Summary, t0: float) -> int:
         report.print_time(summary, wall)
         report.print_batch(summary, b.jobs, wall)
     if req.hit_stats:
+        assert summary.hit_stats is not None  # kept when asked for
         report.print_hit_stats(summary.hit_stats)
     finish_batch(out, b.jobs, jobs, bool(req.tarball))
     sys.stdout.flush()

@@ -49,10 +49,12 @@ def estimate_command(req: Request, stride: int, pricing: Pricing | None = None) 
     with `pricing`, each unit's projected GPU time and the wall at --gpus W."""
     t0 = time.perf_counter()
     idx = None
+    ref: list  # the records, or an index's KnownRecords
     if req.index:
         idx, ref, verify = ix.open_checked(req.index, req.options, req.reference)
         qry = read_side(req.query, "query")
     else:
+        assert req.reference is not None  # the CLI requires -r without --index
         ref, qry = read_both(req.reference, req.query)
     m = load_manifest(req, ref, qry)
     if m is not None:
@@ -72,6 +74,7 @@ def estimate_command(req: Request, stride: int, pricing: Pricing | None = None) 
         from hspz import report
 
         report.write_plan(req.dump_plan, Inputs(ref, qry, p))
+    rows: list[tuple]  # a priced row ends with its time as text
     rows, times = estimate_rows(ctx, p, ref, qry, stride, idx)
     if pricing is not None:
         rows = [(*row, f"{pricing.unit(row[4]):.3f}") for row in rows]
@@ -87,7 +90,8 @@ def estimate_command(req: Request, stride: int, pricing: Pricing | None = None) 
 
 
 def estimate_rows(ctx: Context, p: planning.Plan, ref: list[Record], qry: list[Record],
-                  stride: int, idx=None) -> tuple[list[tuple[int, ...]], list[float]]:
+                  stride: int, idx: ix.Index | None = None
+                  ) -> tuple[list[tuple[int, ...]], list[float]]:
     """(ref_bin, query_bin, ref_bp, query_bp, hits) per unit, in ordinal order, and the wall
     seconds of the query and reference stages.  Bins run on `--threads` threads (the histogram
     passes release the GIL); one reference histogram per thread is alive at a time.  With an

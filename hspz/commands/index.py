@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
 
 from hspz import index as ix
 from hspz import plan as planning
@@ -27,7 +28,8 @@ from hspz.seed import SeedShape
 from hspz.sequence import Record, pack_bin, records_digest
 
 
-def index_command(options: Options, reference: str, dest: str, select, show_time: bool) -> int:
+def index_command(options: Options, reference: str, dest: str, select: Callable[[], ModuleType],
+                  show_time: bool) -> int:
     """Build the index of `reference` at `dest` (which must not exist)."""
     t0 = time.perf_counter()
     path = Path(dest)
@@ -65,7 +67,7 @@ def index_command(options: Options, reference: str, dest: str, select, show_time
     return 0
 
 
-def build_bins(options: Options, records: list[Record], bins: planning.Bins, engine,
+def build_bins(options: Options, records: list[Record], bins: planning.Bins, engine: ModuleType,
                tmp: Path) -> dict[tuple[int, str], ix.ArrayEntry]:
     """Every bin's arrays, built a few at a time and written (with their piece checksums) on a
     thread of their own as they come: their manifest entries."""
@@ -102,13 +104,13 @@ def _host_builders(threads: int, largest_bp: int) -> int:
     return max(1, min(threads, fit))
 
 
-def bounded_map(fn: Callable, items, workers: int) -> Iterator:
+def bounded_map(fn: Callable, items: Iterable, workers: int) -> Iterator:
     """fn(item) for each item, in order, at most `workers` computed at once (and held)."""
     items = list(items)
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        pending = [pool.submit(fn, x) for x in items[:workers]]
+        pending: list[Future | None] = [pool.submit(fn, x) for x in items[:workers]]
         for i in range(len(items)):
-            result = pending[i].result()
+            result = pending[i].result()  # type: ignore[union-attr]  # None only once taken
             pending[i] = None
             if i + workers < len(items):
                 pending.append(pool.submit(fn, items[i + workers]))

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from hspz import index as ix
 from hspz.budget import devices_for
@@ -18,8 +21,11 @@ from hspz.freeze import load_manifest, prepare, schedule_for, write_dumps
 from hspz.inputs import read_both, read_side
 from hspz.planfile import PlanFile, PlanJob, plan_text
 
+if TYPE_CHECKING:
+    from hspz.schedule import Devices
 
-def plan_command(req: Request, select, sizes: str | None = None,
+
+def plan_command(req: Request, select: Callable[[], ModuleType], sizes: str | None = None,
                  sizes_hits: bool = False) -> int:
     """`hspZ plan`: freeze the plan and the schedule for --gpus workers into one file; with
     `sizes`, each work job's memory, and with `sizes_hits` its expected runtime from its
@@ -42,15 +48,18 @@ def plan_command(req: Request, select, sizes: str | None = None,
     return 0
 
 
-def _single_plan(req: Request, select) -> tuple[PlanFile, list, object, object]:
+def _single_plan(req: Request, select: Callable[[], ModuleType]
+                 ) -> tuple[PlanFile, list, ix.Index | None, Devices]:
     """One query, planned as `run` plans it (from an index's records when given one)."""
     idx = verify = None
+    ref: list  # the records, or an index's KnownRecords
     if req.index:
         idx = ix.open_index(req.index)
         ix.check_options(idx, req.options)
         verify = ix.Verification(req.reference, idx) if req.reference else None
         ref, qry = ix.known_records(idx), read_side(req.query, "query")
     else:
+        assert req.reference is not None  # the CLI requires -r without --index
         ref, qry = read_both(req.reference, req.query)
     try:
         loaded = load_manifest(req, ref, qry)
@@ -72,7 +81,8 @@ def _single_plan(req: Request, select) -> tuple[PlanFile, list, object, object]:
     return pf, ref, idx, devices
 
 
-def _batch_plan(req: Request, select) -> tuple[PlanFile, list, object, object]:
+def _batch_plan(req: Request, select: Callable[[], ModuleType]
+                ) -> tuple[PlanFile, list, ix.Index | None, Devices]:
     """The jobs of a query list, as `run --query-list` plans them (its reference verified
     against the index first when both are given)."""
     from hspz.commands.batch import plan_batch

@@ -8,7 +8,9 @@ schedule it over the workers, run them, emit the results in ordinal order and re
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
+from types import ModuleType
 
 from hspz import index as ix
 from hspz import plan as planning
@@ -28,11 +30,11 @@ from hspz.manifest import Manifest
 from hspz.progress import Progress
 from hspz.report import say
 from hspz.schedule import Schedule
-from hspz.sequence import SMALL_BYTES
+from hspz.sequence import SMALL_BYTES, Record
 from hspz.workers import Pool
 
 
-def run_command(req: Request, select) -> int:
+def run_command(req: Request, select: Callable[[], ModuleType]) -> int:
     """`hspZ run`: read, plan, schedule, run the workers, emit, report.  `select()` picks the
     engine once the inputs have been read, so bad input is reported before backend notes.
     With an index the reference is not read (or verified in the background) and its bins
@@ -41,11 +43,13 @@ def run_command(req: Request, select) -> int:
     summary = Summary()
     o = req.options
     idx = verify = None
+    ref: list  # the records, or an index's KnownRecords
     with timed(summary.phases, "input"):
         if req.index:
             idx, ref, verify = ix.open_checked(req.index, o, req.reference)
             qry = read_side(req.query, "query")
         else:
+            assert req.reference is not None  # the CLI requires -r without --index
             ref, qry = read_both(req.reference, req.query)
     try:
         return _planned(req, select, t0, summary, ref, qry, idx, verify)
@@ -54,8 +58,9 @@ def run_command(req: Request, select) -> int:
             verify.close()
 
 
-def _planned(req: Request, select, t0: float, summary: Summary, ref, qry, idx,
-             verify) -> int:
+def _planned(req: Request, select: Callable[[], ModuleType], t0: float, summary: Summary,
+             ref: list[Record], qry: list[Record], idx: ix.Index | None,
+             verify: ix.Verification | None) -> int:
     from hspz import report
 
     o = req.options
@@ -86,7 +91,7 @@ def _planned(req: Request, select, t0: float, summary: Summary, ref, qry, idx,
     return 0
 
 
-def worker_pool(sched: Schedule, engine: str, m: Manifest):
+def worker_pool(sched: Schedule, engine: str, m: Manifest) -> Pool | nullcontext[None]:
     """The worker processes of a schedule with several workers, one per scheduled worker
     (min(--gpus, reference bins)), started before the dumps and the shared records so that
     their start-up overlaps them; a null context for one worker (it runs in this process)."""
@@ -106,7 +111,7 @@ def holds_large_bins(m: Manifest) -> bool:
     return max(packed, default=0) >= SMALL_BYTES
 
 
-def index_using_line(idx, reference: str | None) -> str:
+def index_using_line(idx: ix.Index, reference: str | None) -> str:
     m = idx.manifest
     check = (f"reference {reference} verified in the background" if reference else
              "no reference given: the index is trusted, its pieces still verified as they load")
@@ -115,8 +120,9 @@ def index_using_line(idx, reference: str | None) -> str:
             f"{', --kegalign-bins' if m.kegalign_bins else ''}); {check}")
 
 
-def index_loaded_line(idx, summary: Summary, reference: str | None) -> str:
+def index_loaded_line(idx: ix.Index, summary: Summary, reference: str | None) -> str:
     loads = sum(r.loads for r in summary.reports)
+    assert summary.schedule is not None  # set once the run is scheduled
     visited = [v.ref_bin for vs in summary.schedule.visits for v in vs]
     size = sum(e.length * ix.ARRAYS[name].itemsize for b in visited
                for (bb, name), e in idx.manifest.arrays.items() if bb == b)
@@ -135,5 +141,6 @@ def _report(req: Request, summary: Summary, t0: float) -> None:
     if req.time:
         report.print_time(summary, time.perf_counter() - t0)
     if req.hit_stats:
+        assert summary.hit_stats is not None  # kept when asked for
         report.print_hit_stats(summary.hit_stats)
     print(f"digest: {summary.digest}")

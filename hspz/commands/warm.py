@@ -20,6 +20,7 @@ import io
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -65,8 +66,9 @@ def warm_pair(seed: int = 27) -> tuple[bytes, bytes]:
 # `hspz.engine.gpu` constants (every late hit walked again; pieces of a few hits; every
 # --max-hits walk on the host; chain walks capped at 3 bases, so diagonals go to the serial
 # sweep) and environment knobs (the CPU seeder).
-PATHS = ({"FEW_LATE": 0}, {"PIECE": 4096}, {"DEVICE_STEPS": 0}, {"CHAIN_CAP": 3},
-         {"env:HSPZ_DEVICE_SEEDS": "0"})
+PATHS: tuple[dict[str, int | str], ...] = (
+    {"FEW_LATE": 0}, {"PIECE": 4096}, {"DEVICE_STEPS": 0}, {"CHAIN_CAP": 3},
+    {"env:HSPZ_DEVICE_SEEDS": "0"})
 
 
 def _again(argv: list[str], d: Path, k: int) -> list[str]:
@@ -75,7 +77,7 @@ def _again(argv: list[str], d: Path, k: int) -> list[str]:
 
 
 @contextlib.contextmanager
-def _path(switches: dict):
+def _path(switches: dict) -> Iterator[None]:
     """gpu-module constants and environment variables set for one step, then restored."""
     import os
 
@@ -138,7 +140,7 @@ def warm_command(seed: str | None = None) -> int:
                  ["index", "-r", str(d / "ref.fa"), "--index", str(d / "idx"), "-B", "100k",
                   "--backend", "gpu", *seeded],
                  ["run", "--index", str(d / "idx"), "-o", str(d / "indexed"), *common]]
-        runs = [(argv, {}) for argv in steps]
+        runs: list[tuple[list[str], dict]] = [(argv, {}) for argv in steps]
         runs += [(_again(steps[0], d, k), switches) for k, switches in enumerate(PATHS)]
         for argv, switches in runs:
             said = io.StringIO()

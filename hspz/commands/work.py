@@ -15,7 +15,10 @@ import fcntl
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from hspz import durable, faults
 from hspz import index as ix
@@ -40,8 +43,12 @@ from hspz.progress import Progress
 from hspz.report import say
 from hspz.workers import WorkerJob, run_worker
 
+if TYPE_CHECKING:
+    from hspz.sequence import Record
 
-def work_command(plan_path: str, worker: int, output: str, select, threads: int,
+
+def work_command(plan_path: str, worker: int, output: str, select: Callable[[], ModuleType],
+                 threads: int,
                  device: int | None = None, index: str | None = None,
                  units: str | None = None, device_lock: str | None = None) -> int:
     """`hspZ work`: run worker `worker`'s units of a plan file into one results file."""
@@ -71,7 +78,8 @@ def work_command(plan_path: str, worker: int, output: str, select, threads: int,
             os.close(lock)
 
 
-def _inputs(pf: PlanFile, index: str | None, source: str):
+def _inputs(pf: PlanFile, index: str | None, source: str
+            ) -> tuple[list[Record], list[Record]]:
     """The reference records (none with an index: its bins are loaded) and, for one query,
     the query's; every one checked against the frozen plan."""
     m = pf.manifest
@@ -110,8 +118,8 @@ def check_queries(pf: PlanFile) -> None:
                              f"bytes, {job.sha256[:16]}… planned)")
 
 
-def _work(pf: PlanFile, worker: int, output: str, engine, threads: int, device: int,
-          index: str | None, folder: str, ref, qry) -> int:
+def _work(pf: PlanFile, worker: int, output: str, engine: ModuleType, threads: int, device: int,
+          index: str | None, folder: str, ref: list[Record], qry: list[Record]) -> int:
     keys = [unit_key(j.manifest) for j in pf.jobs]
     planned = pf.worker_units(worker)
     done: list[UnitResult] = []
@@ -134,7 +142,7 @@ def _work(pf: PlanFile, worker: int, output: str, engine, threads: int, device: 
     # `progress:` lines in the job's log, as `run` prints them (a tenth of the units at a time)
     progress = Progress(len(planned) - len(done), len({j for j, _ in planned}) or 1)
 
-    def keep(result: UnitResult, _) -> None:
+    def keep(result: UnitResult, _: object) -> None:
         write_unit(folder, keys[result.job], result)
         results.append(result)
         progress.unit_done((result.job, result.ordinal), result.hits)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import functools
 import io
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from hspz.sequence import (
     score_codes,
     seed_codes,
 )
+
+if TYPE_CHECKING:
+    from hspz.index import Index
 
 STRANDS = {"plus": ("plus",), "minus": ("minus",), "both": ("plus", "minus")}
 
@@ -67,7 +71,7 @@ class RefBin:
     shape: SeedShape
     step: int
     _table: SeedTable | None = None
-    source: object = None  # the hspz.index.Index a loaded bin came from
+    source: Index | None = None  # the hspz.index.Index a loaded bin came from
 
     @functools.cached_property
     def score(self) -> np.ndarray:
@@ -122,7 +126,7 @@ def prepare_reference(ctx: Context, index: int, records: list[Record],
     return ref
 
 
-def load_reference(ctx: Context, index, b: int, threads: int = 0) -> RefBin:
+def load_reference(ctx: Context, index: Index, b: int, threads: int = 0) -> RefBin:
     """Reference bin b from an index (`hspz.index.Index`) into host memory: its score codes and
     seed table, every piece checksum-verified as it is read (the CPU engine's load; the GPU
     engine loads straight to the device)."""
@@ -185,11 +189,11 @@ class UnitResult:
         for i, (strand, h) in enumerate(self.raw):
             arrays[f"raw{i}_{strand}"] = h
         buf = io.BytesIO()
-        np.savez(buf, **arrays)
+        np.savez(buf, **arrays)  # type: ignore[arg-type]  # the stub fears a key allow_pickle
         return buf.getvalue()
 
     @classmethod
-    def from_file(cls, path: str | Path) -> UnitResult:
+    def from_file(cls, path: str | Path | IO[bytes]) -> UnitResult:
         with np.load(path, allow_pickle=False) as z:
             meta = dict(zip(_META_FIELDS, z["meta"].tolist(), strict=True))
             result = cls(**{k: _meta_type(k)(v) for k, v in meta.items()})
@@ -290,7 +294,7 @@ def settle_chunks(ctx: Context, raw: np.ndarray, copies: np.ndarray, chunk: np.n
     them, and dedup keeps one either way).  Whole arrays, not a Python call per chunk: the GPU
     backend runs this on host threads while its launching thread needs the GIL."""
     counts = np.bincount(chunk, weights=copies, minlength=n_chunks).astype(np.int64)
-    dumps = [None] * n_chunks
+    dumps: Sequence[np.ndarray | None] = [None] * n_chunks
     if ctx.keep_raw:
         perm = diagonal_permutation(raw, chunk)
         dump, at = np.repeat(raw[perm], copies[perm]), np.repeat(chunk[perm], copies[perm])
@@ -314,7 +318,7 @@ def record_chunk(out: BatchOut, settled: tuple, strand: str) -> None:
     out.hsps.append(hsps)
 
 
-def finish_chunk(ctx: Context, raw, out: BatchOut, strand: str) -> None:
+def finish_chunk(ctx: Context, raw: np.ndarray, out: BatchOut, strand: str) -> None:
     """Record one semantic chunk's gated HSPs: counts, optional raw dump, dedup."""
     record_chunk(out, settle(ctx, raw), strand)
 
@@ -326,7 +330,7 @@ _META_FIELDS = (
 _FLOAT_FIELDS = {"gpu_ms", "host_start_ms", "host_end_ms"}
 
 
-def _meta_type(key: str):
+def _meta_type(key: str) -> Callable[[float], Any]:
     return float if key in _FLOAT_FIELDS else int
 
 

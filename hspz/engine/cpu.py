@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -69,7 +70,7 @@ class PhaseClock:
         return got
 
     @contextmanager
-    def __call__(self, phase: str):
+    def __call__(self, phase: str) -> Iterator[None]:
         w, c = time.perf_counter(), time.thread_time()
         try:
             yield
@@ -95,8 +96,9 @@ def workspace() -> Workspace:
     return work
 
 
-def chunk_hsps(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, qpos, lo, counts,
-               clock: PhaseClock | None = None):
+def chunk_hsps(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, qpos: np.ndarray,
+               lo: np.ndarray, counts: np.ndarray, clock: PhaseClock | None = None
+               ) -> np.ndarray:
     """Extend every hit of one semantic chunk's seeds and gate them: raw HSP records
     (`xdrop.extend_seeds`: the first pass, then the diagonal sweep of the hits it left)."""
     o, clock = ctx.options, clock or PhaseClock()
@@ -115,7 +117,7 @@ def chunk_hsps(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, qpos, lo, 
         return hsp.gate(r, q, total, rs, qs, ln, o.hspthresh, o.entropy)
 
 
-def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk,
+def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk: tuple[int, int],
               clock: PhaseClock | None = None) -> BatchOut:
     """One seed batch (wga chunk): seeds, hits, semantic chunks, each extended and deduped."""
     o, clock = ctx.options, clock or PhaseClock()
@@ -152,7 +154,8 @@ def finish_collapsed(ctx: Context, parts: list, out: BatchOut, strand: str) -> N
                  strand)
 
 
-def hit_pieces(qpos, lo, counts, cum, s0: int, s1: int, piece: int):
+def hit_pieces(qpos: np.ndarray, lo: np.ndarray, counts: np.ndarray, cum: np.ndarray, s0: int,
+               s1: int, piece: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The hits of seeds s0..s1 (one semantic chunk) as (qpos, lo, counts) pieces of at most
     `piece` hits each, in hit order; a seed whose hits straddle a piece boundary is split (its
     first index into `pos_table` moved, its count cut).  `cum` is the batch's inclusive prefix
@@ -220,7 +223,7 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
         _ = ref.build_table(_threads[0]).occupied
     tally = BatchTally(len(jobs), progress)
 
-    def one(job) -> BatchOut:
+    def one(job: tuple) -> BatchOut:
         return tally(run_batch(ctx, ref, qry, job[1], job[2], clock))
 
     if _threads[0] == 1:
@@ -242,7 +245,9 @@ def count_unit(ctx: Context, ref: RefBin, qry: QueryBin) -> tuple[int, int]:
         for strand in ctx.strands:
             span = iv if strand == "plus" else plan.minus_interval(iv, qry.block_len, size)
             for chunk in plan.wga_chunks(span, o.wga_chunk_size):
-                kmers, _ = query_seeds(qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition)
+                kmers, _ = query_seeds(
+                    qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition
+                )
                 seeds += len(kmers)
                 hits += int(ref.table.counts(kmers).sum())
     return seeds, hits

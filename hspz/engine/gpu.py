@@ -40,7 +40,9 @@ import functools
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import cupy as cp
 import numpy as np
@@ -64,6 +66,9 @@ from hspz.engine import (
 )
 from hspz.seed import SeedShape, SeedTable, batch_hits
 from hspz.sequence import SCORE_TABLE, SEED_TABLE
+
+if TYPE_CHECKING:
+    from hspz.index import Index
 
 lean.import_without("scipy.sparse", "cupyx")  # CuPy imports cupyx on some first calls
 
@@ -160,14 +165,15 @@ class DeviceRef:
                                                        self.len)
 
     @classmethod
-    def from_arrays(cls, score, index_table, pos_table, block_len: int) -> DeviceRef:
+    def from_arrays(cls, score: cp.ndarray, index_table: cp.ndarray, pos_table: cp.ndarray,
+                    block_len: int) -> DeviceRef:
         dev = cls.__new__(cls)
         dev.score, dev.index_table, dev.pos_table, dev.len = score, index_table, pos_table, \
             block_len
         return dev
 
 
-def load_reference(ctx: Context, index, b: int, threads: int = 0) -> RefBin:
+def load_reference(ctx: Context, index: Index, b: int, threads: int = 0) -> RefBin:
     """Reference bin b of an index (`hspz.index.Index`) straight into device memory: each piece
     of its score codes and seed table is checksum-verified on the host, then copied in on a
     stream of its own, so a load on a worker's prefetch thread overlaps the kernels of the unit
@@ -181,11 +187,14 @@ def load_reference(ctx: Context, index, b: int, threads: int = 0) -> RefBin:
         pos_table = cp.empty(arrays[(b, "pos_table")].length, cp.uint32)
         for name, dst in (("enc", score[PAD:PAD + n]), ("index_table", index_table),
                           ("pos_table", pos_table)):
-            index.read_array(b, name, lambda first, piece, dst=dst:
+            # a lambda binding dst per loop, which mypy cannot type
+            index.read_array(b, name, lambda first, piece, dst=dst:  # type: ignore[misc]
                              dst[first:first + len(piece)].set(piece, stream=stream), threads)
         stream.synchronize()
     ref = RefBin(b, bases_free_bin(n - 1), ctx.shape, ctx.options.step, source=index)
-    ref._device = DeviceRef.from_arrays(score[PAD:], index_table, pos_table, n - 1)
+    # the device copy rides on the host bin (an attribute RefBin does not declare)
+    ref._device = DeviceRef.from_arrays(  # type: ignore[attr-defined]
+        score[PAD:], index_table, pos_table, n - 1)
     return ref
 
 
@@ -197,7 +206,8 @@ def index_arrays(shape: SeedShape, step: int, buf: np.ndarray) -> tuple[np.ndarr
     return index_table.get(), pos_table.get(), score[:len(buf)].get()
 
 
-def build_table(shape: SeedShape, step: int, codes, block_len: int):
+def build_table(shape: SeedShape, step: int, codes: cp.ndarray, block_len: int
+                ) -> tuple[cp.ndarray, cp.ndarray]:
     """(index_table, pos_table) on the device, equal to `hspz.seed.build_seed_table`."""
     offset = (shape.size + 1) % step
     start = step - offset
@@ -224,7 +234,7 @@ def _device_ref(ctx: Context, ref: RefBin) -> DeviceRef:
     dev = getattr(ref, "_device", None)
     if dev is None:
         dev = DeviceRef(ctx, ref)
-        ref._device = dev
+        ref._device = dev  # type: ignore[attr-defined]  # rides on the host bin
     return dev
 
 
@@ -232,7 +242,7 @@ def _device_query(ctx: Context, qry: QueryBin) -> dict:
     dev = getattr(qry, "_device", None)
     if dev is None:
         dev = {strand: _codes(ctx.shape, packed.buf) for strand, packed in qry.packed.items()}
-        qry._device = dev
+        qry._device = dev  # type: ignore[attr-defined]  # rides on the host bin
     return dev
 
 
@@ -266,9 +276,9 @@ def _host_seeds(ctx: Context, table: SeedTable, qry: QueryBin, strand: str, chun
 def _prefetched(fn, items: list, depth: int):
     """fn(item) for each item, in order, computed `depth` ahead on host threads."""
     with ThreadPoolExecutor(max_workers=max(1, depth)) as pool:
-        pending = [pool.submit(fn, x) for x in items[:depth]]
+        pending: list[Future | None] = [pool.submit(fn, x) for x in items[:depth]]
         for i in range(len(items)):
-            result = pending[i].result()
+            result = pending[i].result()  # type: ignore[union-attr]  # None once taken
             pending[i] = None
             if i + depth < len(items):
                 pending.append(pool.submit(fn, items[i + depth]))
@@ -541,7 +551,8 @@ def _unpack(pairs):
             (pairs & np.uint64(0xFFFFFFFF)).astype(cp.int64))
 
 
-def by_diagonal(late, tag, ref_len: int, qlen: int):
+def by_diagonal(late: cp.ndarray, tag: cp.ndarray, ref_len: int, qlen: int
+                ) -> tuple[cp.ndarray, cp.ndarray, cp.ndarray]:
     """Device hits (r << 32 | q) and their tags as (R, Q, tag), sorted by diagonal R - Q, then
     R (tags ride along: which walk takes a hit never changes its result)."""
     R, Q = _unpack(late)
@@ -610,7 +621,8 @@ class _Part:
 
 
 def run_group(ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, walk_full: bool,
-              buckets: int | None, host_seeds, submit, piece: int = PIECE):
+              buckets: int | None, host_seeds: list | None, submit: Callable[..., Future],
+              piece: int = PIECE) -> list[tuple[BatchOut, list[_Part]]]:
     """Device half of one group of seed batches; returns, per batch, (counts, its semantic
     chunks' shares of the group's host half, `submit(host_finish, ...)`)."""
     strand = jobs[0][1]
@@ -631,7 +643,7 @@ def run_group(ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, walk_full: b
     return out
 
 
-def _in_slot(slots: threading.Semaphore, fn, *args):
+def _in_slot(slots: threading.Semaphore, fn: Callable, *args: object) -> object:
     with slots:
         return fn(*args)
 
@@ -679,7 +691,8 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
     threads = _state["threads"]
     slots = threading.Semaphore(min(threads, HOST_THREADS))
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        submit = functools.partial(pool.submit, _in_slot, slots)
+        # mypy's partial wants submit's fn and its arguments now; they come at each call
+        submit = functools.partial(pool.submit, _in_slot, slots)  # type: ignore[call-arg]
         pending = []
         tally = BatchTally(len(jobs), progress)
         for group in groups:
@@ -691,13 +704,13 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
         stop.record()
         if threads > HOST_THREADS:  # nothing left to launch: every thread takes host halves
             slots.release(threads - HOST_THREADS)
-        outs = []
+        batches = []
         for (_, strand, _), (out, futures) in zip(jobs, pending, strict=True):
             for f in futures:
                 record_chunk(out, f.result(), strand)
-            outs.append(out)
+            batches.append(out)
     stop.synchronize()
-    result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, outs)
+    result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, batches)
     result.gpu_ms = cp.cuda.get_elapsed_time(start, stop)
     result.device = cp.cuda.Device().id
     result.host_start_ms = t0 * 1e3

@@ -209,7 +209,8 @@ def manifest_case(kind: str):
         if kind == "resealed-record-name":
             _edit(m, " chr3\n", " chrX\n", reseal=True)
             return _replay(root, m), 2, (f"^hspZ: {name}: reference record 4 is 'chr3' "
-                                         f"\\(2500 bp\\) here, 'chrX' \\(2500 bp\\) in the manifest$")
+                                         "\\(2500 bp\\) here, 'chrX' \\(2500 bp\\) "
+                                         "in the manifest$")
         if kind == "other-query":
             return _replay(root, m, "ref.fa"), 2, f"^hspZ: {name}: query record 1 is 'chr0'"
         if kind == "not-a-manifest":
