@@ -7,7 +7,8 @@ and the first pass batch by batch, in one process on the mammal-like 30 x 6 Mbp 
     # on the device, from the repository root (1 GPU machine, 16 cores), about 40 s:
     export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/cpu16_device.sh PROBE
 
-1. The table (`hspz.seed.build_seed_table`): first a cold build at the largest thread count
+1. The table (`hspz.seed.build_seed_table`; main's steps, or cpu16's where this tree has
+   them): first a cold build at the largest thread count
    (the first call of each compiled loop in the process, as in a run), then warm builds at each
    thread count (medians of --repeat), each step timed on its own: the seed codes, the
    allocations and first touch of the k-mer column, the table and the position array (a fresh
@@ -132,7 +133,7 @@ def table_steps(codes, block_len: int, shape, step: int, threads: int) -> dict:
         st.run("fill", lambda: seed._table_fill(codes, care, shape.size, first, end, step,
                                                 table, pos))
         n = len(pos)
-    else:
+    elif hasattr(seed, "_kmer_column"):  # the build of main before cpu16: a k-mer column
         kmer = st.run("alloc column (empty)", lambda: np.empty(windows, np.uint32))
         cuts = [i * windows // threads for i in range(threads + 1)]
         bounds = [k * n_kmers // threads for k in range(threads + 1)]
@@ -151,7 +152,9 @@ def table_steps(codes, block_len: int, shape, step: int, threads: int) -> dict:
             kmer, first, step, bounds[k], bounds[k + 1], buf, n_kmers + seed.SPARE * k,
             pos_buf, n + seed.SPARE * k), threads)
         pos = pos_buf[:n]
-
+    else:  # cpu16's: per-share range counts, scatter, per-range counting sort
+        return ranged_steps(st, pool, codes, care, shape, first, end, step, windows, threads,
+                            touch)
     def shift():
         table[:-1] = table[1:]
         table[-1] = n
@@ -162,6 +165,47 @@ def table_steps(codes, block_len: int, shape, step: int, threads: int) -> dict:
     pool.shutdown()
     return {"threads": threads, "windows": windows, "positions": n, "wall": st.wall,
             "tasks": st.tasks, "touch": touch, "table": table, "pos": pos, "bits": bits}
+
+
+def ranged_steps(st, pool, codes, care, shape, first, end, step, windows, threads, touch):
+    """`seed._parallel_table`'s steps, each timed."""
+    n_kmers, wbits = shape.n_kmers, 2 * shape.weight
+    bits = max(0, min(wbits - 6, (threads * seed.RANGES_PER_THREAD - 1).bit_length()))
+    shift, ranges = wbits - bits, 1 << bits
+    cuts = [first + (i * windows // threads) * step for i in range(threads + 1)]
+    cuts[-1] = end
+    hist = np.zeros((threads, ranges), np.int64)
+    st.pooled("range counts", pool, lambda i: seed._share_counts(
+        codes, care, shape.size, cuts[i], cuts[i + 1], step, shift, hist[i]), threads)
+
+    def places():
+        sizes = hist.sum(axis=0)
+        starts = np.zeros(ranges + 1, np.int64)
+        np.cumsum(sizes, out=starts[1:])
+        at = starts[:-1][None, :] + np.cumsum(hist, axis=0) - hist
+        n = int(starts[-1])
+        return sizes, starts, at, n, np.empty(n, np.uint32), np.empty(n, np.uint32)
+
+    sizes, starts, at, n, kmers, pos = st.run("places + alloc", places)
+    st.pooled("scatter", pool, lambda i: seed._share_scatter(
+        codes, care, shape.size, cuts[i], cuts[i + 1], step, shift, at[i], kmers, pos), threads)
+
+    def groups():
+        work = np.cumsum(sizes + (n_kmers >> bits) // 4)
+        g = np.unique(np.searchsorted(work, work[-1] * np.arange(1, 4 * threads) //
+                                      (4 * threads), side="right"))
+        return [0, *[int(x) for x in g if 0 < x < ranges], ranges]
+
+    edges = st.run("groups", groups)
+    table = st.run("alloc table (empty)", lambda: np.empty(n_kmers, np.uint32))
+    bits_ = np.empty((n_kmers + 63) // 64, np.uint64)
+    st.pooled("range sort", pool, lambda g: seed._range_sort(
+        kmers, pos, starts, edges[g], edges[g + 1], shift, n_kmers, table, bits_),
+        len(edges) - 1)
+    pool.shutdown()
+    return {"threads": threads, "windows": windows, "positions": n, "wall": st.wall,
+            "tasks": st.tasks, "touch": touch, "table": table, "pos": pos, "bits": bits_,
+            "largest range": int(sizes.max()), "ranges": ranges}
 
 
 def whole_build(codes, block_len, shape, step, threads) -> float:
