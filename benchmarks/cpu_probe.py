@@ -3,7 +3,7 @@ and the first pass batch by batch, in one process on the mammal-like 30 x 6 Mbp 
 
     export OUT=$PWD/out && mkdir -p $OUT && PYTHONPATH=$PWD python3 benchmarks/cpu_probe.py \
         [--pair mammal30x6] [--threads 1,2,4,8,16] [--pass-threads 16] [--repeat 3] \
-        [--passes cold,warm] [--workdir /tmp/bench] [--json $OUT/cpu_probe.json]
+        [--passes cold,warm,batches] [--workdir /tmp/bench] [--json $OUT/cpu_probe.json]
     # on the device, from the repository root (1 GPU machine, 16 cores), about 40 s:
     export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/cpu16_device.sh PROBE
 
@@ -16,9 +16,11 @@ and the first pass batch by batch, in one process on the mammal-like 30 x 6 Mbp 
    histogram, the running sum, the fill, the shift and the occupancy bits; for the pooled steps
    each task's start and end (the spread of the tasks, the pool's dispatch lag).  Beside it,
    `build_seed_table` itself, whole.
-2. The batches (`hspz.engine.cpu.run_batch`) at --pass-threads, handed out as `run_unit` does:
-   per batch its thread, start and end, seeds, hits, pieces and phase seconds; per thread its
-   busy time and when it ran dry against the last thread's end.  Twice: cold, then warm.
+2. The batches at --pass-threads, handed out as `run_unit` does (cpu16: `cpu.PieceQueue`'s
+   seeds and pieces; main: whole batches, `cpu.run_batch`, on a pool in plan order): each
+   task's thread, start and end; per batch its seeds, hits, pieces, threads and span; per
+   thread its busy time and when it ran dry.  Cold, then warm, then (`batches`) whole batches
+   on a pool beside it.
 
 Prints a compact table; writes everything as JSON (default $OUT/cpu_probe.json).  About 40 s on
 16 cores (the pair is generated in --workdir on first use, a few seconds).
@@ -259,41 +261,73 @@ def probe_table(ref, ctx, threads_list: list[int], repeat: int) -> dict:
     return {"seed codes s": codes_s, "seed codes warm s": codes_warm, "cold": summary_of(cold), "warm": warm}
 
 
-def probe_batches(ctx, ref, qry, threads: int) -> dict:
-    """`run_unit`'s batches on `threads` threads, each timed."""
+def probe_batches(ctx, ref, qry, threads: int, whole_batches: bool) -> dict:
+    """`run_unit`'s batches on `threads` threads, each task timed: whole batches handed to a
+    pool in plan order (main's `run_unit`, or `whole_batches`), else `cpu.PieceQueue`'s seeds
+    and pieces (cpu16's)."""
     jobs = unit_batches(ctx, qry)
-    rows = [None] * len(jobs)
+    tasks: list[dict] = []
+    totals = [None] * len(jobs)
     t0 = time.perf_counter()
+
+    def span(kind, index, a, phases=None, **more):
+        tasks.append({"kind": kind, "batch": index, "thread": threading.get_ident(),
+                      "start": round(a - t0, 5), "end": round(time.perf_counter() - t0, 5),
+                      "phases": phases or {}, **more})
 
     def one(i):
         _, strand, chunk = jobs[i]
         clock = cpu.PhaseClock()
         a = time.perf_counter()
         out = cpu.run_batch(ctx, ref, qry, strand, chunk, clock)
-        b = time.perf_counter()
-        phases = {p: round(v[0][0], 5) for p, v in clock.table().items() if v}
-        rows[i] = {"batch": i, "strand": strand, "chunk": list(chunk), "thread":
-                   threading.get_ident(), "start": round(a - t0, 5), "end": round(b - t0, 5),
-                   "seeds": out.seeds, "hits": out.hits,
-                   "pieces": -(-out.hits // cpu.PIECE), "phases": phases}
+        totals[i] = (out.seeds, out.hits)
+        span("batch", i, a, {p: round(v[0][0], 5) for p, v in clock.table().items() if v})
 
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(one, range(len(jobs))))
+    if whole_batches or not hasattr(cpu, "PieceQueue"):
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, range(len(jobs))))
+        mode = "whole batches"
+    else:
+        class Timed(cpu.PieceQueue):
+            def seed(self, index, mine):
+                a = time.perf_counter()
+                super().seed(index, mine)
+                span("seed", index, a)
+
+            def piece(self, index, batch, c, k, bounds):
+                a = time.perf_counter()
+                super().piece(index, batch, c, k, bounds)
+                totals[index] = (batch.out.seeds, batch.out.hits)
+                span("piece", index, a, chunk=c, piece=k)
+
+        from hspz.engine import BatchTally
+
+        Timed(ctx, ref, qry, jobs, cpu.PhaseClock(), BatchTally(len(jobs), None)).run(threads)
+        mode = "piece queue"
     makespan = time.perf_counter() - t0
-    idents = sorted({r["thread"] for r in rows}, key=lambda t: min(r["start"] for r in rows
-                                                                   if r["thread"] == t))
-    for r in rows:
-        r["thread"] = idents.index(r["thread"])
+    idents = sorted({t["thread"] for t in tasks},
+                    key=lambda x: min(t["start"] for t in tasks if t["thread"] == x))
+    for t in tasks:
+        t["thread"] = idents.index(t["thread"])
     per_thread = []
     for k in range(len(idents)):
-        mine = [r for r in rows if r["thread"] == k]
-        per_thread.append({"thread": k, "batches": len(mine),
-                           "busy": round(sum(r["end"] - r["start"] for r in mine), 4),
-                           "dry at": round(max(r["end"] for r in mine), 4),
-                           "first pass": round(sum(r["phases"].get("first pass", 0)
-                                                   for r in mine), 4)})
-    return {"threads": threads, "batches": len(jobs), "makespan": makespan, "rows": rows,
-            "per_thread": per_thread}
+        mine = [t for t in tasks if t["thread"] == k]
+        per_thread.append({"thread": k, "tasks": len(mine),
+                           "busy": round(sum(t["end"] - t["start"] for t in mine), 4),
+                           "dry at": round(max(t["end"] for t in mine), 4)})
+    batches = []
+    for i in range(len(jobs)):
+        mine = [t for t in tasks if t["batch"] == i]
+        batches.append({"batch": i, "seeds": totals[i][0] if totals[i] else 0,
+                        "hits": totals[i][1] if totals[i] else 0,
+                        "pieces": sum(t["kind"] == "piece" for t in mine),
+                        "threads": len({t["thread"] for t in mine}),
+                        "start": min(t["start"] for t in mine),
+                        "end": max(t["end"] for t in mine),
+                        "busy": round(sum(t["end"] - t["start"] for t in mine), 4),
+                        "phases": next((t["phases"] for t in mine if t["phases"]), {})})
+    return {"threads": threads, "mode": mode, "batches": len(jobs), "makespan": makespan,
+            "rows": batches, "tasks": tasks, "per_thread": per_thread}
 
 
 def print_table(res: dict) -> None:
@@ -326,20 +360,19 @@ def print_table(res: dict) -> None:
                                       tb["warm"][t]["median touch"].items()))
     for label, bp in res["batches"].items():
         rows = bp["rows"]
-        print(f"batches {label}, {bp['threads']} threads: makespan {bp['makespan']:.3f} s, "
-              f"{bp['batches']} batches")
+        print(f"batches {label} ({bp['mode']}), {bp['threads']} threads: makespan "
+              f"{bp['makespan']:.3f} s, {bp['batches']} batches, {len(bp['tasks'])} tasks")
         busy = [p["busy"] for p in bp["per_thread"]]
         print(f"  busy per thread {min(busy):.3f}-{max(busy):.3f} s (mean "
               f"{statistics.fmean(busy):.3f}); dry at " + " ".join(
                   f"{p['dry at']:.2f}" for p in bp["per_thread"]))
-        top = sorted(rows, key=lambda r: r["start"] - r["end"])[:8]
-        print("  longest batches (batch hits pieces s seed/first pass/sweep): " + "; ".join(
-            f"{r['batch']} {r['hits']:.3g} {r['pieces']} {r['end'] - r['start']:.3f} "
-            f"{r['phases'].get('seed', 0):.3f}/{r['phases'].get('first pass', 0):.3f}/"
-            f"{r['phases'].get('sweep', 0):.3f}" for r in top))
+        top = sorted(rows, key=lambda r: -r["busy"])[:6]
+        print("  busiest batches (batch hits pieces threads busy s start-end): " + "; ".join(
+            f"{r['batch']} {r['hits']:.3g} {r['pieces']} {r['threads']} {r['busy']:.3f} "
+            f"{r['start']:.2f}-{r['end']:.2f}" for r in top))
         late = sorted(rows, key=lambda r: -r["start"])[:4]
-        print("  last started: " + "; ".join(f"{r['batch']} at {r['start']:.3f} for "
-                                             f"{r['end'] - r['start']:.3f} s" for r in late))
+        print("  last started: " + "; ".join(f"{r['batch']} at {r['start']:.3f} to "
+                                             f"{r['end']:.3f}" for r in late))
 
 
 def load_pair(name: str, workdir: Path):
@@ -376,7 +409,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", default="1,2,4,8,16")
     p.add_argument("--pass-threads", type=int, default=16)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--passes", default="cold,warm", help="batch passes to time")
+    p.add_argument("--passes", default="cold,warm,batches",
+                   help="passes over the batches to time: cold, warm (this tree's scheduling), "
+                        "batches (whole batches on a pool, as main)")
     p.add_argument("--workdir", type=Path, default=Path(os.environ.get("W", "/tmp/bench")))
     p.add_argument("--json", type=Path,
                    default=Path(os.environ.get("OUT", ".")) / "cpu_probe.json")
@@ -400,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     ref._table = seed.build_seed_table(seed_codes(ref.packed.buf), ref.packed.block_len,
                                        ctx.shape, ctx.options.step, a.pass_threads)
     _ = ref._table.occupied
-    res["batches"] = {label: probe_batches(ctx, ref, qry, a.pass_threads)
+    res["batches"] = {label: probe_batches(ctx, ref, qry, a.pass_threads, label == "batches")
                       for label in a.passes.split(",") if label}
     res["probe s"] = time.perf_counter() - t_all
     print(f"{a.pair}: generate + fill cache {fill_s:.1f} s, read {read_s:.2f} s, numba load "
