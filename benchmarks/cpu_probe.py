@@ -4,18 +4,19 @@ and the first pass batch by batch, in one process on the mammal-like 30 x 6 Mbp 
     export OUT=$PWD/out && mkdir -p $OUT && PYTHONPATH=$PWD python3 benchmarks/cpu_probe.py \
         [--pair mammal30x6] [--threads 1,2,4,8,16] [--pass-threads 16] [--repeat 3] \
         [--passes cold,warm,batches] [--workdir /tmp/bench] [--json $OUT/cpu_probe.json]
+        [--hspz .device/alt]   # another version's hspz package (main's: its k-mer column build)
     # on the device, from the repository root (1 GPU machine, 16 cores), about 40 s:
     export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/cpu16_device.sh PROBE
 
-1. The table (`hspz.seed.build_seed_table`; main's steps, or cpu16's where this tree has
-   them): first a cold build at the largest thread count
+1. The table (`hspz.seed.build_seed_table`): first a cold build at the largest thread count
    (the first call of each compiled loop in the process, as in a run), then warm builds at each
-   thread count (medians of --repeat), each step timed on its own: the seed codes, the
-   allocations and first touch of the k-mer column, the table and the position array (a fresh
-   array written by T threads, beside the same write into touched pages), the k-mer column, the
-   histogram, the running sum, the fill, the shift and the occupancy bits; for the pooled steps
-   each task's start and end (the spread of the tasks, the pool's dispatch lag).  Beside it,
-   `build_seed_table` itself, whole.
+   thread count (medians of --repeat), each step timed on its own, of the build the imported
+   hspz has: main's (a k-mer column, each thread's k-mer share counted and placed over the
+   whole column, a serial running sum, shift and occupancy pass) or cpu16's (range counts per
+   window share, a scatter into the ranges, range sorts); for the pooled steps each task's
+   start and end (their spread, the pool's dispatch lag); the seed codes; fresh against
+   touched pages of the column's and the table's sizes written on T threads (first touch);
+   and `build_seed_table` itself, whole.
 2. The batches at --pass-threads, handed out as `run_unit` does (cpu16: `cpu.PieceQueue`'s
    seeds and pieces; main: whole batches, `cpu.run_batch`, on a pool in plan order): each
    task's thread, start and end; per batch its seeds, hits, pieces, threads and span; per
@@ -43,6 +44,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+ALT = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--hspz"), None)
+if ALT:  # another version's hspz package (its parent folder), e.g. .device/alt
+    sys.path.insert(0, str(Path(ALT).resolve()))
 
 from benchmarks.workloads import materialise  # noqa: E402
 from hspz import jit, seed  # noqa: E402
@@ -403,6 +407,7 @@ def fill_cache(ctx, ref, qry) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--hspz", help="import hspz from this folder (another version's package)")
     p.add_argument("--fill-cache", action="store_true",
                    help="only call every compiled loop once (what the probe runs in a child)")
     p.add_argument("--pair", default="mammal30x6")
@@ -422,13 +427,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     materialise(a.pair, a.workdir)
     subprocess.run([sys.executable, __file__, "--fill-cache", "--pair", a.pair, "--workdir",
-                    str(a.workdir)], check=True)
+                    str(a.workdir), *(["--hspz", a.hspz] if a.hspz else [])], check=True)
     fill_s = time.perf_counter() - t_all
     ctx, ref, qry, read_s = load_pair(a.pair, a.workdir)
     threads_list = [int(t) for t in a.threads.split(",")]
     t0 = time.perf_counter()
     jit.load()
-    res = {"pair": a.pair, "cores": os.cpu_count(), "read s": read_s,
+    res = {"pair": a.pair, "hspz": str(Path(seed.__file__).parent), "cores": os.cpu_count(),
+           "read s": read_s,
            "numba load s": time.perf_counter() - t0, "generate + fill cache s": fill_s,
            "load": os.getloadavg()[0]}
     res["table"] = probe_table(ref, ctx, threads_list, a.repeat)
@@ -438,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     res["batches"] = {label: probe_batches(ctx, ref, qry, a.pass_threads, label == "batches")
                       for label in a.passes.split(",") if label}
     res["probe s"] = time.perf_counter() - t_all
+    print(f"hspz from {res['hspz']}")
     print(f"{a.pair}: generate + fill cache {fill_s:.1f} s, read {read_s:.2f} s, numba load "
           f"{res['numba load s']:.2f} s, {os.cpu_count()} cores, load {res['load']:.2f} before, "
           f"{os.getloadavg()[0]:.2f} after")
