@@ -279,8 +279,8 @@ class InFlight:
 class PieceQueue:
     """`run_unit`'s batches on several threads, shared out piece by piece: a thread seeds the
     next batch (in plan order) and queues its pieces (`piece_bounds`, one semantic chunk's hits
-    each at most PIECE); every thread takes the oldest queued piece, from any batch, before it
-    seeds another batch; the thread that ends a chunk's last piece settles the chunk, and the
+    each at most PIECE); a thread takes the oldest queued piece, from any batch, unless fewer
+    than one per thread are queued and it is free to seed the next batch (`next_task`); the thread that ends a chunk's last piece settles the chunk, and the
     one that settles a batch's last chunk records it.  A thread seeds no new batch while its
     own is in flight (its seeds live in its workspace), so memory stays what the model says:
     one batch's seeds and one piece per thread.  The bytes are the one-thread run's: each
@@ -293,10 +293,12 @@ class PieceQueue:
         self.outs: list = [None] * len(jobs)
         self.queue: deque = deque()
         self.next_job = self.seeding = 0
+        self.threads = 1
         self.failed: BaseException | None = None
         self.cond = threading.Condition()
 
     def run(self, threads: int) -> list[BatchOut]:
+        self.threads = threads
         workers = [threading.Thread(target=self.worker, daemon=True) for _ in range(threads)]
         for w in workers:
             w.start()
@@ -323,19 +325,24 @@ class PieceQueue:
                 self.cond.notify_all()
 
     def next_task(self, mine: list):
+        """A thread's next task: seed the next batch where its own is done and fewer pieces
+        than threads are queued (so that the queue does not run dry while batches are seeded),
+        else the oldest queued piece; None when nothing is left for it."""
         with self.cond:
             while self.failed is None:
+                own = mine[0]
+                free = own is None or own.chunks_left == 0
+                if free:
+                    mine[0] = None
+                more = self.next_job < len(self.jobs)
+                if free and more and len(self.queue) < self.threads:
+                    self.next_job += 1
+                    self.seeding += 1
+                    return ("seed", self.next_job - 1)
                 if self.queue:
                     return self.queue.popleft()
-                own = mine[0]
-                if own is None or own.chunks_left == 0:
-                    mine[0] = None
-                    if self.next_job < len(self.jobs):
-                        self.next_job += 1
-                        self.seeding += 1
-                        return ("seed", self.next_job - 1)
-                    if self.seeding == 0:  # no batch is left to queue pieces
-                        return None
+                if free and self.seeding == 0 and not more:  # no batch is left to queue pieces
+                    return None
                 self.cond.wait()
             return None
 
