@@ -280,8 +280,9 @@ class PieceQueue:
     """`run_unit`'s batches on several threads, shared out piece by piece: a thread seeds the
     next batch (in plan order) and queues its pieces (`piece_bounds`, one semantic chunk's hits
     each at most PIECE); a thread takes the oldest queued piece, from any batch, unless fewer
-    than one per thread are queued and it is free to seed the next batch (`next_task`); the thread that ends a chunk's last piece settles the chunk, and the
-    one that settles a batch's last chunk records it.  A thread seeds no new batch while its
+    than one per thread are queued and it is free to seed the next batch (`next_task`); the
+    thread that ends a chunk's last piece settles the chunk, and the one that settles a
+    batch's last chunk records it.  A thread seeds no new batch while its
     own is in flight (its seeds live in its workspace), so memory stays what the model says:
     one batch's seeds and one piece per thread.  The bytes are the one-thread run's: each
     chunk's parts are collapsed in piece order, each batch's chunks recorded in order."""
