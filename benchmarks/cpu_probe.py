@@ -262,7 +262,8 @@ def probe_table(ref, ctx, threads_list: list[int], repeat: int) -> dict:
                                 for k in runs[0]["touch"]}
         best["whole build s"] = whole
         warm[t] = best
-    return {"seed codes s": codes_s, "seed codes warm s": codes_warm, "cold": summary_of(cold), "warm": warm}
+    return {"seed codes s": codes_s, "seed codes warm s": codes_warm, "cold": summary_of(cold),
+            "warm": warm}
 
 
 def probe_batches(ctx, ref, qry, threads: int, whole_batches: bool) -> dict:
@@ -336,7 +337,8 @@ def probe_batches(ctx, ref, qry, threads: int, whole_batches: bool) -> dict:
 
 def print_table(res: dict) -> None:
     tb = res["table"]
-    print(f"seed codes {tb['seed codes s']:.3f} s cold, {tb['seed codes warm s']:.3f} warm; table steps, wall s (cold at "
+    print(f"seed codes {tb['seed codes s']:.3f} s cold, {tb['seed codes warm s']:.3f} warm; "
+          "table steps, wall s (cold at "
           f"{tb['cold']['threads']} threads, then warm medians):")
     cols = list(tb["warm"].keys())
     names = list(dict.fromkeys(list(tb["cold"]["wall"]) +
@@ -348,7 +350,7 @@ def print_table(res: dict) -> None:
         print(f"{name:24s} " + " ".join(f"{c:7.3f}" if c is not None else f"{'-':>7s}"
                                         for c in cells))
     print(f"{'sum of steps':24s} {sum(tb['cold']['wall'].values()):7.3f} " + " ".join(
-        f"{sum(tb['warm'][t]['median wall'].values()) - tb['warm'][t]['median wall']['pool start']:7.3f}"
+        f"{sum(tb['warm'][t]['median wall'].values()) - tb['warm'][t]['median wall']['pool start']:7.3f}"  # noqa: E501
         for t in cols) + "  (warm: without pool start)")
     print(f"{'build_seed_table whole':24s} {'':7s} " + " ".join(
         f"{statistics.median(tb['warm'][t]['whole build s']):7.3f}" for t in cols))

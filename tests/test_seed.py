@@ -279,8 +279,8 @@ def test_table_built_on_threads_is_the_one_thread_table_byte_for_byte(monkeypatc
 @pytest.mark.parametrize("threads", [3, 16])
 def test_table_built_on_threads_with_one_kmer_range_holding_most_windows(monkeypatch, threads):
     """Poly-A runs put a tenth of the windows on k-mer 0 and far more in the first k-mer
-    range (one thread's range sort holds them): still the one-thread table, occupancy bits included, on a 12of19 seed whose k-mer
-    space is cut into many ranges."""
+    range (one thread's range sort holds them): still the one-thread table, occupancy bits
+    included, on a 12of19 seed whose k-mer space is cut into many ranges."""
     import hspz.seed as seed
 
     monkeypatch.setattr(seed, "PARALLEL_MIN", 0)
