@@ -346,8 +346,9 @@ def cpu_unit_bytes(m: MemoryModel, ref_bp: int, ref_seedable: int, query_bp: int
 
     Building the reference table: the packed bin, its score and seed codes 3R, the u32 table
     4·4^k (counts, sums and fill cursors in place), positions 4 B per seedable position (only
-    valid windows are placed), and on several threads the k-mer of every window, 4·R/step
-    (`seed._parallel_table`).  Running the batches: the bin and its score codes 2R, the table,
+    valid windows are placed), and on several threads the k-mer of every valid window, at most
+    4·R/step (`seed._parallel_table`; its range sorts' copies of a range's positions are
+    small).  Running the batches: the bin and its score codes 2R, the table,
     its occupancy bits 4^k/8 and positions, and the threads' workspaces (`thread_bytes` of
     `batch_bytes`, `batch_valid` being each batch's valid windows at most)."""
     table = 4 ** m.weight

@@ -118,7 +118,7 @@ def build_seed_table(codes: np.ndarray, block_len: int, shape: SeedShape, step: 
     sum, the positions placed from the back (each group's end moves down to its start), the
     starts shifted back to running sums; no int64 copies of it, whose first touch cost more
     than the counting (BENCHMARKS.md).  On `threads` > 1 threads (`_parallel_table`) the same
-    bytes, in a quarter of the positions' bytes more memory."""
+    bytes, in the valid windows' k-mers (4 B each) more memory."""
     offset = (shape.size + 1) % step
     start_offset = step - offset
     count = max(0, (block_len + offset - shape.size) // step)
@@ -137,87 +137,124 @@ def build_seed_table(codes: np.ndarray, block_len: int, shape: SeedShape, step: 
     return SeedTable(table, pos_table)
 
 
-NO_KMER = np.uint32(0xFFFFFFFF)  # a window with a base that is not ACGT (weight < 16 only)
-SPARE = 16  # u32 slots (one cache line) per thread past a table's end, written in vain
+RANGES_PER_THREAD = 32  # k-mer ranges per thread in `_parallel_table` (a range's table: L2)
 
 
 def _parallel_table(codes: np.ndarray, care: np.ndarray, shape: SeedShape, first: int, end: int,
                     step: int, windows: int, threads: int) -> SeedTable:
-    """`build_seed_table` on several threads, the same bytes.  Each thread writes the k-mer of
-    every window of its share of the positions (NO_KMER where invalid) into one u32 column;
-    then each counts, and later places, the windows whose k-mers fall in its share of the
-    k-mer space, reading the whole column in position order, so positions stay ascending in
-    each group.  A window outside a thread's share is counted into a spare slot of the
-    thread's own instead (no branch: the test goes either way)."""
+    """`build_seed_table` on several threads, the same bytes, every step split over them: no
+    thread reads every window, and nothing runs on one thread but sums over a few thousand
+    counts.  The k-mer space is cut into 2**bits ranges (whole occupancy words), the windows
+    into one share per thread.  Each thread counts its share's valid windows per range
+    (`_share_counts`); from those counts each (range, share) gets its place, range after range,
+    shares in position order, and each thread writes its share's k-mers and positions there
+    (`_share_scatter`: a range's positions are ascending).  Then each group of ranges, cut to
+    equal work, is counting-sorted by one thread (`_range_sort`), in caches: its part of the
+    index table, of the positions and of the occupancy bits.  Memory: the k-mers of the valid
+    windows beside the positions (a window's k-mer, as the model says), and per thread its
+    largest range's positions."""
     from concurrent.futures import ThreadPoolExecutor
 
-    kmer = np.empty(windows, np.uint32)
-    n_kmers = shape.n_kmers
-    cuts = [i * windows // threads for i in range(threads + 1)]
-    bounds = [k * n_kmers // threads for k in range(threads + 1)]
-    buf = np.zeros(n_kmers + SPARE * threads, np.uint32)
+    n_kmers, wbits = shape.n_kmers, 2 * shape.weight
+    bits = max(0, min(wbits - 6, (threads * RANGES_PER_THREAD - 1).bit_length()))
+    shift, ranges = wbits - bits, 1 << bits
+    cuts = [first + (i * windows // threads) * step for i in range(threads + 1)]
+    cuts[-1] = end
+    hist = np.zeros((threads, ranges), np.int64)
     with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda i: _kmer_column(codes, care, shape.size, first, end, step,
-                                             cuts[i], cuts[i + 1], kmer), range(threads)))
-        list(pool.map(lambda k: _range_histogram(kmer, bounds[k], bounds[k + 1], buf,
-                                                 n_kmers + SPARE * k), range(threads)))
-        table = buf[:n_kmers]
-        _running_sum(table)
-        n = int(table[-1])
-        pos_buf = np.empty(n + SPARE * threads, np.uint32)
-        list(pool.map(lambda k: _range_fill(kmer, first, step, bounds[k], bounds[k + 1], buf,
-                                            n_kmers + SPARE * k, pos_buf, n + SPARE * k),
+        list(pool.map(lambda i: _share_counts(codes, care, shape.size, cuts[i], cuts[i + 1],
+                                              step, shift, hist[i]), range(threads)))
+        sizes = hist.sum(axis=0)
+        starts = np.zeros(ranges + 1, np.int64)
+        np.cumsum(sizes, out=starts[1:])
+        n = int(starts[-1])
+        places = starts[:-1][None, :] + np.cumsum(hist, axis=0) - hist
+        kmers, pos_table = np.empty(n, np.uint32), np.empty(n, np.uint32)
+        list(pool.map(lambda i: _share_scatter(codes, care, shape.size, cuts[i], cuts[i + 1],
+                                               step, shift, places[i], kmers, pos_table),
                       range(threads)))
-    table[:-1] = table[1:]
-    table[-1] = n
-    return SeedTable(table, pos_buf[:n])
+        table = np.empty(n_kmers, np.uint32)
+        occupied = np.empty((n_kmers + 63) // 64, np.uint64)
+        work = np.cumsum(sizes + (n_kmers >> bits) // 4)
+        groups = np.unique(np.searchsorted(work, work[-1] * np.arange(1, 4 * threads) //
+                                           (4 * threads), side="right"))
+        edges = [0, *[int(g) for g in groups if 0 < g < ranges], ranges]
+        list(pool.map(lambda g: _range_sort(kmers, pos_table, starts, edges[g], edges[g + 1],
+                                            shift, n_kmers, table, occupied),
+                      range(len(edges) - 1)))
+    built = SeedTable(table, pos_table)
+    built.__dict__["occupied"] = occupied  # the cached property, made by the same threads
+    return built
 
 
 @njit
-def _kmer_column(codes, care, size, first, end, step, i0, i1, out):
-    """out[i] for windows i0 <= i < i1 (position first + i*step, below end): the k-mer, or
-    NO_KMER where the window is not valid."""
+def _share_counts(codes, care, size, lo, hi, step, shift, counts):
+    """counts[r] += the valid windows at lo + i*step < hi whose k-mer is in range r."""
     pos = np.empty(16384, dtype=np.int64)
     kmer = np.empty(16384, dtype=np.uint32)
-    for i in range(i0, i1):
-        out[i] = NO_KMER
-    for a in range(i0, i1, 16384):
-        lo = first + a * step
-        n = _scan_windows(codes, care, size, lo, min(first + min(a + 16384, i1) * step, end),
-                          step, pos, kmer)
+    piece = step * 16384  # a multiple of step keeps every piece on the same step grid
+    for a in range(lo, hi, piece):
+        n = _scan_windows(codes, care, size, a, min(a + piece, hi), step, pos, kmer)
         for t in range(n):
-            out[(pos[t] - first) // step] = kmer[t]
+            counts[kmer[t] >> shift] += 1
 
 
 @njit
-def _range_histogram(kmer, lo, hi, hist, spare):
-    """Count the k-mers in [lo, hi) into hist; the others into hist[spare]."""
-    span = np.uint64(hi - lo)
-    n = len(kmer)
-    for i in range(n):
-        if i + 16 < n:
-            ahead = np.int64(kmer[i + 16])
-            prefetch(hist, spare + np.int64(np.uint64(ahead - lo) < span) * (ahead - spare))
-        k = np.int64(kmer[i])
-        inside = np.int64(np.uint64(k - lo) < span)
-        hist[spare + inside * (k - spare)] += 1
+def _share_scatter(codes, care, size, lo, hi, step, shift, places, out_kmer, out_pos):
+    """Write the k-mer and position of each of `_share_counts`'s windows at its range's next
+    place."""
+    pos = np.empty(16384, dtype=np.int64)
+    kmer = np.empty(16384, dtype=np.uint32)
+    piece = step * 16384
+    for a in range(lo, hi, piece):
+        n = _scan_windows(codes, care, size, a, min(a + piece, hi), step, pos, kmer)
+        for t in range(n):
+            r = kmer[t] >> shift
+            at = places[r]
+            out_kmer[at] = kmer[t]
+            out_pos[at] = pos[t]
+            places[r] = at + 1
 
 
 @njit
-def _range_fill(kmer, first, step, lo, hi, ends, spare, pos_table, spare_pos):
-    """`_table_fill` of the k-mers in [lo, hi), given every window's k-mer; the others are
-    written to spare slots."""
-    span = np.uint64(hi - lo)
-    for i in range(len(kmer) - 1, -1, -1):
-        if i >= 16:
-            ahead = np.int64(kmer[i - 16])
-            prefetch(ends, spare + np.int64(np.uint64(ahead - lo) < span) * (ahead - spare))
-        k = np.int64(kmer[i])
-        inside = np.int64(np.uint64(k - lo) < span)
-        at = spare + inside * (k - spare)
-        e = np.int64(ends[at]) - 1
-        ends[at] = e
-        pos_table[spare_pos + inside * (e - spare_pos)] = first + i * step
+def _range_sort(kmers, pos_table, starts, r0, r1, shift, n_kmers, table, occupied):
+    """Ranges r0..r1-1 of the table, range r's windows being kmers/pos_table[starts[r]:
+    starts[r + 1]] in position order: per range its counts, their running sum from its start
+    (each k-mer's first place), the positions copied out and put back at their k-mer's place
+    in order (so ascending in each group; each place ends at its group's end, the index
+    table's value), and its occupancy words."""
+    most = 0
+    for r in range(r0, r1):
+        most = max(most, starts[r + 1] - starts[r])
+    mine = np.empty(most, np.uint32)
+    span = np.int64(1) << shift
+    for r in range(r0, r1):
+        s0, s1 = starts[r], starts[r + 1]
+        k0 = r * span
+        k1 = min(k0 + span, n_kmers)
+        for k in range(k0, k1):
+            table[k] = 0
+        for i in range(s0, s1):
+            table[kmers[i]] += 1
+        run = np.uint32(s0)
+        for k in range(k0, k1):
+            c = table[k]
+            table[k] = run
+            run += c
+        for i in range(s0, s1):
+            mine[i - s0] = pos_table[i]
+        for i in range(s0, s1):
+            k = kmers[i]
+            at = table[k]
+            pos_table[at] = mine[i - s0]
+            table[k] = at + np.uint32(1)
+        for w in range(k0 >> 6, (k1 + 63) >> 6):
+            occupied[w] = 0
+        before = np.uint32(s0)
+        for k in range(k0, k1):
+            if table[k] != before:
+                occupied[k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+            before = table[k]
 
 
 @njit

@@ -195,6 +195,25 @@ def test_a_unit_extended_in_small_pieces_writes_the_bytes_of_whole_chunks(pair, 
         assert runs[37] == runs[default]
 
 
+def test_pieces_shared_out_over_threads_write_the_one_thread_bytes(pair, tmp_path,
+                                                                  monkeypatch):
+    """Pieces of 37 hits handed to 5 threads from one queue (`cpu.PieceQueue`: a batch's
+    pieces run on any thread, its chunks settle out of order) against one thread at the
+    default piece: the same segments files and the same --dump-raw."""
+    from hspz.engine import cpu
+
+    ref, qry = (str(p) for p in pair)
+    default = cpu.PIECE
+    runs = {}
+    for piece, threads in ((default, "1"), (37, "5")):
+        monkeypatch.setattr(cpu, "PIECE", piece)
+        out, raw = tmp_path / f"out{threads}", tmp_path / f"raw{threads}"
+        assert main(["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-m", "3000",
+                     "-t", threads, "-o", str(out), "--dump-raw", str(raw)]) == 0
+        runs[threads] = (outputs(out), raw.read_bytes())
+    assert runs["5"] == runs["1"] and len(runs["1"][1]) > 0
+
+
 def _advice(backend: str, gpus: int, threads: int, devices: int, bins: int,
             frozen: bool = False, records_per_bin: int = 1, max_hits: int = 16711680) -> str:
     from hspz.freeze import Freeze, advice

@@ -268,11 +268,31 @@ def test_table_built_on_threads_is_the_one_thread_table_byte_for_byte(monkeypatc
     assert many.pos_table.dtype == np.uint32
     assert np.array_equal(many.index_table, one.index_table)
     assert np.array_equal(many.pos_table, one.pos_table) and len(one.pos_table) > 0
+    assert np.array_equal(many.occupied, one.occupied)
     tiny = pack_bin([Record("t", b"ACGTACGTACGTACGTACGTAC")])
     assert np.array_equal(build_seed_table(seed_codes(tiny.buf), tiny.block_len, shape, step,
                                            64).pos_table,
                           build_seed_table(seed_codes(tiny.buf), tiny.block_len, shape,
                                            step).pos_table)
+
+
+@pytest.mark.parametrize("threads", [3, 16])
+def test_table_built_on_threads_with_one_kmer_range_holding_most_windows(monkeypatch, threads):
+    """Poly-A runs put a tenth of the windows on k-mer 0 and far more in the first k-mer
+    range (one thread's range sort holds them): still the one-thread table, occupancy bits
+    included, on a 12of19 seed whose k-mer space is cut into many ranges."""
+    import hspz.seed as seed
+
+    monkeypatch.setattr(seed, "PARALLEL_MIN", 0)
+    packed = _buffer(seed=threads, n_records=4, length=3000, alphabet=b"AAAAAAAAAAAAAAACGT")
+    shape = SeedShape.from_pattern(P12OF19)
+    codes = seed_codes(packed.buf)
+    one = build_seed_table(codes, packed.block_len, shape, 1)
+    many = build_seed_table(codes, packed.block_len, shape, 1, threads)
+    assert int(one.counts(np.zeros(1, np.uint32))[0]) > len(one.pos_table) // 10
+    assert np.array_equal(many.index_table, one.index_table)
+    assert np.array_equal(many.pos_table, one.pos_table)
+    assert np.array_equal(many.occupied, one.occupied)
 
 
 def test_the_memory_model_knows_when_the_table_is_built_on_threads():

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -145,40 +145,72 @@ def finish_collapsed(ctx: Context, parts: list, out: BatchOut, strand: str) -> N
     """`engine.finish_chunk` of one semantic chunk given as pieces of collapsed records
     (`hsp.collapse`: distinct records and their copies), collapsed again across the pieces:
     the same counts, dump and survivors as the whole chunk's records."""
+    record_chunk(out, settled_chunk(ctx, parts), strand)
+
+
+def settled_chunk(ctx: Context, parts: list) -> tuple:
+    """`engine.settle` of one semantic chunk given as its pieces' collapsed records, in order."""
     if len(parts) == 1:
         raw, copies = parts[0]
     else:
         raw, copies = hsp.collapse(np.concatenate([p[0] for p in parts]),
                                    np.concatenate([p[1] for p in parts]))
-    record_chunk(out, settle_chunks(ctx, raw, copies, np.zeros(len(raw), np.int64), 1)[0],
-                 strand)
+    return settle_chunks(ctx, raw, copies, np.zeros(len(raw), np.int64), 1)[0]
 
 
 def hit_pieces(qpos: np.ndarray, lo: np.ndarray, counts: np.ndarray, cum: np.ndarray, s0: int,
                s1: int, piece: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The hits of seeds s0..s1 (one semantic chunk) as (qpos, lo, counts) pieces of at most
-    `piece` hits each, in hit order; a seed whose hits straddle a piece boundary is split (its
-    first index into `pos_table` moved, its count cut).  `cum` is the batch's inclusive prefix
-    sum of `counts`.  The pieces are views: the split seeds are edited in place while their
-    piece is out and restored before the next one (`lo` and `counts` belong to one batch, so
-    no other thread sees them), which keeps a piece from copying its seeds."""
-    first, last = (int(cum[s0 - 1]) if s0 else 0), int(cum[s1])
-    for a in range(first, last, piece):
-        b = min(a + piece, last)
-        i = int(np.searchsorted(cum, a, side="right"))  # the seed holding hit a
-        j = int(np.searchsorted(cum, b, side="left"))  # the seed holding hit b - 1
+    `piece` hits each, in hit order (`piece_bounds`); a seed whose hits straddle a piece
+    boundary is split (its first index into `pos_table` moved, its count cut).  `cum` is the
+    batch's inclusive prefix sum of `counts`.  The pieces are views: the split seeds are edited
+    in place while their piece is out and restored before the next one (`lo` and `counts`
+    belong to one batch, so no other thread sees them), which keeps a piece from copying its
+    seeds."""
+    for i, j, skip, cut in piece_bounds(cum, counts, s0, s1, piece):
         saved = lo[i], counts[i], counts[j]
-        skip = a - (int(cum[i]) - int(counts[i]))
         lo[i] += skip
         counts[i] -= skip
-        counts[j] -= int(cum[j]) - b
+        counts[j] -= cut
         try:
             yield qpos[i:j + 1], lo[i:j + 1], counts[i:j + 1]
         finally:  # in reverse: when i == j, both saved counts are the seed's own
             counts[j] = saved[2]
             lo[i], counts[i] = saved[0], saved[1]
+
+
+def piece_bounds(cum: np.ndarray, counts: np.ndarray, s0: int, s1: int, piece: int
+                 ) -> list[tuple[int, int, int, int]]:
+    """`hit_pieces`'s pieces as (first seed i, last seed j, hits of seed i before the piece,
+    hits of seed j after it); a chunk without hits is one piece of its seeds, nothing cut."""
+    first, last = (int(cum[s0 - 1]) if s0 else 0), int(cum[s1])
+    out = []
+    for a in range(first, last, piece):
+        b = min(a + piece, last)
+        i = int(np.searchsorted(cum, a, side="right"))  # the seed holding hit a
+        j = int(np.searchsorted(cum, b, side="left"))  # the seed holding hit b - 1
+        out.append((i, j, a - (int(cum[i]) - int(counts[i])), int(cum[j]) - b))
     if last == first:  # a chunk without hits still goes through the gate once
-        yield qpos[s0:s1 + 1], lo[s0:s1 + 1], counts[s0:s1 + 1]
+        out.append((s0, s1, 0, 0))
+    return out
+
+
+def piece_copy(qpos: np.ndarray, lo: np.ndarray, counts: np.ndarray,
+               bounds: tuple[int, int, int, int], work: Workspace
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One piece of `piece_bounds` as (qpos view, lo, counts), its split seeds edited in copies
+    in this thread's `work`space (`lo` and `counts` stay as they are: other threads read them
+    for the batch's other pieces)."""
+    i, j, skip, cut = bounds
+    n = j + 1 - i
+    mine_lo, mine_counts = work.take("piece_lo", n), work.take("piece_counts", n)
+    mine_lo[:] = lo[i:j + 1]
+    mine_counts[:] = counts[i:j + 1]
+    if n:
+        mine_lo[0] += skip
+        mine_counts[0] -= skip
+        mine_counts[n - 1] -= cut
+    return qpos[i:j + 1], mine_lo, mine_counts
 
 
 def semantic_chunks(n_seeds: int, counts: np.ndarray, at: np.ndarray, max_hits: int,
@@ -229,12 +261,153 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
     if _threads[0] == 1:
         outs = [one(j) for j in jobs]
     else:
-        with ThreadPoolExecutor(max_workers=_threads[0]) as pool:
-            outs = list(pool.map(one, jobs))
+        outs = PieceQueue(ctx, ref, qry, jobs, clock, tally).run(_threads[0])
     result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, outs)
     result.gpu_ms = (time.perf_counter() - start) * 1e3
     result.phases = clock.table()
     return result
+
+
+class InFlight:
+    """One seed batch being extended: its seeds (views into its owner's workspace, which seeds
+    no other batch until this one is done), its semantic chunks' pieces still out, and each
+    chunk's collapsed parts in piece order."""
+
+    def __init__(self, strand: str, n_seeds: int, hits: int,
+                 seeds: tuple[np.ndarray, np.ndarray, np.ndarray], chunks: list):
+        self.strand, self.seeds = strand, seeds
+        self.out = BatchOut(seeds=n_seeds, hits=hits)
+        self.parts: list = [[None] * len(bounds) for bounds in chunks]
+        self.left = [len(bounds) for bounds in chunks]
+        self.settled: list = [None] * len(chunks)
+        self.chunks_left = len(chunks)
+
+
+class PieceQueue:
+    """`run_unit`'s batches on several threads, shared out piece by piece: a thread seeds the
+    next batch (in plan order) and queues its pieces (`piece_bounds`, one semantic chunk's hits
+    each at most PIECE); a thread takes the oldest queued piece, from any batch, unless fewer
+    than one per thread are queued and it is free to seed the next batch (`next_task`); the
+    thread that ends a chunk's last piece settles the chunk, and the one that settles a
+    batch's last chunk records it.  A thread seeds no new batch while its
+    own is in flight (its seeds live in its workspace), so memory stays what the model says:
+    one batch's seeds and one piece per thread.  The bytes are the one-thread run's: each
+    chunk's parts are collapsed in piece order, each batch's chunks recorded in order."""
+
+    def __init__(self, ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, clock: PhaseClock,
+                 tally: BatchTally):
+        self.ctx, self.ref, self.qry, self.jobs = ctx, ref, qry, jobs
+        self.clock, self.tally = clock, tally
+        self.outs: list = [None] * len(jobs)
+        self.queue: deque = deque()
+        self.next_job = self.seeding = 0
+        self.threads = 1
+        self.failed: BaseException | None = None
+        self.cond = threading.Condition()
+
+    def run(self, threads: int) -> list[BatchOut]:
+        self.threads = threads
+        workers = [threading.Thread(target=self.worker, daemon=True) for _ in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        if self.failed is not None:
+            raise self.failed
+        return self.outs
+
+    def worker(self) -> None:
+        mine: list = [None]  # this thread's batch in flight
+        try:
+            while True:
+                task = self.next_task(mine)
+                if task is None:
+                    return
+                if task[0] == "seed":
+                    self.seed(task[1], mine)
+                else:
+                    self.piece(*task[1:])
+        except BaseException as exc:  # every thread stops; run() raises it
+            with self.cond:
+                self.failed = self.failed or exc
+                self.cond.notify_all()
+
+    def next_task(self, mine: list) -> tuple | None:
+        """A thread's next task: seed the next batch where its own is done and fewer pieces
+        than threads are queued (so that the queue does not run dry while batches are seeded),
+        else the oldest queued piece; None when nothing is left for it."""
+        with self.cond:
+            while self.failed is None:
+                own = mine[0]
+                free = own is None or own.chunks_left == 0
+                if free:
+                    mine[0] = None
+                more = self.next_job < len(self.jobs)
+                if free and more and len(self.queue) < self.threads:
+                    self.next_job += 1
+                    self.seeding += 1
+                    return ("seed", self.next_job - 1)
+                if self.queue:
+                    return self.queue.popleft()
+                if free and self.seeding == 0 and not more:  # no batch is left to queue pieces
+                    return None
+                self.cond.wait()
+            return None
+
+    def seed(self, index: int, mine: list) -> None:
+        o, clock = self.ctx.options, self.clock
+        _, strand, chunk = self.jobs[index]
+        with clock("seed"):
+            work = workspace()
+            n_seeds, qpos, lo, counts, at = hit_seeds(
+                self.qry.seed[strand], self.ctx.shape, chunk[0], chunk[1], o.transition,
+                self.ref.table, work)
+            cum = np.cumsum(counts, out=work.take("cum", len(counts)))
+            chunks = semantic_chunks(n_seeds, counts, at, o.max_hits, cum)
+            bounds = [piece_bounds(cum, counts, a, b - 1, PIECE) if b > a
+                      else [(a, a - 1, 0, 0)] for a, b in chunks]
+        batch = InFlight(strand, n_seeds, int(cum[-1]) if len(cum) else 0, (qpos, lo, counts),
+                         bounds)
+        with self.cond:
+            self.seeding -= 1
+            if chunks:
+                mine[0] = batch
+                self.queue.extend(("piece", index, batch, c, k, b)
+                                  for c, chunk_bounds in enumerate(bounds)
+                                  for k, b in enumerate(chunk_bounds))
+            else:
+                self.outs[index] = batch.out
+            self.cond.notify_all()
+        if not chunks:
+            self.tally(batch.out)
+
+    def piece(self, index: int, batch: InFlight, c: int, k: int,
+              bounds: tuple[int, int, int, int]) -> None:
+        clock = self.clock
+        qpos, lo, counts = piece_copy(*batch.seeds, bounds, workspace())
+        raw = chunk_hsps(self.ctx, self.ref, self.qry, batch.strand, qpos, lo, counts,
+                         clock=clock)
+        with clock("dedup"):
+            part = hsp.collapse(raw)
+        with self.cond:
+            batch.parts[c][k] = part
+            batch.left[c] -= 1
+            last = batch.left[c] == 0
+        if not last:
+            return
+        with clock("dedup"):
+            settled = settled_chunk(self.ctx, batch.parts[c])
+        batch.parts[c] = None
+        with self.cond:
+            batch.settled[c] = settled
+            batch.chunks_left -= 1
+            done = batch.chunks_left == 0
+        if done:  # the batch's other chunks are settled: this thread alone sees it now
+            for one in batch.settled:
+                record_chunk(batch.out, one, batch.strand)
+            self.outs[index] = self.tally(batch.out)
+        with self.cond:  # its owner may seed again
+            self.cond.notify_all()
 
 
 def count_unit(ctx: Context, ref: RefBin, qry: QueryBin) -> tuple[int, int]:
