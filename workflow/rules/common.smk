@@ -24,11 +24,25 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from snakemake.exceptions import WorkflowError
 
-# The workflow's own files through Snakemake's source cache (workflow.source_path): a local
-# path in a checkout, a cached copy where the workflow is a module from a git repository or
-# GitHub, whose files are no folder on this machine.
-SCHEMA = yaml.safe_load(Path(workflow.source_path("../schemas/config.schema.yaml")).read_text())
-MANIFEST_SCRIPT = str(workflow.source_path("../scripts/results_manifest.py"))
+# The workflow's own files: from the checkout, or through Snakemake's source cache
+# (workflow.source_path) where the workflow is a module from a git repository or GitHub, whose
+# files are no folder on this machine.
+def workflow_file(relative):
+    """A file of the workflow by its path relative to workflow/rules/: the file itself in a
+    checkout, else Snakemake's cached copy."""
+    here = Path(str(workflow.current_basedir.get_path_or_uri(secret_free=True)))
+    if here.is_dir():
+        return str((here / relative).resolve())
+    return str(workflow.source_path(relative))
+
+
+# libyaml's loader where PyYAML has it: the schema loads in milliseconds, not a quarter second
+# (every job's snakemake parses the workflow again)
+SCHEMA = yaml.load(
+    Path(workflow_file("../schemas/config.schema.yaml")).read_text(),
+    Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader),
+)
+MANIFEST_SCRIPT = workflow_file("../scripts/results_manifest.py")
 
 
 def _load_script(name, path):
