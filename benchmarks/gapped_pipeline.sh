@@ -11,7 +11,7 @@
 # and without GNU time or bc, as on the GPU machine; there, from the repository root, after
 # `bash benchmarks/device_files.sh` here (lastz and the S. aureus pair in .device/):
 #   PATH=$PWD/.device/bin:$PATH PYTHONPATH=$PWD benchmarks/gapped_pipeline.sh \
-#     .device/data/N315.fasta.gz .device/data/COL.fasta.gz /tmp/gp 16 "500K:150000"
+#     .device/data/N315.fasta.gz .device/data/COL.fasta.gz /tmp/gp 16 "250K:150000"
 set -euo pipefail
 work=$3; cores=$4; arms=$5
 mkdir -p "$work"
