@@ -8,7 +8,7 @@
 #                       (tests/test_gpu.py reads it through HSPZ_EXAMPLES)
 #   .device/alt/hspz    with ALT=COMMIT: that commit's hspz package (`git archive`), the
 #                       baseline an A/B runs beside this code (the scripts' ALT=.device/alt)
-# About 13 MB; the working tree that travels is limited to 64 MiB.
+# About 10 MB; the working tree that travels is limited to 64 MiB.
 #   bash benchmarks/device_files.sh            ALT=9786b32 bash benchmarks/device_files.sh
 set -euo pipefail
 RAGOUT=/usr/share/doc/ragout/examples
