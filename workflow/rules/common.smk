@@ -24,6 +24,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from snakemake.exceptions import WorkflowError
 
+
 # The workflow's own files: from the checkout, or through Snakemake's source cache
 # (workflow.source_path) where the workflow is a module from a git repository or GitHub, whose
 # files are no folder on this machine.
@@ -58,7 +59,8 @@ def _load_script(name, path):
     return loaded
 
 
-results_manifest = _load_script("results_manifest", MANIFEST_SCRIPT)  # the merge's manifest
+# the merge's checksummed manifest (workflow/scripts/results_manifest.py)
+results_manifest = _load_script("results_manifest", MANIFEST_SCRIPT)
 
 
 def install_source(basedir):
@@ -81,7 +83,8 @@ def install_source(basedir):
     return f"hspz[workflow] @ {root.as_uri()}"
 
 
-INSTALL_SOURCE = "HSPZ_INSTALL_SOURCE"  # optional: no envvars: directive, which would demand it
+# optional: no envvars: directive, which would demand it
+INSTALL_SOURCE = "HSPZ_INSTALL_SOURCE"
 os.environ[INSTALL_SOURCE] = install_source(workflow.current_basedir)
 
 # run options that decide the reference's bins and tables: the index's, never per query
@@ -434,7 +437,9 @@ def query_lines(wildcards):
 
 def write_query_list(output, params, log):
     """hspz_query_list's work: its two files from its params, and its log line."""
-    results_manifest.write_atomically(output.queries, [f"{q}\n" for q in params.queries])
+    results_manifest.write_atomically(
+        output.queries, [f"{q}\n" for q in params.queries]
+    )
     results_manifest.write_atomically(output.names, [f"{n}\n" for n in params.names])
     with open(log[0], "w") as written:
         written.write(f"{len(params.queries)} queries\n")
