@@ -4,12 +4,15 @@ local profile) against the same batch in one process (`hspZ index`, then `hspZ r
 
     python benchmarks/workflow_overhead.py --work DIR --out OUT [--runs 3] [--workers 1]
         [--reference REF --queries LIST] [--backend auto] [-B 500M] [--rerun] [--report]
+        [--baseline CHECKOUT]
 
 --rerun also times a second `snakemake` in each workflow folder, with nothing to do (the
 workflow's fixed cost: Snakemake's start, parsing, the config and sheet checks, the DAG), and
 every workflow run's per-rule seconds (from Snakemake's log: each job's start to its
 `Finished`, one-second stamps) go into the record. --report adds the summary
-and dot plots to the workflow arm (report: true).
+and dot plots to the workflow arm (report: true). --baseline adds a third arm, interleaved
+with the others: the workflow/ and profiles/ of another checkout (e.g. `git worktree add
+/tmp/base main`), for a before/after of a workflow change in one command.
 
 By default REF and LIST are DIR/ref.2bit and DIR/list.txt (what benchmarks/index_batch.py
 generates); on the dev machine the demo's sheet does: --reference demo/reference.fa.gz
@@ -57,8 +60,9 @@ def tree(folder: Path) -> dict[str, bytes]:
             if p.is_file() and p.name not in ("names.tsv", ".snakemake_timestamp")}
 
 
-def workflow_run(a, k: int, queries: list[str]) -> tuple[float, Path]:
-    wd = a.work / f"wf-{k}"
+def workflow_run(a, k: int, queries: list[str], root: Path = ROOT,
+                 arm: str = "wf") -> tuple[float, Path]:
+    wd = a.work / f"{arm}-{k}"
     shutil.rmtree(wd, ignore_errors=True)
     wd.mkdir(parents=True)
     (wd / "list.txt").write_text("".join(f"{q}\n" for q in queries))
@@ -66,14 +70,14 @@ def workflow_run(a, k: int, queries: list[str]) -> tuple[float, Path]:
                query_list=str(wd / "list.txt"), workers=a.workers, backend=a.backend,
                threads=a.threads, index=True, report=a.report, options=dict(seq_block_size=a.B))
     (wd / "config.yaml").write_text(yaml.safe_dump({"jobs": [job]}))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile"),
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(root / "workflow" / "Snakefile"),
            "--directory", str(wd), "--configfile", str(wd / "config.yaml"), "--profile",
-           str(ROOT / "profiles" / "local"), "--cores", "all", "--resources",
+           str(root / "profiles" / "local"), "--cores", "all", "--resources",
            f"gpu={a.gpus}"]
-    wall = timed(cmd, wd, a.out / f"wf-{k}.log")
+    wall = timed(cmd, wd, a.out / f"{arm}-{k}.log")
     if a.rerun:
-        a.extra = dict(rerun_s=round(timed(cmd, wd, a.out / f"wf-{k}-rerun.log"), 3),
-                       rules=rule_walls(a.out / f"wf-{k}.log"))
+        a.extra = dict(rerun_s=round(timed(cmd, wd, a.out / f"{arm}-{k}-rerun.log"), 3),
+                       rules=rule_walls(a.out / f"{arm}-{k}.log"))
     return wall, wd / "results" / "batch"
 
 
@@ -95,6 +99,10 @@ def rule_walls(log: Path) -> dict[str, float]:
             name = rules[m[1]]
             out[name] = round(out.get(name, 0.0) + stamp - started.pop(m[1]), 1)
     return out
+
+
+def baseline_run(a, k: int, queries: list[str]) -> tuple[float, Path]:
+    return workflow_run(a, k, queries, a.baseline, "base")
 
 
 def process_run(a, k: int, queries: list[str]) -> tuple[float, Path]:
@@ -125,32 +133,44 @@ def main() -> int:
     p.add_argument("-B", default="500M")
     p.add_argument("--rerun", action="store_true", help="time a rerun with nothing to do")
     p.add_argument("--report", action="store_true", help="the workflow arm makes its report")
+    p.add_argument("--baseline", type=Path, help="another checkout's workflow, a third arm")
     a = p.parse_args()
     a.extra = {}
     a.reference = str(Path(a.reference).resolve()) if a.reference else str(a.work / "ref.2bit")
     queries = queries_of(a.queries or a.work / "list.txt")
     a.threads = a.threads or os.cpu_count()
     a.out.mkdir(parents=True, exist_ok=True)
-    walls: dict[str, list[float]] = {"workflow": [], "run": []}
+    arms = [("workflow", workflow_run), ("run", process_run)]
+    if a.baseline:
+        a.baseline = a.baseline.resolve()
+        arms.insert(1, ("baseline", baseline_run))
+    walls: dict[str, list[float]] = {arm: [] for arm, _ in arms}
     for k in range(a.runs):
-        for arm, fn in (("workflow", workflow_run), ("run", process_run)):
+        for arm, fn in arms:
             wall, results = fn(a, k, queries)
             walls[arm].append(wall)
             record = dict(arm=arm, run=k, wall_s=round(wall, 3), queries=len(queries),
-                          files=len(tree(results)), **(a.extra if arm == "workflow" else {}))
+                          files=len(tree(results)), **(a.extra if arm != "run" else {}))
             a.extra = {}
             with open(a.out / "workflow_overhead.jsonl", "a") as fh:
                 fh.write(json.dumps(record) + "\n")
             print(json.dumps(record), flush=True)
-        same = tree(a.work / f"wf-{k}" / "results" / "batch") == tree(a.work / f"run-{k}" / "out")
-        print(f"run {k}: workflow results equal run --query-list's: {same}", flush=True)
-        if not same:
-            raise SystemExit("the workflow's results differ from run --query-list's")
+        for folder in ("wf", "base") if a.baseline else ("wf",):
+            same = tree(a.work / f"{folder}-{k}" / "results" / "batch") == \
+                tree(a.work / f"run-{k}" / "out")
+            print(f"run {k}: {folder} results equal run --query-list's: {same}", flush=True)
+            if not same:
+                raise SystemExit("the workflow's results differ from run --query-list's")
     wf, run = (statistics.median(walls[x]) for x in ("workflow", "run"))
     line = (f"workflow_overhead: {len(queries)} queries, workers {a.workers}: workflow median "
             f"{wf:.2f} s (all {' '.join(f'{w:.2f}' for w in walls['workflow'])}), index + run "
             f"--query-list median {run:.2f} s (all {' '.join(f'{w:.2f}' for w in walls['run'])})"
             f", overhead {wf - run:+.2f} s ({(wf / run - 1) * 100:+.1f}%)")
+    if a.baseline:
+        base = statistics.median(walls["baseline"])
+        line += (f"; baseline {a.baseline} median {base:.2f} s (all "
+                 f"{' '.join(f'{w:.2f}' for w in walls['baseline'])}), overhead "
+                 f"{base - run:+.2f} s ({(base / run - 1) * 100:+.1f}%)")
     print(line, flush=True)
     with open(a.out / "summary.txt", "a") as fh:
         fh.write(line + "\n")

@@ -127,13 +127,18 @@ def snakemake_jobs(output: str) -> list[tuple[str, str, int]]:
     return jobs
 
 
-def slurm_jobs(cluster: slurm.Cluster) -> list[tuple[str, str, str]]:
-    """(rule, state, TRES per job) of each SLURM job the plugin submitted, from the
-    `--comment rule_NAME[_wildcards_...]` it gives each."""
-    table = cluster.run("squeue", "-h", "--states=all", "-O", "Comment:|,State:|,tres-per-job:")
+def slurm_jobs(cluster: slurm.Cluster) -> list[tuple[str, str, str, int]]:
+    """(rule, state, TRES per job, CPUs) of each SLURM job the plugin submitted, from the
+    `--comment rule_NAME[_wildcards_...]` it gives each; a group job's NAME is its group's
+    (the plugin writes GROUP_RULE_RULE...)."""
+    table = cluster.run("squeue", "-h", "--states=all", "-O",
+                        "Comment:|,State:|,tres-per-job:|,NumCPUs:")
     rows = [line.split("|") for line in table.stdout.split() if line.startswith("rule_")]
-    return [(re.sub(r"^rule_|_wildcards_.*$", "", comment), state, tres)
-            for comment, state, tres in rows]
+    jobs = []
+    for comment, state, tres, cpus in rows:
+        rule = re.sub(r"^rule_|_wildcards_.*$", "", comment)
+        jobs.append((re.sub(r"^(hspz_report)_.*$", r"\1", rule), state, tres, int(cpus)))
+    return jobs
 
 
 def cmdline(pid: int) -> bytes:
@@ -197,11 +202,22 @@ def test_workflow_on_slurm_writes_the_local_profiles_bytes(cluster: slurm.Cluste
     ran = snakemake_jobs(done.stderr)
     submitted = [(rule, gpus) for kind, rule, gpus in ran if not kind]
     on_slurm = slurm_jobs(cluster)
-    assert {state for _, state, _ in on_slurm} == {"COMPLETED"}
-    given = [(rule, int(tres.split(":")[-1]) if "gpu" in tres else 0) for rule, _, tres in on_slurm]
+    assert {state for _, state, _, _ in on_slurm} == {"COMPLETED"}
+    given = [(rule, int(tres.split(":")[-1]) if "gpu" in tres else 0)
+             for rule, _, tres, _ in on_slurm]
     assert submitted and sorted(given) == sorted(submitted)
     local_jobs = snakemake_jobs(local_run.stderr)
-    assert sorted(rule for _, rule, _ in ran) == sorted(rule for _, rule, _ in local_jobs)
+    assert sorted(rule for _, rule, _ in ran if rule != "hspz_report") == \
+        sorted(rule for _, rule, _ in local_jobs)
+
+    # The profile's group: each batch's merge and its dot plots ran inside one SLURM job (none
+    # was submitted alone), which asked for one CPU: its jobs one after another, on a 2-CPU node
+    # where the sheet batch's 1 + 3 side by side would have asked for 4.
+    inside = sorted(rule for kind, rule, _ in ran if kind == "group")
+    assert inside == ["hspz_dotplot"] * 3 + ["hspz_merge"] * 3, inside
+    groups = [cpus for rule, _, _, cpus in on_slurm if rule == "hspz_report"]
+    assert groups == [1, 1, 1], on_slurm
+    assert not {"hspz_merge", "hspz_dotplot"} & {rule for rule, _ in submitted}
 
 
 def test_a_work_job_its_time_limit_ends_is_rerun_and_computes_only_its_missing_units(
@@ -214,7 +230,7 @@ def test_a_work_job_its_time_limit_ends_is_rerun_and_computes_only_its_missing_u
     stopped = snakemake(tmp_path / "run", config, profiles,
                         {**with_bin(cluster.env), "HSPZ_FAULT": "work-unit:2:stop"})
     assert stopped.returncode != 0
-    states = [state for rule, state, _ in slurm_jobs(cluster) if rule == "hspz_work"]
+    states = [state for rule, state, _, _ in slurm_jobs(cluster) if rule == "hspz_work"]
     assert "TIMEOUT" in states, states
     done = snakemake(tmp_path / "run", config, profiles, with_bin(cluster.env))
     assert done.returncode == 0, done.stderr[-4000:] + "\n" + cluster.log_tail()

@@ -608,6 +608,73 @@ def test_the_workflow_runs_as_a_module_with_use_rule_star(tmp_path: Path) -> Non
     assert (tmp_path / "work" / "single" / "results.manifest").is_file()
 
 
+def module_snakefile(tmp_path: Path, config: Path, snakefile: str) -> Path:
+    """A user's Snakefile that uses the workflow as a module from `snakefile` and writes down
+    the install source the workflow chose for its conda env (HSPZ_INSTALL_SOURCE)."""
+    path = tmp_path / "Snakefile"
+    path.write_text(
+        f'import os\n\nconfigfile: "{config.name}"\n\n\nmodule hspz:\n    snakefile:\n'
+        f'        "{snakefile}"\n    config:\n        config\n\n\nuse rule * from hspz\n\n\n'
+        'open("source.txt", "w").write(os.environ["HSPZ_INSTALL_SOURCE"])\n')
+    return path
+
+
+def test_a_module_from_a_git_repository_resolves_and_installs_hspz_from_it(
+        tmp_path: Path) -> None:
+    """The workflow as a module from a git repository at a commit (`git+file://`, the code path
+    of a GitHub module: Snakemake reads every file through its source cache, none from a
+    folder): it parses and its DAG resolves, and its conda env would pip-install hspZ from that
+    repository at that commit; as a module by path, from the checkout."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for part in ("workflow", "pyproject.toml"):
+        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, repo / part)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for step in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "workflow"]):
+        subprocess.run(git + step, check=True, capture_output=True)
+    commit = subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    run = tmp_path / "run"
+    config = make_workdir(run, [JOBS[2]])
+    env = {k: v for k, v in ENV.items() if k != "HSPZ_INSTALL_SOURCE"}
+    cases = {f"git+file://{repo}/workflow/Snakefile@{commit}":
+             f"hspz[workflow] @ git+file://{repo}@{commit}",
+             str(ROOT / "workflow" / "Snakefile"): f"hspz[workflow] @ {ROOT.as_uri()}"}
+    for snakefile, source in cases.items():
+        cmd = [sys.executable, "-m", "snakemake", "--directory", str(run), "--snakefile",
+               str(module_snakefile(run, config, snakefile)), "--cores", "2", "-n"]
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "hspz_plan" in done.stdout
+        assert (run / "source.txt").read_text() == source
+        if shutil.which("conda"):  # not installable here (neither PyPI nor Debian has it)
+            conda = subprocess.run(cmd + ["--sdm", "conda"], capture_output=True, text=True,
+                                   env=env, timeout=300)
+            assert conda.returncode == 0, conda.stdout + conda.stderr
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          env={**env, "HSPZ_INSTALL_SOURCE": "hspz==0.1.0"})
+    assert done.returncode == 0 and (run / "source.txt").read_text() == "hspz==0.1.0"
+
+
+def test_the_conda_env_installs_hspz_only_through_its_post_deploy_script(tmp_path) -> None:
+    """hspz.yaml is conda's part (no pip: section, whose relative path would name the working
+    directory once Snakemake copies the file to .snakemake/conda/) and names hspZ's version, so
+    a release rebuilds the env; the post-deploy script pip-installs HSPZ_INSTALL_SOURCE and
+    refuses to run without it."""
+    env = yaml.safe_load((ROOT / "workflow" / "envs" / "hspz.yaml").read_text())
+    assert set(env) == {"channels", "dependencies"}
+    assert all(isinstance(d, str) for d in env["dependencies"])  # no pip: list
+    assert {d.split()[0] for d in env["dependencies"]} == {"python", "pip", "lastz"}
+    version = re.search(r'^version = "(.+)"', (ROOT / "pyproject.toml").read_text(), re.M)[1]
+    assert f"# hspZ {version} " in (ROOT / "workflow" / "envs" / "hspz.yaml").read_text()
+    script = ROOT / "workflow" / "envs" / "hspz.post-deploy.sh"
+    assert os.access(script, os.X_OK)
+    assert 'pip install --no-input "$HSPZ_INSTALL_SOURCE"' in script.read_text()
+    bare = {k: v for k, v in os.environ.items() if k != "HSPZ_INSTALL_SOURCE"}
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=bare)
+    assert done.returncode == 2 and "HSPZ_INSTALL_SOURCE is not set" in done.stderr
+
+
 def test_a_license_file_says_what_pyproject_says() -> None:
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
     assert 'license = "MIT"' in (ROOT / "pyproject.toml").read_text()

@@ -24,10 +24,68 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from snakemake.exceptions import WorkflowError
 
-HERE = Path(workflow.current_basedir)
-SCHEMA = yaml.safe_load((HERE.parent / "schemas" / "config.schema.yaml").read_text())
-sys.path.insert(0, str(HERE.parent / "scripts"))
-import results_manifest  # noqa: E402  (workflow/scripts: the merge's checksummed manifest)
+
+# The workflow's own files: from the checkout, or through Snakemake's source cache
+# (workflow.source_path) where the workflow is a module from a git repository or GitHub, whose
+# files are no folder on this machine.
+def workflow_file(relative):
+    """A file of the workflow by its path relative to workflow/rules/: the file itself in a
+    checkout, else Snakemake's cached copy."""
+    here = Path(str(workflow.current_basedir.get_path_or_uri(secret_free=True)))
+    if here.is_dir():
+        return str((here / relative).resolve())
+    return str(workflow.source_path(relative))
+
+
+# libyaml's loader where PyYAML has it: the schema loads in milliseconds, not a quarter second
+# (every job's snakemake parses the workflow again)
+SCHEMA = yaml.load(
+    Path(workflow_file("../schemas/config.schema.yaml")).read_text(),
+    Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader),
+)
+MANIFEST_SCRIPT = workflow_file("../scripts/results_manifest.py")
+
+
+def _load_script(name, path):
+    """A module of workflow/scripts/, imported from its file (a cached copy has no .py)."""
+    import importlib.machinery
+    import importlib.util
+
+    spec = importlib.util.spec_from_loader(
+        name, importlib.machinery.SourceFileLoader(name, path)
+    )
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+# the merge's checksummed manifest (workflow/scripts/results_manifest.py)
+results_manifest = _load_script("results_manifest", MANIFEST_SCRIPT)
+
+
+def install_source(basedir):
+    """Where the conda env's post-deploy script (envs/hspz.post-deploy.sh) pip-installs hspZ
+    from: the package this workflow came with, at the same version. A checkout (the workflow
+    used in place or as a module by path): its folder; a module from a git repository or
+    GitHub/GitLab: that repository at the module's tag or commit. HSPZ_INSTALL_SOURCE
+    (INSTALL_SOURCE), when set, wins (a wheel, an index's `hspz==0.1.0`, a mirror)."""
+    given = os.environ.get(INSTALL_SOURCE)
+    if given:
+        return given
+    repo = getattr(basedir, "repo", None)
+    if repo is not None:  # GithubFile, GitlabFile
+        ref = basedir.commit or basedir.tag or basedir.branch
+        return f"hspz[workflow] @ git+https://{basedir.host}/{repo}@{ref}"
+    repo_path = getattr(basedir, "repo_path", None)
+    if repo_path is not None:  # LocalGitFile (git+file://...)
+        return f"hspz[workflow] @ git+file://{os.path.abspath(repo_path)}@{basedir.ref}"
+    root = Path(str(basedir.get_path_or_uri(secret_free=True))).resolve().parents[1]
+    return f"hspz[workflow] @ {root.as_uri()}"
+
+
+# optional: no envvars: directive, which would demand it
+INSTALL_SOURCE = "HSPZ_INSTALL_SOURCE"
+os.environ[INSTALL_SOURCE] = install_source(workflow.current_basedir)
 
 # run options that decide the reference's bins and tables: the index's, never per query
 INDEX_OPTIONS = ("seed", "step", "seq_block_size", "kegalign_bins")
@@ -375,6 +433,16 @@ def query_lines(wildcards):
     """The batch's query list file, one absolute path a line."""
     _, queries, _ = BATCHES[wildcards.batch]
     return [os.path.abspath(path) for _, path in queries]
+
+
+def write_query_list(output, params, log):
+    """hspz_query_list's work: its two files from its params, and its log line."""
+    results_manifest.write_atomically(
+        output.queries, [f"{q}\n" for q in params.queries]
+    )
+    results_manifest.write_atomically(output.names, [f"{n}\n" for n in params.names])
+    with open(log[0], "w") as written:
+        written.write(f"{len(params.queries)} queries\n")
 
 
 def name_lines(wildcards):

@@ -31,7 +31,7 @@ rule hspz_merge:
         results=results_root,
         flags=merge_flags,
         jobs=lambda wildcards: len(BATCHES[wildcards.batch][1]),
-        script=str(HERE.parent / "scripts" / "results_manifest.py"),
+        script=MANIFEST_SCRIPT,
     shell:
         "(python {params.script:q} prune {params.results:q} {wildcards.batch} {params.jobs}"
         " && hspZ merge --plan={input.plan:q} --output={params.out:q}"

@@ -1,19 +1,17 @@
-# The batch's query list (absolute paths) and names.tsv (sheet name -> job number), written by
-# a Python script from the rule's params (a local rule): the sheet's text reaches no shell and
-# no command line, whatever it holds or how long it is.
+# The batch's query list (absolute paths) and names.tsv (sheet name -> job number), written in
+# the snakemake process from the rule's params (a local rule, `run:`): the sheet's text reaches
+# no shell and no command line, whatever it holds or how long it is, and no Python starts.
 rule hspz_query_list:
     output:
         queries=f"{WORK}/{{batch}}/queries.txt",
         names=f"{WORK}/{{batch}}/names.tsv",
     log:
         f"{LOGS}/hspz_query_list/{{batch}}.log",
-    conda:
-        "../envs/hspz.yaml"
     params:
         queries=query_lines,
         names=name_lines,
-    script:
-        "../scripts/query_list.py"
+    run:
+        write_query_list(output, params, log)
 
 
 # A checkpoint: the number of work jobs is read from the plan it writes (never more workers
