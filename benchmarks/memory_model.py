@@ -1,9 +1,9 @@
 """The CPU memory estimate against the measured peak RSS: one markdown row per workload, thread
 count and worker count, from the two lines `hspZ run --time` prints (`time: peak RSS ...` and
 `time: memory estimate ...`; main process, and the largest worker process when there are
-several).  The tables in `hspz.plan.cpu_estimate`'s docstring and BENCHMARKS.md ("Memory: peak
+several).  The tables in `hspz.planning.memory.cpu_estimate`'s docstring and BENCHMARKS.md ("Memory: peak
 RSS against the preflight's estimate", before and after the estimate counted the records'
-seedable bases, `hspz.seedable`; 2026-12-01) come from this script:
+seedable bases, `hspz.planning.seedable`; 2026-12-01) come from this script:
 
     python benchmarks/memory_model.py --workdir /tmp/memory [--threads 1 2] [--gpus 1 2]
         [--workloads demo multibin hpylori sim sim8M saureus mammal6x1 mammal30x6 ...]

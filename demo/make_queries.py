@@ -12,7 +12,7 @@ import gzip
 
 import numpy as np
 
-from hspz.sequence import Record, read_records, write_fasta
+from hspz.io.packing import Record, read_records, write_fasta
 
 BASES = np.frombuffer(b"ACGT", np.uint8)
 

@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hspz import __version__
-from hspz.errors import HspzError, Terminated, UsageError, on_sigterm
-from hspz.options import (
+from hspz.core.errors import HspzError, Terminated, UsageError, on_sigterm
+from hspz.core.options import (
     HSPTHRESH_MAX,
     MAX_BP,
     MAX_HITS,
@@ -134,7 +134,7 @@ def options_from_args(ns: argparse.Namespace) -> Options:
         diagonal_partition=bool(getattr(ns, "diagonal_partition", False)),
     )
     if options.scoring is not None:  # its scores are numbers too: checked before any work
-        from hspz.scoring import read_score_file
+        from hspz.core.scoring import read_score_file
 
         read_score_file(options.scoring)
     return options
@@ -196,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--index", metavar="DIR", help="plan from an index (`hspZ index`)")
     plan.add_argument("--sizes", metavar="FILE",
                       help="also write each work job's memory (a TSV for a scheduler; "
-                           "hspz/sizing.py)")
+                           "hspz/commands/sizing.py)")
     plan.add_argument("--sizes-hits", action="store_true",
                       help="--sizes counts every unit's seed hits for an expected runtime "
                            "(hits-estimate's histograms: seconds and ~800 MB a query)")
@@ -315,12 +315,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from hspz import durable
+    from hspz.core import durable
 
     before = _raise_on_sigterm()
     durable.reset_inputs()  # each command registers its own (`outdir.check_disjoint`)
-    if "hspz.batch" in sys.modules:  # a list is read once per command
-        sys.modules["hspz.batch"].forget_lists()
+    if "hspz.planning.joblist" in sys.modules:  # a list is read once per command
+        sys.modules["hspz.planning.joblist"].forget_lists()
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         ns = build_parser().parse_args(argv)
@@ -385,7 +385,7 @@ def _need(ns: argparse.Namespace, *flags: str) -> None:
 
 def _writable_file(flag: str, path: str | None, make_folders: bool = False) -> None:
     """A file an output flag names can be written there (checked before any work)."""
-    from hspz.outdir import check_output_file
+    from hspz.run.outdir import check_output_file
 
     if path is not None:
         check_output_file(flag, path, make_folders)
@@ -398,7 +398,7 @@ def _inputs(ns: argparse.Namespace) -> dict[str, str | list[str] | None]:
              for flag in ("--reference", "--query", "--scoring", "--from-manifest", "--index",
                           "--query-list")}
     if paths["--query-list"]:
-        from hspz.batch import read_query_list
+        from hspz.planning.joblist import read_query_list
 
         paths["a query of --query-list"] = [q.path for q in read_query_list(
             paths["--query-list"])[0]]
@@ -408,7 +408,7 @@ def _inputs(ns: argparse.Namespace) -> dict[str, str | list[str] | None]:
 def _dumps(ns: argparse.Namespace, inputs: dict, *flags: str) -> dict[str, list[str] | None]:
     """Each dump flag's files: its path, or in batch mode every per-job name derived from it
     (`PATH.000001`, ...: `commands.batch.suffixed`)."""
-    from hspz.batch import job_name
+    from hspz.planning.joblist import job_name
 
     jobs = len(inputs.get("a query of --query-list") or [])
     out = {}
@@ -421,8 +421,8 @@ def _dumps(ns: argparse.Namespace, inputs: dict, *flags: str) -> dict[str, list[
 
 def _request(ns: argparse.Namespace, options: Options):
     """Cross-flag checks shared by run and plan, then the command's request."""
-    from hspz import knobs
-    from hspz.commands import Request
+    from hspz.core import knobs
+    from hspz.run.request import Request
 
     _need_inputs(ns, options)
     knobs.read()  # a knob value the spec calls an error stops the run before any work
@@ -474,7 +474,7 @@ def _need_inputs(ns: argparse.Namespace, options: Options) -> None:
 def _tarball(ns: argparse.Namespace) -> str | None:
     """The -Z archive's path; a PATH given is proven writable (OUT's default one is proven by
     OUT's lock)."""
-    from hspz import outdir
+    from hspz.run import outdir
 
     if ns.tarball is DEFAULT_TARBALL:
         return os.path.join(ns.output, outdir.DEFAULT_TARBALL)
@@ -487,7 +487,7 @@ def _own(tarball: str | None) -> tuple[str, ...]:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    from hspz import backends
+    from hspz.engine import backends
 
     options = options_from_args(ns)
     warming = backends.warm("cpu" if ns.cpu_only else options.backend)
@@ -502,8 +502,9 @@ def _run(ns: argparse.Namespace, options: Options) -> int:
     """Every output path checked against every input, then OUT locked (created, proven
     writable) before any work; the lock is held until the run has published and printed its
     digest.  -u writes nothing in OUT, so it takes no lock."""
-    from hspz import backends, outdir
     from hspz.commands.run import run_command
+    from hspz.engine import backends
+    from hspz.run import outdir
 
     if ns.output is None:
         if not ns.cpu_only:
@@ -528,9 +529,9 @@ def _run(ns: argparse.Namespace, options: Options) -> int:
                         keep_empty=req.tarball is None):
         _writable_files(ns, "--dump-plan", "--dump-manifest", "--dump-raw")  # OUT exists now
         if req.query_list:
-            from hspz.batch import check_entries
-            from hspz.commands.batch import batch_command, tarball_note
-            from hspz.report import say
+            from hspz.commands.query_list import batch_command, tarball_note
+            from hspz.planning.joblist import check_entries
+            from hspz.run.report import say
 
             check_entries(Path(os.path.abspath(ns.output)))
             say([note] if (note := tarball_note(req)) else [])
@@ -544,8 +545,9 @@ def _writable_files(ns: argparse.Namespace, *flags: str) -> None:
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:
-    from hspz import backends, outdir
     from hspz.commands.plan import plan_command
+    from hspz.engine import backends
+    from hspz.run import outdir
 
     options = options_from_args(ns)
     req = _request(ns, options)
@@ -557,8 +559,8 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
 
 def cmd_work(ns: argparse.Namespace) -> int:
-    from hspz import backends
     from hspz.commands.work import work_command
+    from hspz.engine import backends
 
     worker = parse_int("--worker", ns.worker, 0, MAX_WORKERS - 1)
     threads = parse_int("--threads", ns.threads, 0, MAX_THREADS)
@@ -584,9 +586,9 @@ def cmd_merge(ns: argparse.Namespace) -> int:
 
 
 def cmd_estimate(ns: argparse.Namespace) -> int:
-    from hspz import outdir
-    from hspz.commands import Request
     from hspz.commands.estimate import Pricing, estimate_command
+    from hspz.run import outdir
+    from hspz.run.request import Request
 
     options = options_from_args(ns)
     _need_inputs(ns, options)
@@ -626,8 +628,8 @@ def cmd_warm(ns: argparse.Namespace) -> int:
 
 
 def cmd_index(ns: argparse.Namespace) -> int:
-    from hspz import backends
     from hspz.commands.index import index_command
+    from hspz.engine import backends
 
     if ns.target_prefix is not None:
         raise UsageError("index: --target-prefix belongs to run; an index stores record names "
@@ -637,8 +639,8 @@ def cmd_index(ns: argparse.Namespace) -> int:
         raise UsageError("index: -B 0 (automatic layout) cannot build an index; give -B")
     if not ns.index:
         raise UsageError("--index: an empty path")
-    from hspz import outdir
-    from hspz.index import build_names
+    from hspz.formats.index import build_names
+    from hspz.run import outdir
 
     if os.path.lexists(ns.index) or Path(ns.index).name in ("", os.curdir, os.pardir):
         raise UsageError(f"--index: {ns.index} already exists; an index is never overwritten "
@@ -651,7 +653,7 @@ def cmd_index(ns: argparse.Namespace) -> int:
 
 def _plan_job(ns: argparse.Namespace):
     """The plan file's job --job (1-based), for dotplot and gapped."""
-    from hspz.planfile import read_plan
+    from hspz.formats.planfile import read_plan
 
     pf = read_plan(ns.plan)
     n = parse_int("--job", ns.job, 1, len(pf.jobs))
@@ -666,7 +668,8 @@ def _plan_inputs(ns: argparse.Namespace, pf) -> dict:
 
 
 def cmd_dotplot(ns: argparse.Namespace) -> int:
-    from hspz import outdir, plots
+    from hspz.run import outdir
+    from hspz.tools import plots
 
     pf, job = _plan_job(ns)
     inputs = _plan_inputs(ns, pf)
@@ -691,7 +694,8 @@ def cmd_dotplot(ns: argparse.Namespace) -> int:
 
 
 def cmd_summarize(ns: argparse.Namespace) -> int:
-    from hspz import outdir, plots
+    from hspz.run import outdir
+    from hspz.tools import plots
 
     inputs = {"--queries": ns.queries, "--names": ns.names, "--ledger": ns.ledger,
               "a query of --queries": plots.listed_queries(ns.queries)}
@@ -705,7 +709,8 @@ def cmd_summarize(ns: argparse.Namespace) -> int:
 
 
 def cmd_gapped(ns: argparse.Namespace) -> int:
-    from hspz import gapped, outdir
+    from hspz.run import outdir
+    from hspz.tools import gapped
 
     pf, job = _plan_job(ns)
     reference = pf.reference
@@ -755,7 +760,8 @@ def cmd_gapped(ns: argparse.Namespace) -> int:
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
-    from hspz import compare, outdir
+    from hspz.run import outdir
+    from hspz.tools import compare
 
     options = options_from_args(ns)
     _need(ns, "--reference", "--query")
@@ -767,7 +773,8 @@ def cmd_compare(ns: argparse.Namespace) -> int:
 
 
 def cmd_benchmark(ns: argparse.Namespace) -> int:
-    from hspz import bench, outdir
+    from hspz.run import outdir
+    from hspz.tools import bench
 
     options = options_from_args(ns)
     if ns.index is not None:

@@ -15,13 +15,13 @@ import pytest
 from multibin import FLAGS, outputs, write_pair
 from refusal import assert_refused, snapshot
 
-from hspz import index as ix
-from hspz import plan as planning
 from hspz.cli import main
-from hspz.engine import Context, prepare_reference
-from hspz.errors import UsageError
-from hspz.options import Options
-from hspz.sequence import read_records, write_2bit
+from hspz.core.errors import UsageError
+from hspz.core.options import Options
+from hspz.engine.contract import Context, prepare_reference
+from hspz.formats import index as ix
+from hspz.io.packing import read_records, write_2bit
+from hspz.planning import memory as planning
 
 # the index takes the flags that decide the reference's bins and tables
 INDEX_FLAGS = ["-s", "111011001011", "-B", "4000"]
@@ -253,7 +253,7 @@ def test_index_refusals(built, tmp_path, capfd, argv, pattern):
 def test_index_refuses_record_names_with_whitespace(tmp_path, capfd):
     rng = np.random.default_rng(3)
     seq = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, 3000)]
-    from hspz.sequence import Record
+    from hspz.io.packing import Record
 
     write_2bit(tmp_path / "ref.2bit", [Record("chr 1", seq)])
     assert_refused(capfd, ["index", "-r", str(tmp_path / "ref.2bit"), "--index",
@@ -290,7 +290,7 @@ def test_a_killed_build_leaves_no_index_and_the_next_build_starts_clean(built, t
 def test_a_slow_bin_load_warns(built, tmp_path, capsys, monkeypatch):
     """A load above LOAD_WARN_S (10 s) says to keep the index on local storage; here the bound
     is lowered so that every load is slow."""
-    from hspz import workers
+    from hspz.run import worker as workers
 
     d, _, qry, plain = built
     monkeypatch.setattr(workers, "LOAD_WARN_S", 0.0)

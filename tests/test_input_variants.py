@@ -28,8 +28,8 @@ import pytest
 from scorefiles import MILLION
 
 from hspz.cli import main
-from hspz.errors import InputError
-from hspz.sequence import read_fasta_bytes, read_records
+from hspz.core.errors import InputError
+from hspz.io.packing import read_fasta_bytes, read_records
 
 BOM = b"\xef\xbb\xbf"
 

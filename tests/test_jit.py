@@ -1,4 +1,4 @@
-"""hspz.jit: numba loads on the first call of a decorated loop, never on import; the numpy paths
+"""hspz.core.jit: numba loads on the first call of a decorated loop, never on import; the numpy paths
 that run while it is not loaded write the same bytes as the numba loops; the GPU path's host
 work loads no numba."""
 
@@ -11,9 +11,12 @@ import textwrap
 import numpy as np
 import pytest
 
-from hspz import emit, jit, segments, sequence
-from hspz.hsp import HSP_DTYPE
-from hspz.sequence import Record, pack_bin, reverse_complement
+from hspz.core import jit
+from hspz.io import packing as sequence
+from hspz.io.packing import Record, pack_bin, reverse_complement
+from hspz.run import emit
+from hspz.stages import segments
+from hspz.stages.hsp import HSP_DTYPE
 
 
 def _python(code: str, cwd=None) -> list[str]:
@@ -101,8 +104,8 @@ def test_the_gpu_paths_host_work_loads_no_numba(tmp_path):
         import numpy as np
         from hspz import emit, execute, hsp, jit, segments
         from hspz.engine import Context, prepare_query, prepare_reference, settle_chunks
-        from hspz.options import Options
-        from hspz.sequence import Record
+        from hspz.core.options import Options
+        from hspz.io.packing import Record
         ctx = Context.from_options(Options())
         rng = np.random.default_rng(1)
         seq = rng.choice(np.frombuffer(b"ACGTacgtN", np.uint8), 20000)
@@ -118,7 +121,7 @@ def test_the_gpu_paths_host_work_loads_no_numba(tmp_path):
         text = segments.format_lines(final, ref.packed, qry.packed["minus"], "minus")
         print(len(text) > 0, emit.digest_of([text]) != "", "numba" in sys.modules)
         ref.score, qry.seed  # host codes on first use: still numpy below 64 MB
-        from hspz.sequence import read_records, write_2bit
+        from hspz.io.packing import read_records, write_2bit
         write_2bit("x.2bit", [Record("m", seq)])
         assert bytes(read_records("x.2bit")[0].seq) == bytes(seq)  # N and mask blocks
         print("numba" in sys.modules, jit.loaded())
@@ -134,7 +137,7 @@ def test_decorated_loops_call_compiled_callees(tmp_path):
     """A decorated loop that calls another, in a module of its own (numba caches need a file):
     the first call loads numba, compiles both and points the module's names at dispatchers."""
     (tmp_path / "jitprobe.py").write_text(textwrap.dedent("""
-        from hspz.jit import njit
+        from hspz.core.jit import njit
 
         @njit(inline="always")
         def twice(x):
@@ -165,7 +168,7 @@ def test_prefetch_in_a_decorated_loop_changes_no_result(tmp_path):
     with an unsigned index neither faults nor changes what the loop computes."""
     (tmp_path / "prefetchprobe.py").write_text(textwrap.dedent("""
         import numpy as np
-        from hspz.jit import njit, prefetch
+        from hspz.core.jit import njit, prefetch
 
         @njit
         def total(a):

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from multibin import FLAGS, outputs, records, write_pair
 
-from hspz import plan as planning
 from hspz.cli import main
-from hspz.manifest import read_manifest
+from hspz.formats.manifest import read_manifest
+from hspz.planning import memory as planning
 
 SEED = FLAGS[FLAGS.index("-s") + 1]
 BASE = ["-s", SEED, "-H", "150", "-E", "-C", "1500", "--backend", "cpu", "-t", "1"]

@@ -1,4 +1,4 @@
-"""hspz.lean: a module imported without the optional module it probes for; numba's array maths
+"""hspz.core.lean: a module imported without the optional module it probes for; numba's array maths
 loads without scipy's linear algebra, and a process that has it keeps it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from hspz import lean
+from hspz.core import lean
 
 PROBE = "try:\n    import {0}\n    FOUND = True\nexcept ImportError:\n    FOUND = False\n"
 

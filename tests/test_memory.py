@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from multibin import FLAGS, outputs, write_pair
 
-from hspz import plan as planning
 from hspz.cli import main
+from hspz.planning import memory as planning
 
 DEMO = Path(__file__).resolve().parent.parent / "demo"
 
@@ -36,7 +36,7 @@ def _meminfo(key: str) -> int:
 
 
 def test_the_host_budget_is_the_cgroup_limit_or_memtotal_never_the_free_memory(monkeypatch):
-    from hspz.budget import host_budget, host_memory
+    from hspz.planning.budget import host_budget, host_memory
 
     monkeypatch.delenv("HSPZ_HOST_MEMORY_BYTES", raising=False)
     found, where = host_memory()
@@ -126,9 +126,9 @@ def test_a_run_is_costed_on_the_workers_its_plan_has(pair, tmp_path, capsys, mon
     ref, qry = (str(p) for p in pair)
     common = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-t", "10"]
     assert main(common + ["-o", str(tmp_path / "one")]) == 0
-    from hspz import freeze
-    from hspz.options import Options
-    from hspz.schedule import cpu_devices
+    from hspz.core.options import Options
+    from hspz.planning.schedule import cpu_devices
+    from hspz.run import freeze
 
     five = planning.cpu_estimate(freeze.memory_model(freeze.Freeze(
         Options(gpus=6, threads=10), cpu_devices(6), np.zeros((8, 8), np.int32)), 16711680, 5),
@@ -142,7 +142,7 @@ def test_a_run_is_costed_on_the_workers_its_plan_has(pair, tmp_path, capsys, mon
 
 
 def _lengths(pair) -> tuple[list[int], list[int]]:
-    from hspz.sequence import read_records
+    from hspz.io.packing import read_records
 
     return tuple([len(r) for r in read_records(str(p))] for p in pair)
 
@@ -197,9 +197,9 @@ def test_a_unit_extended_in_small_pieces_writes_the_bytes_of_whole_chunks(pair, 
 
 def _advice(backend: str, gpus: int, threads: int, devices: int, bins: int,
             frozen: bool = False, records_per_bin: int = 1, max_hits: int = 16711680) -> str:
-    from hspz.freeze import Freeze, advice
-    from hspz.options import Options
-    from hspz.schedule import DeviceProfile, Devices
+    from hspz.core.options import Options
+    from hspz.planning.schedule import DeviceProfile, Devices
+    from hspz.run.freeze import Freeze, advice
 
     p = planning.Plan(tuple(tuple(range(k * records_per_bin, (k + 1) * records_per_bin))
                             for k in range(bins)), ((0,),))
@@ -227,7 +227,7 @@ def test_the_preflight_advice_names_only_the_flags_that_apply_to_the_backend():
 
 def _valid_windows(seq: np.ndarray, size: int = 19) -> np.ndarray:
     """Window starts whose `size` bases are all uppercase ACGT (as `seed._scan_windows`)."""
-    from hspz.sequence import seed_codes
+    from hspz.io.packing import seed_codes
 
     bad = np.concatenate(([0], np.cumsum(seed_codes(seq) > 3)))
     return np.flatnonzero(bad[size:] - bad[:-size] == 0)
@@ -238,8 +238,8 @@ def test_seedable_counts_bound_the_valid_windows_of_every_batch(seed, monkeypatc
     """The preflight's seedable bases (`seedable.Seedable`), per granule, against a brute-force
     count: exact per granule, and for every seed batch of a packed bin of several soft-masked,
     N-gapped records, both strands, never fewer than its valid windows."""
-    from hspz import seedable
-    from hspz.sequence import Record
+    from hspz.io.packing import Record
+    from hspz.planning import seedable
 
     monkeypatch.setattr(seedable, "GRANULE", 64)
     monkeypatch.setattr(seedable, "BLOCK", 256)
@@ -277,8 +277,8 @@ def test_the_estimate_counts_seedable_bases_never_more_than_lengths(mammal):
     """On the soft-masked pair the estimate from seedable bases is below the one from lengths
     alone (the same model with every base seedable), at one thread and at many; on the demo
     the two agree within a tenth."""
-    from hspz import seedable
-    from hspz.sequence import read_records
+    from hspz.io.packing import read_records
+    from hspz.planning import seedable
 
     for ref_path, qry_path, lowest in ((*mammal, 0.0), (DEMO / "reference.fa.gz",
                                                          DEMO / "query.2bit", 0.9)):
@@ -296,8 +296,8 @@ def test_the_estimate_counts_seedable_bases_never_more_than_lengths(mammal):
 def test_a_reference_known_by_its_lengths_counts_every_base_as_seedable():
     """An `--index` run's reference is known by names and lengths only: the estimate counts
     all its bases, never none."""
-    from hspz import seedable
-    from hspz.sequence import KnownRecord
+    from hspz.io.packing import KnownRecord
+    from hspz.planning import seedable
 
     n = 3 * seedable.GRANULE + 5
     side = seedable.Seedable.of([KnownRecord("chr1", n)])

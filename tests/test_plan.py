@@ -1,4 +1,4 @@
-"""The plan (hspz/plan.py) against direct transcriptions of behaviour.md §2-§4 and KegAlign.
+"""The plan (hspz/planning/memory.py) against direct transcriptions of behaviour.md §2-§4 and KegAlign.
 
 Bins, intervals, wga chunks and the minus-strand mirror are recomputed with plain loops; the
 semantic chunk walk is checked against a line-by-line transcription of KegAlign's `SeedAndFilter`
@@ -16,8 +16,7 @@ from bisect import bisect_left
 import numpy as np
 import pytest
 
-from hspz.emit import digest_of
-from hspz.plan import (
+from hspz.planning.memory import (
     balanced_bins,
     chunk_walk,
     intervals,
@@ -26,6 +25,7 @@ from hspz.plan import (
     seed_batches,
     wga_chunks,
 )
+from hspz.run.emit import digest_of
 
 U32 = 0xFFFFFFFF
 
@@ -262,7 +262,7 @@ def _walk_batch(cum: np.ndarray, s_a: int, s_b: int, max_hits: int) -> list[tupl
 def test_chunk_walks_of_a_group_equal_chunk_walk_of_each_batch():
     """Random groups (empty batches, batches of zero hits, giant seeds first and inside) cut
     into random batches: every batch's chunks as hit ranges, equal to chunk_walk's."""
-    from hspz.plan import chunk_walks
+    from hspz.planning.memory import chunk_walks
 
     rng = random.Random(29)
     walked = left = 0
@@ -344,7 +344,7 @@ def test_digest_merged_in_key_ranges_on_threads_equals_sort(tmp_path, ranges):
     """The final merge cut into key ranges (sampled splitters, each run cut alike), merged on
     threads and hashed in order: the bytes `LC_ALL=C sort | sha256sum` sees, for runs of many
     widths, duplicates across runs and lines that extend others."""
-    from hspz.emit import LineDigest
+    from hspz.run.emit import LineDigest
 
     lines = _segment_lines(ranges, 4000) + [b"chr1\t5\n", b"chr1\t5\t\n", b"chr1\t50\n"] * 30
     random.Random(ranges).shuffle(lines)
@@ -365,7 +365,7 @@ def test_digest_by_groups_sealed_in_any_order_equals_sort(tmp_path, seed):
     line of another group, one in two groups, a group without lines), chunks of groups
     interleaved, each group sealed after its last chunk, in random orders: the digest
     `LC_ALL=C sort | sha256sum` gives."""
-    from hspz.emit import LineDigest
+    from hspz.run.emit import LineDigest
 
     rng = random.Random(seed)
     names = NAMES[:]
@@ -397,7 +397,7 @@ def test_digest_by_groups_sealed_in_any_order_equals_sort(tmp_path, seed):
 def test_digest_by_groups_hashes_a_sealed_group_below_every_open_one_at_once():
     """Groups sealed in key order: each group's lines are merged and hashed at its seal, so only
     the last group's are left for the end; a line outside its group's names is refused."""
-    from hspz.emit import LineDigest
+    from hspz.run.emit import LineDigest
 
     d = LineDigest({0: [b"chr1", b"chr2"], 1: [b"chr3"], 2: [b"chr4", b"chr5"]}, threads=2)
     d.add(b"chr2\t9\nchr1\t7\n", 0)
@@ -419,7 +419,7 @@ def test_digest_by_groups_hashes_a_sealed_group_below_every_open_one_at_once():
 
 @pytest.mark.parametrize("max_bases", [1, 700, 1500, 10**9])
 def test_batch_groups_cover_every_batch_once_in_order_and_only_join_contiguous_chunks(max_bases):
-    from hspz.engine import batch_groups
+    from hspz.engine.contract import batch_groups
 
     jobs = [(n, s, c) for n, s, c in seed_batches(20_000, 19, 6_000, 700, ("plus", "minus"))]
     groups = batch_groups(jobs, max_bases)

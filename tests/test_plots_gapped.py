@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from multibin import FLAGS, write_pair
 
-from hspz import gapped, plots
 from hspz.cli import main
-from hspz.manifest import read_manifest
+from hspz.formats.manifest import read_manifest
+from hspz.tools import gapped, plots
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,7 @@ def test_the_gapped_stage_runs_lastz_per_segments_file_as_kegalign_does(related,
 
 def test_lastz_failing_is_one_line(run, tmp_path):
     d, ref, qry, m = run
-    from hspz.errors import RunError
+    from hspz.core.errors import RunError
 
     with pytest.raises(RunError, match=r"cannot run /no/such/lastz"):
         gapped.run_gapped(m, str(ref), str(qry), d / "out", str(tmp_path / "x.maf"),
@@ -124,7 +124,7 @@ def test_lastz_failing_is_one_line(run, tmp_path):
 
 
 def test_bytes_2bit_cannot_hold_become_n_as_fatotwobit_makes_them(tmp_path):
-    from hspz.sequence import Record, read_records
+    from hspz.io.packing import Record, read_records
 
     recs = [Record("r", np.frombuffer(b"ACGTRYkm\x00acgtN", np.uint8))]
     path = gapped.lastz_input(recs, tmp_path, "x")
@@ -176,7 +176,7 @@ def test_the_plots_are_titled_by_the_sheet_name(tmp_path):
     names.write_text("name\tjob\tpath\nalpha\t000001\t/a.fa\nbeta\t000002\t/b.fa\n")
     assert plots.job_title("000002", "/b.fa", names) == "beta (job 000002)"
     assert plots.job_title("000002", "/x/b.fa", None) == "job 000002: b.fa"
-    from hspz.errors import InputError
+    from hspz.core.errors import InputError
 
     with pytest.raises(InputError, match="no row for job 000003"):
         plots.job_title("000003", "/c.fa", names)
@@ -260,7 +260,7 @@ def test_files_are_split_into_consecutive_groups_of_bounded_bytes():
 
 
 def test_the_groups_file_round_trips_and_refuses_other_text(tmp_path):
-    from hspz.errors import InputError
+    from hspz.core.errors import InputError
 
     for groups in ([["a", "b"], ["c"]], [[]]):
         gapped.write_groups(tmp_path / "g.txt", groups)
@@ -275,7 +275,7 @@ def test_file_formats_put_the_header_on_the_first_file_only():
     assert [gapped.file_format("general", f) for f in (True, False)] == ["general", "general-"]
     assert [gapped.file_format("axt", f) for f in (True, False)] == ["axt", "axt"]
     assert gapped.header("maf") == gapped.MAF_HEADER and gapped.header("axt") == b""
-    from hspz.errors import InputError
+    from hspz.core.errors import InputError
 
     with pytest.raises(InputError, match="not one of maf, maf-, axt, general, general-"):
         gapped.check_format("sam")

@@ -39,7 +39,7 @@ import pytest
 from refusal import assert_refused
 from scorefiles import HOXD70
 
-from hspz.sequence import Record, write_2bit
+from hspz.io.packing import Record, write_2bit
 
 INSULIN = ("MALWMRLLPLLALLALWGPDPAAAFVNQHLCGSHLVEALYLVCGERGFFYTPKTRREAEDLQVGQVELGGGPGAGSLQPLAL"
            "EGSLQKRGIVEQCCTSICSLYQLENYCN")

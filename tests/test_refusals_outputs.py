@@ -221,7 +221,7 @@ def test_outdir_an_unwritable_out_is_refused_before_any_work(d, tmp_path, capfd)
 
 @pytest.mark.parametrize("command", ["run", "merge"])
 def test_lock_an_out_held_in_this_process_is_refused_naming_the_holder(d, capfd, command):
-    from hspz.outdir import OutLock
+    from hspz.run.outdir import OutLock
 
     argv = RUN if command == "run" else MERGE + ["{d}/w0.result"]
     out = d / f"held-{command}"
@@ -235,7 +235,7 @@ def test_lock_an_out_held_in_this_process_is_refused_naming_the_holder(d, capfd,
 
 def test_lock_an_out_held_by_another_process_is_refused_naming_it(d, capfd):
     out = d / "held-elsewhere"
-    code = ("import sys, time\nfrom hspz.outdir import OutLock\n"
+    code = ("import sys, time\nfrom hspz.run.outdir import OutLock\n"
             "with OutLock(sys.argv[1], command='hspZ run -o elsewhere'):\n"
             "    print('held', flush=True)\n    time.sleep(120)\n")
     holder = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE,

@@ -1,4 +1,4 @@
-"""Segments lines (hspz/segments.py) against Python f-strings (behaviour.md §4 "Line").
+"""Segments lines (hspz/stages/segments.py) against Python f-strings (behaviour.md §4 "Line").
 
 The record a coordinate belongs to and its start are recomputed here from the record lengths
 (plus strand: records in input order; minus strand: the reverse-complement table, records in
@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hspz.hsp import HSP_DTYPE
-from hspz.segments import format_lines
-from hspz.sequence import PackedBin, Record, pack_bin, reverse_complement
+from hspz.io.packing import PackedBin, Record, pack_bin, reverse_complement
+from hspz.stages.hsp import HSP_DTYPE
+from hspz.stages.segments import format_lines
 
 
 def _table(lengths: list[int], strand: str) -> list[tuple[int, int, int]]:
@@ -126,8 +126,8 @@ def test_coordinates_beyond_2_to_the_31_print_exactly():
 
 
 def test_format_raw_writes_the_dump_raw_columns_like_python_formatting():
-    from hspz.hsp import HSP_DTYPE
-    from hspz.segments import format_raw
+    from hspz.stages.hsp import HSP_DTYPE
+    from hspz.stages.segments import format_raw
 
     rng = np.random.default_rng(4)
     h = np.zeros(500, HSP_DTYPE)

@@ -1,4 +1,4 @@
-"""hspz.sequence: reading FASTA / gzip / 2bit, packing bins, alphabets, reverse complement."""
+"""hspz.io.packing: reading FASTA / gzip / 2bit, packing bins, alphabets, reverse complement."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hspz.errors import InputError
-from hspz.sequence import (
+from hspz.core.errors import InputError
+from hspz.io.packing import (
     COMPLEMENT,
     MAX_BIN_BP,
     Record,
@@ -577,7 +577,7 @@ def test_score_codes_map_all_256_bytes_to_the_eight_symbols():
 
 
 def test_code_lookups_equal_numpy_gathers_for_every_byte():
-    from hspz.sequence import (
+    from hspz.io.packing import (
         COMPLEMENT,
         SCORE_TABLE,
         SEED_TABLE,

@@ -15,16 +15,16 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from hspz import index as ix
-from hspz import plan as planning
-from hspz.budget import backend_of, host_memory_bytes
-from hspz.errors import UsageError
-from hspz.execute import timed
-from hspz.inputs import read_side
-from hspz.options import Options
-from hspz.report import say
-from hspz.seed import SeedShape
-from hspz.sequence import Record, pack_bin, records_digest
+from hspz.core.errors import UsageError
+from hspz.core.options import Options
+from hspz.formats import index as ix
+from hspz.io.packing import Record, pack_bin, records_digest
+from hspz.planning import memory as planning
+from hspz.planning.budget import backend_of, host_memory_bytes
+from hspz.planning.inputs import read_side
+from hspz.run.execute import timed
+from hspz.run.report import say
+from hspz.stages.seed import SeedShape
 
 
 def index_command(options: Options, reference: str, dest: str, select, show_time: bool) -> int:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 import sys
 
-from hspz import index as ix
-from hspz.budget import devices_for
-from hspz.commands import Request
-from hspz.durable import write_text
-from hspz.execute import Summary
-from hspz.freeze import load_manifest, prepare, schedule_for, write_dumps
-from hspz.inputs import read_both, read_side
-from hspz.planfile import PlanFile, PlanJob, plan_text
+from hspz.core.durable import write_text
+from hspz.formats import index as ix
+from hspz.formats.planfile import PlanFile, PlanJob, plan_text
+from hspz.planning.budget import devices_for
+from hspz.planning.inputs import read_both, read_side
+from hspz.run.execute import Summary
+from hspz.run.freeze import load_manifest, prepare, schedule_for, write_dumps
+from hspz.run.request import Request
 
 
 def plan_command(req: Request, select, sizes: str | None = None,
@@ -30,7 +30,7 @@ def plan_command(req: Request, select, sizes: str | None = None,
         pf, ref, idx, devices = _single_plan(req, select)
     write_text(req.output, plan_text(pf), "--output")
     if sizes:
-        from hspz import sizing
+        from hspz.commands import sizing
 
         rows = sizing.size_rows(pf, req.options, devices, ref, idx,
                                 lambda path: read_side(path, "query"), sizes_hits)
@@ -75,7 +75,7 @@ def _single_plan(req: Request, select) -> tuple[PlanFile, list, object, object]:
 def _batch_plan(req: Request, select) -> tuple[PlanFile, list, object, object]:
     """The jobs of a query list, as `run --query-list` plans them (its reference verified
     against the index first when both are given)."""
-    from hspz.commands.batch import plan_batch
+    from hspz.commands.query_list import plan_batch
 
     b = plan_batch(req, select, Summary())
     try:

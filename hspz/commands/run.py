@@ -10,12 +10,16 @@ from __future__ import annotations
 import time
 from contextlib import nullcontext
 
-from hspz import index as ix
-from hspz import plan as planning
-from hspz.budget import devices_for
-from hspz.commands import Request
-from hspz.execute import Execution, Job, Summary, execute, print_counts, timed
-from hspz.freeze import (
+from hspz.core.progress import Progress
+from hspz.formats import index as ix
+from hspz.formats.manifest import Manifest
+from hspz.io.packing import SMALL_BYTES
+from hspz.planning import memory as planning
+from hspz.planning.budget import devices_for
+from hspz.planning.inputs import read_both, read_side
+from hspz.planning.schedule import Schedule
+from hspz.run.execute import Execution, Job, Summary, execute, print_counts, timed
+from hspz.run.freeze import (
     context_of,
     load_manifest,
     memory_estimate,
@@ -23,13 +27,9 @@ from hspz.freeze import (
     schedule_for,
     write_dumps,
 )
-from hspz.inputs import read_both, read_side
-from hspz.manifest import Manifest
-from hspz.progress import Progress
-from hspz.report import say
-from hspz.schedule import Schedule
-from hspz.sequence import SMALL_BYTES
-from hspz.workers import Pool
+from hspz.run.report import say
+from hspz.run.request import Request
+from hspz.run.worker import Pool
 
 
 def run_command(req: Request, select) -> int:
@@ -56,7 +56,7 @@ def run_command(req: Request, select) -> int:
 
 def _planned(req: Request, select, t0: float, summary: Summary, ref, qry, idx,
              verify) -> int:
-    from hspz import report
+    from hspz.run import report
 
     o = req.options
     with timed(summary.phases, "plan"):
@@ -129,7 +129,7 @@ def index_loaded_line(idx, summary: Summary, reference: str | None) -> str:
 
 
 def _report(req: Request, summary: Summary, t0: float) -> None:
-    from hspz import report
+    from hspz.run import report
 
     print_counts(summary)
     if req.time:

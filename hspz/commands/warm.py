@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hspz.errors import UsageError
+from hspz.core.errors import UsageError
 
 BASES = np.frombuffer(b"ACGT", np.uint8)
 COMPLEMENT = bytes.maketrans(b"ACGTacgtNn", b"TGCAtgcaNn")
@@ -122,7 +122,8 @@ def _reductions() -> None:
 def warm_command(seed: str | None = None) -> int:
     """Run the warm-up pair through the GPU backend with `seed` (None: the default seed): a
     FASTA run, an index build and an index run, then the FASTA run down each of PATHS."""
-    from hspz import backends, cli
+    from hspz import cli
+    from hspz.engine import backends
 
     if not backends.gpu_available():
         raise UsageError("warm: no CUDA device is visible (is CuPy installed?)")

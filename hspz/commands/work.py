@@ -17,17 +17,14 @@ import sys
 import time
 from pathlib import Path
 
-from hspz import durable, faults
-from hspz import index as ix
-from hspz.budget import devices_for
-from hspz.commands.batch import spec_of
-from hspz.engine import UnitResult
-from hspz.errors import InputError, UsageError
-from hspz.freeze import context_of
-from hspz.inputs import read_side
-from hspz.manifest import check_side, check_version
-from hspz.outdir import check_disjoint
-from hspz.planfile import (
+from hspz.commands.query_list import spec_of
+from hspz.core import durable, faults
+from hspz.core.errors import InputError, UsageError
+from hspz.core.progress import Progress
+from hspz.engine.contract import UnitResult
+from hspz.formats import index as ix
+from hspz.formats.manifest import check_side, check_version
+from hspz.formats.planfile import (
     PlanFile,
     read_plan,
     read_unit,
@@ -36,9 +33,12 @@ from hspz.planfile import (
     write_results,
     write_unit,
 )
-from hspz.progress import Progress
-from hspz.report import say
-from hspz.workers import WorkerJob, run_worker
+from hspz.planning.budget import devices_for
+from hspz.planning.inputs import read_side
+from hspz.run.freeze import context_of
+from hspz.run.outdir import check_disjoint
+from hspz.run.report import say
+from hspz.run.worker import WorkerJob, run_worker
 
 
 def work_command(plan_path: str, worker: int, output: str, select, threads: int,

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from hspz import hsp, jit, plan
-from hspz.engine import (
+from hspz.core import jit
+from hspz.engine.contract import (
     BatchOut,
     BatchTally,
     Context,
@@ -32,8 +32,10 @@ from hspz.engine import (
     settle_chunks,
     unit_batches,
 )
-from hspz.seed import hit_seeds, query_seeds
-from hspz.xdrop import Workspace, extend_hits, first_pass
+from hspz.planning import memory as plan
+from hspz.stages import hsp
+from hspz.stages.seed import hit_seeds, query_seeds
+from hspz.stages.xdrop import Workspace, extend_hits, first_pass
 
 _threads = [1]
 PIECE = 1 << 18  # most hits extended at once per thread: ~28 MiB (`plan.unit_bytes`), not bytes

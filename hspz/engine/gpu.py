@@ -45,8 +45,9 @@ from concurrent.futures import ThreadPoolExecutor
 import cupy as cp
 import numpy as np
 
-from hspz import hsp, knobs, lean, plan, xdrop
-from hspz.engine import (
+from hspz.core import knobs, lean
+from hspz.engine import cuda_source
+from hspz.engine.contract import (
     BatchOut,
     BatchTally,
     Context,
@@ -57,13 +58,14 @@ from hspz.engine import (
     assemble,
     bases_free_bin,
     batch_groups,
-    cuda_source,
     record_chunk,
     settle_chunks,
     unit_batches,
 )
-from hspz.seed import SeedShape, SeedTable, batch_hits
-from hspz.sequence import SCORE_TABLE, SEED_TABLE
+from hspz.io.packing import SCORE_TABLE, SEED_TABLE
+from hspz.planning import memory as plan
+from hspz.stages import hsp, xdrop
+from hspz.stages.seed import SeedShape, SeedTable, batch_hits
 
 lean.import_without("scipy.sparse", "cupyx")  # CuPy imports cupyx on some first calls
 
