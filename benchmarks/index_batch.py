@@ -96,7 +96,8 @@ def gen_fasta_gz(work: Path, out: Path) -> Path:
     import gzip
     from concurrent.futures import ProcessPoolExecutor
 
-    from hspz.io.packing import read_records, write_fasta
+    from hspz.io.fasta import write_fasta
+    from hspz.io.readers import read_records
 
     dest = work / "ref.fa.gz"
     if dest.exists():

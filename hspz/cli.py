@@ -501,7 +501,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
 def _run(ns: argparse.Namespace, options: Options) -> int:
     """Every output path checked against every input, then OUT locked (created, proven
     writable) before any work; the lock is held until the run has published and printed its
-    digest.  -u writes nothing in OUT, so it takes no lock."""
+    digest (`commands.out_lock`).  -u writes nothing in OUT, so it takes no lock."""
+    from hspz.commands.out_lock import run_in_out
     from hspz.commands.run import run_command
     from hspz.engine import backends
     from hspz.run import outdir
@@ -525,18 +526,8 @@ def _run(ns: argparse.Namespace, options: Options) -> int:
     if ns.cpu_only:
         _writable_files(ns, "--dump-plan", "--dump-manifest")
         return run_command(req, lambda: backends.select(options))
-    with outdir.OutLock(ns.output, "--output", ns.wait, ns.command_line,
-                        keep_empty=req.tarball is None):
-        _writable_files(ns, "--dump-plan", "--dump-manifest", "--dump-raw")  # OUT exists now
-        if req.query_list:
-            from hspz.commands.query_list import batch_command, tarball_note
-            from hspz.planning.joblist import check_entries
-            from hspz.run.report import say
-
-            check_entries(Path(os.path.abspath(ns.output)))
-            say([note] if (note := tarball_note(req)) else [])
-            return batch_command(req, lambda: backends.select(options))
-        return run_command(req, lambda: backends.select(options))
+    return run_in_out(req, ns.output, ns.wait, ns.command_line, lambda: backends.select(options),
+                      lambda: _writable_files(ns, "--dump-plan", "--dump-manifest", "--dump-raw"))
 
 
 def _writable_files(ns: argparse.Namespace, *flags: str) -> None:
@@ -624,7 +615,7 @@ def parse_cost(flag: str, text: str, floor: float | None) -> float:
 def cmd_warm(ns: argparse.Namespace) -> int:
     from hspz.commands.warm import warm_command
 
-    return warm_command(ns.seed)
+    return warm_command(main, ns.seed)
 
 
 def cmd_index(ns: argparse.Namespace) -> int:
@@ -651,112 +642,22 @@ def cmd_index(ns: argparse.Namespace) -> int:
                          ns.time)
 
 
-def _plan_job(ns: argparse.Namespace):
-    """The plan file's job --job (1-based), for dotplot and gapped."""
-    from hspz.formats.planfile import read_plan
-
-    pf = read_plan(ns.plan)
-    n = parse_int("--job", ns.job, 1, len(pf.jobs))
-    return pf, pf.jobs[n - 1]
-
-
-def _plan_inputs(ns: argparse.Namespace, pf) -> dict:
-    """What a report command reads or must never write: its plan, its segments and every input
-    the plan names (the reference, every job's query)."""
-    return {"--plan": ns.plan, "SEGMENTS": ns.segments, "the reference of --plan": pf.reference,
-            "the index of --plan": pf.index, "a query of --plan": [j.path for j in pf.jobs]}
-
-
 def cmd_dotplot(ns: argparse.Namespace) -> int:
-    from hspz.run import outdir
-    from hspz.tools import plots
+    from hspz.commands.dotplot import dotplot_command
 
-    pf, job = _plan_job(ns)
-    inputs = _plan_inputs(ns, pf)
-    outputs = {"--output": ns.output}
-    if ns.names is not None:
-        inputs["--names"] = ns.names
-    if ns.distribution is not None:
-        outputs["--distribution"] = ns.distribution
-    outdir.check_disjoint(inputs, outputs)
-    for flag, path in outputs.items():
-        _writable_file(flag, path, make_folders=True)
-    m = job.manifest
-    title = plots.job_title(job.name, job.path, ns.names)
-    reference = os.path.basename(pf.reference or pf.index or "reference")
-    texts = plots.segments_texts(ns.segments)
-    n = plots.dotplot(texts, (m.ref_names, m.ref_lengths), (m.qry_names, m.qry_lengths),
-                      ns.output, title, (reference, os.path.basename(job.path)))
-    if ns.distribution is not None:
-        plots.distribution(texts, ns.distribution, title)
-    print(f"dotplot: {n} HSPs -> {', '.join(outputs.values())}", file=sys.stderr)
-    return 0
+    return dotplot_command(ns)
 
 
 def cmd_summarize(ns: argparse.Namespace) -> int:
-    from hspz.run import outdir
-    from hspz.tools import plots
+    from hspz.commands.summarize import summarize_command
 
-    inputs = {"--queries": ns.queries, "--names": ns.names, "--ledger": ns.ledger,
-              "a query of --queries": plots.listed_queries(ns.queries)}
-    inputs.update({f"--gapped {p}": p for p in ns.gapped})
-    outputs = {"--output": ns.output, **({"--html": ns.html} if ns.html else {})}
-    outdir.check_disjoint(inputs, outputs)
-    for flag, path in outputs.items():
-        _writable_file(flag, path, make_folders=True)
-    plots.summarize(ns.queries, ns.names, ns.ledger, ns.output, ns.html, ns.gapped, ns.title)
-    return 0
+    return summarize_command(ns)
 
 
 def cmd_gapped(ns: argparse.Namespace) -> int:
-    from hspz.run import outdir
-    from hspz.tools import gapped
+    from hspz.commands.gapped import gapped_command
 
-    pf, job = _plan_job(ns)
-    reference = pf.reference
-    if reference is None:
-        raise UsageError(f"{ns.plan}: planned from an index without --reference: the gapped "
-                         f"stage needs the reference's bases")
-    gapped.check_format(ns.format)
-    inputs = _plan_inputs(ns, pf)
-    for flag, value in (("--groups", ns.groups), ("--reference-2bit", ns.reference_2bit)):
-        if value is not None:
-            inputs[flag] = value
-    outdir.check_disjoint(inputs, {"--output": ns.output})
-    _writable_file("--output", ns.output, make_folders=True)
-    Path(ns.output).parent.mkdir(parents=True, exist_ok=True)
-    if ns.stage == "reference":
-        gapped.write_reference(job.manifest, reference, ns.output)
-        print(f"gapped: the reference as 2bit -> {ns.output}", file=sys.stderr)
-        return 0
-    if ns.segments is None:
-        raise UsageError(f"SEGMENTS: --stage {ns.stage} needs the job's segments folder")
-    if not Path(ns.segments).is_dir():
-        raise UsageError(f"SEGMENTS: {ns.segments} is not a folder of segments files")
-    segments = Path(ns.segments)
-    files = gapped.job_files(job.manifest, segments)
-    if ns.stage == "split":
-        bound = parse_int("--group-bytes", ns.group_bytes, 1, 2**62)
-        groups = gapped.split_groups([(f, (segments / f).stat().st_size) for f in files], bound)
-        gapped.write_groups(ns.output, groups)
-        print(f"gapped: {len(files)} segments file(s) in {len(groups)} group(s) -> {ns.output}",
-              file=sys.stderr)
-        return 0
-    first, chosen = True, files
-    if ns.stage == "extend":
-        if ns.groups is None:
-            raise UsageError("--stage extend needs --groups (the file --stage split wrote)")
-        groups = gapped.read_groups(ns.groups)
-        g = parse_int("--group", ns.group, 0, len(groups) - 1)
-        chosen, first = groups[g], g == 0
-        if [f for group in groups for f in group] != files:
-            raise UsageError(f"--groups: {ns.groups} does not list the files of SEGMENTS in "
-                             f"emission order (a rerun of --stage split makes it anew)")
-    n = gapped.extend_group(job.manifest, reference, job.path, segments, chosen, first,
-                            ns.output, ns.lastz, ns.format, ns.lastz_flags, ns.reference_2bit)
-    print(f"gapped: {n} segments file(s) extended by {ns.lastz} -> {ns.output}",
-          file=sys.stderr)
-    return 0
+    return gapped_command(ns)
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:

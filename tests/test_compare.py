@@ -25,7 +25,9 @@ import numpy as np
 import pytest
 
 from hspz.cli import main
-from hspz.io.packing import Record, read_records, write_fasta
+from hspz.io.fasta import write_fasta
+from hspz.io.readers import read_records
+from hspz.io.records import Record
 from hspz.tools.compare import verdict
 
 EXAMPLES = Path(os.environ.get("HSPZ_EXAMPLES", "/usr/share/doc/lastz/examples/test_data"))

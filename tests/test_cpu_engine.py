@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hspz.engine.cpu import semantic_chunks
-from hspz.planning import memory as plan
+from hspz.stages import chunks as plan
 
 
 @settings(max_examples=300, deadline=None)

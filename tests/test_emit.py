@@ -13,8 +13,8 @@ import pytest
 
 from hspz.core.errors import RunError
 from hspz.engine.contract import UnitResult
-from hspz.planning.inputs import table_from
-from hspz.planning.memory import Plan
+from hspz.io.packing import table_from
+from hspz.planning.bins import Plan
 from hspz.run.emit import Emitter
 from hspz.stages.hsp import HSP_DTYPE
 

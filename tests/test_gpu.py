@@ -257,7 +257,7 @@ def test_gpu_reference_order_is_the_seed_order_hits_sorted_by_window():
     from hspz.core.options import Options
     from hspz.engine import gpu
     from hspz.engine.contract import Context, prepare_query, prepare_reference
-    from hspz.io.packing import Record
+    from hspz.io.records import Record
     from hspz.stages.seed import batch_hits
 
     rng = np.random.default_rng(5)
@@ -332,7 +332,7 @@ def test_gpu_sweep_equals_the_host_sweep(monkeypatch, chain_cap):
     from hspz.core.options import Options
     from hspz.engine import gpu
     from hspz.engine.contract import Context, prepare_query, prepare_reference
-    from hspz.io.packing import Record
+    from hspz.io.records import Record
     from hspz.stages import xdrop
 
     monkeypatch.setattr(gpu, "CHAIN_CAP", chain_cap)
@@ -414,7 +414,7 @@ def test_gpu_chunk_walks_equal_the_host_walks():
     groups with giant seeds and empty batches, at several --max-hits."""
     import cupy as cp
 
-    from hspz.planning.memory import chunk_walks
+    from hspz.stages.chunks import chunk_walks
 
     rng = np.random.default_rng(31)
     for _ in range(40):
@@ -466,7 +466,7 @@ def test_gpu_loaded_bins_equal_the_bins_the_device_builds(indexed):
     from hspz.engine import gpu
     from hspz.engine.contract import Context, prepare_reference
     from hspz.formats import index as ix
-    from hspz.io.packing import read_records
+    from hspz.io.readers import read_records
 
     d, ref = indexed[0], indexed[1]
     idx = ix.open_index(d / "ix-gpu")

@@ -29,7 +29,8 @@ from scorefiles import MILLION
 
 from hspz.cli import main
 from hspz.core.errors import InputError
-from hspz.io.packing import read_fasta_bytes, read_records
+from hspz.io.fasta import read_fasta_bytes
+from hspz.io.readers import read_records
 
 BOM = b"\xef\xbb\xbf"
 

@@ -12,7 +12,7 @@ import pytest
 from multibin import FLAGS, outputs, write_pair
 
 from hspz.cli import main
-from hspz.formats.manifest import parse_manifest, read_manifest
+from hspz.formats.frozen import parse_manifest, read_manifest
 from hspz.formats.planfile import read_plan
 
 

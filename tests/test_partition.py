@@ -8,7 +8,7 @@ import statistics
 import numpy as np
 import pytest
 
-from hspz.planning.inputs import table_from
+from hspz.io.packing import table_from
 from hspz.run.emit import split_file
 from hspz.stages import partition
 from hspz.stages.hsp import HSP_DTYPE

@@ -11,7 +11,7 @@ import pytest
 from multibin import FLAGS, write_pair
 
 from hspz.cli import main
-from hspz.formats.manifest import read_manifest
+from hspz.formats.frozen import read_manifest
 from hspz.tools import gapped, plots
 
 
@@ -124,7 +124,8 @@ def test_lastz_failing_is_one_line(run, tmp_path):
 
 
 def test_bytes_2bit_cannot_hold_become_n_as_fatotwobit_makes_them(tmp_path):
-    from hspz.io.packing import Record, read_records
+    from hspz.io.readers import read_records
+    from hspz.io.records import Record
 
     recs = [Record("r", np.frombuffer(b"ACGTRYkm\x00acgtN", np.uint8))]
     path = gapped.lastz_input(recs, tmp_path, "x")

@@ -130,7 +130,7 @@ def _with_header(path: Path, header: dict, reseal: bool) -> None:
     members["header.npy"] = _npy(np.frombuffer(json.dumps(header).encode(), np.uint8))
     _write_members(path, members)
     if reseal:  # the whole-file seal too: a forger who knows the format
-        from hspz.formats.planfile import seal_results
+        from hspz.formats.results import seal_results
 
         seal_results(path)
 

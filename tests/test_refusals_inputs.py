@@ -39,7 +39,8 @@ import pytest
 from refusal import assert_refused
 from scorefiles import HOXD70
 
-from hspz.io.packing import Record, write_2bit
+from hspz.io.records import Record
+from hspz.io.twobit import write_2bit
 
 INSULIN = ("MALWMRLLPLLALLALWGPDPAAAFVNQHLCGSHLVEALYLVCGERGFFYTPKTRREAEDLQVGQVELGGGPGAGSLQPLAL"
            "EGSLQKRGIVEQCCTSICSLYQLENYCN")

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from hspz.core.errors import UsageError
-from hspz.planning.memory import Plan
+from hspz.planning.bins import Plan
 from hspz.planning.schedule import (
     DeviceProfile,
     Devices,

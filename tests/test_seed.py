@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hspz.io.packing import Record, pack_bin, seed_codes
+from hspz.io.packing import pack_bin, seed_codes
+from hspz.io.records import Record
 from hspz.stages.seed import SeedShape, batch_hits, build_seed_table, hit_seeds, query_seeds
 
 P12OF19 = "TTT0T00TT00T0T0TTTT"

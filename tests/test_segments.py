@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hspz.io.packing import PackedBin, Record, pack_bin, reverse_complement
+from hspz.io.packing import PackedBin, pack_bin, reverse_complement
+from hspz.io.records import Record
 from hspz.stages.hsp import HSP_DTYPE
 from hspz.stages.segments import format_lines
 

@@ -12,22 +12,12 @@ import numpy as np
 import pytest
 
 from hspz.core.errors import InputError
-from hspz.io.packing import (
-    COMPLEMENT,
-    MAX_BIN_BP,
-    Record,
-    detect_format,
-    pack_bin,
-    read_2bit_bytes,
-    read_fasta_bytes,
-    read_records,
-    records_digest,
-    reverse_complement,
-    score_codes,
-    seed_codes,
-    write_2bit,
-    write_fasta,
-)
+from hspz.io.digests import records_digest
+from hspz.io.fasta import read_fasta_bytes, write_fasta
+from hspz.io.packing import COMPLEMENT, pack_bin, reverse_complement, score_codes, seed_codes
+from hspz.io.readers import detect_format, read_records
+from hspz.io.records import MAX_BIN_BP, Record
+from hspz.io.twobit import read_2bit_bytes, write_2bit
 
 LASTZ_DATA = Path("/usr/share/doc/lastz/examples/test_data")
 

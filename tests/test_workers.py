@@ -137,8 +137,8 @@ def _bin_jobs(pair, engine: str):
     """(jobs, reference records, query records): two workers, one reference bin each."""
     from hspz.core.options import Options
     from hspz.engine.contract import Context
-    from hspz.io.packing import read_records
-    from hspz.planning.memory import Plan
+    from hspz.io.readers import read_records
+    from hspz.planning.bins import Plan
     from hspz.planning.schedule import Visit
     from hspz.run.worker import WorkerJob
 
@@ -151,7 +151,7 @@ def _bin_jobs(pair, engine: str):
 
 def test_a_failing_worker_process_fails_the_run_with_one_line(pair, tmp_path):
     from hspz.core.errors import RunError
-    from hspz.run.worker import run_workers
+    from hspz.run.pool import run_workers
 
     jobs, ref, qry = _bin_jobs(pair, "hspz.engine.missing")
     with pytest.raises(RunError, match=r"worker \d failed: ModuleNotFoundError"):
@@ -166,7 +166,7 @@ def test_a_pool_larger_than_the_jobs_runs_them_unlinks_the_shared_block_and_leav
     import multiprocessing
     import os
 
-    from hspz.run.worker import Pool, run_workers
+    from hspz.run.pool import Pool, run_workers
 
     jobs, ref, qry = _bin_jobs(pair, "hspz.engine.cpu")
     got = []
@@ -183,7 +183,7 @@ def test_a_pooled_worker_gone_before_its_job_fails_the_run_with_one_line(pair):
     import multiprocessing
 
     from hspz.core.errors import RunError
-    from hspz.run.worker import Pool, run_workers
+    from hspz.run.pool import Pool, run_workers
 
     jobs, ref, qry = _bin_jobs(pair, "hspz.engine.cpu")
     with pytest.raises(RunError, match=r"^worker 1 exited before its job was handed over"):
@@ -202,7 +202,7 @@ def test_a_closed_pool_frees_its_queue_and_pipes_at_once(pair):
     import gc
     import weakref
 
-    from hspz.run.worker import Pool, run_workers
+    from hspz.run.pool import Pool, run_workers
 
     jobs, ref, qry = _bin_jobs(pair, "hspz.engine.cpu")
     gc.disable()
@@ -275,8 +275,8 @@ def test_the_command_exits_without_teardown_and_loses_nothing(pair, baseline, tm
 def _one_worker_job(pair, visits):
     from hspz.core.options import Options
     from hspz.engine.contract import Context
-    from hspz.io.packing import read_records
-    from hspz.planning.memory import Plan
+    from hspz.io.readers import read_records
+    from hspz.planning.bins import Plan
     from hspz.run.worker import WorkerJob
 
     ref, qry = (read_records(p) for p in pair)
@@ -292,7 +292,7 @@ def test_the_worker_in_this_process_hands_results_to_a_thread_in_order(pair, mon
     import threading
 
     from hspz.planning.schedule import Visit
-    from hspz.run.worker import run_workers
+    from hspz.run.pool import run_workers
 
     job, ref, qry = _one_worker_job(pair, [Visit(0, 0, 2), Visit(1, 0, 2)])
     got, threads, release = [], set(), threading.Event()
@@ -321,7 +321,7 @@ def test_the_worker_in_this_process_hands_results_to_a_thread_in_order(pair, mon
 def test_a_failing_sink_fails_the_in_process_worker(pair):
     from hspz.core.errors import RunError
     from hspz.planning.schedule import Visit
-    from hspz.run.worker import run_workers
+    from hspz.run.pool import run_workers
 
     job, ref, qry = _one_worker_job(pair, [Visit(0, 0, 2), Visit(1, 0, 2)])
     seen = []
@@ -342,7 +342,7 @@ def test_pooled_workers_load_numba_before_their_job_only_when_asked(pair, numba,
     no warm_worker, and its tiny bins prepare with numpy)."""
     from pathlib import Path
 
-    from hspz.run.worker import Pool, run_workers
+    from hspz.run.pool import Pool, run_workers
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent))  # spawned children import the probe
     jobs, ref, qry = _bin_jobs(pair, "numba_probe_engine")
@@ -359,7 +359,7 @@ def test_only_plans_with_a_bin_of_small_bytes_or_more_ask_for_numba():
     from hspz.core.options import Options
     from hspz.formats.manifest import Manifest
     from hspz.io.packing import SMALL_BYTES
-    from hspz.planning.memory import Plan
+    from hspz.planning.bins import Plan
 
     def manifest(query_lengths: list[int]) -> Manifest:
         plan = Plan(((0,), (1,)), ((0, 1),))

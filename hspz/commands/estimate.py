@@ -13,11 +13,12 @@ import numpy as np
 
 from hspz.engine.contract import Context
 from hspz.formats import index as ix
-from hspz.io.packing import Record
+from hspz.io.readers import read_both, read_side
+from hspz.io.records import Record
+from hspz.planning import bins as planning
 from hspz.planning import estimate
-from hspz.planning import memory as planning
 from hspz.planning import schedule as scheduling
-from hspz.planning.inputs import Inputs, make_plan, read_both, read_side
+from hspz.planning.inputs import Inputs, make_plan
 from hspz.run.execute import say
 from hspz.run.freeze import context_of, load_manifest
 from hspz.run.request import Request

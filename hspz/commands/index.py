@@ -18,10 +18,12 @@ from pathlib import Path
 from hspz.core.errors import UsageError
 from hspz.core.options import Options
 from hspz.formats import index as ix
-from hspz.io.packing import Record, pack_bin, records_digest
-from hspz.planning import memory as planning
+from hspz.io.digests import records_digest
+from hspz.io.packing import pack_bin
+from hspz.io.readers import read_side
+from hspz.io.records import Record
+from hspz.planning import bins as planning
 from hspz.planning.budget import backend_of, host_memory_bytes
-from hspz.planning.inputs import read_side
 from hspz.run.execute import timed
 from hspz.run.report import say
 from hspz.stages.seed import SeedShape

@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hspz.core.errors import InputError
-from hspz.formats.planfile import PlanFile, read_plan, read_results, results_header
+from hspz.formats.planfile import PlanFile, read_plan
+from hspz.formats.results import read_results, results_header
 from hspz.run.execute import Emitters, Execution, Job, Summary, print_counts
 from hspz.run.outdir import OutLock, Tree, batch_claims, check_disjoint, publish_claims
 from hspz.run.report import write_ledger
@@ -28,7 +29,7 @@ def merge_command(plan_path: str, outdir: str, tarball: str | None, diagonal: bo
     outputs are checked against its inputs, and every results file is checked (`check_arguments`)
     before OUT is locked and anything is published."""
     from hspz.commands.query_list import batch_jobs, entry_names, finish_batch
-    from hspz.planning import joblist as bt
+    from hspz.run import job_entries as bt
 
     pf = read_plan(plan_path)
     claims = batch_claims if pf.batch else publish_claims

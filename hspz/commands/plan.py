@@ -12,8 +12,8 @@ import sys
 from hspz.core.durable import write_text
 from hspz.formats import index as ix
 from hspz.formats.planfile import PlanFile, PlanJob, plan_text
+from hspz.io.readers import read_both, read_side
 from hspz.planning.budget import devices_for
-from hspz.planning.inputs import read_both, read_side
 from hspz.run.execute import Summary
 from hspz.run.freeze import load_manifest, prepare, schedule_for, write_dumps
 from hspz.run.request import Request

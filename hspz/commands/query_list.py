@@ -25,12 +25,12 @@ from hspz.core.progress import Progress
 from hspz.core.scoring import resolve_matrix
 from hspz.formats import index as ix
 from hspz.formats.planfile import PlanJob
-from hspz.io.packing import HashedRecords
-from hspz.planning import joblist as bt
+from hspz.io.digests import HashedRecords
+from hspz.io.readers import read_side
+from hspz.planning import joblist
 from hspz.planning.budget import devices_for
-from hspz.planning.inputs import read_side
 from hspz.planning.schedule import Schedule, make_schedule, partition_knob, schedule_lines
-from hspz.run import report
+from hspz.run import job_entries, report
 from hspz.run.execute import Execution, Job, Summary, execute, print_counts, timed
 from hspz.run.freeze import Freeze, freeze
 from hspz.run.report import say
@@ -56,7 +56,7 @@ def plan_batch(req: Request, select, summary: Summary) -> Batch:
     """Read the list and the reference (or open the index), plan every job, schedule the
     batch (its `schedule:` lines printed), write the per-job dumps."""
     o = req.options
-    listed, notes = bt.read_query_list(req.query_list)
+    listed, notes = joblist.read_query_list(req.query_list)
     say(notes)
     idx = verify = None
     with timed(summary.phases, "input"):
@@ -72,7 +72,7 @@ def plan_batch(req: Request, select, summary: Summary) -> Batch:
             ix.check_plan(idx, jobs[0].manifest.plan.ref_bins)
     write_job_dumps(req, jobs)
     m0 = jobs[0].manifest
-    axis = bt.BatchAxis(tuple(len(j.manifest.plan.query_bins) for j in jobs))
+    axis = joblist.BatchAxis(tuple(len(j.manifest.plan.query_bins) for j in jobs))
     ref_bp = [sum(m0.ref_lengths[k] for k in b) for b in m0.plan.ref_bins]
     sched = make_schedule(axis.plan(m0.plan.ref_bins), ref_bp, o.gpus, devices,
                           partition_knob())
@@ -80,7 +80,7 @@ def plan_batch(req: Request, select, summary: Summary) -> Batch:
     return Batch(engine, devices, ref, jobs, sched, idx, verify)
 
 
-def plan_jobs(req: Request, listed: list[bt.ListedQuery], devices, ref) -> list[PlanJob]:
+def plan_jobs(req: Request, listed: list[joblist.ListedQuery], devices, ref) -> list[PlanJob]:
     """Every listed query read and planned as a standalone run with these flags plans it; a
     job the memory preflight would replan is refused, and every job must share the first
     job's reference bins."""
@@ -88,7 +88,7 @@ def plan_jobs(req: Request, listed: list[bt.ListedQuery], devices, ref) -> list[
     matrix = resolve_matrix(o.xdrop, o.scoring, o.ambiguous)
     out = []
     for q in listed:
-        name = bt.job_name(q.number)
+        name = joblist.job_name(q.number)
         try:
             records = HashedRecords(read_side(q.path, "query"))
             size, sha = ix.file_sha256(q.path)
@@ -104,7 +104,7 @@ def plan_jobs(req: Request, listed: list[bt.ListedQuery], devices, ref) -> list[
                              f"than replans: give a smaller -B or --query-block-size")
         out.append(PlanJob(q.number, q.path, size, sha, m))
         del records
-    bt.check_same_reference_bins([j.manifest.plan.ref_bins for j in out], [j.path for j in out])
+    joblist.check_same_reference_bins([j.manifest.plan.ref_bins for j in out], [j.path for j in out])
     return out
 
 
@@ -150,16 +150,16 @@ def entry_names(planned: list[PlanJob], tarball: bool) -> list[str]:
 def finish_batch(out: Path, planned: list[PlanJob], jobs: list[Job], tarball: bool) -> None:
     """Once every job is published: the older batch's other job entries (and the other form)
     removed, then queries.tsv written (atomically), and each job's `digest:` line."""
-    bt.sweep_stale(out, entry_names(planned, tarball))
-    bt.complete_batch(out, bt.queries_tsv([queries_row(p, j.summary)
+    job_entries.sweep_stale(out, entry_names(planned, tarball))
+    job_entries.complete_batch(out, joblist.queries_tsv([queries_row(p, j.summary)
                                            for p, j in zip(planned, jobs, strict=True)]))
     for job in jobs:
-        print(f"digest: {bt.job_name(job.number)} {job.summary.digest}")
-    say(f"batch: {len(jobs)} job(s) complete -> {out / bt.QUERIES_TSV}")
+        print(f"digest: {joblist.job_name(job.number)} {job.summary.digest}")
+    say(f"batch: {len(jobs)} job(s) complete -> {out / joblist.QUERIES_TSV}")
 
 
 def job_line(job: Job) -> str:
-    return (f"progress: job {bt.job_name(job.number)} complete: {job.summary.hsps} HSPs, "
+    return (f"progress: job {joblist.job_name(job.number)} complete: {job.summary.hsps} HSPs, "
             f"digest {job.summary.digest} ({job.spec.path})")
 
 
@@ -183,7 +183,7 @@ def _execute(req: Request, b: Batch, summary: Summary, t0: float) -> int:
     if b.index is not None:
         say(index_using_line(b.index, req.reference))
     jobs = batch_jobs(b.jobs, out, bool(req.tarball), req.dump_raw)
-    bt.retire(out, entry_names(b.jobs, bool(req.tarball)))
+    job_entries.retire(out, entry_names(b.jobs, bool(req.tarball)))
     if b.index is None and not req.tarball:  # job folders exist from the start (see the spec)
         for job in jobs:
             Path(job.outdir).mkdir(parents=True, exist_ok=True)

@@ -7,16 +7,18 @@ schedule it over the workers, run them, emit the results in ordinal order and re
 
 from __future__ import annotations
 
+import sys
 import time
 from contextlib import nullcontext
 
 from hspz.core.progress import Progress
+from hspz.engine.contract import prepare_query, prepare_reference
 from hspz.formats import index as ix
 from hspz.formats.manifest import Manifest
 from hspz.io.packing import SMALL_BYTES
-from hspz.planning import memory as planning
+from hspz.io.readers import read_both, read_side
+from hspz.planning import bins as planning
 from hspz.planning.budget import devices_for
-from hspz.planning.inputs import read_both, read_side
 from hspz.planning.schedule import Schedule
 from hspz.run.execute import Execution, Job, Summary, execute, print_counts, timed
 from hspz.run.freeze import (
@@ -27,9 +29,9 @@ from hspz.run.freeze import (
     schedule_for,
     write_dumps,
 )
+from hspz.run.pool import Pool
 from hspz.run.report import say
 from hspz.run.request import Request
-from hspz.run.worker import Pool
 
 
 def run_command(req: Request, select) -> int:
@@ -56,7 +58,6 @@ def run_command(req: Request, select) -> int:
 
 def _planned(req: Request, select, t0: float, summary: Summary, ref, qry, idx,
              verify) -> int:
-    from hspz.run import report
 
     o = req.options
     with timed(summary.phases, "plan"):
@@ -68,7 +69,7 @@ def _planned(req: Request, select, t0: float, summary: Summary, ref, qry, idx,
             ix.check_plan(idx, m.plan.ref_bins)
     if req.cpu_only:
         write_dumps(req, m)
-        return report.cpu_only(context_of(m), m.plan, ref, qry)
+        return cpu_only(context_of(m), m.plan, ref, qry)
     sched = schedule_for(m, o.gpus, devices)
     if req.time:  # printed by --time only: it counts the records' seedable bases again
         summary.memory = memory_estimate(o, devices, m, ref, qry)
@@ -137,3 +138,21 @@ def _report(req: Request, summary: Summary, t0: float) -> None:
     if req.hit_stats:
         report.print_hit_stats(summary.hit_stats)
     print(f"digest: {summary.digest}")
+
+
+def cpu_only(ctx, plan, ref_records, qry_records) -> int:
+    """`-u`: seed and hit counts after CPU preprocessing, without extending."""
+    from hspz.engine.cpu import count_unit
+
+    seeds = hits = 0
+    queries = [prepare_query(ctx, q, [qry_records[i] for i in members])
+               for q, members in enumerate(plan.query_bins)]
+    for r, members in enumerate(plan.ref_bins):
+        ref = prepare_reference(ctx, r, [ref_records[i] for i in members])
+        for qry in queries:
+            s, h = count_unit(ctx, ref, qry)
+            seeds += s
+            hits += h
+    print(f"#seeds: {seeds}", file=sys.stderr)
+    print(f"#seed hits: {hits}", file=sys.stderr)
+    return 0

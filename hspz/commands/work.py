@@ -24,17 +24,10 @@ from hspz.core.progress import Progress
 from hspz.engine.contract import UnitResult
 from hspz.formats import index as ix
 from hspz.formats.manifest import check_side, check_version
-from hspz.formats.planfile import (
-    PlanFile,
-    read_plan,
-    read_unit,
-    unit_key,
-    unit_path,
-    write_results,
-    write_unit,
-)
+from hspz.formats.planfile import PlanFile, read_plan
+from hspz.formats.results import read_unit, unit_key, unit_path, write_results, write_unit
+from hspz.io.readers import read_side
 from hspz.planning.budget import devices_for
-from hspz.planning.inputs import read_side
 from hspz.run.freeze import context_of
 from hspz.run.outdir import check_disjoint
 from hspz.run.report import say

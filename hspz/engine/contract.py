@@ -22,14 +22,14 @@ from hspz.core.options import Options
 from hspz.core.scoring import resolve_matrix
 from hspz.io.packing import (
     PackedBin,
-    Record,
     both_codes,
     pack_bin,
     reverse_complement,
     score_codes,
     seed_codes,
 )
-from hspz.planning import memory as plan
+from hspz.io.records import Record
+from hspz.stages import chunks as plan
 from hspz.stages.hsp import HSP_DTYPE, dedup_chunks, diagonal_permutation
 from hspz.stages.seed import SeedShape, SeedTable, build_seed_table
 

@@ -32,7 +32,7 @@ from hspz.engine.contract import (
     settle_chunks,
     unit_batches,
 )
-from hspz.planning import memory as plan
+from hspz.stages import chunks as plan
 from hspz.stages import hsp
 from hspz.stages.seed import hit_seeds, query_seeds
 from hspz.stages.xdrop import Workspace, extend_hits, first_pass

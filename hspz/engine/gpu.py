@@ -63,7 +63,7 @@ from hspz.engine.contract import (
     unit_batches,
 )
 from hspz.io.packing import SCORE_TABLE, SEED_TABLE
-from hspz.planning import memory as plan
+from hspz.stages import chunks as plan
 from hspz.stages import hsp, xdrop
 from hspz.stages.seed import SeedShape, SeedTable, batch_hits
 

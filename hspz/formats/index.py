@@ -39,8 +39,10 @@ import numpy as np
 from hspz import __version__
 from hspz.core import durable, faults
 from hspz.core.errors import InputError, UsageError
-from hspz.io.packing import MAX_BIN_BP, Record, pack_bin, score_codes, seed_codes
-from hspz.planning import memory as planning
+from hspz.formats.sealed import checksum_line, sealed
+from hspz.io.packing import pack_bin, score_codes, seed_codes
+from hspz.io.records import MAX_BIN_BP, Record
+from hspz.planning import bins as planning
 from hspz.stages.seed import SeedShape, SeedTable, build_seed_table
 
 FORMAT = 1
@@ -70,8 +72,6 @@ def piece_digests(data: np.ndarray, threads: int = 0) -> list[str]:
         return list(pool.map(lambda a: hashlib.sha256(raw[a:a + PIECE]).hexdigest(), cuts))
 
 
-def text_checksum(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def file_sha256(path: str | os.PathLike) -> tuple[int, str]:
@@ -132,7 +132,7 @@ class IndexManifest:
 
     def to_text(self) -> str:
         body = "".join(f"{line}\n" for line in self.lines())
-        return body + f"checksum {text_checksum(body)}\n"
+        return sealed(body)
 
     def bin_bp(self, b: int) -> int:
         return sum(self.lengths[k] for k in self.bins[b])
@@ -142,7 +142,7 @@ def parse_manifest(text: str, source: str) -> IndexManifest:
     """An IndexManifest from MANIFEST's text; InputError for a damaged or foreign one."""
     body, _, last = text.rstrip("\n").rpartition("\n")
     body += "\n"
-    if not last.startswith("checksum ") or last.split(" ", 1)[1] != text_checksum(body):
+    if last.encode("utf-8") != checksum_line(body.encode("utf-8")):
         raise InputError(f"{source}: the index MANIFEST fails its checksum (it was edited or "
                          f"damaged; rebuild the index)")
     rows = [line.split(" ") for line in body.splitlines()]
@@ -463,7 +463,7 @@ def check_reference(idx: Index, names: Sequence[str], lengths: Sequence[int], di
 
 def known_records(idx: Index):
     """The index's reference as records known by name and length (and the records hash)."""
-    from hspz.io.packing import KnownRecords
+    from hspz.io.digests import KnownRecords
 
     m = idx.manifest
     return KnownRecords(m.names, m.lengths, m.records_digest)
@@ -488,8 +488,8 @@ class Verification:
     def _check(self) -> str:
         import time
 
-        from hspz.io.packing import records_digest
-        from hspz.planning.inputs import read_side
+        from hspz.io.digests import records_digest
+        from hspz.io.readers import read_side
 
         t = time.perf_counter()
         try:

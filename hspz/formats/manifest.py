@@ -18,22 +18,20 @@ half-way.
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 
 import numpy as np
 
 from hspz import __version__
 from hspz.core.errors import InputError, UsageError
 from hspz.core.options import Options
-from hspz.io.packing import Record, side_digest
-from hspz.planning.memory import Plan
+from hspz.formats.sealed import Lines, int_at, sealed
+from hspz.io.digests import side_digest
+from hspz.io.records import Record
+from hspz.planning.bins import Plan
 
 FORMAT = 2  # 2: the checksum line
-SEAL = "checksum sha256:"
 
 # Options fields a manifest freezes: each decides output, so replay compares them.
 FROZEN = ("strand", "seed", "step", "transition", "xdrop", "hspthresh", "entropy", "ambiguous",
@@ -116,85 +114,11 @@ def _bin_lines(m: Manifest) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------
-# The checksum line
-# --------------------------------------------------------------------------------------------
-
-
-def sealed(text: str) -> str:
-    """`text` (whole lines) followed by `checksum sha256:<hex of text's UTF-8 bytes>`."""
-    return f"{text}{SEAL}{hashlib.sha256(text.encode('utf-8')).hexdigest()}\n"
-
-
-def unsealed(data: bytes, source: str, what: str) -> str:
-    """The text before the checksum line of `data`, once the checksum matches; InputError
-    (naming `source`) when the line is missing or anything before or after it changed."""
-    head, _, last = data[:-1].rpartition(b"\n") if data.endswith(b"\n") else (b"", b"", b"")
-    body = head + b"\n" if head else b""
-    if not last.startswith(SEAL.encode()):
-        raise InputError(f"{source}: no checksum line at the end of the {what} (truncated, or "
-                         f"not written by this hspZ)")
-    if hashlib.sha256(body).hexdigest().encode() != last[len(SEAL):]:
-        raise InputError(f"{source}: checksum mismatch: the {what} was edited or damaged after "
-                         f"hspZ wrote it (re-create it rather than edit it)")
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError as exc:  # sealed, so written this way: not by hspZ
-        raise InputError(f"{source}: not UTF-8 text ({exc.reason})") from None
-
-
-def _check_format(data: bytes, source: str, key: str, current: int, what: str) -> None:
-    """The first line must be `key <current>`; an older or newer version is refused before
-    the checksum is (an older file has none)."""
-    first = data.partition(b"\n")[0].decode("utf-8", "replace").split(" ")
-    if first[0] != key or len(first) != 2:
-        raise InputError(f"{source}: not an hspZ {what}")
-    if first[1] != str(current):
-        age = "an older" if first[1].isdigit() and int(first[1]) < current else "another"
-        raise InputError(f"{source}: {what} format {first[1]!r} was written by {age} hspZ; this "
-                         f"one reads format {current} (re-create the {what} with this hspZ)")
-
-
-# --------------------------------------------------------------------------------------------
 # Reading
 # --------------------------------------------------------------------------------------------
 
 
-class _Lines:
-    """`key rest` pairs of a text file, with line numbers for error messages."""
-
-    def __init__(self, text: str, source: str):
-        self.source = source
-        self.items: list[tuple[int, str, str]] = []
-        for n, raw in enumerate(text.split("\n"), 1):
-            if not raw.strip() or raw.startswith("#"):
-                continue
-            key, _, rest = raw.partition(" ")
-            self.items.append((n, key, rest))
-
-    def error(self, n: int, what: str) -> InputError:
-        return InputError(f"{self.source} line {n}: {what}")
-
-    def scalars(self, keys: Iterable[str]) -> dict[str, tuple[int, str]]:
-        wanted, out = set(keys), {}
-        for n, key, rest in self.items:
-            if key in wanted:
-                if key in out:
-                    raise self.error(n, f"duplicate {key}")
-                out[key] = (n, rest)
-        missing = [k for k in keys if k not in out]
-        if missing:
-            raise InputError(f"{self.source}: not a complete hspZ manifest (missing {missing[0]})")
-        return out
-
-
-def _int(lines: _Lines, at: tuple[int, str], name: str) -> int:
-    try:
-        return int(at[1])
-    except ValueError:
-        raise lines.error(at[0], f"bad {name} {at[1]!r}") from None
-
-
-def _option_value(lines: _Lines, name: str, at: tuple[int, str]):
+def _option_value(lines: Lines, name: str, at: tuple[int, str]):
     kind = {f.name: f.type for f in fields(Options)}[name]
     text = at[1]
     if name in ("target_prefix", "query_prefix"):
@@ -206,39 +130,20 @@ def _option_value(lines: _Lines, name: str, at: tuple[int, str]):
             raise lines.error(at[0], f"{name} must be 0 or 1")
         return text == "1"
     if "int" in str(kind):
-        return _int(lines, at, name)
+        return int_at(lines, at, name)
     return text
 
 
-def parse_manifest(text: str, source: str) -> Manifest:
-    """A Manifest from the text of a manifest or a plan file, its checksum checked first;
-    InputError names the file (and the line)."""
-    return _manifest_of(text.encode("utf-8"), source)
-
-
-def _manifest_of(data: bytes, source: str) -> Manifest:
-    if data.startswith(b"hspz-plan"):  # a plan file: its one job's frozen plan
-        from hspz.formats.planfile import read_plan_bytes
-
-        pf = read_plan_bytes(data, source)
-        if pf.batch:
-            raise InputError(f"{source}: a batch plan holds {len(pf.jobs)} jobs' plans; give "
-                             f"one job's manifest (--dump-manifest writes one per job)")
-        return pf.manifest
-    _check_format(data, source, "hspz-manifest", FORMAT, "manifest")
-    return _manifest_body(unsealed(data, source, "manifest"), source)
-
-
-def _manifest_body(text: str, source: str) -> Manifest:
+def manifest_body(text: str, source: str) -> Manifest:
     """A Manifest from checked text without its checksum line (plan lines filtered out)."""
-    lines = _Lines(text, source)
+    lines = Lines(text, source)
     if [k for _, k, _ in lines.items[:1]] != ["hspz-manifest"]:
         raise InputError(f"{source}: not an hspZ manifest")
     keys = ["hspz-manifest", "hspz_version", "pattern", "matrix"]
     keys += [f"{n}_hex" if n.endswith("prefix") else n for n in FROZEN + INFORMATIONAL]
     keys += [f"requested_{n}" for n in ("seq_block_size", "query_block_size", "max_hits")]
     s = lines.scalars(keys)
-    if _int(lines, s["hspz-manifest"], "format version") != FORMAT:
+    if int_at(lines, s["hspz-manifest"], "format version") != FORMAT:
         raise lines.error(s["hspz-manifest"][0], "unsupported manifest format version")
     values = {}
     for name in FROZEN + INFORMATIONAL:
@@ -256,7 +161,7 @@ def _manifest_body(text: str, source: str) -> Manifest:
                     s["hspz_version"][1])
 
 
-def _matrix(lines: _Lines, at: tuple[int, str]) -> np.ndarray:
+def _matrix(lines: Lines, at: tuple[int, str]) -> np.ndarray:
     try:
         values = [int(x) for x in at[1].split(",")]
     except ValueError:
@@ -266,7 +171,7 @@ def _matrix(lines: _Lines, at: tuple[int, str]) -> np.ndarray:
     return np.array(values, np.int32).reshape(8, 8)
 
 
-def _records(lines: _Lines) -> dict[str, tuple[list[str], list[int], str]]:
+def _records(lines: Lines) -> dict[str, tuple[list[str], list[int], str]]:
     out: dict[str, tuple[list[str], list[int], str]] = {}
     counts: dict[str, int] = {}
     for n, key, rest in lines.items:
@@ -286,7 +191,7 @@ def _records(lines: _Lines) -> dict[str, tuple[list[str], list[int], str]]:
     return out
 
 
-def _plan(lines: _Lines, records: dict) -> Plan:
+def _plan(lines: Lines, records: dict) -> Plan:
     bins: dict[str, list[tuple[int, ...]]] = {"R": [], "Q": []}
     units = []
     for n, key, rest in lines.items:
@@ -316,18 +221,6 @@ def _check_topology(plan: Plan, units: list, records: dict, source: str) -> None
         members = sorted(k for b in bins for k in b)
         if members != list(range(len(records[side][0]))):
             raise InputError(f"{source}: {side} bins are not a partition of the records")
-
-
-def read_manifest(path: str | os.PathLike) -> Manifest:
-    """The manifest of a manifest file or of a plan file, checked (`parse_manifest`)."""
-    return _manifest_of(_read(path), os.fspath(path))
-
-
-def _read(path: str | os.PathLike) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {os.fspath(path)}: {exc.strerror or exc}") from exc
 
 
 # --------------------------------------------------------------------------------------------

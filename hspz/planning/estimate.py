@@ -20,8 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from hspz.engine.contract import Context, QueryBin, RefBin
-from hspz.io.packing import Record, pack_bin, reverse_complement, seed_codes
-from hspz.planning import memory as planning
+from hspz.io.packing import pack_bin, reverse_complement, seed_codes
+from hspz.io.records import Record
+from hspz.stages import chunks as planning
 from hspz.stages.seed import SeedShape, batch_hits, build_seed_table, window_kmers
 
 PIECE = 1 << 24  # windows histogrammed per pass: bounds the temporary arrays

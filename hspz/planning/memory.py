@@ -1,217 +1,23 @@
-"""The plan: bins, work units, intervals, wga chunks, the semantic `--max-hits` chunk walk, the
-automatic `-B 0` layout and the working-memory preflight.
-
-Pure functions of the inputs and the options (behaviour.md §2-3, gpus-and-seeding.txt "Choosing
--B").  A bin is a tuple of record indices in input order; a work unit is one (reference bin,
-query bin) pair with the dense ordinal `r * Q + q`.  Intervals and chunks are half-open or
-inclusive exactly as KegAlign has them, so a boundary window may be seeded twice and the last
-window of a bin never: that is reproduced on purpose.
-
-The memory model (`unit_bytes`) is an estimate of one worker's peak working set for one unit
-(`cpu_estimate`: of the CPU backend's whole run, by process, from the records' seedable bases
-where it has them, `hspz.seedable`); `plan_within_budget` halves the
-block sizes until the largest unit fits the budget, and `auto_layout` resolves `-B 0`.  Neither
-ever runs for `--kegalign-bins` or a frozen manifest.
+"""The memory model: an estimate of one worker's peak working set for one unit (`unit_bytes`),
+and of the CPU backend's whole run by process (`cpu_estimate`, from the records' seedable bases
+where it has them, `hspz.seedable`), which the preflight (`layout.plan_within_budget`) and
+`--time` use; `--max-hits 0` as KegAlign derives it from the device size.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-MAX_BIN_BP = 4_294_967_295
-DEFAULT_BLOCK = 500_000_000
+from hspz.planning.bins import Plan, largest_packed, packed_bp
+from hspz.stages.chunks import seed_batches
+
 MAX_HITS_PER_GIB = 4_194_304  # KegAlign's seed_filter.cu MAX_HITS_PER_GB
 CPU_DEVICE_GIB = 16  # the device size `--max-hits 0` assumes on the CPU backend
 HEADROOM = 64 << 20  # bytes the memory model adds for what it does not itemise
-
-Bins = tuple[tuple[int, ...], ...]
-
-
-@dataclass(frozen=True)
-class WorkUnit:
-    ordinal: int
-    ref_bin: int
-    query_bin: int
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The frozen grid: which records form each bin, and the units over them."""
-
-    ref_bins: Bins
-    query_bins: Bins
-
-    @property
-    def units(self) -> list[WorkUnit]:
-        nq = len(self.query_bins)
-        return [
-            WorkUnit(r * nq + q, r, q) for r in range(len(self.ref_bins)) for q in range(nq)
-        ]
-
-
-def bin_bp(bins: Bins, lengths: Sequence[int]) -> list[int]:
-    """Total record length of every bin (separators excluded)."""
-    return [sum(lengths[i] for i in b) for b in bins]
-
-
-def layout_n_bins(total_bp: int, target: int, n_records: int) -> int:
-    """`clamp(ceil(total / target), 1, n_records)`: the balanced planner's bin count."""
-    if n_records == 0:
-        return 0
-    return min(max(math.ceil(total_bp / max(target, 1)), 1), n_records)
-
-
-def balanced_bins_n(lengths: Sequence[int], n_bins: int) -> Bins:
-    """Longest records first into the currently lightest of `n_bins` bins (ties: input order,
-    lowest bin); records back in input order; bins ordered by their first record."""
-    n = len(lengths)
-    if n == 0:
-        return ()
-    n_bins = min(max(n_bins, 1), n)
-    order = sorted(range(n), key=lambda i: (-lengths[i], i))
-    heap = [(0, b) for b in range(n_bins)]
-    members: list[list[int]] = [[] for _ in range(n_bins)]
-    for i in order:
-        load, b = heapq.heappop(heap)
-        members[b].append(i)
-        heapq.heappush(heap, (load + lengths[i], b))
-    bins = [tuple(sorted(m)) for m in members if m]
-    return tuple(sorted(bins, key=lambda b: b[0]))
-
-
-def balanced_bins(lengths: Sequence[int], target: int) -> Bins:
-    """The default planner: `layout_n_bins` bins, filled by `balanced_bins_n`."""
-    return balanced_bins_n(lengths, layout_n_bins(sum(lengths), target, len(lengths)))
-
-
-def kegalign_bins(lengths: Sequence[int], target: int) -> Bins:
-    """Sequential fill in input order; a bin closes once its total is greater than the target."""
-    bins, current, total = [], [], 0
-    for i, length in enumerate(lengths):
-        current.append(i)
-        total += length
-        if total > target:
-            bins.append(tuple(current))
-            current, total = [], 0
-    if current:
-        bins.append(tuple(current))
-    return tuple(bins)
-
-
-def make_bins(lengths: Sequence[int], target: int, kegalign: bool) -> Bins:
-    return kegalign_bins(lengths, target) if kegalign else balanced_bins(lengths, target)
-
-
-def make_plan(ref_lengths: Sequence[int], qry_lengths: Sequence[int], target: int,
-              query_target: int, kegalign: bool = False) -> Plan:
-    """Both sides binned with their own targets."""
-    return Plan(make_bins(ref_lengths, target, kegalign),
-                make_bins(qry_lengths, query_target, kegalign))
-
-
-def intervals(block_len: int, seed_size: int, interval_size: int) -> list[tuple[int, int]]:
-    """Inclusive (s, e) intervals of window starts; interval n (1-based) is file `tmp<n>`."""
-    end_pos = block_len - seed_size
-    return [(s, min(end_pos, s + interval_size)) for s in range(0, max(end_pos, 0), interval_size)]
-
-
-def minus_interval(interval: tuple[int, int], block_len: int, seed_size: int) -> tuple[int, int]:
-    """The interval on the reverse-complement buffer that mirrors a plus interval."""
-    qbl = block_len - seed_size
-    s, e = interval
-    return qbl - e, qbl - s
-
-
-def wga_chunks(interval: tuple[int, int], chunk_size: int) -> list[tuple[int, int]]:
-    """Half-open chunks [i, min(i + C, e + 1)) for i = s, s + C, ... < e."""
-    s, e = interval
-    return [(i, min(i + chunk_size, e + 1)) for i in range(s, e, chunk_size)]
-
-
-def seed_batches(block_len: int, seed_size: int, interval_size: int, chunk_size: int,
-                 strands: Sequence[str]) -> list[tuple[int, str, tuple[int, int]]]:
-    """Every seed batch of one query bin in plan order: (interval number, strand, chunk)."""
-    out = []
-    for n, iv in enumerate(intervals(block_len, seed_size, interval_size), 1):
-        for strand in strands:
-            span = iv if strand == "plus" else minus_interval(iv, block_len, seed_size)
-            out += [(n, strand, c) for c in wga_chunks(span, chunk_size)]
-    return out
-
-
-def chunk_walk(cum: np.ndarray, max_hits: int) -> list[tuple[int, int]]:
-    """KegAlign's semantic split of one seed batch: inclusive seed ranges, empty ones skipped.
-
-    `cum` is the inclusive prefix sum of hits per seed.  A position before the first seed reads
-    as zero hits, which is what keeps a seed with more than H hits whole.
-    """
-    n = len(cum)
-    if n == 0:
-        return []
-    total = int(cum[-1])
-    num_iter = total // max_hits + 1
-    ends, limit = [], max_hits
-    for _ in range(num_iter - 1):
-        pos = int(np.searchsorted(cum, limit, side="left")) - 1
-        ends.append(pos)
-        limit = (int(cum[pos]) if pos >= 0 else 0) + max_hits
-    ends.append(n - 1)
-    out, start = [], 0
-    for end in ends:
-        if start <= end:
-            out.append((start, end))
-        start = max(start, end + 1)
-    return out
-
-
-def chunk_walks(xp, cum, slots: np.ndarray, edges: np.ndarray, max_hits: int,
-                most_steps: int | None = None) -> list[list[tuple[int, int]] | None]:
-    """`chunk_walk` of every seed batch of a group at once, as hit ranges of the group; None
-    for a batch whose walk takes more than `most_steps` searches (left to the caller).
-
-    `cum` (numpy or CuPy, `xp`) is the group's inclusive prefix sum of hits per seed slot; batch
-    b owns slots [slots[b], slots[b + 1]) and hits [edges[b], edges[b + 1]).  Each of the walk's
-    searches runs for every batch together over `cum` itself: the group's sum is monotone, so a
-    search for edges[b] + L lands where chunk_walk's search for L lands in the batch's own sum.
-    It never leaves the batch: the slot before it sums to edges[b] < edges[b] + L, and after k
-    of its total // H searches the limit is at most edges[b] + k·H <= edges[b + 1], the sum at
-    its last slot.  Only the ends and their sums are copied back, not the counts."""
-    s_a, s_b = (np.asarray(x, np.int64) for x in (slots[:-1], slots[1:]))
-    h_a, h_b = (np.asarray(x, np.int64) for x in (edges[:-1], edges[1:]))
-    searches = np.where(s_b > s_a, (h_b - h_a) // max_hits, 0)  # chunk_walk's num_iter - 1
-    walked = searches <= (most_steps if most_steps is not None else searches.max(initial=0))
-    steps = int(searches[walked].max(initial=0))
-    ends, sums = np.empty((steps, len(s_a)), np.int64), np.empty((steps, len(s_a)), np.int64)
-    if steps:
-        lo, base = xp.asarray(s_a), xp.asarray(h_a)
-        limit, found = base + max_hits, []
-        for _ in range(steps):
-            pos = xp.searchsorted(cum, limit, side="left") - 1
-            value = xp.where(pos >= lo, cum[xp.maximum(pos, 0)], base)  # before: zero hits
-            found += [pos, value]
-            limit = value + max_hits
-        both = xp.stack(found).reshape(steps, 2, len(s_a))
-        both = both.get() if hasattr(both, "get") else both
-        ends, sums = both[:, 0], both[:, 1]
-    out = []
-    for b in range(len(s_a)):
-        chunks, last, start = [], s_a[b] - 1, h_a[b]
-        if not walked[b]:
-            chunks = None
-        elif s_b[b] > s_a[b]:
-            k = searches[b]
-            for end, value in zip([*ends[:k, b], s_b[b] - 1], [*sums[:k, b], h_b[b]],
-                                  strict=True):
-                if end > last:
-                    chunks.append((int(start), int(value)))
-                    last, start = end, value
-        out.append(chunks)
-    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,11 +66,6 @@ HIT_SHARE = 0.2
 # 41-47 MiB after a full batch of H. pylori, S. aureus and mammal30x6, 2026-12-01)
 PIECE_BYTES = 48
 PARALLEL_TABLE = 1 << 20  # `seed.PARALLEL_MIN`: windows from which a table is built on threads
-
-
-def workers_for(gpus: int, plan: Plan) -> int:
-    """min(--gpus, reference bins): the workers a plan runs on (at least one)."""
-    return max(1, min(gpus, len(plan.ref_bins)))
 
 
 def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) -> int:
@@ -377,19 +178,6 @@ def worst_unit_bytes(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
     return worst
 
 
-def packed_bp(members: Sequence[int], lengths: Sequence[int]) -> int:
-    """Packed bytes of one bin: its records and the separators between them."""
-    return sum(lengths[i] for i in members) + len(members) - 1
-
-
-def largest_packed(plan: Plan, ref_lengths: Sequence[int],
-                   qry_lengths: Sequence[int]) -> tuple[int, int]:
-    """Packed bytes (records and separators) of the largest reference and query bin."""
-    r, q = (max(bin_bp(bins, lengths)[i] + len(b) - 1 for i, b in enumerate(bins))
-            for bins, lengths in ((plan.ref_bins, ref_lengths), (plan.query_bins, qry_lengths)))
-    return r, q
-
-
 @dataclass(frozen=True)
 class HostEstimate:
     """The CPU backend's host memory for a run, by process (bytes)."""
@@ -456,99 +244,3 @@ def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
     return HostEstimate(main, worker, max(main, running), workers)
 
 
-def can_split(plan: Plan) -> bool:
-    """Whether halving the targets can still make a bin smaller (records are never split)."""
-    return any(len(b) > 1 for b in plan.ref_bins + plan.query_bins)
-
-
-class NoFit(ValueError):
-    """The memory preflight found no plan that fits; `plan` is the last one it tried."""
-
-    def __init__(self, message: str, plan: Plan):
-        super().__init__(message)
-        self.plan = plan
-
-
-@dataclass
-class Layout:
-    """A resolved plan and the block-size targets that reproduce it."""
-
-    plan: Plan
-    seq_block_size: int
-    query_block_size: int
-    notes: list[str]
-    fell_back: bool = False  # -B 0 fell back to the default policy (its own layout: line)
-
-
-def plan_within_budget(ref_lengths: Sequence[int], qry_lengths: Sequence[int], target: int,
-                       query_target: int, fits: Callable[[Plan], bool],
-                       describe: Callable[[Plan], str]) -> Layout:
-    """The plan at these targets, halving both until `fits` holds; NoFit when even bins of
-    single records do not fit (records are never split)."""
-    notes: list[str] = []
-    for _ in range(64):
-        plan = make_plan(ref_lengths, qry_lengths, target, query_target)
-        if fits(plan):
-            return Layout(plan, target, query_target, notes)
-        if not can_split(plan) or target <= 1:
-            raise NoFit(f"{describe(plan)}; records are never split", plan)
-        notes.append(f"note: {describe(plan)}; halving --seq-block-size to {target // 2} and "
-                     f"--query-block-size to {max(query_target // 2, 1)} (this changes the "
-                     f"plan and its digest)")
-        target, query_target = target // 2, max(query_target // 2, 1)
-    raise NoFit(describe(plan), plan)
-
-
-def auto_ref_bin_count(n_records: int, default_bins: int, workers: int) -> int:
-    """The smallest multiple of W not coarser than the default layout, at most one bin per
-    record."""
-    if n_records == 0:
-        return 0
-    return min(n_records, math.ceil(max(default_bins, 1) / workers) * workers)
-
-
-def auto_layout(ref_lengths: Sequence[int], qry_lengths: Sequence[int], workers: int,
-                query_target: int | None, fits: Callable[[Plan], bool],
-                describe: Callable[[Plan], str]) -> Layout:
-    """`-B 0`: at one worker exactly the default plan; at W >= 2 a count-balanced reference of
-    a multiple of W bins and, when it fits, the whole query in one bin."""
-    ref_total, qry_total = sum(ref_lengths), sum(qry_lengths)
-    if workers <= 1:
-        q = query_target or DEFAULT_BLOCK
-        return plan_within_budget(ref_lengths, qry_lengths, DEFAULT_BLOCK, q, fits, describe)
-    r_def = layout_n_bins(ref_total, DEFAULT_BLOCK, len(ref_lengths))
-    r = auto_ref_bin_count(len(ref_lengths), r_def, workers)
-    ref_bins = balanced_bins_n(ref_lengths, r)
-    seq_target = max(math.ceil(ref_total / r), 1)
-    if query_target is not None:
-        plan = Plan(ref_bins, balanced_bins(qry_lengths, query_target))
-        if not fits(plan):
-            raise NoFit(f"automatic layout (R={r} Q={len(plan.query_bins)}) with the "
-                        f"explicit --query-block-size: {describe(plan)}; drop "
-                        f"--query-block-size or give -B explicitly", plan)
-        return Layout(plan, seq_target, query_target, [])
-    single = Plan(ref_bins, balanced_bins_n(qry_lengths, 1))
-    if fits(single):
-        return Layout(single, seq_target, max(qry_total, 1), [])
-    candidate = Plan(ref_bins, balanced_bins(qry_lengths, DEFAULT_BLOCK))
-    if fits(candidate):
-        return Layout(candidate, seq_target, DEFAULT_BLOCK, [])
-    layout = plan_within_budget(ref_lengths, qry_lengths, DEFAULT_BLOCK, DEFAULT_BLOCK, fits,
-                                describe)
-    layout.notes.insert(0, f"layout: auto W={workers} -> default --seq-block-size "
-                           f"{DEFAULT_BLOCK} --query-block-size {DEFAULT_BLOCK} (candidate "
-                           f"R={r} Q={len(candidate.query_bins)} did not fit the budget)")
-    layout.fell_back = True
-    return layout
-
-
-def layout_line(workers: int, layout: Layout, ref_lengths: Sequence[int]) -> str:
-    """`layout: auto W=… -> --seq-block-size S --query-block-size Q (R=r Q=q, U units)`."""
-    p = layout.plan
-    line = (f"layout: auto W={workers} -> --seq-block-size {layout.seq_block_size} "
-            f"--query-block-size {layout.query_block_size} (R={len(p.ref_bins)} "
-            f"Q={len(p.query_bins)}, {len(p.units)} units)")
-    if layout_n_bins(sum(ref_lengths), layout.seq_block_size, len(ref_lengths)) \
-            != len(p.ref_bins):
-        line += " [these flags do not reproduce R on this input; use --dump-manifest]"
-    return line

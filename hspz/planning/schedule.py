@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hspz.core import knobs
-from hspz.planning.memory import Plan, workers_for
+from hspz.planning.bins import Plan, workers_for
 
 
 @dataclass(frozen=True)

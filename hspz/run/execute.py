@@ -17,17 +17,18 @@ from hspz.core.progress import Progress
 from hspz.core.scoring import resolve_matrix
 from hspz.engine.contract import UnitResult
 from hspz.formats.manifest import Manifest
-from hspz.io.packing import Record
-from hspz.planning import estimate
-from hspz.planning import memory as planning
+from hspz.io.records import Record
+from hspz.planning import bins, estimate
+from hspz.planning import memory as planning_memory
 from hspz.planning import schedule as scheduling
 from hspz.planning.budget import devices_for, per_worker_threads, resolve_max_hits
-from hspz.planning.inputs import Inputs, table_lookup
+from hspz.planning.inputs import Inputs
 from hspz.planning.joblist import BatchAxis
-from hspz.run.emit import Emitter
+from hspz.run.emit import Emitter, table_lookup
 from hspz.run.freeze import context_of
+from hspz.run.pool import Pool, run_workers
 from hspz.run.report import say, write_raw
-from hspz.run.worker import Pool, QuerySpec, WorkerJob, WorkerReport, run_workers
+from hspz.run.worker import QuerySpec, WorkerJob, WorkerReport
 
 
 @dataclass
@@ -46,7 +47,7 @@ class Summary:
     schedule: scheduling.Schedule | None = None
     jobs: list = field(default_factory=list)  # the execution's Jobs (a batch: one each)
     batch: bool = False  # a --query-list run: the ledger has a job column
-    memory: planning.HostEstimate | None = None  # the CPU preflight's estimate (`--time`)
+    memory: planning_memory.HostEstimate | None = None  # the CPU preflight's estimate (`--time`)
 
 
 @contextmanager
@@ -103,8 +104,8 @@ def worker_jobs(jobs: list[Job], sched: scheduling.Schedule, engine_name: str, t
 
 
 def ledger_row(m: Manifest, r: UnitResult, label: str, job: int = 0) -> dict:
-    rbp = planning.bin_bp(m.plan.ref_bins, m.ref_lengths)[r.ref_bin]
-    qbp = planning.bin_bp(m.plan.query_bins, m.qry_lengths)[r.query_bin]
+    rbp = bins.bin_bp(m.plan.ref_bins, m.ref_lengths)[r.ref_bin]
+    qbp = bins.bin_bp(m.plan.query_bins, m.qry_lengths)[r.query_bin]
     return dict(job=job, ordinal=r.ordinal, worker=r.worker, device=label, ref_bin=r.ref_bin,
                 query_bin=r.query_bin, ref_bp=rbp, query_bp=qbp, gpu_ms=r.gpu_ms,
                 host_start_ms=r.host_start_ms, host_end_ms=r.host_end_ms, seeds=r.seeds,
@@ -239,7 +240,7 @@ def run(options: Options, inputs: Inputs, outdir: str | Path, engine, tarball=No
     m = Manifest(resolved, matrix, p, [r.name for r in inputs.reference],
                  [len(r) for r in inputs.reference], [r.name for r in inputs.query],
                  [len(r) for r in inputs.query], "-", "-")
-    ref_bp = planning.bin_bp(p.ref_bins, m.ref_lengths)
+    ref_bp = bins.bin_bp(p.ref_bins, m.ref_lengths)
     sched = scheduling.make_schedule(p, ref_bp, options.gpus, devices,
                                      scheduling.partition_knob())
     return execute([Job(m, outdir, tarball)], sched, engine.__name__, options.threads,

@@ -19,8 +19,10 @@ from hspz.core.options import Options
 from hspz.core.scoring import resolve_matrix
 from hspz.engine.contract import Context
 from hspz.formats.manifest import Manifest, check_flags, check_inputs, check_version
-from hspz.io.packing import Record, side_digest
-from hspz.planning import memory as planning
+from hspz.io.digests import side_digest
+from hspz.io.records import Record
+from hspz.planning import bins, memory
+from hspz.planning import layout as planning_layout
 from hspz.planning import schedule as scheduling
 from hspz.planning.budget import (
     device_budget,
@@ -47,12 +49,12 @@ class Freeze:
     notes: list[str] = field(default_factory=list)
 
 
-def memory_model(f: Freeze, max_hits: int, workers: int) -> planning.MemoryModel:
+def memory_model(f: Freeze, max_hits: int, workers: int) -> memory.MemoryModel:
     """The memory model of this run's flags on `workers` workers."""
     o = f.options
     threads = per_worker_threads(o.threads, workers) or os.cpu_count() or 1
     shape = SeedShape.from_pattern(o.pattern)
-    return planning.MemoryModel(f.devices.backend, shape.weight, o.step,
+    return memory.MemoryModel(f.devices.backend, shape.weight, o.step,
                                 resident_hits(f.devices, max_hits), o.wga_chunk_size,
                                 o.transition, threads, shape.size, o.interval_size)
 
@@ -68,26 +70,26 @@ def memory_fits(f: Freeze, max_hits: int, ref_lengths: list[int], qry_lengths: l
     devices, gpus = f.devices, f.options.gpus
     host = host_budget() if devices.backend == "cpu" else None
 
-    def need(p: planning.Plan) -> int:
-        w = planning.workers_for(gpus, p)
+    def need(p: bins.Plan) -> int:
+        w = bins.workers_for(gpus, p)
         model = memory_model(f, max_hits, w)
         if devices.backend == "cpu":
-            return planning.cpu_estimate(model, p, ref_lengths, qry_lengths, w, sides).total
-        return planning.worst_unit_bytes(model, p, ref_lengths, qry_lengths)
+            return memory.cpu_estimate(model, p, ref_lengths, qry_lengths, w, sides).total
+        return memory.worst_unit_bytes(model, p, ref_lengths, qry_lengths)
 
-    def budget(p: planning.Plan) -> int | None:
+    def budget(p: bins.Plan) -> int | None:
         if devices.backend == "cpu":
             return None if host is None else host[0]
-        return device_budget(devices, planning.workers_for(gpus, p))
+        return device_budget(devices, bins.workers_for(gpus, p))
 
-    def fits(p: planning.Plan) -> bool:
+    def fits(p: bins.Plan) -> bool:
         b = budget(p)
         return b is None or need(p) <= b
 
-    def describe(p: planning.Plan) -> str:
-        rbp = max(planning.bin_bp(p.ref_bins, ref_lengths))
-        qbp = max(planning.bin_bp(p.query_bins, qry_lengths))
-        w = planning.workers_for(gpus, p)
+    def describe(p: bins.Plan) -> str:
+        rbp = max(bins.bin_bp(p.ref_bins, ref_lengths))
+        qbp = max(bins.bin_bp(p.query_bins, qry_lengths))
+        w = bins.workers_for(gpus, p)
         if devices.backend == "cpu":
             t = memory_model(f, max_hits, w).threads
             return (f"the largest unit ({rbp} x {qbp} bp) makes the run need ~"
@@ -103,7 +105,7 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.2f}"
 
 
-def advice(f: Freeze, p: planning.Plan, frozen: bool = False) -> str:
+def advice(f: Freeze, p: bins.Plan, frozen: bool = False) -> str:
     """The flags that can make this run fit, as they apply to its backend and plan: fewer
     --gpus when several workers share what the budget covers (the host on the CPU backend, a
     device on the GPU), fewer --threads on the CPU backend (a seed batch and a piece of hits
@@ -111,7 +113,7 @@ def advice(f: Freeze, p: planning.Plan, frozen: bool = False) -> str:
     below the engine's piece, `engine.cpu.PIECE`), a smaller -B/--query-block-size where the
     bins could still shrink.  `frozen`: a manifest's plan, whose -B and --max-hits are fixed."""
     o, devices = f.options, f.devices
-    w = planning.workers_for(o.gpus, p)
+    w = bins.workers_for(o.gpus, p)
     cpu = devices.backend == "cpu"
     flags = []
     if w > 1 and (cpu or w > devices.count):
@@ -121,7 +123,7 @@ def advice(f: Freeze, p: planning.Plan, frozen: bool = False) -> str:
     if not frozen:
         if not cpu or o.max_hits < _cpu_piece():
             flags.append("a smaller --max-hits")
-        if planning.can_split(p):
+        if planning_layout.can_split(p):
             flags.append("a smaller -B/--query-block-size")
     if not flags:
         return ""
@@ -146,29 +148,29 @@ def resident_hits(devices: scheduling.Devices, max_hits: int) -> int:
 
 
 def plan_layout(f: Freeze, max_hits: int, ref_lengths: list[int],
-                qry_lengths: list[int], sides=None) -> planning.Layout:
+                qry_lengths: list[int], sides=None) -> planning_layout.Layout:
     """The plan for fresh flags: -B 0, --kegalign-bins, or explicit sizes with the preflight."""
     o = f.options
     fits, describe = memory_fits(f, max_hits, ref_lengths, qry_lengths, sides)
     try:
         if o.kegalign_bins:
             q = o.resolved_query_block_size
-            p = planning.make_plan(ref_lengths, qry_lengths, o.seq_block_size, q, True)
+            p = bins.make_plan(ref_lengths, qry_lengths, o.seq_block_size, q, True)
             if not fits(p):
-                raise planning.NoFit(f"{describe(p)}; --kegalign-bins never shrinks the "
+                raise planning_layout.NoFit(f"{describe(p)}; --kegalign-bins never shrinks the "
                                      f"blocks", p)
-            return planning.Layout(p, o.seq_block_size, q, [])
+            return planning_layout.Layout(p, o.seq_block_size, q, [])
         if o.seq_block_size == 0:
             w = layout_workers(o.gpus, f.devices)
-            layout = planning.auto_layout(ref_lengths, qry_lengths, w, o.query_block_size,
+            layout = planning_layout.auto_layout(ref_lengths, qry_lengths, w, o.query_block_size,
                                           fits, describe)
             if not layout.fell_back:
-                layout.notes.insert(0, planning.layout_line(w, layout, ref_lengths))
+                layout.notes.insert(0, planning_layout.layout_line(w, layout, ref_lengths))
             return layout
         q = o.resolved_query_block_size
-        return planning.plan_within_budget(ref_lengths, qry_lengths, o.seq_block_size, q,
+        return planning_layout.plan_within_budget(ref_lengths, qry_lengths, o.seq_block_size, q,
                                            fits, describe)
-    except planning.NoFit as exc:
+    except planning_layout.NoFit as exc:
         raise UsageError(f"memory preflight: {exc}{advice(f, exc.plan)}") from None
 
 
@@ -209,7 +211,7 @@ def context_of(m: Manifest, keep_raw: bool = False) -> Context:
 
 def load_manifest(req: Request, ref: list[Record], qry: list[Record]) -> Manifest | None:
     """--from-manifest, validated against this run's flags and inputs (not yet its budget)."""
-    from hspz.formats.manifest import read_manifest
+    from hspz.formats.frozen import read_manifest
 
     if not req.from_manifest:
         return None
@@ -249,17 +251,17 @@ def sides_for(devices: scheduling.Devices, ref: list[Record], qry: list[Record])
 
 def memory_estimate(options: Options, devices: scheduling.Devices, m: Manifest,
                     ref: list[Record] | None = None,
-                    qry: list[Record] | None = None) -> planning.HostEstimate | None:
+                    qry: list[Record] | None = None) -> memory.HostEstimate | None:
     """The CPU backend's host memory estimate for a frozen job on this run's workers and
     threads (what `--time` prints beside the peak RSS), counting the records' seedable bases
     when they are given; None on the GPU backend."""
     if devices.backend != "cpu":
         return None
     o = m.options.replace(gpus=options.gpus, threads=options.threads)
-    w = planning.workers_for(o.gpus, m.plan)
+    w = bins.workers_for(o.gpus, m.plan)
     model = memory_model(Freeze(o, devices, m.matrix), o.max_hits, w)
     sides = sides_for(devices, ref, qry) if ref is not None and qry is not None else None
-    return planning.cpu_estimate(model, m.plan, m.ref_lengths, m.qry_lengths, w, sides)
+    return memory.cpu_estimate(model, m.plan, m.ref_lengths, m.qry_lengths, w, sides)
 
 
 def write_dumps(req: Request, m: Manifest) -> None:
@@ -273,7 +275,7 @@ def write_dumps(req: Request, m: Manifest) -> None:
 
 
 def schedule_for(m: Manifest, gpus: int, devices: scheduling.Devices) -> scheduling.Schedule:
-    ref_bp = planning.bin_bp(m.plan.ref_bins, m.ref_lengths)
+    ref_bp = bins.bin_bp(m.plan.ref_bins, m.ref_lengths)
     sched = scheduling.make_schedule(m.plan, ref_bp, gpus, devices, scheduling.partition_knob())
     say(scheduling.schedule_lines(sched))
     return sched

@@ -11,7 +11,6 @@ import sys
 
 from hspz.core import durable
 from hspz.core.durable import write_text
-from hspz.engine.contract import prepare_query, prepare_reference
 from hspz.stages.segments import format_raw
 
 LEDGER_COLUMNS = ("ordinal", "worker", "device", "ref_bin", "query_bin", "ref_bp", "query_bp",
@@ -51,27 +50,9 @@ def write_raw(path, results) -> None:
     durable.write_new(path, b"".join(parts))
 
 
-def cpu_only(ctx, plan, ref_records, qry_records) -> int:
-    """`-u`: seed and hit counts after CPU preprocessing, without extending."""
-    from hspz.engine.cpu import count_unit
-
-    seeds = hits = 0
-    queries = [prepare_query(ctx, q, [qry_records[i] for i in members])
-               for q, members in enumerate(plan.query_bins)]
-    for r, members in enumerate(plan.ref_bins):
-        ref = prepare_reference(ctx, r, [ref_records[i] for i in members])
-        for qry in queries:
-            s, h = count_unit(ctx, ref, qry)
-            seeds += s
-            hits += h
-    print(f"#seeds: {seeds}", file=sys.stderr)
-    print(f"#seed hits: {hits}", file=sys.stderr)
-    return 0
-
-
 def peak_rss_mib() -> float:
     """This process's peak resident set size in MiB (`workers.peak_rss_kib`)."""
-    from hspz.run.worker import peak_rss_kib
+    from hspz.run.libc import peak_rss_kib
 
     return peak_rss_kib() / 1024
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from hspz.core import jit
 from hspz.core.jit import njit
-from hspz.io.packing import PackedBin, block_positions
+from hspz.io.packing import PackedBin
+from hspz.io.twobit import block_positions
 
 SMALL_LINES = 1 << 20
 _POW10 = 10 ** np.arange(1, 19, dtype=np.int64)

@@ -19,7 +19,7 @@ from hspz.core import durable
 from hspz.core.errors import RunError, UsageError
 from hspz.core.options import Options
 from hspz.engine import backends
-from hspz.io.packing import write_fasta
+from hspz.io.fasta import write_fasta
 from hspz.planning.inputs import read_inputs
 from hspz.run import execute
 

@@ -39,7 +39,9 @@ from hspz.core import durable
 from hspz.core.durable import replaced
 from hspz.core.errors import InputError, RunError
 from hspz.formats.manifest import Manifest, check_side
-from hspz.io.packing import Record, read_records, write_2bit
+from hspz.io.readers import read_records
+from hspz.io.records import Record
+from hspz.io.twobit import write_2bit
 from hspz.run.emit import OUR_NAMES
 from hspz.tools.plots import check_names, read_segments
 
