@@ -206,7 +206,7 @@ def test_the_score_bounds_keep_every_int32_sum_of_the_gpu_capped_walks():
     from hspz.core import options
     from hspz.io.records import MAX_BIN_BP
 
-    source = (Path(options.__file__).parent / "engine" / "gpu.py").read_text()
+    source = (Path(options.__file__).parents[1] / "engine" / "gpu.py").read_text()
     caps = [int(re.search(rf"^{name} = (\d+)", source, re.M).group(1)) for name in ("CAP", "CAP2")]
     assert max(caps) <= options.WALK_CAP
     s, x, top = options.SCORE_MAX, options.XDROP_MAX, options.INT32_MAX

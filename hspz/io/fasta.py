@@ -11,7 +11,7 @@ import numpy as np
 
 from hspz.core.errors import InputError
 from hspz.core.names import name_problem
-from hspz.io.records import PathLike, Record, _write_atomic, refuse_duplicates
+from hspz.io.records import PathLike, Record, refuse_duplicates, write_atomic
 
 _WHITESPACE = b" \t\n\r\v\f"
 
@@ -169,7 +169,7 @@ def write_fasta(path: PathLike, records: Iterable[Record], width: int = 60) -> N
     for rec in records:
         if not rec.name or name_problem(rec.name):
             raise InputError(f"{os.fspath(path)}: FASTA cannot hold record name {rec.name!r}")
-    _write_atomic(path, (chunk for rec in records for chunk in _fasta_chunks(rec, width)))
+    write_atomic(path, (chunk for rec in records for chunk in _fasta_chunks(rec, width)))
 
 
 def _fasta_chunks(rec: Record, width: int) -> Iterable[bytes | np.ndarray]:

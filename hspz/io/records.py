@@ -62,7 +62,7 @@ def refuse_duplicates(names: Sequence[str], source: str) -> None:
             )
 
 
-def _write_atomic(path: PathLike, chunks: Iterable[bytes | np.ndarray]) -> None:
+def write_atomic(path: PathLike, chunks: Iterable[bytes | np.ndarray]) -> None:
     """Write to a temporary sibling, rename when complete: nothing half-written looks done."""
     from hspz.core import durable
 

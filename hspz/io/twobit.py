@@ -15,7 +15,7 @@ from hspz.core import jit
 from hspz.core.errors import InputError
 from hspz.core.jit import njit
 from hspz.core.names import name_problem
-from hspz.io.records import MAX_BIN_BP, PathLike, Record, _write_atomic, refuse_duplicates
+from hspz.io.records import MAX_BIN_BP, PathLike, Record, refuse_duplicates, write_atomic
 
 TWOBIT_MAGIC = {b"\x1a\x41\x27\x43": ">", b"\x43\x27\x41\x1a": "<"}  # byte order of the file
 TWOBIT_SIGNATURE = 0x1A412743
@@ -221,7 +221,7 @@ def write_2bit(
         index.append(bytes([len(name)]) + name + struct.pack(off_fmt, offset))
         offset += sum(len(part) for part in body)
     header = struct.pack(byteorder + "IIII", TWOBIT_SIGNATURE, version, len(records), 0)
-    _write_atomic(path, [header, *index, *(part for body in bodies for part in body)])
+    write_atomic(path, [header, *index, *(part for body in bodies for part in body)])
 
 
 def _twobit_name_bytes(rec: Record, path: PathLike) -> bytes:
