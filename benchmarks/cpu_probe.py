@@ -8,7 +8,7 @@ and the first pass batch by batch, in one process on the mammal-like 30 x 6 Mbp 
     # on the device, from the repository root (1 GPU machine, 16 cores), about 40 s:
     export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/cpu16_device.sh PROBE
 
-1. The table (`hspz.seed.build_seed_table`): first a cold build at the largest thread count
+1. The table (`hspz.stages.seed.build_seed_table`): first a cold build at the largest thread count
    (the first call of each compiled loop in the process, as in a run), then warm builds at each
    thread count (medians of --repeat), each step timed on its own, of the build the imported
    hspz has: main's (a k-mer column, each thread's k-mer share counted and placed over the
@@ -49,11 +49,13 @@ if ALT:  # another version's hspz package (its parent folder), e.g. .device/alt
     sys.path.insert(0, str(Path(ALT).resolve()))
 
 from benchmarks.workloads import materialise  # noqa: E402
-from hspz import jit, seed  # noqa: E402
-from hspz.engine import Context, cpu, prepare_query, prepare_reference, unit_batches  # noqa: E402
-from hspz.inputs import read_both  # noqa: E402
-from hspz.options import Options  # noqa: E402
-from hspz.sequence import seed_codes  # noqa: E402
+from hspz.core import jit  # noqa: E402
+from hspz.core.options import Options  # noqa: E402
+from hspz.engine import cpu  # noqa: E402
+from hspz.engine.contract import Context, prepare_query, prepare_reference, unit_batches  # noqa: E402
+from hspz.io.packing import seed_codes  # noqa: E402
+from hspz.io.readers import read_both  # noqa: E402
+from hspz.stages import seed  # noqa: E402
 
 
 @jit.njit
@@ -305,7 +307,7 @@ def probe_batches(ctx, ref, qry, threads: int, whole_batches: bool) -> dict:
                 totals[index] = (batch.out.seeds, batch.out.hits)
                 span("piece", index, a, chunk=c, piece=k)
 
-        from hspz.engine import BatchTally
+        from hspz.engine.contract import BatchTally
 
         Timed(ctx, ref, qry, jobs, cpu.PhaseClock(), BatchTally(len(jobs), None)).run(threads)
         mode = "piece queue"

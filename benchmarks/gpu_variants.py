@@ -7,7 +7,7 @@ seed hit", issue 27).
 A variant is `base` (the environment as given) or environment settings joined by `+` (knobs,
 or a switch a trial kernel reads; issue 27's trials were HSPZ_GPU_FILTER values, `git log`).
 Reads the pair once, runs one untimed pass per variant (compiles its kernels), then ROUNDS
-rounds, each variant in turn, PASSES timed passes each (`hspz.bench.
+rounds, each variant in turn, PASSES timed passes each (`hspz.tools.bench.
 one_pass`: a whole `run` into a scratch folder, ledger GPU time and digest per pass).  Prints one
 line per variant: median ns/hit of ledger GPU time and of the passes' wall, every pass, and the
 digests (every pass of every variant must agree, or the script exits 1).  --breakdown adds one
@@ -28,8 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hspz import backends, bench, cli  # noqa: E402
-from hspz.inputs import read_inputs  # noqa: E402
+from hspz import cli  # noqa: E402
+from hspz.engine import backends  # noqa: E402
+from hspz.planning.inputs import read_inputs  # noqa: E402
+from hspz.tools import bench  # noqa: E402
 
 _SET: set[str] = set()  # the environment variables the variants set
 

@@ -297,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         ref, query = simulate_pair(spec_from_args(*args.simulate, args.set))
     elif len(args.files) == 2:
-        from hspz.sequence import read_records
+        from hspz.io.readers import read_records
 
         ref, query = (read_records(p) for p in args.files)
     else:

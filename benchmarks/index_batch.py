@@ -96,7 +96,8 @@ def gen_fasta_gz(work: Path, out: Path) -> Path:
     import gzip
     from concurrent.futures import ProcessPoolExecutor
 
-    from hspz.sequence import read_records, write_fasta
+    from hspz.io.fasta import write_fasta
+    from hspz.io.readers import read_records
 
     dest = work / "ref.fa.gz"
     if dest.exists():
@@ -131,13 +132,14 @@ def index(a, work: Path, out: Path) -> None:
 
 
 def loads(a, work: Path, out: Path) -> None:
-    from hspz import index as ixm
+    from hspz.formats import index as ixm
 
     idx = ixm.open_index(work / "ix")
     gpu = None
     try:
-        from hspz.engine import Context, gpu  # noqa: F811
-        from hspz.options import Options
+        from hspz.core.options import Options
+        from hspz.engine import gpu  # noqa: F811
+        from hspz.engine.contract import Context  # noqa: F811
 
         ctx = Context.from_options(Options())
     except Exception:  # no device here: host loads only

@@ -3,7 +3,7 @@ count and worker count, from the two lines `hspZ run --time` prints (`time: peak
 `time: memory estimate ...`; main process, and the largest worker process when there are
 several).  The tables in BENCHMARKS.md ("Memory: peak RSS against the preflight's estimate",
 before and after the estimate counted the records'
-seedable bases, `hspz.seedable`; 2026-12-01) come from this script:
+seedable bases, `hspz.planning.seedable`; 2026-12-01) come from this script:
 
     python benchmarks/memory_model.py --workdir /tmp/memory [--threads 1 2] [--gpus 1 2]
         [--workloads demo multibin hpylori sim sim8M saureus mammal6x1 mammal30x6 ...]

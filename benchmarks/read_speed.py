@@ -1,4 +1,4 @@
-"""Read speed of hspz.sequence.read_records on FASTA, 2bit (and optionally FASTA.gz).
+"""Read speed of hspz.io.packing.read_records on FASTA, 2bit (and optionally FASTA.gz).
 
 Writes a deterministic random genome (a few records with soft-masked runs and N runs) in each
 format, checks that every format decodes to the same records, and prints the median of three
@@ -21,7 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hspz.sequence import Record, read_records, records_digest, write_2bit, write_fasta
+from hspz.io.digests import records_digest
+from hspz.io.fasta import write_fasta
+from hspz.io.readers import read_records
+from hspz.io.records import Record
+from hspz.io.twobit import write_2bit
 
 RECORD_SHARES = (0.4, 0.25, 0.2, 0.1, 0.05)  # a few records of unequal length
 RUN_MEAN = {"lower": 300, "N": 2000}  # mean run lengths

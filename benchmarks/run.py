@@ -57,7 +57,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.workloads import materialise  # noqa: E402
-from hspz.sequence import Record, read_records, write_fasta  # noqa: E402
+from hspz.io.fasta import write_fasta  # noqa: E402
+from hspz.io.readers import read_records  # noqa: E402
+from hspz.io.records import Record  # noqa: E402
 
 LASTZ_FORMAT = "general-:name1,start1,end1,name2,start2,end2,strand2,score"
 DEFAULT_ARMS = "cpu1,cpuN,gpu,lastz,lastz-pieces"

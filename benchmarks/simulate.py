@@ -846,8 +846,10 @@ def spec_digest(spec: PairSpec, reference_only: bool = False) -> str:
 
 
 def write_records(path: Path, records: Records, fmt: str) -> Path:
-    """Write records as FASTA ("fa") or UCSC 2bit ("2bit") with hspz.sequence."""
-    from hspz.sequence import Record, write_2bit, write_fasta
+    """Write records as FASTA ("fa") or UCSC 2bit ("2bit") with hspz.io.packing."""
+    from hspz.io.fasta import write_fasta
+    from hspz.io.records import Record
+    from hspz.io.twobit import write_2bit
 
     recs = [Record(name, seq) for name, seq in records]
     if fmt == "fa":

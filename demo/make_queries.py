@@ -12,7 +12,9 @@ import gzip
 
 import numpy as np
 
-from hspz.sequence import Record, read_records, write_fasta
+from hspz.io.fasta import write_fasta
+from hspz.io.readers import read_records
+from hspz.io.records import Record
 
 BASES = np.frombuffer(b"ACGT", np.uint8)
 

@@ -1,13 +1,24 @@
 """hspZ: exact high-scoring segment pairs (HSPs) for whole-genome DNA alignment.
 
-The data flows through one module per stage:
+The package is laid out by layer, lowest first; a module imports only from its own package or
+from packages above it in this list (`tests/test_architecture.py` holds the table):
 
-    sequence -> plan -> schedule -> engine (cpu | gpu) -> emit
+    core      errors, options, knobs, names, scoring, jit, lean, faults, progress, durable
+    io        records, fasta, twobit, readers, digests, packing (bins of records)
+    stages    seed, xdrop, hsp, chunks (seed batches, chunk walks), segments, partition (-D)
+    engine    contract, cpu, gpu (kernels/*.cu, cuda_source), backends (the choice)
+    planning  bins, memory (the model), layout (-B 0, preflight), schedule, budget, estimate,
+              seedable, joblist (the query list), inputs
+    formats   sealed, manifest, planfile, results, frozen, index
+    run       request, freeze, worker, pool, libc, emit, digest, outdir, job_entries, execute,
+              summary, report
+    tools     compare, bench, plots, gapped
+    commands  one module per command
+    cli       parsing, then one call of a command
 
-`sequence` reads FASTA / FASTA.gz / 2bit and packs records into bins; `plan` freezes bins, work
-units, intervals and chunks; `schedule` assigns units to workers; `engine` runs the Seed+Filter
-contract on one unit (`seed` builds tables and query seeds, `xdrop` extends hits, `hsp` applies
-entropy, dedup and order); `emit` replays unit results by ordinal into LASTZ segments files.
+A FASTA record travels: io.readers -> io.packing (a bin) -> planning.bins (the plan) ->
+planning.schedule -> engine (stages.seed, stages.xdrop, stages.hsp on each unit) -> run.emit
+(stages.segments lines into OUT).
 """
 
 __version__ = "0.1.0"

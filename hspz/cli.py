@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from hspz import __version__
-from hspz.errors import HspzError, Terminated, UsageError, on_sigterm
-from hspz.options import (
+from hspz.core.errors import HspzError, Terminated, UsageError, on_sigterm
+from hspz.core.options import (
     HSPTHRESH_MAX,
     MAX_BP,
     MAX_HITS,
@@ -52,8 +52,7 @@ from hspz.options import (
 )
 
 if TYPE_CHECKING:
-    from hspz.commands import Request
-    from hspz.planfile import PlanFile, PlanJob
+    from hspz.run.request import Request
 
 # argparse dest -> Options field, for the flags that decide what is computed
 FIELDS = {"notransition": "transition", "noentropy": "entropy",
@@ -139,7 +138,7 @@ def options_from_args(ns: argparse.Namespace) -> Options:
         diagonal_partition=bool(getattr(ns, "diagonal_partition", False)),
     )
     if options.scoring is not None:  # its scores are numbers too: checked before any work
-        from hspz.scoring import read_score_file
+        from hspz.core.scoring import read_score_file
 
         read_score_file(options.scoring)
     return options
@@ -201,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--index", metavar="DIR", help="plan from an index (`hspZ index`)")
     plan.add_argument("--sizes", metavar="FILE",
                       help="also write each work job's memory (a TSV for a scheduler; "
-                           "hspz/sizing.py)")
+                           "hspz/commands/sizing.py)")
     plan.add_argument("--sizes-hits", action="store_true",
                       help="--sizes counts every unit's seed hits for an expected runtime "
                            "(hits-estimate's histograms: seconds and ~800 MB a query)")
@@ -320,12 +319,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from hspz import durable
+    from hspz.core import durable
 
     before = _raise_on_sigterm()
     durable.reset_inputs()  # each command registers its own (`outdir.check_disjoint`)
-    if "hspz.batch" in sys.modules:  # a list is read once per command
-        sys.modules["hspz.batch"].forget_lists()
+    if "hspz.planning.joblist" in sys.modules:  # a list is read once per command
+        sys.modules["hspz.planning.joblist"].forget_lists()
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         ns = build_parser().parse_args(argv)
@@ -390,7 +389,7 @@ def _need(ns: argparse.Namespace, *flags: str) -> None:
 
 def _writable_file(flag: str, path: str | None, make_folders: bool = False) -> None:
     """A file an output flag names can be written there (checked before any work)."""
-    from hspz.outdir import check_output_file
+    from hspz.run.outdir import check_output_file
 
     if path is not None:
         check_output_file(flag, path, make_folders)
@@ -403,7 +402,7 @@ def _inputs(ns: argparse.Namespace) -> dict[str, str | list[str] | None]:
              for flag in ("--reference", "--query", "--scoring", "--from-manifest", "--index",
                           "--query-list")}
     if paths["--query-list"]:
-        from hspz.batch import read_query_list
+        from hspz.planning.joblist import read_query_list
 
         paths["a query of --query-list"] = [q.path for q in read_query_list(
             paths["--query-list"])[0]]
@@ -413,7 +412,7 @@ def _inputs(ns: argparse.Namespace) -> dict[str, str | list[str] | None]:
 def _dumps(ns: argparse.Namespace, inputs: dict, *flags: str) -> dict[str, list[str] | None]:
     """Each dump flag's files: its path, or in batch mode every per-job name derived from it
     (`PATH.000001`, ...: `commands.batch.suffixed`)."""
-    from hspz.batch import job_name
+    from hspz.planning.joblist import job_name
 
     jobs = len(inputs.get("a query of --query-list") or [])
     out = {}
@@ -426,8 +425,8 @@ def _dumps(ns: argparse.Namespace, inputs: dict, *flags: str) -> dict[str, list[
 
 def _request(ns: argparse.Namespace, options: Options) -> Request:
     """Cross-flag checks shared by run and plan, then the command's request."""
-    from hspz import knobs
-    from hspz.commands import Request
+    from hspz.core import knobs
+    from hspz.run.request import Request
 
     _need_inputs(ns, options)
     knobs.read()  # a knob value docs/knobs.md calls an error stops the run before any work
@@ -479,7 +478,7 @@ def _need_inputs(ns: argparse.Namespace, options: Options) -> None:
 def _tarball(ns: argparse.Namespace) -> str | None:
     """The -Z archive's path; a PATH given is proven writable (OUT's default one is proven by
     OUT's lock)."""
-    from hspz import outdir
+    from hspz.run import outdir
 
     if ns.tarball is DEFAULT_TARBALL:
         return os.path.join(ns.output, outdir.DEFAULT_TARBALL)
@@ -492,7 +491,7 @@ def _own(tarball: str | None) -> tuple[str, ...]:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    from hspz import backends
+    from hspz.engine import backends
 
     options = options_from_args(ns)
     warming = backends.warm("cpu" if ns.cpu_only else options.backend)
@@ -506,9 +505,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
 def _run(ns: argparse.Namespace, options: Options) -> int:
     """Every output path checked against every input, then OUT locked (created, proven
     writable) before any work; the lock is held until the run has published and printed its
-    digest.  -u writes nothing in OUT, so it takes no lock."""
-    from hspz import backends, outdir
+    digest (`commands.out_lock`).  -u writes nothing in OUT, so it takes no lock."""
+    from hspz.commands.out_lock import run_in_out
     from hspz.commands.run import run_command
+    from hspz.engine import backends
+    from hspz.run import outdir
 
     if ns.output is None:
         if not ns.cpu_only:
@@ -529,18 +530,8 @@ def _run(ns: argparse.Namespace, options: Options) -> int:
     if ns.cpu_only:
         _writable_files(ns, "--dump-plan", "--dump-manifest")
         return run_command(req, lambda: backends.select(options))
-    with outdir.OutLock(ns.output, "--output", ns.wait, ns.command_line,
-                        keep_empty=req.tarball is None):
-        _writable_files(ns, "--dump-plan", "--dump-manifest", "--dump-raw")  # OUT exists now
-        if req.query_list:
-            from hspz.batch import check_entries
-            from hspz.commands.batch import batch_command, tarball_note
-            from hspz.report import say
-
-            check_entries(Path(os.path.abspath(ns.output)))
-            say([note] if (note := tarball_note(req)) else [])
-            return batch_command(req, lambda: backends.select(options))
-        return run_command(req, lambda: backends.select(options))
+    return run_in_out(req, ns.output, ns.wait, ns.command_line, lambda: backends.select(options),
+                      lambda: _writable_files(ns, "--dump-plan", "--dump-manifest", "--dump-raw"))
 
 
 def _writable_files(ns: argparse.Namespace, *flags: str) -> None:
@@ -549,8 +540,9 @@ def _writable_files(ns: argparse.Namespace, *flags: str) -> None:
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:
-    from hspz import backends, outdir
     from hspz.commands.plan import plan_command
+    from hspz.engine import backends
+    from hspz.run import outdir
 
     options = options_from_args(ns)
     req = _request(ns, options)
@@ -562,8 +554,8 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
 
 def cmd_work(ns: argparse.Namespace) -> int:
-    from hspz import backends
     from hspz.commands.work import work_command
+    from hspz.engine import backends
 
     worker = parse_int("--worker", ns.worker, 0, MAX_WORKERS - 1)
     threads = parse_int("--threads", ns.threads, 0, MAX_THREADS)
@@ -589,9 +581,9 @@ def cmd_merge(ns: argparse.Namespace) -> int:
 
 
 def cmd_estimate(ns: argparse.Namespace) -> int:
-    from hspz import outdir
-    from hspz.commands import Request
     from hspz.commands.estimate import Pricing, estimate_command
+    from hspz.run import outdir
+    from hspz.run.request import Request
 
     options = options_from_args(ns)
     _need_inputs(ns, options)
@@ -627,12 +619,12 @@ def parse_cost(flag: str, text: str, floor: float | None) -> float:
 def cmd_warm(ns: argparse.Namespace) -> int:
     from hspz.commands.warm import warm_command
 
-    return warm_command(ns.seed)
+    return warm_command(main, ns.seed)
 
 
 def cmd_index(ns: argparse.Namespace) -> int:
-    from hspz import backends
     from hspz.commands.index import index_command
+    from hspz.engine import backends
 
     if ns.target_prefix is not None:
         raise UsageError("index: --target-prefix belongs to run; an index stores record names "
@@ -642,8 +634,8 @@ def cmd_index(ns: argparse.Namespace) -> int:
         raise UsageError("index: -B 0 (automatic layout) cannot build an index; give -B")
     if not ns.index:
         raise UsageError("--index: an empty path")
-    from hspz import outdir
-    from hspz.index import build_names
+    from hspz.formats.index import build_names
+    from hspz.run import outdir
 
     if os.path.lexists(ns.index) or Path(ns.index).name in ("", os.curdir, os.pardir):
         raise UsageError(f"--index: {ns.index} already exists; an index is never overwritten "
@@ -654,113 +646,27 @@ def cmd_index(ns: argparse.Namespace) -> int:
                          ns.time)
 
 
-def _plan_job(ns: argparse.Namespace) -> tuple[PlanFile, PlanJob]:
-    """The plan file's job --job (1-based), for dotplot and gapped."""
-    from hspz.planfile import read_plan
-
-    pf = read_plan(ns.plan)
-    n = parse_int("--job", ns.job, 1, len(pf.jobs))
-    return pf, pf.jobs[n - 1]
-
-
-def _plan_inputs(ns: argparse.Namespace, pf: PlanFile) -> dict:
-    """What a report command reads or must never write: its plan, its segments and every input
-    the plan names (the reference, every job's query)."""
-    return {"--plan": ns.plan, "SEGMENTS": ns.segments, "the reference of --plan": pf.reference,
-            "the index of --plan": pf.index, "a query of --plan": [j.path for j in pf.jobs]}
-
-
 def cmd_dotplot(ns: argparse.Namespace) -> int:
-    from hspz import outdir, plots
+    from hspz.commands.dotplot import dotplot_command
 
-    pf, job = _plan_job(ns)
-    inputs = _plan_inputs(ns, pf)
-    outputs = {"--output": ns.output}
-    if ns.names is not None:
-        inputs["--names"] = ns.names
-    if ns.distribution is not None:
-        outputs["--distribution"] = ns.distribution
-    outdir.check_disjoint(inputs, outputs)
-    for flag, path in outputs.items():
-        _writable_file(flag, path, make_folders=True)
-    m = job.manifest
-    title = plots.job_title(job.name, job.path, ns.names)
-    reference = os.path.basename(pf.reference or pf.index or "reference")
-    texts = plots.segments_texts(ns.segments)
-    n = plots.dotplot(texts, (m.ref_names, m.ref_lengths), (m.qry_names, m.qry_lengths),
-                      ns.output, title, (reference, os.path.basename(job.path)))
-    if ns.distribution is not None:
-        plots.distribution(texts, ns.distribution, title)
-    print(f"dotplot: {n} HSPs -> {', '.join(outputs.values())}", file=sys.stderr)
-    return 0
+    return dotplot_command(ns)
 
 
 def cmd_summarize(ns: argparse.Namespace) -> int:
-    from hspz import outdir, plots
+    from hspz.commands.summarize import summarize_command
 
-    inputs = {"--queries": ns.queries, "--names": ns.names, "--ledger": ns.ledger,
-              "a query of --queries": plots.listed_queries(ns.queries)}
-    inputs.update({f"--gapped {p}": p for p in ns.gapped})
-    outputs = {"--output": ns.output, **({"--html": ns.html} if ns.html else {})}
-    outdir.check_disjoint(inputs, outputs)
-    for flag, path in outputs.items():
-        _writable_file(flag, path, make_folders=True)
-    plots.summarize(ns.queries, ns.names, ns.ledger, ns.output, ns.html, ns.gapped, ns.title)
-    return 0
+    return summarize_command(ns)
 
 
 def cmd_gapped(ns: argparse.Namespace) -> int:
-    from hspz import gapped, outdir
+    from hspz.commands.gapped import gapped_command
 
-    pf, job = _plan_job(ns)
-    reference = pf.reference
-    if reference is None:
-        raise UsageError(f"{ns.plan}: planned from an index without --reference: the gapped "
-                         f"stage needs the reference's bases")
-    gapped.check_format(ns.format)
-    inputs = _plan_inputs(ns, pf)
-    for flag, value in (("--groups", ns.groups), ("--reference-2bit", ns.reference_2bit)):
-        if value is not None:
-            inputs[flag] = value
-    outdir.check_disjoint(inputs, {"--output": ns.output})
-    _writable_file("--output", ns.output, make_folders=True)
-    Path(ns.output).parent.mkdir(parents=True, exist_ok=True)
-    if ns.stage == "reference":
-        gapped.write_reference(job.manifest, reference, ns.output)
-        print(f"gapped: the reference as 2bit -> {ns.output}", file=sys.stderr)
-        return 0
-    if ns.segments is None:
-        raise UsageError(f"SEGMENTS: --stage {ns.stage} needs the job's segments folder")
-    if not Path(ns.segments).is_dir():
-        raise UsageError(f"SEGMENTS: {ns.segments} is not a folder of segments files")
-    segments = Path(ns.segments)
-    files = gapped.job_files(job.manifest, segments)
-    if ns.stage == "split":
-        bound = parse_int("--group-bytes", ns.group_bytes, 1, 2**62)
-        groups = gapped.split_groups([(f, (segments / f).stat().st_size) for f in files], bound)
-        gapped.write_groups(ns.output, groups)
-        print(f"gapped: {len(files)} segments file(s) in {len(groups)} group(s) -> {ns.output}",
-              file=sys.stderr)
-        return 0
-    first, chosen = True, files
-    if ns.stage == "extend":
-        if ns.groups is None:
-            raise UsageError("--stage extend needs --groups (the file --stage split wrote)")
-        groups = gapped.read_groups(ns.groups)
-        g = parse_int("--group", ns.group, 0, len(groups) - 1)
-        chosen, first = groups[g], g == 0
-        if [f for group in groups for f in group] != files:
-            raise UsageError(f"--groups: {ns.groups} does not list the files of SEGMENTS in "
-                             f"emission order (a rerun of --stage split makes it anew)")
-    n = gapped.extend_group(job.manifest, reference, job.path, segments, chosen, first,
-                            ns.output, ns.lastz, ns.format, ns.lastz_flags, ns.reference_2bit)
-    print(f"gapped: {n} segments file(s) extended by {ns.lastz} -> {ns.output}",
-          file=sys.stderr)
-    return 0
+    return gapped_command(ns)
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
-    from hspz import compare, outdir
+    from hspz.run import outdir
+    from hspz.tools import compare
 
     options = options_from_args(ns)
     _need(ns, "--reference", "--query")
@@ -772,7 +678,8 @@ def cmd_compare(ns: argparse.Namespace) -> int:
 
 
 def cmd_benchmark(ns: argparse.Namespace) -> int:
-    from hspz import bench, outdir
+    from hspz.run import outdir
+    from hspz.tools import bench
 
     options = options_from_args(ns)
     if ns.index is not None:

@@ -103,7 +103,7 @@ def multibin_run(tmp_path_factory):
     (folder, reference, query, manifest); the segments files are in `folder / "out"`."""
     from multibin import FLAGS, write_pair
 
-    from hspz.manifest import read_manifest
+    from hspz.formats.frozen import read_manifest
 
     d = tmp_path_factory.mktemp("plots")
     ref, qry = write_pair(d)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hspz.names import name_problem
-from hspz.sequence import Record
-from hspz.sequence import write_fasta as _product_write_fasta
+from hspz.core.names import name_problem
+from hspz.io.fasta import write_fasta as _product_write_fasta
+from hspz.io.records import Record
 
 BASES = np.frombuffer(b"ACGT", np.uint8)
 TRANSVERSION = bytes.maketrans(b"ACGT", b"CATG")
@@ -85,7 +85,7 @@ def write_fasta(path: str | os.PathLike, records: Records, width: int = 0,
                 description: str = "") -> Path:
     """Write `records` as FASTA (see `fasta_bytes`) and return the path.  Plain records
     (names hspZ accepts, no description) go through the product's own
-    writer, `hspz.sequence.write_fasta`, which gives the same bytes; anything else is written
+    writer, `hspz.io.fasta.write_fasta`, which gives the same bytes; anything else is written
     as `fasta_bytes` makes it."""
     pairs = _pairs(records)
     path = Path(path)

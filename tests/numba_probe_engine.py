@@ -1,7 +1,7 @@
 """A stand-in engine for tests/test_workers.py: the CPU engine, except that each unit's result
 says in `gpu_ms` whether numba was loaded when the unit started (1.0) or not (0.0)."""
 
-from hspz import jit
+from hspz.core import jit
 from hspz.engine import cpu
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from multibin import write_pair
 
-from hspz import backends
 from hspz.cli import main
+from hspz.engine import backends
 
 
 def test_backend_choice_without_a_device(tmp_path, capsys, monkeypatch):

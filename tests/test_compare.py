@@ -25,8 +25,10 @@ import numpy as np
 import pytest
 
 from hspz.cli import main
-from hspz.compare import verdict
-from hspz.sequence import Record, read_records, write_fasta
+from hspz.io.fasta import write_fasta
+from hspz.io.readers import read_records
+from hspz.io.records import Record
+from hspz.tools.compare import verdict
 
 EXAMPLES = Path(os.environ.get("HSPZ_EXAMPLES", "/usr/share/doc/lastz/examples/test_data"))
 RAGOUT = Path(os.environ.get("HSPZ_RAGOUT_EXAMPLES", "/usr/share/doc/ragout/examples"))
@@ -392,7 +394,7 @@ def test_verdict_different(extra):
 def test_the_verdict_says_whether_a_difference_is_within_the_band_of_real_pairs():
     """docs/compare.md: real pairs share 99.3-99.6% of lines; DIFFERENT says whether it lies in
     that band (at least 99% of each side shared) or outside it, where it is worth a report."""
-    from hspz.compare import BAND, verdict_line
+    from hspz.tools.compare import BAND, verdict_line
 
     assert BAND == 0.99
     assert verdict_line("EXACT", 10, 10, 0, 0) == "verdict: EXACT"

@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hspz import plan
 from hspz.engine.cpu import semantic_chunks
+from hspz.stages import chunks as plan
 
 
 @settings(max_examples=300, deadline=None)

@@ -11,12 +11,12 @@ import tarfile
 import numpy as np
 import pytest
 
-from hspz.emit import Emitter
-from hspz.engine import UnitResult
-from hspz.errors import RunError
-from hspz.hsp import HSP_DTYPE
-from hspz.inputs import table_from
-from hspz.plan import Plan
+from hspz.core.errors import RunError
+from hspz.engine.contract import UnitResult
+from hspz.io.packing import table_from
+from hspz.planning.bins import Plan
+from hspz.run.emit import Emitter
+from hspz.stages.hsp import HSP_DTYPE
 
 PLAN = Plan(((0,), (1, 2)), ((0,), (1,), (2,)))  # 2 reference bins x 3 query bins
 
@@ -138,9 +138,9 @@ def test_sigterm_while_publishing_waits_for_the_last_rename(tmp_path, monkeypatc
     import signal
     from pathlib import Path
 
-    from hspz import emit as emit_module
-    from hspz.errors import Terminated, on_sigterm
-    from hspz.outdir import JOURNAL
+    from hspz.core.errors import Terminated, on_sigterm
+    from hspz.run import emit as emit_module
+    from hspz.run.outdir import JOURNAL
 
     _, files = emit(tmp_path, range(6), "fresh")
     real = os.replace

@@ -8,7 +8,7 @@ import pytest
 from multibin import FLAGS, write_pair
 
 from hspz.cli import main
-from hspz.estimate import HitHistogram, window_multiplicity
+from hspz.planning.estimate import HitHistogram, window_multiplicity
 
 
 @pytest.fixture(scope="module")

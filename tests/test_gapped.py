@@ -1,4 +1,4 @@
-"""The gapped stage from the library (hspz/gapped.py): each segments file handed to the real
+"""The gapped stage from the library (hspz/tools/gapped.py): each segments file handed to the real
 lastz as KegAlign does, in emission order (skipped without lastz), in groups whose outputs
 gathered in order are the bytes of one run over all files."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from helpers import mutate, random_dna, write_fasta
 
-from hspz import gapped, plots
 from hspz.cli import main
-from hspz.manifest import read_manifest
+from hspz.formats.frozen import read_manifest
+from hspz.tools import gapped, plots
 
 
 def test_emission_order_is_units_then_intervals_plus_before_minus():
@@ -54,7 +54,7 @@ def test_the_gapped_stage_runs_lastz_per_segments_file_as_kegalign_does(related,
 
 def test_lastz_failing_is_one_line(multibin_run, tmp_path):
     d, ref, qry, m = multibin_run
-    from hspz.errors import RunError
+    from hspz.core.errors import RunError
 
     with pytest.raises(RunError, match=r"cannot run /no/such/lastz"):
         gapped.run_gapped(m, str(ref), str(qry), d / "out", str(tmp_path / "x.maf"),
@@ -63,7 +63,8 @@ def test_lastz_failing_is_one_line(multibin_run, tmp_path):
 
 
 def test_bytes_2bit_cannot_hold_become_n_as_fatotwobit_makes_them(tmp_path):
-    from hspz.sequence import Record, read_records
+    from hspz.io.readers import read_records
+    from hspz.io.records import Record
 
     recs = [Record("r", np.frombuffer(b"ACGTRYkm\x00acgtN", np.uint8))]
     path = gapped.lastz_input(recs, tmp_path, "x")
@@ -82,7 +83,7 @@ def test_files_are_split_into_consecutive_groups_of_bounded_bytes():
 
 
 def test_the_groups_file_round_trips_and_refuses_other_text(tmp_path):
-    from hspz.errors import InputError
+    from hspz.core.errors import InputError
 
     for groups in ([["a", "b"], ["c"]], [[]]):
         gapped.write_groups(tmp_path / "g.txt", groups)
@@ -97,7 +98,7 @@ def test_file_formats_put_the_header_on_the_first_file_only():
     assert [gapped.file_format("general", f) for f in (True, False)] == ["general", "general-"]
     assert [gapped.file_format("axt", f) for f in (True, False)] == ["axt", "axt"]
     assert gapped.header("maf") == gapped.MAF_HEADER and gapped.header("axt") == b""
-    from hspz.errors import InputError
+    from hspz.core.errors import InputError
 
     with pytest.raises(InputError, match="not one of maf, maf-, axt, general, general-"):
         gapped.check_format("sam")

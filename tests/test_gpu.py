@@ -95,8 +95,8 @@ def test_gpu_seed_table_equals_cpu_seed_table():
     import cupy as cp
 
     from hspz.engine import gpu
-    from hspz.seed import SeedShape, build_seed_table
-    from hspz.sequence import seed_codes
+    from hspz.io.packing import seed_codes
+    from hspz.stages.seed import SeedShape, build_seed_table
 
     rng = np.random.default_rng(RNG_SEED)
     alphabet = np.frombuffer(b"ACGTacgtN&", np.uint8)
@@ -114,8 +114,8 @@ def test_gpu_codes_equal_host_codes():
     import cupy as cp
 
     from hspz.engine import gpu
-    from hspz.seed import SeedShape
-    from hspz.sequence import score_codes, seed_codes
+    from hspz.io.packing import score_codes, seed_codes
+    from hspz.stages.seed import SeedShape
 
     buf = np.arange(256, dtype=np.uint8).repeat(3)
     for n in (0, 5, len(buf)):  # shorter than the pads too
@@ -253,10 +253,11 @@ def test_gpu_long_identical_hsp_uses_the_sweep_and_matches(tmp_path):
 
 
 def test_gpu_reference_order_is_the_seed_order_hits_sorted_by_window():
-    from hspz.engine import Context, gpu, prepare_query, prepare_reference
-    from hspz.options import Options
-    from hspz.seed import batch_hits
-    from hspz.sequence import Record
+    from hspz.core.options import Options
+    from hspz.engine import gpu
+    from hspz.engine.contract import Context, prepare_query, prepare_reference
+    from hspz.io.records import Record
+    from hspz.stages.seed import batch_hits
 
     rng = np.random.default_rng(5)
     unit = rng.choice(np.frombuffer(b"ACGT", np.uint8), 300)
@@ -328,10 +329,11 @@ def test_gpu_sweep_equals_the_host_sweep(monkeypatch, chain_cap):
     hits: many hits on a few long diagonals (one repeated), single hits, both sequence ends."""
     import cupy as cp
 
-    from hspz import xdrop
-    from hspz.engine import Context, gpu, prepare_query, prepare_reference
-    from hspz.options import Options
-    from hspz.sequence import Record
+    from hspz.core.options import Options
+    from hspz.engine import gpu
+    from hspz.engine.contract import Context, prepare_query, prepare_reference
+    from hspz.io.records import Record
+    from hspz.stages import xdrop
 
     monkeypatch.setattr(gpu, "CHAIN_CAP", chain_cap)
     rng = np.random.default_rng(13)
@@ -383,7 +385,7 @@ def test_gpu_distinct_rows_and_copies():
 
 
 def test_gpu_run_loads_no_numba_and_equals_cpu(tmp_path):
-    """A small GPU run in a fresh process loads no numba (`hspz.jit`) and writes the CPU
+    """A small GPU run in a fresh process loads no numba (`hspz.core.jit`) and writes the CPU
     backend's bytes, on both strands, with the raw dump."""
     import subprocess
     import sys
@@ -412,7 +414,7 @@ def test_gpu_chunk_walks_equal_the_host_walks():
     groups with giant seeds and empty batches, at several --max-hits."""
     import cupy as cp
 
-    from hspz.plan import chunk_walks
+    from hspz.stages.chunks import chunk_walks
 
     rng = np.random.default_rng(31)
     for _ in range(40):
@@ -460,10 +462,11 @@ def test_gpu_built_index_has_the_bytes_of_the_cpu_built_index(indexed):
 def test_gpu_loaded_bins_equal_the_bins_the_device_builds(indexed):
     import cupy as cp
 
-    from hspz import index as ix
-    from hspz.engine import Context, gpu, prepare_reference
-    from hspz.options import Options
-    from hspz.sequence import read_records
+    from hspz.core.options import Options
+    from hspz.engine import gpu
+    from hspz.engine.contract import Context, prepare_reference
+    from hspz.formats import index as ix
+    from hspz.io.readers import read_records
 
     d, ref = indexed[0], indexed[1]
     idx = ix.open_index(d / "ix-gpu")

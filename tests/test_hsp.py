@@ -1,5 +1,5 @@
-"""The entropy gate, containment dedup and final order (hspz/hsp.py) against independent Python
-(docs/algorithm.md, "Entropy" and "Dedup and order")."""
+"""The entropy gate, containment dedup and final order (hspz/stages/hsp.py) against independent
+Python (docs/algorithm.md, "Entropy" and "Dedup and order")."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from hspz import hsp
-from hspz.hsp import HSP_DTYPE, dedup, diagonal_permutation, gate
+from hspz.stages import hsp
+from hspz.stages.hsp import HSP_DTYPE, dedup, diagonal_permutation, gate
 
 LN4_F32 = float(np.float32(math.log(4.0)))
 U32 = 0xFFFFFFFF
@@ -314,8 +314,8 @@ def test_gate_by_counts_equals_the_gate(seed):
 def test_collapsed_hits_settle_to_the_same_chunk_output():
     """Identical hits collapsed with their copies and settled several chunks at once (as the
     GPU backend does) give each chunk the counts, HSPs and raw dump of its hits one by one."""
-    from hspz.engine import Context, settle, settle_chunks
-    from hspz.options import Options
+    from hspz.core.options import Options
+    from hspz.engine.contract import Context, settle, settle_chunks
 
     rng = np.random.default_rng(8)
     ref = rng.integers(0, 4, 5000).astype(np.uint8)
@@ -354,8 +354,8 @@ def test_collapse_counts_identical_records_and_settles_like_the_records_themselv
     their copies, whose settle gives the chunk's counts, raw dump and survivors; records that
     differ in score alone stay apart; pieces collapsed one by one and then together give the
     same."""
-    from hspz.engine import Context, settle, settle_chunks
-    from hspz.options import Options
+    from hspz.core.options import Options
+    from hspz.engine.contract import Context, settle, settle_chunks
 
     rng = random.Random(5)
     for trial in range(60):

@@ -15,13 +15,15 @@ import pytest
 from multibin import FLAGS, outputs, write_pair
 from refusal import assert_refused, snapshot
 
-from hspz import index as ix
-from hspz import plan as planning
 from hspz.cli import main
-from hspz.engine import Context, prepare_reference
-from hspz.errors import UsageError
-from hspz.options import Options
-from hspz.sequence import read_records, write_2bit
+from hspz.core.errors import UsageError
+from hspz.core.options import Options
+from hspz.engine.contract import Context, prepare_reference
+from hspz.formats import index as ix
+from hspz.formats.sealed import sealed
+from hspz.io.readers import read_records
+from hspz.io.twobit import write_2bit
+from hspz.planning import bins as planning
 
 # the index takes the flags that decide the reference's bins and tables
 INDEX_FLAGS = ["-s", "111011001011", "-B", "4000"]
@@ -171,7 +173,7 @@ def test_an_index_of_another_format_is_refused(built, tmp_path, capfd):
     m = ix.open_index(damaged).manifest
     body = "".join(f"{line}\n" for line in m.lines()).replace(f"hspz-index {ix.FORMAT}\n",
                                                                "hspz-index 99\n")
-    (damaged / ix.MANIFEST).write_text(body + f"checksum {ix.text_checksum(body)}\n")
+    (damaged / ix.MANIFEST).write_text(sealed(body))
     assert_refused(capfd, run_argv(damaged, qry, tmp_path / "out"), 2,
                    r"index format 99; this hspZ reads format 1", tmp_path)
 
@@ -253,7 +255,7 @@ def test_index_refusals(built, tmp_path, capfd, argv, pattern):
 def test_index_refuses_record_names_with_whitespace(tmp_path, capfd):
     rng = np.random.default_rng(3)
     seq = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, 3000)]
-    from hspz.sequence import Record
+    from hspz.io.records import Record
 
     write_2bit(tmp_path / "ref.2bit", [Record("chr 1", seq)])
     assert_refused(capfd, ["index", "-r", str(tmp_path / "ref.2bit"), "--index",
@@ -273,7 +275,7 @@ def test_a_killed_build_leaves_no_index_and_the_next_build_starts_clean(built, t
     is removed by the next build, which succeeds."""
     d, ref, _, _ = built
     dest = tmp_path / "ix"
-    code = (f"import os, signal\nfrom hspz import index as ix\nreal = ix.write_bin\n"
+    code = (f"import os, signal\nfrom hspz.formats import index as ix\nreal = ix.write_bin\n"
             f"def dying(*a, **k):\n    real(*a, **k)\n    os.kill(os.getpid(), signal.SIGKILL)\n"
             f"ix.write_bin = dying\nfrom hspz.cli import main\n"
             f"main(['index', '-r', {str(ref)!r}, '--index', {str(dest)!r}, '-s', "
@@ -290,7 +292,7 @@ def test_a_killed_build_leaves_no_index_and_the_next_build_starts_clean(built, t
 def test_a_slow_bin_load_warns(built, tmp_path, capsys, monkeypatch):
     """A load above LOAD_WARN_S (10 s) says to keep the index on local storage; here the bound
     is lowered so that every load is slow."""
-    from hspz import workers
+    from hspz.run import worker as workers
 
     d, _, qry, plain = built
     monkeypatch.setattr(workers, "LOAD_WARN_S", 0.0)

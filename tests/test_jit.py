@@ -1,6 +1,6 @@
-"""hspz.jit: numba loads on the first call of a decorated loop, never on import; the numpy paths
-that run while it is not loaded write the same bytes as the numba loops; the GPU path's host
-work loads no numba."""
+"""hspz.core.jit: numba loads on the first call of a decorated loop, never on import; the numpy
+paths that run while it is not loaded write the same bytes as the numba loops; the GPU path's
+host work loads no numba."""
 
 from __future__ import annotations
 
@@ -11,9 +11,13 @@ import textwrap
 import numpy as np
 import pytest
 
-from hspz import emit, jit, segments, sequence
-from hspz.hsp import HSP_DTYPE
-from hspz.sequence import Record, pack_bin, reverse_complement
+from hspz.core import jit
+from hspz.io import packing, readers, twobit
+from hspz.io.packing import pack_bin, reverse_complement
+from hspz.io.records import Record
+from hspz.run import digest as emit
+from hspz.stages import segments
+from hspz.stages.hsp import HSP_DTYPE
 
 
 def _python(code: str, cwd=None) -> list[str]:
@@ -67,8 +71,8 @@ def test_sequence_codes_are_the_same_either_way(monkeypatch):
     packed = pack_bin([Record("a", seq[:50_000]), Record("b", seq[50_000:])])
 
     def coded():
-        both = sequence.both_codes(seq)
-        return [sequence.seed_codes(seq), sequence.score_codes(seq), *both,
+        both = packing.both_codes(seq)
+        return [packing.seed_codes(seq), packing.score_codes(seq), *both,
                 reverse_complement(packed).buf]
 
     numpy_way, numba_way = _both_ways(monkeypatch, coded)
@@ -87,8 +91,8 @@ def test_2bit_blocks_read_the_same_either_way(monkeypatch, tmp_path, order):
         seq[: n // 3] = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, n // 3)]  # no blocks
         seqs.append(seq)
     path = tmp_path / "x.2bit"
-    sequence.write_2bit(path, [Record(f"r{i}", s) for i, s in enumerate(seqs)], order)
-    numpy_way, numba_way = _both_ways(monkeypatch, lambda: sequence.read_records(path))
+    twobit.write_2bit(path, [Record(f"r{i}", s) for i, s in enumerate(seqs)], order)
+    numpy_way, numba_way = _both_ways(monkeypatch, lambda: readers.read_records(path))
     for a, b, want in zip(numpy_way, numba_way, seqs, strict=True):
         assert a.name == b.name and bytes(a.seq) == bytes(b.seq) == bytes(want)
 
@@ -100,10 +104,12 @@ def test_the_gpu_paths_host_work_loads_no_numba(tmp_path):
     out = _python("""
         import sys
         import numpy as np
-        from hspz import emit, execute, hsp, jit, segments
-        from hspz.engine import Context, prepare_query, prepare_reference, settle_chunks
-        from hspz.options import Options
-        from hspz.sequence import Record
+        from hspz.core import jit
+        from hspz.run import digest, execute
+        from hspz.stages import hsp, segments
+        from hspz.engine.contract import Context, prepare_query, prepare_reference, settle_chunks
+        from hspz.core.options import Options
+        from hspz.io.records import Record
         ctx = Context.from_options(Options())
         rng = np.random.default_rng(1)
         seq = rng.choice(np.frombuffer(b"ACGTacgtN", np.uint8), 20000)
@@ -117,13 +123,14 @@ def test_the_gpu_paths_host_work_loads_no_numba(tmp_path):
         (_, _, final), = settle_chunks(ctx, gated, np.ones(keep.sum(), np.int64),
                                        np.zeros(keep.sum(), np.int64), 1)
         text = segments.format_lines(final, ref.packed, qry.packed["minus"], "minus")
-        print(len(text) > 0, emit.digest_of([text]) != "", "numba" in sys.modules)
+        print(len(text) > 0, digest.digest_of([text]) != "", "numba" in sys.modules)
         ref.score, qry.seed  # host codes on first use: still numpy below 64 MB
-        from hspz.sequence import read_records, write_2bit
+        from hspz.io.readers import read_records
+        from hspz.io.twobit import write_2bit
         write_2bit("x.2bit", [Record("m", seq)])
         assert bytes(read_records("x.2bit")[0].seq) == bytes(seq)  # N and mask blocks
         print("numba" in sys.modules, jit.loaded())
-        from hspz import xdrop
+        from hspz.stages import xdrop
         z = np.zeros(4, np.uint8)
         xdrop.walk_right(z, z, 4, 4, np.ones(64, np.int32), 10, 0, 0)
         print("numba" in sys.modules, jit.loaded())
@@ -135,7 +142,7 @@ def test_decorated_loops_call_compiled_callees(tmp_path):
     """A decorated loop that calls another, in a module of its own (numba caches need a file):
     the first call loads numba, compiles both and points the module's names at dispatchers."""
     (tmp_path / "jitprobe.py").write_text(textwrap.dedent("""
-        from hspz.jit import njit
+        from hspz.core.jit import njit
 
         @njit(inline="always")
         def twice(x):
@@ -152,7 +159,7 @@ def test_decorated_loops_call_compiled_callees(tmp_path):
         import sys
         import numpy as np
         import jitprobe
-        from hspz import jit
+        from hspz.core import jit
         print("numba" in sys.modules, jit.loaded(), type(jitprobe.twice).__name__)
         print(jitprobe.total(np.arange(5)), jit.loaded(), type(jitprobe.twice).__name__)
         print(jitprobe.twice(21))
@@ -166,7 +173,7 @@ def test_prefetch_in_a_decorated_loop_changes_no_result(tmp_path):
     with an unsigned index neither faults nor changes what the loop computes."""
     (tmp_path / "prefetchprobe.py").write_text(textwrap.dedent("""
         import numpy as np
-        from hspz.jit import njit, prefetch
+        from hspz.core.jit import njit, prefetch
 
         @njit
         def total(a):
@@ -181,7 +188,7 @@ def test_prefetch_in_a_decorated_loop_changes_no_result(tmp_path):
     out = _python("""
         import numpy as np
         import prefetchprobe
-        from hspz import jit
+        from hspz.core import jit
         print(type(jit.prefetch).__name__, jit.loaded())
         print(prefetchprobe.total(np.arange(1000)), type(prefetchprobe.prefetch).__name__)
     """, cwd=tmp_path)
@@ -192,7 +199,8 @@ def test_load_hands_every_decorated_function_to_numba_at_once():
     """`jit.load` (a pooled CPU worker's warm-up): numba loaded, loops compiled on their call."""
     out = _python("""
         import sys
-        from hspz import jit, xdrop
+        from hspz.core import jit
+        from hspz.stages import xdrop
         from hspz.engine import cpu
         print("numba" in sys.modules, jit.loaded())
         cpu.warm_worker(0)

@@ -14,7 +14,7 @@ import pytest
 
 import hspz
 from hspz.engine import cuda_source
-from hspz.seed import SeedShape
+from hspz.stages.seed import SeedShape
 
 ENGINE = Path(hspz.__file__).parent / "engine"
 KERNELS = cuda_source.KERNELS

@@ -1,4 +1,4 @@
-"""Environment knobs (hspz/knobs.py, docs/knobs.md): errors are UsageErrors
+"""Environment knobs (hspz/core/knobs.py, docs/knobs.md): errors are UsageErrors
 (and one `hspZ:` line with exit status 2 from `hspZ run`), ignored values are ignored."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hspz import knobs
 from hspz.cli import main
-from hspz.errors import UsageError
+from hspz.core import knobs
+from hspz.core.errors import UsageError
 
 KNOBS = ("HSPZ_UNIT_PARTITION", "HSPZ_DEVICE_SEEDS", "HSPZ_REF_BUCKETS", "HSPZ_REF_BUCKET_SHIFT",
          "HSPZ_CHUNK_WALK", "HSPZ_LAYOUT_FORCE_WORKERS")

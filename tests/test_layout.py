@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from multibin import FLAGS, outputs, records, write_pair
 
-from hspz import plan as planning
 from hspz.cli import main
-from hspz.manifest import read_manifest
+from hspz.formats.frozen import read_manifest
+from hspz.planning import bins as planning_bins
+from hspz.planning import layout, memory
 
 SEED = FLAGS[FLAGS.index("-s") + 1]
 BASE = ["-s", SEED, "-H", "150", "-E", "-C", "1500", "--backend", "cpu", "-t", "1"]
@@ -62,20 +63,20 @@ def test_auto_layout_for_three_workers_prints_flags_that_reproduce_it(pair, tmp_
 
 
 def test_auto_reference_bins_are_a_multiple_of_the_workers():
-    assert planning.auto_ref_bin_count(10, 1, 4) == 4
-    assert planning.auto_ref_bin_count(10, 7, 4) == 8
-    assert planning.auto_ref_bin_count(3, 1, 4) == 3  # at most one bin per record
+    assert layout.auto_ref_bin_count(10, 1, 4) == 4
+    assert layout.auto_ref_bin_count(10, 7, 4) == 8
+    assert layout.auto_ref_bin_count(3, 1, 4) == 3  # at most one bin per record
     lengths = [r.size for _, r in records()[0]]
-    bins = planning.balanced_bins_n(lengths, 4)
+    bins = planning_bins.balanced_bins_n(lengths, 4)
     assert len(bins) == 4 and sorted(i for b in bins for i in b) == list(range(len(lengths)))
 
 
 def needs(pair_lengths, target: int) -> int:
     """The preflight's estimate for the plan at `target` (both sides): the whole run's host
     memory at one worker, one thread, H 1000."""
-    model = planning.MemoryModel("cpu", SEED.count("1"), 1, 1000, 1500, True, 1)
-    p = planning.make_plan(*pair_lengths, target, target)
-    return planning.cpu_estimate(model, p, *pair_lengths, 1).total
+    model = memory.MemoryModel("cpu", SEED.count("1"), 1, 1000, 1500, True, 1)
+    p = planning_bins.make_plan(*pair_lengths, target, target)
+    return memory.cpu_estimate(model, p, *pair_lengths, 1).total
 
 
 def test_preflight_halves_the_blocks_until_a_unit_fits(pair, tmp_path, capsys, monkeypatch):
@@ -121,9 +122,9 @@ def test_a_manifest_is_never_replanned_to_fit(pair, tmp_path, capsys, monkeypatc
 
 def test_max_hits_zero_is_kegalign_per_gib_and_16_gib_on_the_cpu(pair, tmp_path, capsys,
                                                                   monkeypatch):
-    assert planning.kegalign_max_hits(16 << 30) == 67108864
+    assert memory.kegalign_max_hits(16 << 30) == 67108864
     gib = np.float32(np.float32(150_000_000_000) / np.float32(1073741824.0))
-    assert planning.kegalign_max_hits(150_000_000_000) == int(np.float32(4194304) * gib)
+    assert memory.kegalign_max_hits(150_000_000_000) == int(np.float32(4194304) * gib)
     status, err = run(capsys, monkeypatch, ["run", "-r", pair[0], "-q", pair[1], *BASE, "-m",
                                             "0", "-o", tmp_path / "o", "--dump-manifest",
                                             tmp_path / "m.txt"])
@@ -136,6 +137,6 @@ def test_max_hits_zero_is_kegalign_per_gib_and_16_gib_on_the_cpu(pair, tmp_path,
 def test_memory_model_counts_the_next_query_bin_when_there_are_several(backend, extra):
     """CPU workers hold the next query bin's strands and codes (6 B per base) while a unit runs;
     the GPU model adds the swapped bin's bytes on the device (1 B per base)."""
-    model = planning.MemoryModel(backend, SEED.count("1"), 1, 1000, 1500, True, 1)
-    one, two = (planning.unit_bytes(model, 10_000, 7_000, bins) for bins in (1, 2))
+    model = memory.MemoryModel(backend, SEED.count("1"), 1, 1000, 1500, True, 1)
+    one, two = (memory.unit_bytes(model, 10_000, 7_000, bins) for bins in (1, 2))
     assert two - one == extra * 7_000

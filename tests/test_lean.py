@@ -1,4 +1,4 @@
-"""hspz.lean: a module imported without the optional module it probes for; numba's array maths
+"""hspz.core.lean: a module imported without the optional module it probes for; numba's array maths
 loads without scipy's linear algebra, and a process that has it keeps it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from hspz import lean
+from hspz.core import lean
 
 PROBE = "try:\n    import {0}\n    FOUND = True\nexcept ImportError:\n    FOUND = False\n"
 
@@ -54,7 +54,7 @@ def test_hspz_loads_numba_without_scipy_linalg():
     _needs_scipy()
     out = _python(
         "import sys, numpy as np\n"
-        "from hspz import xdrop\n"
+        "from hspz.stages import xdrop\n"
         "print('scipy.linalg' in sys.modules)\n"
         "z = np.zeros(4, np.uint8)\n"
         "print(list(xdrop.walk_right(z, z, 4, 4, np.ones(64, np.int32), 10, 0, 0)))\n"
@@ -69,7 +69,7 @@ def test_scipy_blas_imported_first_is_kept():
     _needs_scipy()
     out = _python(
         "import scipy.linalg.cython_blas\n"
-        "from hspz import hsp\n"
+        "from hspz.stages import hsp\n"
         "from numba.np import arraymath\n"
         "print(arraymath._HAVE_BLAS)\n"
     )

@@ -12,8 +12,8 @@ import pytest
 from multibin import FLAGS, outputs, write_pair
 
 from hspz.cli import main
-from hspz.manifest import parse_manifest, read_manifest
-from hspz.planfile import read_plan
+from hspz.formats.frozen import parse_manifest, read_manifest
+from hspz.formats.planfile import read_plan
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 from multibin import FLAGS, outputs, write_pair
 
-from hspz import plan as planning
 from hspz.cli import main
+from hspz.planning import bins as planning_bins
+from hspz.planning import memory
+from hspz.stages import chunks
 
 DEMO = Path(__file__).resolve().parent.parent / "demo"
 
@@ -36,7 +38,7 @@ def _meminfo(key: str) -> int:
 
 
 def test_the_host_budget_is_the_cgroup_limit_or_memtotal_never_the_free_memory(monkeypatch):
-    from hspz.budget import host_budget, host_memory
+    from hspz.planning.budget import host_budget, host_memory
 
     monkeypatch.delenv("HSPZ_HOST_MEMORY_BYTES", raising=False)
     found, where = host_memory()
@@ -126,13 +128,13 @@ def test_a_run_is_costed_on_the_workers_its_plan_has(pair, tmp_path, capsys, mon
     ref, qry = (str(p) for p in pair)
     common = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-t", "10"]
     assert main(common + ["-o", str(tmp_path / "one")]) == 0
-    from hspz import freeze
-    from hspz.options import Options
-    from hspz.schedule import cpu_devices
+    from hspz.core.options import Options
+    from hspz.planning.schedule import cpu_devices
+    from hspz.run import freeze
 
-    five = planning.cpu_estimate(freeze.memory_model(freeze.Freeze(
+    five = memory.cpu_estimate(freeze.memory_model(freeze.Freeze(
         Options(gpus=6, threads=10), cpu_devices(6), np.zeros((8, 8), np.int32)), 16711680, 5),
-        planning.make_plan(*_lengths(pair), 4000, 7000), *_lengths(pair), 5).total
+        planning_bins.make_plan(*_lengths(pair), 4000, 7000), *_lengths(pair), 5).total
     monkeypatch.setenv("HSPZ_HOST_MEMORY_BYTES", str(int(five / 0.9) + 1))
     capsys.readouterr()
     assert main(common + ["--gpus", "6", "-o", str(tmp_path / "many")]) == 0
@@ -142,7 +144,7 @@ def test_a_run_is_costed_on_the_workers_its_plan_has(pair, tmp_path, capsys, mon
 
 
 def _lengths(pair) -> tuple[list[int], list[int]]:
-    from hspz.sequence import read_records
+    from hspz.io.readers import read_records
 
     return tuple([len(r) for r in read_records(str(p))] for p in pair)
 
@@ -216,11 +218,11 @@ def test_pieces_shared_out_over_threads_write_the_one_thread_bytes(pair, tmp_pat
 
 def _advice(backend: str, gpus: int, threads: int, devices: int, bins: int,
             frozen: bool = False, records_per_bin: int = 1, max_hits: int = 16711680) -> str:
-    from hspz.freeze import Freeze, advice
-    from hspz.options import Options
-    from hspz.schedule import DeviceProfile, Devices
+    from hspz.core.options import Options
+    from hspz.planning.schedule import DeviceProfile, Devices
+    from hspz.run.freeze import Freeze, advice
 
-    p = planning.Plan(tuple(tuple(range(k * records_per_bin, (k + 1) * records_per_bin))
+    p = planning_bins.Plan(tuple(tuple(range(k * records_per_bin, (k + 1) * records_per_bin))
                             for k in range(bins)), ((0,),))
     devs = Devices(backend, tuple(DeviceProfile(1, 1, 1) for _ in range(devices)))
     f = Freeze(Options(gpus=gpus, threads=threads, backend=backend, max_hits=max_hits), devs,
@@ -246,7 +248,7 @@ def test_the_preflight_advice_names_only_the_flags_that_apply_to_the_backend():
 
 def _valid_windows(seq: np.ndarray, size: int = 19) -> np.ndarray:
     """Window starts whose `size` bases are all uppercase ACGT (as `seed._scan_windows`)."""
-    from hspz.sequence import seed_codes
+    from hspz.io.packing import seed_codes
 
     bad = np.concatenate(([0], np.cumsum(seed_codes(seq) > 3)))
     return np.flatnonzero(bad[size:] - bad[:-size] == 0)
@@ -257,8 +259,8 @@ def test_seedable_counts_bound_the_valid_windows_of_every_batch(seed, monkeypatc
     """The preflight's seedable bases (`seedable.Seedable`), per granule, against a brute-force
     count: exact per granule, and for every seed batch of a packed bin of several soft-masked,
     N-gapped records, both strands, never fewer than its valid windows."""
-    from hspz import seedable
-    from hspz.sequence import Record
+    from hspz.io.records import Record
+    from hspz.planning import seedable
 
     monkeypatch.setattr(seedable, "GRANULE", 64)
     monkeypatch.setattr(seedable, "BLOCK", 256)
@@ -280,10 +282,10 @@ def test_seedable_counts_bound_the_valid_windows_of_every_batch(seed, monkeypatc
     members, lengths = (0, 1, 2), [len(r) for r in records]
     packed = np.concatenate([np.concatenate((r.seq, [ord("&")])) for r in records])[:-1]
     valid = _valid_windows(packed)
-    m = planning.MemoryModel("cpu", 12, 1, 1000, 97, True, 1, 19, 500)
-    spans = planning.query_spans(m, len(packed))
+    m = memory.MemoryModel("cpu", 12, 1, 1000, 97, True, 1, 19, 500)
+    spans = memory.query_spans(m, len(packed))
     bounds = side.span_bounds(members, lengths, spans)
-    batches = planning.seed_batches(len(packed), 19, 500, 97, ("plus", "minus"))
+    batches = chunks.seed_batches(len(packed), 19, 500, 97, ("plus", "minus"))
     assert len(bounds) == len(batches)
     for (_, strand, (a, b)), bound in zip(batches, bounds, strict=True):
         if strand == "minus":  # the minus window at p mirrors the plus window at L - p - 19
@@ -296,18 +298,19 @@ def test_the_estimate_counts_seedable_bases_never_more_than_lengths(mammal):
     """On the soft-masked pair the estimate from seedable bases is below the one from lengths
     alone (the same model with every base seedable), at one thread and at many; on the demo
     the two agree within a tenth."""
-    from hspz import seedable
-    from hspz.sequence import read_records
+    from hspz.io.readers import read_records
+    from hspz.planning import seedable
 
     for ref_path, qry_path, lowest in ((*mammal, 0.0), (DEMO / "reference.fa.gz",
                                                          DEMO / "query.2bit", 0.9)):
         ref, qry = read_records(str(ref_path)), read_records(str(qry_path))
         rl, ql = [len(r) for r in ref], [len(r) for r in qry]
-        p = planning.make_plan(rl, ql, planning.DEFAULT_BLOCK, planning.DEFAULT_BLOCK)
+        block = planning_bins.DEFAULT_BLOCK
+        p = planning_bins.make_plan(rl, ql, block, block)
         for t in (1, 16):
-            m = planning.MemoryModel("cpu", 12, 1, 1 << 18, 250_000, True, t)
-            plain = planning.cpu_estimate(m, p, rl, ql, 1).total
-            counted = planning.cpu_estimate(m, p, rl, ql, 1, seedable.sides(ref, qry)).total
+            m = memory.MemoryModel("cpu", 12, 1, 1 << 18, 250_000, True, t)
+            plain = memory.cpu_estimate(m, p, rl, ql, 1).total
+            counted = memory.cpu_estimate(m, p, rl, ql, 1, seedable.sides(ref, qry)).total
             assert lowest * plain <= counted <= plain, (t, counted, plain)
             assert lowest or counted < plain
 
@@ -315,8 +318,8 @@ def test_the_estimate_counts_seedable_bases_never_more_than_lengths(mammal):
 def test_a_reference_known_by_its_lengths_counts_every_base_as_seedable():
     """An `--index` run's reference is known by names and lengths only: the estimate counts
     all its bases, never none."""
-    from hspz import seedable
-    from hspz.sequence import KnownRecord
+    from hspz.io.digests import KnownRecord
+    from hspz.planning import seedable
 
     n = 3 * seedable.GRANULE + 5
     side = seedable.Seedable.of([KnownRecord("chr1", n)])

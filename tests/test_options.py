@@ -1,13 +1,14 @@
-"""hspz/options.py's parsers: sizes evaluated exactly, integers of ASCII digits, and each flag's
-largest legal value accepted where one more is refused (the bounds' reasons are in options.py)."""
+"""hspz/core/options.py's parsers: sizes evaluated exactly, integers of ASCII digits, and each
+flag's largest legal value accepted where one more is refused (the bounds' reasons are in
+options.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hspz import options
-from hspz.errors import UsageError
-from hspz.options import parse_int, parse_prefix, parse_size
+from hspz.core import options
+from hspz.core.errors import UsageError
+from hspz.core.options import parse_int, parse_prefix, parse_size
 
 
 @pytest.mark.parametrize("text, value", [

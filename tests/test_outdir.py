@@ -1,4 +1,4 @@
-"""hspz/outdir.py's API as later commands reuse it (`hspZ index --index DIR` writes a folder,
+"""hspz/run/outdir.py's API as later commands reuse it (`hspZ index --index DIR` writes a folder,
 `run --index DIR` reads one): `check_disjoint` over files, folders and trees, `make_folder`,
 and the lock's record and release."""
 
@@ -9,11 +9,11 @@ import os
 
 import pytest
 
-from hspz.errors import UsageError
+from hspz.core.errors import UsageError
 
 
 def test_an_output_file_or_tree_inside_an_input_folder_is_refused(tmp_path):
-    from hspz.outdir import Tree, check_disjoint
+    from hspz.run.outdir import Tree, check_disjoint
 
     index = tmp_path / "index"
     (index / "000").mkdir(parents=True)
@@ -29,7 +29,7 @@ def test_an_output_file_or_tree_inside_an_input_folder_is_refused(tmp_path):
 
 def test_a_tree_that_claims_everything_refuses_any_input_inside_it(tmp_path):
     """`hspZ index --index DIR` owns all of DIR."""
-    from hspz.outdir import Tree, check_disjoint
+    from hspz.run.outdir import Tree, check_disjoint
 
     (tmp_path / "idx").mkdir()
     (tmp_path / "idx" / "notes.fa").write_text(">a\nACGT\n")
@@ -40,7 +40,7 @@ def test_a_tree_that_claims_everything_refuses_any_input_inside_it(tmp_path):
 
 
 def test_inputs_and_outputs_of_several_paths_and_unset_flags(tmp_path):
-    from hspz.outdir import check_disjoint
+    from hspz.run.outdir import check_disjoint
 
     a, b = tmp_path / "a.npz", tmp_path / "b.npz"
     for p in (a, b):
@@ -51,7 +51,7 @@ def test_inputs_and_outputs_of_several_paths_and_unset_flags(tmp_path):
 
 
 def test_same_file_sees_through_symlinks_and_hard_links_but_not_copies(tmp_path):
-    from hspz.outdir import same_file
+    from hspz.run.outdir import same_file
 
     f = tmp_path / "f"
     f.write_text("x")
@@ -64,7 +64,7 @@ def test_same_file_sees_through_symlinks_and_hard_links_but_not_copies(tmp_path)
 
 
 def test_make_folder_makes_the_missing_folders_and_names_them(tmp_path):
-    from hspz.outdir import make_folder
+    from hspz.run.outdir import make_folder
 
     made = make_folder(tmp_path / "a" / "b" / "c", "--output")
     assert made == [tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b" / "c"]
@@ -72,7 +72,7 @@ def test_make_folder_makes_the_missing_folders_and_names_them(tmp_path):
 
 
 def test_the_lock_records_its_holder_and_leaves_nothing(tmp_path):
-    from hspz.outdir import OutLock, read_holder
+    from hspz.run.outdir import OutLock, read_holder
 
     out = tmp_path / "out"
     with OutLock(out, command="hspZ run -o out") as lock:
@@ -83,7 +83,7 @@ def test_the_lock_records_its_holder_and_leaves_nothing(tmp_path):
 
 
 def test_a_failure_inside_the_lock_removes_the_folders_it_made(tmp_path):
-    from hspz.outdir import OutLock
+    from hspz.run.outdir import OutLock
 
     with pytest.raises(RuntimeError), OutLock(tmp_path / "new" / "out"):
         raise RuntimeError("the run failed")

@@ -8,11 +8,11 @@ import statistics
 import numpy as np
 import pytest
 
-from hspz import partition
-from hspz.emit import split_file
-from hspz.hsp import HSP_DTYPE
-from hspz.inputs import table_from
-from hspz.segments import format_lines
+from hspz.io.packing import table_from
+from hspz.run.emit import split_file
+from hspz.stages import partition
+from hspz.stages.hsp import HSP_DTYPE
+from hspz.stages.segments import format_lines
 
 
 def script_chunk(history: list[int], count: int) -> int | None:

@@ -1,4 +1,4 @@
-"""The plan (hspz/plan.py) against direct transcriptions of docs/algorithm.md ("Bins" to
+"""The plan (hspz/planning/memory.py) against direct transcriptions of docs/algorithm.md ("Bins" to
 "Hits and the `--max-hits` walk") and KegAlign.
 
 Bins, intervals, wga chunks and the minus-strand mirror are recomputed with plain loops; the
@@ -17,16 +17,9 @@ from bisect import bisect_left
 import numpy as np
 import pytest
 
-from hspz.emit import digest_of
-from hspz.plan import (
-    balanced_bins,
-    chunk_walk,
-    intervals,
-    kegalign_bins,
-    minus_interval,
-    seed_batches,
-    wga_chunks,
-)
+from hspz.planning.bins import balanced_bins, kegalign_bins
+from hspz.run.digest import digest_of
+from hspz.stages.chunks import chunk_walk, intervals, minus_interval, seed_batches, wga_chunks
 
 U32 = 0xFFFFFFFF
 
@@ -263,7 +256,7 @@ def _walk_batch(cum: np.ndarray, s_a: int, s_b: int, max_hits: int) -> list[tupl
 def test_chunk_walks_of_a_group_equal_chunk_walk_of_each_batch():
     """Random groups (empty batches, batches of zero hits, giant seeds first and inside) cut
     into random batches: every batch's chunks as hit ranges, equal to chunk_walk's."""
-    from hspz.plan import chunk_walks
+    from hspz.stages.chunks import chunk_walks
 
     rng = random.Random(29)
     walked = left = 0
@@ -345,7 +338,7 @@ def test_digest_merged_in_key_ranges_on_threads_equals_sort(tmp_path, ranges):
     """The final merge cut into key ranges (sampled splitters, each run cut alike), merged on
     threads and hashed in order: the bytes `LC_ALL=C sort | sha256sum` sees, for runs of many
     widths, duplicates across runs and lines that extend others."""
-    from hspz.emit import LineDigest
+    from hspz.run.digest import LineDigest
 
     lines = _segment_lines(ranges, 4000) + [b"chr1\t5\n", b"chr1\t5\t\n", b"chr1\t50\n"] * 30
     random.Random(ranges).shuffle(lines)
@@ -366,7 +359,7 @@ def test_digest_by_groups_sealed_in_any_order_equals_sort(tmp_path, seed):
     line of another group, one in two groups, a group without lines), chunks of groups
     interleaved, each group sealed after its last chunk, in random orders: the digest
     `LC_ALL=C sort | sha256sum` gives."""
-    from hspz.emit import LineDigest
+    from hspz.run.digest import LineDigest
 
     rng = random.Random(seed)
     names = NAMES[:]
@@ -398,7 +391,7 @@ def test_digest_by_groups_sealed_in_any_order_equals_sort(tmp_path, seed):
 def test_digest_by_groups_hashes_a_sealed_group_below_every_open_one_at_once():
     """Groups sealed in key order: each group's lines are merged and hashed at its seal, so only
     the last group's are left for the end; a line outside its group's names is refused."""
-    from hspz.emit import LineDigest
+    from hspz.run.digest import LineDigest
 
     d = LineDigest({0: [b"chr1", b"chr2"], 1: [b"chr3"], 2: [b"chr4", b"chr5"]}, threads=2)
     d.add(b"chr2\t9\nchr1\t7\n", 0)
@@ -420,7 +413,7 @@ def test_digest_by_groups_hashes_a_sealed_group_below_every_open_one_at_once():
 
 @pytest.mark.parametrize("max_bases", [1, 700, 1500, 10**9])
 def test_batch_groups_cover_every_batch_once_in_order_and_only_join_contiguous_chunks(max_bases):
-    from hspz.engine import batch_groups
+    from hspz.engine.contract import batch_groups
 
     jobs = [(n, s, c) for n, s, c in seed_batches(20_000, 19, 6_000, 700, ("plus", "minus"))]
     groups = batch_groups(jobs, max_bases)

@@ -1,4 +1,4 @@
-"""The workflow's report from the library (hspz/plots.py): dot plots draw every HSP in the
+"""The workflow's report from the library (hspz/tools/plots.py): dot plots draw every HSP in the
 plot order, the distribution plot copes with no HSPs, and the summary joins queries.tsv,
 names.tsv and the ledger (TSV and HTML)."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from multibin import FLAGS
 
-from hspz import plots
 from hspz.cli import main
+from hspz.tools import plots
 
 
 def test_segments_are_read_back_line_for_line(multibin_run):
@@ -107,7 +107,7 @@ def test_the_plots_are_titled_by_the_sheet_name(tmp_path):
     names.write_text("name\tjob\tpath\nalpha\t000001\t/a.fa\nbeta\t000002\t/b.fa\n")
     assert plots.job_title("000002", "/b.fa", names) == "beta (job 000002)"
     assert plots.job_title("000002", "/x/b.fa", None) == "job 000002: b.fa"
-    from hspz.errors import InputError
+    from hspz.core.errors import InputError
 
     with pytest.raises(InputError, match="no row for job 000003"):
         plots.job_title("000003", "/c.fa", names)

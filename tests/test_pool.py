@@ -205,8 +205,8 @@ def test_the_resource_tracker_unlinks_the_block_of_a_killed_run_before_workers_a
     multiprocessing's resource tracker, which unlinks it once its owner is gone."""
     tagged = Tagged()
     script = ("import sys, time, numpy as np\n"
-              "from hspz.sequence import Record\n"
-              "from hspz.workers import share\n"
+              "from hspz.io.records import Record\n"
+              "from hspz.run.pool import share\n"
               "shm, _ = share([[Record('a', np.zeros(4096, np.uint8))]])\n"
               "print(shm.name, flush=True)\n"
               "time.sleep(600)\n")
@@ -227,7 +227,7 @@ def test_a_worker_whose_parent_is_already_gone_exits_at_once():
     """The race `die_with_parent` closes: the parent died before the request was made (the
     process was reparented), so it exits with status 1 and says nothing."""
     done = subprocess.run([sys.executable, "-c",
-                           "from hspz.workers import die_with_parent\n"
+                           "from hspz.run.libc import die_with_parent\n"
                            "die_with_parent(-1)\n"
                            "raise SystemExit(0)"], timeout=60, capture_output=True)
     assert (done.returncode, done.stdout, done.stderr) == (1, b"", b"")
@@ -238,7 +238,7 @@ def test_a_worker_is_killed_when_its_parent_dies():
     tagged = Tagged()
     middle = ("import os, subprocess, sys, time\n"
               "child = subprocess.Popen([sys.executable, '-c', "
-              "'import os, time\\nfrom hspz.workers import die_with_parent\\n"
+              "'import os, time\\nfrom hspz.run.libc import die_with_parent\\n"
               "die_with_parent(int(os.environ[\"PARENT\"]))\\nprint(\"ready\", flush=True)\\n"
               "time.sleep(600)'], env={**os.environ, 'PARENT': str(os.getpid())}, "
               "stdout=subprocess.PIPE, text=True)\n"

@@ -126,7 +126,7 @@ def wait_stopped(proc: Spawned, timeout: float = 120) -> None:
 def take_lock(out: Path) -> None:
     """What every run or merge does first: take OUT's lock (completing an interrupted
     publish and removing dead stages), here without running anything."""
-    from hspz.outdir import OutLock
+    from hspz.run.outdir import OutLock
 
     with OutLock(out):
         pass
@@ -242,7 +242,7 @@ def test_a_roll_forward_killed_half_way_is_completed_by_the_next_command(pair, r
     out = tmp_path / "out"
     shutil.copytree(runs["earlier"]["dir"], out)
     assert Spawned(run_args(pair, out), "publish:3").wait()[0] == -signal.SIGKILL
-    code = "import sys\nfrom hspz.outdir import OutLock\nwith OutLock(sys.argv[1]):\n    pass\n"
+    code = "import sys\nfrom hspz.run.outdir import OutLock\nwith OutLock(sys.argv[1]):\n    pass\n"
     env = {**os.environ, "HSPZ_FAULT": "publish:4"}
     repair = subprocess.run([sys.executable, "-c", code, str(out)], env=env)
     assert repair.returncode == -signal.SIGKILL and (out / ".hspz-journal").exists()
@@ -417,7 +417,7 @@ def test_a_waiter_woken_by_a_removed_lock_file_takes_the_current_one(tmp_path):
     removed file's lock must try again: two holders at once would each see a free OUT."""
     import threading
 
-    from hspz.outdir import OutLock
+    from hspz.run.outdir import OutLock
 
     out = tmp_path / "out"
     spans: dict[str, tuple[float, float]] = {}

@@ -29,8 +29,9 @@ from helpers import fasta_bytes, mutate, random_dna
 from scorefiles import MILLION
 
 from hspz.cli import main
-from hspz.errors import InputError
-from hspz.sequence import read_fasta_bytes, read_records
+from hspz.core.errors import InputError
+from hspz.io.fasta import read_fasta_bytes
+from hspz.io.readers import read_records
 
 BOM = b"\xef\xbb\xbf"
 

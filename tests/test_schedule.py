@@ -7,9 +7,9 @@ import itertools
 
 import pytest
 
-from hspz.errors import UsageError
-from hspz.plan import Plan
-from hspz.schedule import (
+from hspz.core.errors import UsageError
+from hspz.planning.bins import Plan
+from hspz.planning.schedule import (
     DeviceProfile,
     Devices,
     Visit,

@@ -1,4 +1,4 @@
-"""The substitution matrix and LASTZ score-set files (hspz/scoring.py; docs/algorithm.md,
+"""The substitution matrix and LASTZ score-set files (hspz/core/scoring.py; docs/algorithm.md,
 "Scoring").
 
 The expected matrix is written out per symbol pair from the rules of docs/algorithm.md
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scorefiles import HOXD70 as FULL
 
-from hspz.errors import InputError, UsageError
-from hspz.scoring import build_matrix, read_score_file, resolve_matrix
+from hspz.core.errors import InputError, UsageError
+from hspz.core.scoring import build_matrix, read_score_file, resolve_matrix
 
 SYMBOLS = "ACGTLNXE"
 HOXD70 = {
@@ -205,10 +205,10 @@ def test_the_score_bounds_keep_every_int32_sum_of_the_gpu_capped_walks():
     import re
     from pathlib import Path
 
-    from hspz import options
-    from hspz.sequence import MAX_BIN_BP
+    from hspz.core import options
+    from hspz.io.records import MAX_BIN_BP
 
-    source = (Path(options.__file__).parent / "engine" / "gpu.py").read_text()
+    source = (Path(options.__file__).parents[1] / "engine" / "gpu.py").read_text()
     caps = [int(re.search(rf"^{name} = (\d+)", source, re.M).group(1)) for name in ("CAP", "CAP2")]
     assert max(caps) <= options.WALK_CAP
     s, x, top = options.SCORE_MAX, options.XDROP_MAX, options.INT32_MAX

@@ -1,4 +1,5 @@
-"""Seeds (hspz/seed.py) against brute-force Python tables and streams (docs/algorithm.md, "Seeds").
+"""Seeds (hspz/stages/seed.py) against brute-force Python tables and streams (docs/algorithm.md,
+"Seeds").
 
 Every expectation here is recomputed from the raw bytes with plain loops: a window is valid only
 when every byte under it is uppercase A/C/G/T, care bases are packed two bits each with the first
@@ -10,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hspz.seed import SeedShape, batch_hits, build_seed_table, hit_seeds, query_seeds
-from hspz.sequence import Record, pack_bin, seed_codes
+from hspz.io.packing import pack_bin, seed_codes
+from hspz.io.records import Record
+from hspz.stages.seed import SeedShape, batch_hits, build_seed_table, hit_seeds, query_seeds
 
 P12OF19 = "TTT0T00TT00T0T0TTTT"
 P14OF22 = "TTT0T0TT00TT00T0T0TTTT"
@@ -257,7 +259,7 @@ def test_table_built_on_threads_is_the_one_thread_table_byte_for_byte(monkeypatc
     """The parallel build (k-mer column, then each thread's share of the k-mer space) gives the
     same index and position tables, whatever the thread count, step and N runs; with more
     threads than windows too."""
-    import hspz.seed as seed
+    from hspz.stages import seed
 
     monkeypatch.setattr(seed, "PARALLEL_MIN", 0)
     packed = _buffer(seed=step + threads, n_records=5, length=900, alphabet=b"AACGTN")
@@ -281,7 +283,7 @@ def test_table_built_on_threads_with_one_kmer_range_holding_most_windows(monkeyp
     """Poly-A runs put a tenth of the windows on k-mer 0 and far more in the first k-mer
     range (one thread's range sort holds them): still the one-thread table, occupancy bits
     included, on a 12of19 seed whose k-mer space is cut into many ranges."""
-    import hspz.seed as seed
+    from hspz.stages import seed
 
     monkeypatch.setattr(seed, "PARALLEL_MIN", 0)
     packed = _buffer(seed=threads, n_records=4, length=3000, alphabet=b"AAAAAAAAAAAAAAACGT")
@@ -296,7 +298,7 @@ def test_table_built_on_threads_with_one_kmer_range_holding_most_windows(monkeyp
 
 
 def test_the_memory_model_knows_when_the_table_is_built_on_threads():
-    import hspz.plan as planning
-    import hspz.seed as seed
+    from hspz.planning import memory as planning
+    from hspz.stages import seed
 
     assert planning.PARALLEL_TABLE == seed.PARALLEL_MIN

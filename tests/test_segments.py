@@ -1,4 +1,4 @@
-"""Segments lines (hspz/segments.py) against Python f-strings (docs/outputs.md, "Segments
+"""Segments lines (hspz/stages/segments.py) against Python f-strings (docs/outputs.md, "Segments
 files"; docs/algorithm.md, "From HSPs to lines").
 
 The record a coordinate belongs to and its start are recomputed here from the record lengths
@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hspz.hsp import HSP_DTYPE
-from hspz.segments import format_lines
-from hspz.sequence import PackedBin, Record, pack_bin, reverse_complement
+from hspz.io.packing import PackedBin, pack_bin, reverse_complement
+from hspz.io.records import Record
+from hspz.stages.hsp import HSP_DTYPE
+from hspz.stages.segments import format_lines
 
 
 def _table(lengths: list[int], strand: str) -> list[tuple[int, int, int]]:
@@ -127,8 +128,8 @@ def test_coordinates_beyond_2_to_the_31_print_exactly():
 
 
 def test_format_raw_writes_the_dump_raw_columns_like_python_formatting():
-    from hspz.hsp import HSP_DTYPE
-    from hspz.segments import format_raw
+    from hspz.stages.hsp import HSP_DTYPE
+    from hspz.stages.segments import format_raw
 
     rng = np.random.default_rng(4)
     h = np.zeros(500, HSP_DTYPE)

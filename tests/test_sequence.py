@@ -1,4 +1,4 @@
-"""hspz.sequence: reading FASTA / gzip / 2bit, packing bins, alphabets, reverse complement."""
+"""hspz.io.packing: reading FASTA / gzip / 2bit, packing bins, alphabets, reverse complement."""
 
 from __future__ import annotations
 
@@ -11,23 +11,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hspz.errors import InputError
-from hspz.sequence import (
+from hspz.core.errors import InputError
+from hspz.io.digests import records_digest
+from hspz.io.fasta import read_fasta_bytes, write_fasta
+from hspz.io.packing import (
     COMPLEMENT,
-    MAX_BIN_BP,
-    Record,
-    detect_format,
     pack_bin,
-    read_2bit_bytes,
-    read_fasta_bytes,
-    read_records,
-    records_digest,
+    record_offsets,
     reverse_complement,
     score_codes,
     seed_codes,
-    write_2bit,
-    write_fasta,
+    table_from,
 )
+from hspz.io.readers import detect_format, read_records
+from hspz.io.records import MAX_BIN_BP, Record
+from hspz.io.twobit import read_2bit_bytes, write_2bit
 
 LASTZ_DATA = Path("/usr/share/doc/lastz/examples/test_data")
 
@@ -577,7 +575,7 @@ def test_score_codes_map_all_256_bytes_to_the_eight_symbols():
 
 
 def test_code_lookups_equal_numpy_gathers_for_every_byte():
-    from hspz.sequence import (
+    from hspz.io.packing import (
         COMPLEMENT,
         SCORE_TABLE,
         SEED_TABLE,
@@ -597,3 +595,23 @@ def test_code_lookups_equal_numpy_gathers_for_every_byte():
     minus = reverse_complement(packed)
     n = packed.block_len
     assert np.array_equal(minus.buf[:n], COMPLEMENT[packed.buf[:n]][::-1])
+
+
+@pytest.mark.parametrize("lengths", [[7], [1, 1], [5, 0, 12, 3], [1000, 1, 250, 4096, 2]])
+def test_packed_bins_and_base_free_tables_take_one_set_of_offsets(lengths):
+    """`record_offsets` is the one definition: a packed bin's table, its reverse complement's and
+    the emitter's base-free table (`table_from`) are the same starts, lengths and order."""
+    rng = np.random.default_rng(len(lengths))
+    records = [Record(f"r{i}", rng.choice(np.frombuffer(b"ACGT", np.uint8), n))
+               for i, n in enumerate(lengths)]
+    plus = pack_bin(records, "p.")
+    minus = reverse_complement(plus)
+    names, sizes = [r.name for r in records], [len(r) for r in records]
+    for packed, strand in ((plus, "plus"), (minus, "minus")):
+        table = table_from(names, sizes, "p.", strand)
+        starts, lens, block_len = record_offsets(sizes, strand)
+        assert table.block_len == packed.block_len == block_len and table.names == packed.names
+        assert table.starts.tolist() == packed.starts.tolist() == starts.tolist()
+        assert table.lengths.tolist() == packed.lengths.tolist() == lens.tolist()
+    pairs = zip(plus.starts.tolist(), plus.lengths.tolist(), strict=True)
+    assert minus.starts.tolist() == [plus.block_len - s - n for s, n in pairs][::-1]

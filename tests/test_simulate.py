@@ -217,7 +217,7 @@ def test_hit_density_in_calibrated_band():
 
 
 def test_write_pair_round_trips(tmp_path):
-    sequence = pytest.importorskip("hspz.sequence")
+    sequence = pytest.importorskip("hspz.io.readers")
     spec = PairSpec(ref_mbp=0.2, query_mbp=0.1, chromosomes=2, seed=11)
     paths = write_pair(spec, tmp_path)
     ref, query = simulate_pair(spec)
@@ -248,7 +248,7 @@ def test_workloads_load_and_tiny_materialises(tmp_path):
     assert spec_digest(batch, reference_only=True) == spec_digest(medium, reference_only=True)
     sizes = (workload_spec(workloads, "L").ref_mbp, workload_spec(workloads, "S").query_mbp)
     assert sizes == (500, 10)
-    sequence = pytest.importorskip("hspz.sequence")
+    sequence = pytest.importorskip("hspz.io.readers")
     paths = materialise("tiny", tmp_path)
     spec = workload_spec(workloads, "tiny")
     ref, query = simulate_pair(spec)

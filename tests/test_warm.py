@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from hspz import backends
 from hspz.cli import main
 from hspz.commands.warm import PATHS, warm_pair
+from hspz.engine import backends
 
 
 @pytest.mark.skipif(backends.gpu_available(), reason="a GPU is visible: warm would run")

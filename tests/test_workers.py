@@ -135,12 +135,12 @@ def test_hit_stats_count_every_seed_and_hit(pair, tmp_path, capsys, monkeypatch)
 
 def _bin_jobs(pair, engine: str):
     """(jobs, reference records, query records): two workers, one reference bin each."""
-    from hspz.engine import Context
-    from hspz.options import Options
-    from hspz.plan import Plan
-    from hspz.schedule import Visit
-    from hspz.sequence import read_records
-    from hspz.workers import WorkerJob
+    from hspz.core.options import Options
+    from hspz.engine.contract import Context
+    from hspz.io.readers import read_records
+    from hspz.planning.bins import Plan
+    from hspz.planning.schedule import Visit
+    from hspz.run.worker import WorkerJob
 
     ref, qry = (read_records(p) for p in pair)
     ctx = Context.from_options(Options())
@@ -150,8 +150,8 @@ def _bin_jobs(pair, engine: str):
 
 
 def test_a_failing_worker_process_fails_the_run_with_one_line(pair, tmp_path):
-    from hspz.errors import RunError
-    from hspz.workers import run_workers
+    from hspz.core.errors import RunError
+    from hspz.run.pool import run_workers
 
     jobs, ref, qry = _bin_jobs(pair, "hspz.engine.missing")
     with pytest.raises(RunError, match=r"worker \d failed: ModuleNotFoundError"):
@@ -166,7 +166,7 @@ def test_a_pool_larger_than_the_jobs_runs_them_unlinks_the_shared_block_and_leav
     import multiprocessing
     import os
 
-    from hspz.workers import Pool, run_workers
+    from hspz.run.pool import Pool, run_workers
 
     jobs, ref, qry = _bin_jobs(pair, "hspz.engine.cpu")
     got = []
@@ -182,8 +182,8 @@ def test_a_pooled_worker_gone_before_its_job_fails_the_run_with_one_line(pair):
     """Its pipe has no reader left: handing the job over fails at once (it does not wait)."""
     import multiprocessing
 
-    from hspz.errors import RunError
-    from hspz.workers import Pool, run_workers
+    from hspz.core.errors import RunError
+    from hspz.run.pool import Pool, run_workers
 
     jobs, ref, qry = _bin_jobs(pair, "hspz.engine.cpu")
     with pytest.raises(RunError, match=r"^worker 1 exited before its job was handed over"):
@@ -202,7 +202,7 @@ def test_a_closed_pool_frees_its_queue_and_pipes_at_once(pair):
     import gc
     import weakref
 
-    from hspz.workers import Pool, run_workers
+    from hspz.run.pool import Pool, run_workers
 
     jobs, ref, qry = _bin_jobs(pair, "hspz.engine.cpu")
     gc.disable()
@@ -231,8 +231,8 @@ def test_bad_input_with_several_workers_is_one_line_and_leaves_no_worker(
 def test_a_worker_prepares_each_next_query_bin_once_ahead(pair, monkeypatch):
     """Visits R0[0..2) R1[0..2): four units, four query swaps, each bin prepared once per swap
     (the next one while a unit runs), ordinals in plan order."""
-    from hspz import workers
-    from hspz.schedule import Visit
+    from hspz.planning.schedule import Visit
+    from hspz.run import worker as workers
 
     job, ref, qry = _one_worker_job(pair, [Visit(0, 0, 2), Visit(1, 0, 2)])
     assert len(ref) >= 2 and len(qry) >= 2
@@ -273,11 +273,11 @@ def test_the_command_exits_without_teardown_and_loses_nothing(pair, baseline, tm
 
 
 def _one_worker_job(pair, visits):
-    from hspz.engine import Context
-    from hspz.options import Options
-    from hspz.plan import Plan
-    from hspz.sequence import read_records
-    from hspz.workers import WorkerJob
+    from hspz.core.options import Options
+    from hspz.engine.contract import Context
+    from hspz.io.readers import read_records
+    from hspz.planning.bins import Plan
+    from hspz.run.worker import WorkerJob
 
     ref, qry = (read_records(p) for p in pair)
     plan = Plan(((0,), (1,)), ((0,), (1,)))
@@ -291,8 +291,8 @@ def test_the_worker_in_this_process_hands_results_to_a_thread_in_order(pair, mon
     the worker's order; the worker runs unit 1 while unit 0's sink is still busy."""
     import threading
 
-    from hspz.schedule import Visit
-    from hspz.workers import run_workers
+    from hspz.planning.schedule import Visit
+    from hspz.run.pool import run_workers
 
     job, ref, qry = _one_worker_job(pair, [Visit(0, 0, 2), Visit(1, 0, 2)])
     got, threads, release = [], set(), threading.Event()
@@ -303,7 +303,7 @@ def test_the_worker_in_this_process_hands_results_to_a_thread_in_order(pair, mon
             assert release.wait(60)
         got.append(result.ordinal)
 
-    from hspz import workers
+    from hspz.run import worker as workers
 
     real = workers._run_unit
 
@@ -319,9 +319,9 @@ def test_the_worker_in_this_process_hands_results_to_a_thread_in_order(pair, mon
 
 
 def test_a_failing_sink_fails_the_in_process_worker(pair):
-    from hspz.errors import RunError
-    from hspz.schedule import Visit
-    from hspz.workers import run_workers
+    from hspz.core.errors import RunError
+    from hspz.planning.schedule import Visit
+    from hspz.run.pool import run_workers
 
     job, ref, qry = _one_worker_job(pair, [Visit(0, 0, 2), Visit(1, 0, 2)])
     seen = []
@@ -342,7 +342,7 @@ def test_pooled_workers_load_numba_before_their_job_only_when_asked(pair, numba,
     no warm_worker, and its tiny bins prepare with numpy)."""
     from pathlib import Path
 
-    from hspz.workers import Pool, run_workers
+    from hspz.run.pool import Pool, run_workers
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent))  # spawned children import the probe
     jobs, ref, qry = _bin_jobs(pair, "numba_probe_engine")
@@ -356,10 +356,10 @@ def test_only_plans_with_a_bin_of_small_bytes_or_more_ask_for_numba():
     import numpy as np
 
     from hspz.commands.run import holds_large_bins
-    from hspz.manifest import Manifest
-    from hspz.options import Options
-    from hspz.plan import Plan
-    from hspz.sequence import SMALL_BYTES
+    from hspz.core.options import Options
+    from hspz.formats.manifest import Manifest
+    from hspz.io.packing import SMALL_BYTES
+    from hspz.planning.bins import Plan
 
     def manifest(query_lengths: list[int]) -> Manifest:
         plan = Plan(((0,), (1,)), ((0, 1),))

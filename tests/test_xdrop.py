@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hspz.scoring import build_matrix
-from hspz.sequence import score_codes
-from hspz.xdrop import (
+from hspz.core.scoring import build_matrix
+from hspz.io.packing import score_codes
+from hspz.stages.xdrop import (
     _bound,
     extend_hits,
     extend_plain,
@@ -142,7 +142,7 @@ def test_chain_walks_resolved_equal_plain_walks(rate):
     """The GPU's exact shortcut for long HSPs (each hit walks only until it merges into the next
     hit's walk, then `resolve_chains`) gives every hit its plain walks' results: dense hits on
     a diagonal, a shifted one, random hits, duplicates, both sequence ends, N and lowercase."""
-    from hspz.xdrop import diagonal_order, resolve_chains
+    from hspz.stages.xdrop import diagonal_order, resolve_chains
 
     rng = np.random.default_rng(int(rate * 100) + 7)
     a, b = _related(rng, 3000, rate)
@@ -287,7 +287,7 @@ def test_seed_bound_is_at_least_every_left_walks_best_over_the_seeds_bases(ambig
 @pytest.mark.parametrize("first, last", [(19, 1990), (19, 19), (500, 1999), (30, 29)])
 def test_seed_bounds_written_in_place_are_seed_bounds(first, last):
     """The first pass's sliding sum (no temporaries) gives seed_bounds' values exactly."""
-    from hspz.xdrop import _best_of, _seed_bounds_into
+    from hspz.stages.xdrop import _best_of, _seed_bounds_into
 
     rng = np.random.default_rng(first)
     qry = _codes(_bases(rng.bytes(2000), 2000))
@@ -310,8 +310,8 @@ def test_extend_seeds_of_a_real_seed_stream_equals_the_plain_walk(rate):
     """A real seed stream of two related sequences (long HSPs: every window hits the same
     diagonal, so hits follow each other there and skip their walks; a repeat; N runs): the
     kept hits equal the plain walk's, hit for hit."""
-    from hspz.seed import SeedShape, build_seed_table, hit_seeds
-    from hspz.sequence import seed_codes
+    from hspz.io.packing import seed_codes
+    from hspz.stages.seed import SeedShape, build_seed_table, hit_seeds
 
     rng = np.random.default_rng(int(rate * 1000) + 2)
     a, b = _related(rng, 30_000, rate)

@@ -11,17 +11,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hspz import estimate
-from hspz import index as ix
-from hspz import plan as planning
-from hspz import schedule as scheduling
-from hspz.commands import Request
-from hspz.engine import Context
-from hspz.execute import say
-from hspz.freeze import context_of, load_manifest
-from hspz.inputs import Inputs, make_plan, read_both, read_side
-from hspz.seed import SeedShape
-from hspz.sequence import Record
+from hspz.engine.contract import Context
+from hspz.formats import index as ix
+from hspz.io.readers import read_both, read_side
+from hspz.io.records import Record
+from hspz.planning import bins as planning
+from hspz.planning import estimate
+from hspz.planning import schedule as scheduling
+from hspz.planning.inputs import Inputs, make_plan
+from hspz.run.execute import say
+from hspz.run.freeze import context_of, load_manifest
+from hspz.run.request import Request
+from hspz.stages.seed import SeedShape
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def estimate_command(req: Request, stride: int, pricing: Pricing | None = None) 
             finally:
                 verify.close()
     if req.dump_plan:
-        from hspz import report
+        from hspz.run import report
 
         report.write_plan(req.dump_plan, Inputs(ref, qry, p))
     rows: list[tuple]  # a priced row ends with its time as text

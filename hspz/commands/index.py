@@ -16,16 +16,18 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 
-from hspz import index as ix
-from hspz import plan as planning
-from hspz.budget import backend_of, host_memory_bytes
-from hspz.errors import UsageError
-from hspz.execute import timed
-from hspz.inputs import read_side
-from hspz.options import Options
-from hspz.report import say
-from hspz.seed import SeedShape
-from hspz.sequence import Record, pack_bin, records_digest
+from hspz.core.errors import UsageError
+from hspz.core.options import Options
+from hspz.formats import index as ix
+from hspz.io.digests import records_digest
+from hspz.io.packing import pack_bin
+from hspz.io.readers import read_side
+from hspz.io.records import Record
+from hspz.planning import bins as planning
+from hspz.planning.budget import backend_of, host_memory_bytes
+from hspz.run.execute import timed
+from hspz.run.report import say
+from hspz.stages.seed import SeedShape
 
 
 def index_command(options: Options, reference: str, dest: str, select: Callable[[], ModuleType],

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hspz.errors import InputError
-from hspz.execute import Emitters, Execution, Job, Summary, print_counts
-from hspz.outdir import OutLock, Tree, batch_claims, check_disjoint, publish_claims
-from hspz.planfile import PlanFile, read_plan, read_results, results_header
-from hspz.report import write_ledger
+from hspz.core.errors import InputError
+from hspz.formats.planfile import PlanFile, read_plan
+from hspz.formats.results import read_results, results_header
+from hspz.run.execute import Emitters, Execution, Job, Summary, print_counts
+from hspz.run.outdir import OutLock, Tree, batch_claims, check_disjoint, publish_claims
+from hspz.run.report import write_ledger
 
 
 def merge_command(plan_path: str, outdir: str, tarball: str | None, diagonal: bool,
@@ -27,8 +28,8 @@ def merge_command(plan_path: str, outdir: str, tarball: str | None, diagonal: bo
     """`hspZ merge`: replay every worker's results in ordinal order into the outputs.  Its
     outputs are checked against its inputs, and every results file is checked (`check_arguments`)
     before OUT is locked and anything is published."""
-    from hspz import batch as bt
-    from hspz.commands.batch import batch_jobs, entry_names, finish_batch
+    from hspz.commands.query_list import batch_jobs, entry_names, finish_batch
+    from hspz.run import job_entries as bt
 
     pf = read_plan(plan_path)
     claims = batch_claims if pf.batch else publish_claims

@@ -12,17 +12,17 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from hspz import index as ix
-from hspz.budget import devices_for
-from hspz.commands import Request
-from hspz.durable import write_text
-from hspz.execute import Summary
-from hspz.freeze import load_manifest, prepare, schedule_for, write_dumps
-from hspz.inputs import read_both, read_side
-from hspz.planfile import PlanFile, PlanJob, plan_text
+from hspz.core.durable import write_text
+from hspz.formats import index as ix
+from hspz.formats.planfile import PlanFile, PlanJob, plan_text
+from hspz.io.readers import read_both, read_side
+from hspz.planning.budget import devices_for
+from hspz.run.execute import Summary
+from hspz.run.freeze import load_manifest, prepare, schedule_for, write_dumps
+from hspz.run.request import Request
 
 if TYPE_CHECKING:
-    from hspz.schedule import Devices
+    from hspz.planning.schedule import Devices
 
 
 def plan_command(req: Request, select: Callable[[], ModuleType], sizes: str | None = None,
@@ -36,7 +36,7 @@ def plan_command(req: Request, select: Callable[[], ModuleType], sizes: str | No
         pf, ref, idx, devices = _single_plan(req, select)
     write_text(req.output, plan_text(pf), "--output")
     if sizes:
-        from hspz import sizing
+        from hspz.commands import sizing
 
         rows = sizing.size_rows(pf, req.options, devices, ref, idx,
                                 lambda path: read_side(path, "query"), sizes_hits)
@@ -85,7 +85,7 @@ def _batch_plan(req: Request, select: Callable[[], ModuleType]
                 ) -> tuple[PlanFile, list, ix.Index | None, Devices]:
     """The jobs of a query list, as `run --query-list` plans them (its reference verified
     against the index first when both are given)."""
-    from hspz.commands.batch import plan_batch
+    from hspz.commands.query_list import plan_batch
 
     b = plan_batch(req, select, Summary())
     try:

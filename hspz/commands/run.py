@@ -7,17 +7,24 @@ schedule it over the workers, run them, emit the results in ordinal order and re
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from types import ModuleType
 
-from hspz import index as ix
-from hspz import plan as planning
-from hspz.budget import devices_for
-from hspz.commands import Request
-from hspz.execute import Execution, Job, Summary, execute, print_counts, timed
-from hspz.freeze import (
+from hspz.core.progress import Progress
+from hspz.engine.contract import Context, prepare_query, prepare_reference
+from hspz.formats import index as ix
+from hspz.formats.manifest import Manifest
+from hspz.io.packing import SMALL_BYTES
+from hspz.io.readers import read_both, read_side
+from hspz.io.records import Record
+from hspz.planning import bins as planning
+from hspz.planning.budget import devices_for
+from hspz.planning.schedule import Schedule
+from hspz.run.execute import Execution, Job, Summary, execute, print_counts, timed
+from hspz.run.freeze import (
     context_of,
     load_manifest,
     memory_estimate,
@@ -25,13 +32,9 @@ from hspz.freeze import (
     schedule_for,
     write_dumps,
 )
-from hspz.inputs import read_both, read_side
-from hspz.manifest import Manifest
-from hspz.progress import Progress
-from hspz.report import say
-from hspz.schedule import Schedule
-from hspz.sequence import SMALL_BYTES, Record
-from hspz.workers import Pool
+from hspz.run.pool import Pool
+from hspz.run.report import say
+from hspz.run.request import Request
 
 
 def run_command(req: Request, select: Callable[[], ModuleType]) -> int:
@@ -61,7 +64,6 @@ def run_command(req: Request, select: Callable[[], ModuleType]) -> int:
 def _planned(req: Request, select: Callable[[], ModuleType], t0: float, summary: Summary,
              ref: list[Record], qry: list[Record], idx: ix.Index | None,
              verify: ix.Verification | None) -> int:
-    from hspz import report
 
     o = req.options
     with timed(summary.phases, "plan"):
@@ -73,7 +75,7 @@ def _planned(req: Request, select: Callable[[], ModuleType], t0: float, summary:
             ix.check_plan(idx, m.plan.ref_bins)
     if req.cpu_only:
         write_dumps(req, m)
-        return report.cpu_only(context_of(m), m.plan, ref, qry)
+        return cpu_only(context_of(m), m.plan, ref, qry)
     sched = schedule_for(m, o.gpus, devices)
     if req.time:  # printed by --time only: it counts the records' seedable bases again
         summary.memory = memory_estimate(o, devices, m, ref, qry)
@@ -135,7 +137,7 @@ def index_loaded_line(idx: ix.Index, summary: Summary, reference: str | None) ->
 
 
 def _report(req: Request, summary: Summary, t0: float) -> None:
-    from hspz import report
+    from hspz.run import report
 
     print_counts(summary)
     if req.time:
@@ -144,3 +146,22 @@ def _report(req: Request, summary: Summary, t0: float) -> None:
         assert summary.hit_stats is not None  # kept when asked for
         report.print_hit_stats(summary.hit_stats)
     print(f"digest: {summary.digest}")
+
+
+def cpu_only(ctx: Context, plan: planning.Plan, ref_records: Sequence[Record],
+             qry_records: Sequence[Record]) -> int:
+    """`-u`: seed and hit counts after CPU preprocessing, without extending."""
+    from hspz.engine.cpu import count_unit
+
+    seeds = hits = 0
+    queries = [prepare_query(ctx, q, [qry_records[i] for i in members])
+               for q, members in enumerate(plan.query_bins)]
+    for r, members in enumerate(plan.ref_bins):
+        ref = prepare_reference(ctx, r, [ref_records[i] for i in members])
+        for qry in queries:
+            s, h = count_unit(ctx, ref, qry)
+            seeds += s
+            hits += h
+    print(f"#seeds: {seeds}", file=sys.stderr)
+    print(f"#seed hits: {hits}", file=sys.stderr)
+    return 0

@@ -20,12 +20,12 @@ import io
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 
-from hspz.errors import UsageError
+from hspz.core.errors import UsageError
 
 BASES = np.frombuffer(b"ACGT", np.uint8)
 COMPLEMENT = bytes.maketrans(b"ACGTacgtNn", b"TGCAtgcaNn")
@@ -121,10 +121,11 @@ def _reductions() -> None:
         int(cp.count_nonzero(flags))
 
 
-def warm_command(seed: str | None = None) -> int:
+def warm_command(main: Callable[[list[str]], int], seed: str | None = None) -> int:
     """Run the warm-up pair through the GPU backend with `seed` (None: the default seed): a
-    FASTA run, an index build and an index run, then the FASTA run down each of PATHS."""
-    from hspz import backends, cli
+    FASTA run, an index build and an index run, then the FASTA run down each of PATHS, each
+    through `main` (the command line's entry, handed down by cli.py)."""
+    from hspz.engine import backends
 
     if not backends.gpu_available():
         raise UsageError("warm: no CUDA device is visible (is CuPy installed?)")
@@ -146,7 +147,7 @@ def warm_command(seed: str | None = None) -> int:
             said = io.StringIO()
             with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()), \
                     _path(switches):
-                status = cli.main(argv)
+                status = main(argv)
             if status:  # the step's own one-line message, then its status
                 print(said.getvalue().rstrip().splitlines()[-1], file=sys.stderr)
                 return status

@@ -20,31 +20,24 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from hspz import durable, faults
-from hspz import index as ix
-from hspz.budget import devices_for
-from hspz.commands.batch import spec_of
-from hspz.engine import UnitResult
-from hspz.errors import InputError, UsageError
-from hspz.freeze import context_of
-from hspz.inputs import read_side
-from hspz.manifest import check_side, check_version
-from hspz.outdir import check_disjoint
-from hspz.planfile import (
-    PlanFile,
-    read_plan,
-    read_unit,
-    unit_key,
-    unit_path,
-    write_results,
-    write_unit,
-)
-from hspz.progress import Progress
-from hspz.report import say
-from hspz.workers import WorkerJob, run_worker
+from hspz.commands.query_list import spec_of
+from hspz.core import durable, faults
+from hspz.core.errors import InputError, UsageError
+from hspz.core.progress import Progress
+from hspz.engine.contract import UnitResult
+from hspz.formats import index as ix
+from hspz.formats.manifest import check_side, check_version
+from hspz.formats.planfile import PlanFile, read_plan
+from hspz.formats.results import read_unit, unit_key, unit_path, write_results, write_unit
+from hspz.io.readers import read_side
+from hspz.planning.budget import devices_for
+from hspz.run.freeze import context_of
+from hspz.run.outdir import check_disjoint
+from hspz.run.report import say
+from hspz.run.worker import WorkerJob, run_worker
 
 if TYPE_CHECKING:
-    from hspz.sequence import Record
+    from hspz.io.records import Record
 
 
 def work_command(plan_path: str, worker: int, output: str, select: Callable[[], ModuleType],

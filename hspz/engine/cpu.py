@@ -19,8 +19,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from hspz import hsp, jit, plan
-from hspz.engine import (
+from hspz.core import jit
+from hspz.engine.contract import (
     BatchOut,
     BatchTally,
     Context,
@@ -33,8 +33,10 @@ from hspz.engine import (
     settle_chunks,
     unit_batches,
 )
-from hspz.seed import hit_seeds, query_seeds
-from hspz.xdrop import Workspace, extend_hits, first_pass
+from hspz.stages import chunks as plan
+from hspz.stages import hsp
+from hspz.stages.seed import hit_seeds, query_seeds
+from hspz.stages.xdrop import Workspace, extend_hits, first_pass
 
 _threads = [1]
 PIECE = 1 << 18  # most hits extended at once per thread: ~28 MiB (`plan.unit_bytes`), not bytes
@@ -46,7 +48,8 @@ def set_threads(threads: int) -> None:
 
 
 def warm_worker(worker: int) -> None:
-    """Load numba (`hspz.jit` loads it on first use) while a pooled worker waits for its job."""
+    """Load numba (`hspz.core.jit` loads it on first use) while a pooled worker waits for its
+    job."""
     jit.load()
 
 

@@ -18,20 +18,21 @@ then per group (`_Group.finish`, kernels in finish.cu):
     chain_walks (the hits still unfinished, on long diagonals, sorted by diagonal: each walks
                  only until it merges into the next hit's walk, `xdrop.resolve_chains`; a
                  diagonal where a walk passes CHAIN_CAP bases goes to sweep_diagonals, one
-                 thread sweeping it as `hspz.xdrop` does)
+                 thread sweeping it as `hspz.stages.xdrop` does)
       -> identical (rs, qs, len, chunk) rows collapsed, with their copies (a device sort)
       -> match_counts (the four match counts entropy needs, per distinct row)
 
 Walks read aligned 8-byte words, left walks backwards from where their right walks began.  Only
 the distinct HSPs scoring at least `--hspthresh` leave the device, sorted by their tags into
 semantic chunks.  The host half of each group (the entropy gate from the counts, then dedup and
-final order of every chunk, one vectorised call) runs on a host thread through `hspz.hsp`,
+final order of every chunk, one vectorised call) runs on a host thread through `hspz.stages.hsp`,
 overlapping the device's next groups: entropy's `log` is the host's, the C library's, which the
 CPU backend uses too (CUDA's `log` is not guaranteed to round alike, and the gate's decision
-rests on it).  The GPU path loads no numba (`hspz.jit`) and makes no host sequence codes
+rests on it).  The GPU path loads no numba (`hspz.core.jit`) and makes no host sequence codes
 (HOST_CODES) unless the CPU seeder runs.
 
-This module imports CuPy at import time; `hspz.backends` imports it only when a GPU is chosen.
+This module imports CuPy at import time; `hspz.engine.backends` imports it only when a GPU is
+chosen.
 """
 
 from __future__ import annotations
@@ -42,16 +43,17 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 import cupy as cp
 import numpy as np
 
-from hspz import hsp, knobs, lean, plan, xdrop
-from hspz.engine import (
+from hspz.core import knobs, lean
+from hspz.engine import cuda_source
+from hspz.engine.contract import (
     BatchOut,
     BatchTally,
     Context,
+    Index,
     Progress,
     QueryBin,
     RefBin,
@@ -59,16 +61,14 @@ from hspz.engine import (
     assemble,
     bases_free_bin,
     batch_groups,
-    cuda_source,
     record_chunk,
     settle_chunks,
     unit_batches,
 )
-from hspz.seed import SeedShape, SeedTable, batch_hits
-from hspz.sequence import SCORE_TABLE, SEED_TABLE
-
-if TYPE_CHECKING:
-    from hspz.index import Index
+from hspz.io.packing import SCORE_TABLE, SEED_TABLE
+from hspz.stages import chunks as plan
+from hspz.stages import hsp, xdrop
+from hspz.stages.seed import SeedShape, SeedTable, batch_hits
 
 lean.import_without("scipy.sparse", "cupyx")  # CuPy imports cupyx on some first calls
 
@@ -174,10 +174,10 @@ class DeviceRef:
 
 
 def load_reference(ctx: Context, index: Index, b: int, threads: int = 0) -> RefBin:
-    """Reference bin b of an index (`hspz.index.Index`) straight into device memory: each piece
-    of its score codes and seed table is checksum-verified on the host, then copied in on a
-    stream of its own, so a load on a worker's prefetch thread overlaps the kernels of the unit
-    before it.  No host copy of the bin is kept."""
+    """Reference bin b of an index (`hspz.formats.index.Index`) straight into device memory:
+    each piece of its score codes and seed table is checksum-verified on the host, then copied
+    in on a stream of its own, so a load on a worker's prefetch thread overlaps the kernels of
+    the unit before it.  No host copy of the bin is kept."""
     arrays = index.manifest.arrays
     n = arrays[(b, "enc")].length
     stream = cp.cuda.Stream(non_blocking=True)
@@ -200,7 +200,7 @@ def load_reference(ctx: Context, index: Index, b: int, threads: int = 0) -> RefB
 
 def index_arrays(shape: SeedShape, step: int, buf: np.ndarray) -> tuple[np.ndarray, ...]:
     """(index_table, pos_table, score codes) of one packed bin, built on the device for
-    `hspZ index`: the same bytes as `hspz.index.build_bin_host`."""
+    `hspZ index`: the same bytes as `hspz.formats.index.build_bin_host`."""
     codes, score = _codes(shape, buf)
     index_table, pos_table = build_table(shape, step, codes, len(buf) - 1)
     return index_table.get(), pos_table.get(), score[:len(buf)].get()
@@ -208,7 +208,7 @@ def index_arrays(shape: SeedShape, step: int, buf: np.ndarray) -> tuple[np.ndarr
 
 def build_table(shape: SeedShape, step: int, codes: cp.ndarray, block_len: int
                 ) -> tuple[cp.ndarray, cp.ndarray]:
-    """(index_table, pos_table) on the device, equal to `hspz.seed.build_seed_table`."""
+    """(index_table, pos_table) on the device, equal to `hspz.stages.seed.build_seed_table`."""
     offset = (shape.size + 1) % step
     start = step - offset
     count = max(0, (block_len + offset - shape.size) // step)

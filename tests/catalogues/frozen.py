@@ -33,7 +33,7 @@ from multibin import FLAGS, write_pair
 from refusal import assert_refused
 
 from hspz.cli import main
-from hspz.planfile import PLAN_FORMAT
+from hspz.formats.planfile import PLAN_FORMAT
 
 CPU = ["--backend", "cpu", "-t", "1"]
 
@@ -129,7 +129,7 @@ def _with_header(path: Path, header: dict, reseal: bool) -> None:
     members["header.npy"] = _npy(np.frombuffer(json.dumps(header).encode(), np.uint8))
     _write_members(path, members)
     if reseal:  # the whole-file seal too: a forger who knows the format
-        from hspz.planfile import seal_results
+        from hspz.formats.results import seal_results
 
         seal_results(path)
 

@@ -41,7 +41,8 @@ from helpers import fasta_bytes, random_dna
 from refusal import assert_refused
 from scorefiles import HOXD70
 
-from hspz.sequence import Record, write_2bit
+from hspz.io.records import Record
+from hspz.io.twobit import write_2bit
 
 INSULIN = ("MALWMRLLPLLALLALWGPDPAAAFVNQHLCGSHLVEALYLVCGERGFFYTPKTRREAEDLQVGQVELGGGPGAGSLQPLAL"
            "EGSLQKRGIVEQCCTSICSLYQLENYCN")

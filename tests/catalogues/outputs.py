@@ -226,7 +226,7 @@ def unwritable_out_is_refused(d: Path, tmp_path: Path, capfd) -> None:
 def out_held_in_this_process_is_refused(d: Path, capfd, command: str) -> None:
     """`command` (run or merge) into an OUT whose lock this process holds: refused, naming
     the holder; the holder made OUT and leaves nothing."""
-    from hspz.outdir import OutLock
+    from hspz.run.outdir import OutLock
 
     argv = RUN if command == "run" else MERGE + ["{d}/w0.result"]
     out = d / f"held-{command}"
@@ -241,7 +241,7 @@ def out_held_in_this_process_is_refused(d: Path, capfd, command: str) -> None:
 def out_held_by_another_process_is_refused(d: Path, capfd) -> None:
     """`run` and `merge` into an OUT another process holds: refused, naming it."""
     out = d / "held-elsewhere"
-    code = ("import sys, time\nfrom hspz.outdir import OutLock\n"
+    code = ("import sys, time\nfrom hspz.run.outdir import OutLock\n"
             "with OutLock(sys.argv[1], command='hspZ run -o elsewhere'):\n"
             "    print('held', flush=True)\n    time.sleep(120)\n")
     holder = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE,

@@ -1,0 +1,71 @@
+"""Backend choice: `--backend auto|gpu|cpu`.
+
+auto takes the GPU when CuPy imports and sees a device, else the CPU backend with a one-line note.
+The GPU module is imported only here and only when chosen, so a machine without CUDA never loads
+CuPy.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from types import ModuleType
+
+from hspz.core import lean
+from hspz.core.errors import UsageError
+from hspz.core.options import Options
+
+
+def gpu_available() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver, no device: all mean "no GPU"
+        return False
+
+
+def warm(backend: str) -> threading.Thread | None:
+    """Unless the CPU backend is asked for, import CuPy (and cupyx, `hspz.core.lean`) now, then
+    start CUDA on a thread: device 0's context, which the memory preflight reads first.  The
+    caller meanwhile imports the stages and reads the inputs.  Only CUDA's start runs beside
+    them: it waits in the driver without the GIL, whereas importing CuPy on the thread slowed
+    the caller's imports more than it saved (every file an import reads hands the GIL over;
+    E. coli on the H200)."""
+    if backend == "cpu":
+        return None
+    try:
+        import cupy
+
+        lean.import_without("scipy.sparse", "cupyx")
+    except Exception:  # no usable CuPy: `select` says so
+        return None
+    thread = threading.Thread(target=_start_cuda, args=(cupy,), daemon=True)
+    thread.start()
+    return thread
+
+
+def _start_cuda(cupy: ModuleType) -> None:
+    try:
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            cupy.cuda.Device(0).mem_info  # noqa: B018 (creates the context)
+    except Exception:  # no driver or no device: `select` says so on the main thread
+        pass
+
+
+def select(options: Options) -> ModuleType:
+    """The engine module (with `run_unit`) this run uses."""
+    use_gpu = options.backend != "cpu" and gpu_available()
+    if options.backend == "gpu" and not use_gpu:
+        raise UsageError("--backend gpu: no CUDA device is visible (is CuPy installed?)")
+    if use_gpu:
+        from hspz.engine import gpu
+
+        gpu.set_threads(options.threads)
+        return gpu
+    if options.backend == "auto":
+        print("note: no GPU visible; using the CPU backend", file=sys.stderr)
+    from hspz.engine import cpu
+
+    cpu.set_threads(options.threads)
+    return cpu

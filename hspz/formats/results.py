@@ -1,0 +1,226 @@
+"""The results file of `hspZ work`, and the unit files that make `work` resumable.
+
+A results file is one worker's UnitResults in one .npz; its header names the plan (the plan
+file's sha256), the worker, every unit as (job, ordinal) with its image's sha256, and a
+checksum of itself; the zip comment seals every byte (`SEAL`).  A unit file is one unit's
+result in the same format, keyed not by the plan but by its job's frozen plan (`unit_key`: the
+manifest's lines that decide output), so a work job rerun after a kill, or the work of another
+batch that holds the same job (a sheet with a row added), reuses it instead of computing it
+again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import zipfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hspz.core import durable
+from hspz.core.errors import InputError
+from hspz.engine.contract import UnitResult
+from hspz.formats.manifest import INFORMATIONAL, Manifest, manifest_lines
+
+RESULTS_FORMAT = 5  # 4: units keyed by (job, ordinal); unit files; 5: a whole-file seal
+
+
+SEAL = b"hspz-sha256:"  # the zip comment: this, then the sha256 of every byte before the hex
+
+
+SEAL_LEN = len(SEAL) + 64
+
+
+def unit_key(m: Manifest) -> str:
+    """A job's identity for its unit files: the sha256 of its manifest's lines without the
+    informational ones (workers, threads, backend never change a byte)."""
+    keep = [line for line in manifest_lines(m)
+            if line.partition(" ")[0] not in INFORMATIONAL]
+    return hashlib.sha256("".join(f"{line}\n" for line in keep).encode()).hexdigest()
+
+
+def write_results(path: str | os.PathLike, results: Sequence[UnitResult], header: dict) -> None:
+    """UnitResults in one .npz, written under a temporary name; the header records each unit
+    as (job, ordinal), each image's sha256 and its own checksum."""
+    images = {(r.job, r.ordinal): r.to_bytes() for r in results}
+    head = dict(header, format=RESULTS_FORMAT, units=[list(k) for k in images],
+                sha256=[hashlib.sha256(b).hexdigest() for b in images.values()])
+    head["checksum"] = _header_checksum(head)
+    arrays = {f"unit{j}_{o}": np.frombuffer(b, np.uint8) for (j, o), b in images.items()}
+    arrays["header"] = np.frombuffer(json.dumps(head).encode(), np.uint8)
+    with durable.replaced(path, "--output") as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)  # type: ignore[arg-type]  # the stub fears a key allow_pickle
+        seal_results(tmp)
+
+
+def seal_results(path: str | os.PathLike) -> None:
+    """Make the zip's comment (its last bytes) the sha256 of every byte before it, the zip
+    headers included, so that `read_results` finds any changed bit: the comment length is set
+    in the end-of-central-directory record, SEAL appended, the file hashed, the hex appended."""
+    with open(path, "r+b") as fh:
+        fh.seek(-22, os.SEEK_END)
+        eocd = fh.read(22)
+        if eocd[:4] != b"PK\x05\x06" or eocd[20:22] != b"\0\0":
+            raise ValueError(f"{os.fspath(path)}: not a zip without a comment")
+        fh.seek(-2, os.SEEK_END)
+        fh.write(SEAL_LEN.to_bytes(2, "little") + SEAL)
+        fh.flush()
+        fh.seek(0)
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+        fh.seek(0, os.SEEK_END)
+        fh.write(digest.encode())
+
+
+def _check_seal(source: str) -> None:
+    """Every byte of a results file as `seal_results` sealed it."""
+    with open(source, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size < SEAL_LEN + 22:
+            raise InputError(f"{source}: not a readable hspZ results file (too short)")
+        fh.seek(size - SEAL_LEN)
+        tail = fh.read(SEAL_LEN)
+        if not tail.startswith(SEAL):
+            raise InputError(f"{source}: no whole-file checksum: not a results file this hspZ "
+                             f"wrote (rerun `hspZ work`)")
+        fh.seek(0)
+        h = hashlib.sha256()
+        left = size - 64
+        while left:
+            chunk = fh.read(min(left, 1 << 22))
+            if not chunk:
+                break
+            h.update(chunk)
+            left -= len(chunk)
+    if h.hexdigest().encode() != tail[len(SEAL):]:
+        raise InputError(f"{source}: checksum mismatch: the results file was edited or damaged "
+                         f"after `hspZ work` wrote it (its bytes, zip headers included, no "
+                         f"longer hash to its seal)")
+
+
+def _header_checksum(head: dict) -> str:
+    rest = {k: v for k, v in head.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
+
+
+# What a damaged .npz raises while it is read: zipfile's BadZipFile (bad CRC-32, no central
+# directory), EOFError (empty or cut short), OSError, ValueError (not a zip and not .npy).
+_DAMAGED = (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zipfile.LargeZipFile)
+
+
+def _check_image(image: bytes, want: str, j: int, o: int, source: str) -> None:
+    if hashlib.sha256(image).hexdigest() != want:
+        raise InputError(f"{source}: unit {o} of job {j} is damaged (its sha256 differs "
+                         f"from the one in the header)")
+
+
+def results_header(path: str | os.PathLike) -> dict:
+    """The header of one results file, checked with its members' CRCs and the file's seal
+    (every byte), its units not kept: what `merge` checks of every argument before it
+    publishes anything."""
+    source = os.fspath(path)
+
+    def check_units(z: np.lib.npyio.NpzFile, header: dict) -> None:
+        for (j, o), want in zip(header["units"], header["sha256"], strict=True):
+            _check_image(z[f"unit{j}_{o}"].tobytes(), want, j, o, source)  # one at a time
+        _check_seal(source)
+
+    header, _ = _open_results(source, check_units)
+    return header
+
+
+def _open_results(source: str, read: Callable) -> tuple[dict, Any]:
+    """(header, read(z, header)) of a results file's checked header, a damaged or foreign file
+    being one InputError line."""
+    try:
+        z = np.load(source, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise InputError(f"{source}: not an hspZ results file (made by `hspZ work`)")
+        with z:
+            header = _results_header(z, source)
+            return header, read(z, header)
+    except _DAMAGED as exc:
+        raise InputError(f"{source}: not a readable hspZ results file "
+                         f"({type(exc).__name__}: {exc})") from None
+
+
+def read_results(path: str | os.PathLike) -> tuple[dict, list[UnitResult]]:
+    """(header, UnitResults) of one results (or unit) file, every checksum checked;
+    InputError when it is damaged, of another format or not a results file."""
+    source = os.fspath(path)
+    header, images = _open_results(
+        source, lambda z, h: {(j, o): z[f"unit{j}_{o}"].tobytes() for j, o in h["units"]})
+    for ((j, o), image), want in zip(images.items(), header["sha256"], strict=True):
+        _check_image(image, want, j, o, source)
+    try:
+        _check_seal(source)
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read it: {exc.strerror or exc}") from None
+    results = [UnitResult.from_file(io.BytesIO(image)) for image in images.values()]
+    for (j, o), r in zip(images, results, strict=True):
+        if (r.job, r.ordinal) != (j, o):
+            raise InputError(f"{source}: unit {o} of job {j} holds the result of unit "
+                             f"{r.ordinal} of job {r.job}")
+    return header, results
+
+
+def _results_header(z: np.lib.npyio.NpzFile, source: str) -> dict:
+    """The header, its format, its checksum and the members it names checked."""
+    if "header" not in z.files:
+        raise InputError(f"{source}: not an hspZ results file (made by `hspZ work`)")
+    try:
+        header = json.loads(z["header"].tobytes().decode())
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        header = None
+    if not isinstance(header, dict):
+        raise InputError(f"{source}: the results header is not a JSON object")
+    if header.get("format") != RESULTS_FORMAT:
+        raise InputError(f"{source}: results format {header.get('format')!r} was written by "
+                         f"another hspZ; this one reads format {RESULTS_FORMAT} (rerun "
+                         f"`hspZ work`)")
+    if header.get("checksum") != _header_checksum(header):
+        raise InputError(f"{source}: checksum mismatch: the results header was edited or "
+                         f"damaged after `hspZ work` wrote it")
+    units, digests = header.get("units"), header.get("sha256")
+    ok = isinstance(units, list) and isinstance(digests, list) and len(units) == len(digests) \
+        and all(isinstance(u, list) and len(u) == 2 and all(isinstance(x, int) for x in u)
+                for u in units)
+    members = sorted(f for f in z.files if f != "header")
+    if not ok or members != sorted(f"unit{j}_{o}" for j, o in units or []):
+        raise InputError(f"{source}: the results header does not list the file's units")
+    return header
+
+
+def unit_path(folder: str | os.PathLike, key: str, ordinal: int) -> Path:
+    """The unit file of unit `ordinal` of the job whose `unit_key` is `key`."""
+    return Path(folder) / f"{key[:32]}-{ordinal:06d}.unit"
+
+
+def read_unit(path: Path, key: str, job: int, ordinal: int) -> UnitResult | None:
+    """The result a unit file holds for (key, ordinal), as job `job` of this plan; None when
+    there is none, or it is damaged or another job's (it is then computed again)."""
+    if not path.is_file():
+        return None
+    try:
+        header, results = read_results(path)
+    except InputError:
+        return None
+    if header.get("kind") != "unit" or header.get("job_key") != key or len(results) != 1 \
+            or results[0].ordinal != ordinal:
+        return None
+    result = results[0]
+    result.job = job
+    return result
+
+
+def write_unit(folder: str | os.PathLike, key: str, result: UnitResult) -> None:
+    """One finished unit's result, atomically, under its `unit_path` (job index 0: the file
+    belongs to the job's plan, not to one batch)."""
+    saved = UnitResult(**{**result.__dict__, "job": 0})
+    write_results(unit_path(folder, key, result.ordinal), [saved],
+                  dict(kind="unit", job_key=key))

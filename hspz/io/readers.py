@@ -1,0 +1,76 @@
+"""Reading a sequence file: format detection (FASTA, gzip, 2bit by their first bytes),
+decompression, and one side's records with the refusal of an empty side."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+from hspz.core.errors import InputError
+from hspz.io.fasta import read_fasta_bytes
+from hspz.io.records import PathLike, Record
+from hspz.io.twobit import TWOBIT_MAGIC, read_2bit_bytes
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _format_of(head: bytes) -> str:
+    if head[:4] in TWOBIT_MAGIC:
+        return "2bit"
+    if head[:2] == GZIP_MAGIC:
+        return "gzip"
+    return "fasta"
+
+
+def _read_file(path: PathLike, size: int = -1) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(size)
+    except OSError as exc:
+        raise InputError(f"cannot read {os.fspath(path)}: {exc.strerror or exc}") from exc
+
+
+def detect_format(path: PathLike) -> str:
+    """'2bit', 'gzip' or 'fasta', decided by the file's magic bytes (never its extension)."""
+    return _format_of(_read_file(path, 4))
+
+
+def read_records(path: PathLike) -> list[Record]:
+    """Every record of a FASTA, gzip (FASTA or 2bit inside) or 2bit file, in file order."""
+    source = os.fspath(path)
+    data = _read_file(path)
+    kind = _format_of(data)
+    if kind == "gzip":
+        data = _gunzip(data, source)
+        kind = "2bit" if _format_of(data) == "2bit" else "fasta"
+    if kind == "2bit":
+        return read_2bit_bytes(data, source)
+    return read_fasta_bytes(data, source)
+
+
+def _gunzip(data: bytes, source: str) -> bytes:
+    # gzip.decompress reads every member, so bgzip and `cat a.gz b.gz` both work.
+    try:
+        return gzip.decompress(data)
+    except EOFError as exc:
+        raise InputError(f"{source}: truncated gzip stream ({exc})") from exc
+    except (OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        raise InputError(f"{source}: corrupt gzip data ({exc})") from exc
+
+
+def read_side(path: str, side: str) -> list[Record]:
+    records = read_records(path)
+    if not records:
+        raise InputError(f"{path}: no {side} records")
+    return records
+
+
+def read_both(reference: str, query: str) -> tuple[list[Record], list[Record]]:
+    """Both sides, read at once on two threads (the decoding loops release the GIL); a bad
+    reference is reported before a bad query, as when read one after the other."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        ref = pool.submit(read_side, reference, "reference")
+        qry = pool.submit(read_side, query, "query")
+        return ref.result(), qry.result()

@@ -1,0 +1,296 @@
+"""The emitter: replays unit results in planned ordinal order into segments files.
+
+Results may arrive in any order (several workers, several processes, `hspZ merge`); each carries
+its ordinal.  A duplicate ordinal, one outside the plan, or one whose bins are not the plan's is an
+error, and `finish` checks that every unit arrived.  Emission order is units by ordinal and,
+inside a unit, interval 1 plus, 1 minus, 2 plus, …; only non-empty files are written; a minus
+list is printed reversed.  With `-D` each file is split as `partition` says, its history running
+in emission order.
+
+Publishing, and what a killed run leaves.  Every file of the run (its segments files, or the
+`-Z` archive, and the `--dump-raw` file) is written and fsynced under a hidden stage folder in
+OUT named by a uuid4 (unique across hosts and PID namespaces; a file destined outside OUT is
+staged beside its destination), while the workers still run.  Only when every unit has arrived
+does `finish` hand the complete set to `outdir.publish`: a journal naming every move and every
+stale file is written atomically, the files are renamed into place, the stale ones removed, and
+the journal removed.  Stale files are the segments files named as hspZ names them that this run
+did not write (an earlier layout's, say), so OUT then holds exactly this run's output and
+`cat *.segments | LC_ALL=C sort | sha256sum` gives the printed digest; other files are kept.
+
+The invariant: at every instant, OUT holds the complete earlier result, plus at most a stage
+folder (before the journal exists), or a journal whose steps, repeated by the next command that
+takes OUT's lock (`outdir.OutLock`), give the complete new result.  So after a SIGKILL at any
+instant and that command's roll-forward, OUT holds one complete result, never a mixture; a run
+that fails or is stopped before its journal exists leaves the earlier result untouched.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import tarfile
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from hspz.core import durable, faults
+from hspz.core.errors import RunError, sigterm_held
+from hspz.engine.contract import UnitResult
+from hspz.formats.manifest import Manifest
+from hspz.io.packing import PackedBin, table_from
+from hspz.planning.bins import WorkUnit
+from hspz.run.digest import LineDigest, sorted_lines
+from hspz.run.outdir import OUR_NAMES, complete, journal_of, new_stage, publish, segments_name
+from hspz.stages import partition
+from hspz.stages.segments import format_lines
+
+TableLookup = Callable[[str, int, str], PackedBin]  # (side, bin, strand) -> record table
+
+
+class Emitter:
+    """Ordinal replay into OUT; one per job."""
+
+    def __init__(self, units: Iterable[WorkUnit], tables: TableLookup, outdir: str | Path,
+                 tarball: str | Path | None = None, diagonal: bool = False,
+                 on_emit: Callable[[UnitResult], None] | None = None):
+        self.units = {u.ordinal: u for u in units}
+        self.tables = tables
+        self.outdir = Path(outdir)
+        self.root = Path(os.path.abspath(outdir))
+        self.tarball = Path(tarball) if tarball else None
+        self.stage = new_stage(self.root)
+        self.created = not self.outdir.exists()  # removed again if the run fails
+        self.partitioner = partition.Partitioner() if diagonal else None
+        self.on_emit = on_emit
+        self.pending: dict[int, tuple[UnitResult, list[str] | None]] = {}  # with staged names
+        self.done: set[int] = set()
+        self.order = sorted(self.units)
+        self.next = 0
+        self.written: list[str] = []
+        # one digest group per reference bin, sealed once its units are staged (`LineDigest`)
+        self.left = Counter(u.ref_bin for u in self.units.values())
+        self.digest = LineDigest({b: [n.encode() for n in tables("reference", b, "plus").names]
+                                  for b in sorted(self.left)})
+        self.counts = dict(seeds=0, hits=0, raw_hsps=0, hsps=0)
+        self.removed: list[str] = []  # an earlier run's segments files, removed by `finish`
+        self.extras: list[tuple[Path, Callable[[Path], None], str]] = []  # `also`
+        self.outside: list[Path] = []  # files staged beside a destination outside OUT
+
+    def also(self, path: str | Path, write: Callable[[Path], None], flag: str) -> None:
+        """Publish one more file with the segments files: `write(tmp)` writes it (at `finish`,
+        to a staged name) and it is moved onto `path` in the same publish."""
+        self.extras.append((Path(path), write, flag))
+
+    def add(self, result: UnitResult) -> None:
+        """Accept one unit's result; emit every unit that is now next in order.
+
+        Without -D a unit's files are formatted and staged as soon as it arrives, whatever its
+        ordinal: their names and bytes do not depend on what came before, so a unit that waits
+        for an earlier one (another worker's) is not left to format after the workers finish.
+        The -D split's history runs in emission order, so with -D files are staged in order."""
+        o = result.ordinal
+        unit = self.units.get(o)
+        if unit is None:
+            raise RunError(f"work unit {o} is not in the plan ({len(self.units)} units)")
+        if (unit.ref_bin, unit.query_bin) != (result.ref_bin, result.query_bin):
+            raise RunError(f"work unit {o} arrived as R{result.ref_bin} Q{result.query_bin} "
+                           f"but the plan has R{unit.ref_bin} Q{unit.query_bin}")
+        if o in self.pending or o in self.done:
+            raise RunError(f"work unit {o} arrived twice")
+        self.pending[o] = (result, None if self.partitioner else self._stage(result))
+        while self.next < len(self.order) and self.order[self.next] in self.pending:
+            ready, names = self.pending.pop(self.order[self.next])
+            self.written += self._stage(ready) if names is None else names
+            self.done.add(ready.ordinal)
+            self.next += 1
+            if self.on_emit:
+                self.on_emit(ready)
+        faults.point("unit")
+
+    def _stage(self, result: UnitResult) -> list[str]:
+        """Write one unit's files into the stage, synced; their names, in emission order."""
+        for key in self.counts:
+            self.counts[key] += getattr(result, key)
+        ref = self.tables("reference", result.ref_bin, "plus")
+        files = []  # (name, rows, query table, strand), in emission order
+        for n, strand, h in result.segments:
+            if len(h) == 0:
+                continue
+            qry = self.tables("query", result.query_bin, strand)
+            ordered = h if strand == "plus" else h[::-1]
+            name = segments_name(n, result.query_bin, result.ref_bin, strand)
+            files += [(file_name, rows, qry, strand)
+                      for file_name, rows in self._pieces(name, ordered, ref, qry, strand)]
+
+        def render(file: tuple) -> np.ndarray:
+            file_name, rows, qry, strand = file
+            data = format_lines(rows, ref, qry, strand)
+            durable.write_new(self.stage / file_name, data)
+            return sorted_lines(data)
+
+        with _writing(self.outdir):
+            if files and not self.stage.exists():
+                durable.ensure_marked(self.stage)
+            with ThreadPoolExecutor(max(1, min(STAGE_THREADS, len(files)))) as pool:
+                for lines in pool.map(render, files):
+                    self.digest.add_sorted(lines, result.ref_bin)
+        self.left[result.ref_bin] -= 1
+        if not self.left[result.ref_bin]:
+            self.digest.seal(result.ref_bin)
+        return [f[0] for f in files]
+
+    def _pieces(self, name: str, h: np.ndarray, ref: PackedBin, qry: PackedBin,
+                strand: str) -> list[tuple[str, np.ndarray]]:
+        """(file name, HSP rows) of one logical segments file: itself, or its -D splits."""
+        chunk = self.partitioner.chunk_for(len(h)) if self.partitioner else None
+        if chunk is None:
+            return [(name, h)]
+        base = name[: -len(".segments")]
+        parts = split_file(h, ref, qry, strand, chunk)
+        return [(f"{base}.split{k}.segments", h[idx]) for k, idx in enumerate(parts, 1)]
+
+    def finish(self) -> str:
+        """Check completeness, publish the files (or the archive) and the extra files in one
+        step (see the module docstring); return the digest."""
+        missing = [o for o in self.order[self.next:] if o not in self.pending]
+        if missing:
+            raise RunError(f"{len(missing)} of {len(self.order)} work unit(s) never arrived "
+                           f"(first missing: {missing[0]})")
+        digest = self.digest.hexdigest()
+        with _writing(self.outdir):
+            if not self.stage.exists():
+                durable.ensure_marked(self.stage)
+            moves = [self._extra(path, write, flag) for path, write, flag in self.extras]
+            if self.tarball is not None:
+                moves.append(self._archive())
+                stale = []
+            else:
+                moves += [(self.stage / n, self.outdir / n) for n in self.written]
+                stale = self._stale()
+            faults.point("staged")
+            with sigterm_held():  # all of the renames, or none
+                publish(self.root, self.stage, moves, [self.outdir / n for n in stale], digest)
+        self.removed = stale
+        if self.tarball is None:
+            self.created = False  # OUT is the result, even with no files in it
+        self.abort()  # an OUT made only for staging a -Z archive elsewhere
+        return digest
+
+    def _staged_for(self, path: Path) -> Path:
+        """Where a file destined for `path` is written first: in the stage when `path` lies in
+        OUT itself (a rename within one folder tree), else beside `path` (one mount)."""
+        path = Path(os.path.abspath(path))
+        if path.parent == self.root:
+            return self.stage / f".{path.name}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex}")
+        self.outside.append(tmp)
+        return tmp
+
+    def _extra(self, path: Path, write: Callable[[Path], None], flag: str) -> tuple[Path, Path]:
+        durable.guard(flag, path)
+        tmp = self._staged_for(path)
+        try:
+            write(tmp)
+        except OSError as exc:
+            raise RunError(f"{flag}: cannot write {path}: {exc.strerror or exc}") from exc
+        return tmp, path
+
+    def _archive(self) -> tuple[Path, Path]:
+        tarball = self.tarball
+        assert tarball is not None  # called only with --tarball
+        durable.guard("--tarball", tarball)
+        tmp = self._staged_for(tarball)
+        write_tarball(tmp, self.stage, self.written)
+        return tmp, tarball
+
+    def _stale(self) -> list[str]:
+        """The segments files named as hspZ names them that this run did not write."""
+        ours = set(self.written)
+        return sorted(e.name for e in os.scandir(self.outdir) if e.name not in ours
+                      and OUR_NAMES.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+
+    def abort(self) -> None:
+        """Remove the stage and the files staged outside OUT (and OUT when this emitter created
+        it and it is empty).  A publish stopped after its journal was written (an error, or
+        Ctrl-C, between two renames) is completed instead: the journal promised it."""
+        try:
+            journal = journal_of(self.root)
+            if journal is not None and journal["stage"] == self.stage.name:
+                complete(self.root)
+        except (OSError, RunError):
+            return  # the journal, its stage and files stay for the next command to complete
+        durable.remove_marked(self.stage)
+        for tmp in self.outside:
+            tmp.unlink(missing_ok=True)
+        if self.created and self.outdir.is_dir() and not any(self.outdir.iterdir()):
+            self.outdir.rmdir()
+
+
+@contextmanager
+def _writing(outdir: Path) -> Iterator[None]:
+    """An OSError (a full disk, say) as one RunError line naming OUT."""
+    try:
+        yield
+    except OSError as exc:
+        name = f" ({Path(exc.filename).name})" if exc.filename else ""
+        raise RunError(f"cannot write the output in {outdir}: {exc.strerror or exc}{name}") \
+            from exc
+
+
+def split_file(h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str,
+               chunk: int) -> list[np.ndarray]:
+    """KegAlign's diagonal partition of one file's HSP rows (in file order)."""
+    rs = h["ref_start"].astype(np.int64)
+    qs = h["query_start"].astype(np.int64)
+    half = h["len"].astype(np.int64) // 2
+    ri, qi = ref.record_at(rs), qry.record_at(qs)
+    ref_mid = rs + 1 - ref.starts[ri] + half
+    qry_mid = qs + 1 - qry.starts[qi] + half
+    ref_name = partition.name_ids(ref.names)[ri]
+    qry_name = partition.name_ids(qry.names)[qi]
+    return partition.split(ref_name, qry_name, ref_mid, qry_mid, strand, chunk)
+
+
+STAGE_THREADS = 4  # a unit's files formatted and made digest runs at once (numba's loops and
+# numpy's sort release the GIL)
+
+
+def write_tarball(path: Path, stage: Path, names: list[str]) -> None:
+    """A byte-reproducible .tar.gz at `path` (synced; the caller renames it into place):
+    entries in emission order, mode 0644, mtime 0, bare names."""
+    with (durable.new_file(path) as raw,
+          gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz):
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+            for name in names:
+                data = (stage / name).read_bytes()
+                info = tarfile.TarInfo(name)
+                info.size, info.mode, info.mtime = len(data), 0o644, 0
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                tar.addfile(info, io.BytesIO(data))
+
+
+def table_lookup(m: Manifest) -> Callable[[str, int, str], PackedBin]:
+    """(side, bin, strand) -> record table, from the manifest's names and lengths."""
+    cache: dict[tuple[str, int, str], PackedBin] = {}
+
+    def lookup(side: str, b: int, strand: str) -> PackedBin:
+        key = (side, b, strand)
+        if key not in cache:
+            ref = side == "reference"
+            bins = m.plan.ref_bins if ref else m.plan.query_bins
+            names = m.ref_names if ref else m.qry_names
+            lengths = m.ref_lengths if ref else m.qry_lengths
+            prefix = m.options.target_prefix if ref else m.options.query_prefix
+            cache[key] = table_from([names[i] for i in bins[b]], [lengths[i] for i in bins[b]],
+                                    prefix, strand)
+        return cache[key]
+
+    return lookup

@@ -1,0 +1,261 @@
+"""Executing a frozen job: the schedule's workers run their units (`hspz.run.worker`), the emitter
+replays the results in ordinal order into OUT, and the summary gathers counts, phases and the
+unit ledger for the report."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from hspz.core.errors import RunError
+from hspz.core.options import Options
+from hspz.core.progress import Progress
+from hspz.core.scoring import resolve_matrix
+from hspz.engine.contract import UnitResult
+from hspz.formats.manifest import Manifest
+from hspz.io.records import Record
+from hspz.planning import bins, estimate
+from hspz.planning import schedule as scheduling
+from hspz.planning.budget import devices_for, per_worker_threads, resolve_max_hits
+from hspz.planning.inputs import Inputs
+from hspz.planning.joblist import BatchAxis
+from hspz.run.emit import Emitter, table_lookup
+from hspz.run.freeze import context_of
+from hspz.run.pool import Pool, run_workers
+from hspz.run.report import say, write_raw
+from hspz.run.summary import Summary
+from hspz.run.worker import QuerySpec, WorkerJob, WorkerReport
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from hspz.formats.index import Verification
+
+
+
+
+@contextmanager
+def timed(phases: dict, name: str) -> Iterator[None]:
+    """Add the wall-clock seconds of the block to `phases[name]`."""
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases[name] = phases.get(name, 0.0) + time.perf_counter() - t
+
+
+@dataclass
+class Execution:
+    """How to run frozen jobs: what to keep and what to report."""
+
+    diagonal: bool = False
+    keep_raw: bool = False  # the engine keeps pre-dedup HSPs (--dump-raw)
+    hit_stats: bool = False
+    progress: Progress | None = None
+    keep_results: bool = False  # Summary.results holds every UnitResult (--dump-raw, library)
+    index: str | None = None  # reference bins are loaded from this index folder
+    verify: Verification | None = None  # of the reference, waited for before output
+    on_job: Callable[[Job], None] | None = None  # a batch job has been published
+
+
+@dataclass
+class Job:
+    """One job of an execution: its frozen plan, where its output goes and, in a batch, the
+    query file its workers read (`spec`).  `summary` fills as it runs."""
+
+    manifest: Manifest
+    outdir: str | Path
+    tarball: str | Path | None = None
+    spec: QuerySpec | None = None
+    number: int = 0  # a batch job's number (1, 2, ...); 0 for a single query
+    raw: str | Path | None = None  # --dump-raw: published with the job's segments files
+    summary: Summary = field(default_factory=lambda: Summary())
+
+
+def worker_jobs(jobs: list[Job], sched: scheduling.Schedule, engine_name: str, threads: int,
+                t0: float, how: Execution) -> list[WorkerJob]:
+    ctx = context_of(jobs[0].manifest, how.keep_raw)
+    per = per_worker_threads(threads, sched.workers)
+    if jobs[0].spec is None:  # a single query: its own plan, its records handed over
+        plan, specs = jobs[0].manifest.plan, None
+    else:
+        specs = []
+        for job in jobs:
+            assert job.spec is not None  # a batch: every job names its query file
+            specs.append(job.spec)
+        plan = BatchAxis(tuple(len(s.query_bins) for s in specs)).plan(
+            jobs[0].manifest.plan.ref_bins)
+    return [WorkerJob(k, sched.devices[k], sched.visits[k], ctx, plan, engine_name, per, t0,
+                      how.hit_stats, how.index, specs, how.progress is not None)
+            for k in range(sched.workers)]
+
+
+def ledger_row(m: Manifest, r: UnitResult, label: str, job: int = 0) -> dict:
+    rbp = bins.bin_bp(m.plan.ref_bins, m.ref_lengths)[r.ref_bin]
+    qbp = bins.bin_bp(m.plan.query_bins, m.qry_lengths)[r.query_bin]
+    return dict(job=job, ordinal=r.ordinal, worker=r.worker, device=label, ref_bin=r.ref_bin,
+                query_bin=r.query_bin, ref_bp=rbp, query_bp=qbp, gpu_ms=r.gpu_ms,
+                host_start_ms=r.host_start_ms, host_end_ms=r.host_end_ms, seeds=r.seeds,
+                hits=r.hits, raw_hsps=r.raw_hsps, hsps=r.hsps)
+
+
+def _raw_writer(job: Job) -> Callable[[Path], None]:
+    """`--dump-raw`'s writer for one job: its pre-dedup HSPs, once the job has run."""
+    return lambda tmp: write_raw(tmp, job.summary.results)
+
+
+class Emitters:
+    """One emitter per job, fed in any order; a batch job is published as soon as its last
+    unit is in (its folder fills as its units finish), a single query once the workers are
+    done.  Nothing is staged before the reference has been verified against the index."""
+
+    def __init__(self, jobs: list[Job], sched: scheduling.Schedule, how: Execution,
+                 summary: Summary):
+        self.jobs, self.how, self.summary = jobs, how, summary
+        self.batch = jobs[0].spec is not None
+        labels = dict(enumerate(sched.labels))
+        self.left = [len(job.manifest.plan.units) for job in jobs]
+
+        def emitted(job: Job) -> Callable[[UnitResult], None]:
+            def done(result: UnitResult) -> None:
+                row = ledger_row(job.manifest, result, labels.get(result.worker, ""),
+                                 job.number)
+                summary.ledger.append(row)
+                if how.keep_results or how.keep_raw:
+                    job.summary.results.append(result)
+                if how.progress is not None:
+                    how.progress.unit_done((result.job, result.ordinal), result.hits)
+            return done
+
+        self.emitters = [Emitter(job.manifest.plan.units, table_lookup(job.manifest),
+                                 job.outdir, job.tarball, how.diagonal, emitted(job))
+                         for job in jobs]
+        for job, emitter in zip(jobs, self.emitters, strict=True):
+            if job.raw:
+                emitter.also(job.raw, _raw_writer(job), "--dump-raw")
+        self.open = set(range(len(jobs)))
+
+    def add(self, result: UnitResult) -> None:
+        j = result.job
+        emitter = self.emitters[j]
+        if self.how.verify is not None and not emitter.pending and not emitter.done:
+            self.how.verify.wait("index.verify wait (emitter)")  # nothing is staged before
+        emitter.add(result)
+        self.left[j] -= 1
+        if self.batch and not self.left[j]:
+            self.finish(j)
+
+    def finish(self, j: int) -> None:
+        """Publish job j; its summary gets the counts and the digest."""
+        if self.how.verify is not None:
+            self.how.verify.wait("index.verify wait")
+        emitter, job = self.emitters[j], self.jobs[j]
+        job.summary.digest = emitter.finish()
+        self.open.discard(j)
+        say_removed(emitter)
+        for key, value in emitter.counts.items():
+            setattr(job.summary, key, value)
+        if self.how.on_job is not None:
+            self.how.on_job(job)
+
+    def abort(self) -> None:
+        for j in sorted(self.open):
+            self.emitters[j].abort()
+
+
+def execute(jobs: list[Job], sched: scheduling.Schedule, engine_name: str, threads: int,
+            ref: list[Record], qry: list[Record] | None, how: Execution,
+            t0: float | None = None, summary: Summary | None = None,
+            pool: Pool | None = None) -> Summary:
+    """Run every worker of the schedule and emit each job's results in ordinal order; the
+    summary holds the totals (and, for one job, its digest)."""
+    summary = summary or Summary()
+    summary.manifest, summary.schedule = jobs[0].manifest, sched
+    t0 = time.perf_counter() if t0 is None else t0
+    summary.hit_stats = estimate.HitHistogram() if how.hit_stats else None
+    emitters = Emitters(jobs, sched, how, summary)
+
+    def sink(result: UnitResult, extras: estimate.HitHistogram | None) -> None:
+        if extras is not None and summary.hit_stats is not None:
+            summary.hit_stats.merge(extras)
+        emitters.add(result)
+
+    workers = worker_jobs(jobs, sched, engine_name, threads, t0, how)
+    advance = None if how.progress is None else how.progress.advance
+    if how.verify is not None:  # other records than the index's: refused before any engine
+        how.verify.wait_shape("index.verify wait (names, lengths)")
+    try:
+        with timed(summary.phases, "workers"):
+            bases = [] if how.index else ref  # workers load an index's bins themselves
+            summary.reports = run_workers(workers, bases, qry or [], sink, pool, advance)
+        with timed(summary.phases, "publish"):
+            for j in sorted(emitters.open):
+                emitters.finish(j)
+    except BaseException:
+        emitters.abort()
+        raise
+    finally:
+        if how.progress is not None:
+            how.progress.close()
+    if how.verify is not None:
+        summary.phases.update(how.verify.waited)
+        summary.phases["input.reference (background)"] = how.verify.seconds
+    check_lifecycle(summary.reports, sched)
+    summary.jobs = jobs
+    for key in ("seeds", "hits", "raw_hsps", "hsps"):
+        setattr(summary, key, sum(getattr(job.summary, key) for job in jobs))
+    summary.results = [r for job in jobs for r in job.summary.results]
+    summary.digest = jobs[0].summary.digest if len(jobs) == 1 else ""
+    return summary
+
+
+def check_lifecycle(reports: list[WorkerReport], sched: scheduling.Schedule) -> None:
+    """builds + loads = uploads = Σ visits, and every planned unit ran once."""
+    made = sum(r.builds + r.loads for r in reports)
+    uploads = sum(r.uploads for r in reports)
+    units = sum(r.units for r in reports)
+    planned = sum(v.units for vs in sched.visits for v in vs)
+    if not made == uploads == sched.total_visits or units != planned:
+        raise RunError(f"lifecycle mismatch: {made} builds and loads, {uploads} uploads, "
+                       f"{sched.total_visits} visits, {units} of {planned} units")
+
+
+def run(options: Options, inputs: Inputs, outdir: str | Path, engine: ModuleType,
+        tarball: str | Path | None = None, progress: Progress | None = None) -> Summary:
+    """Run `inputs.plan` through `engine` into `outdir` (the in-library entry point used by
+    `compare` and `benchmark`): --gpus workers, no manifest, no preflight."""
+    devices = devices_for(engine, options.gpus)
+    matrix = resolve_matrix(options.xdrop, options.scoring, options.ambiguous)
+    resolved = options.replace(max_hits=resolve_max_hits(options, devices))
+    p = inputs.plan
+    m = Manifest(resolved, matrix, p, [r.name for r in inputs.reference],
+                 [len(r) for r in inputs.reference], [r.name for r in inputs.query],
+                 [len(r) for r in inputs.query], "-", "-")
+    ref_bp = bins.bin_bp(p.ref_bins, m.ref_lengths)
+    sched = scheduling.make_schedule(p, ref_bp, options.gpus, devices,
+                                     scheduling.partition_knob())
+    return execute([Job(m, outdir, tarball)], sched, engine.__name__, options.threads,
+                   inputs.reference, inputs.query,
+                   Execution(options.diagonal_partition, progress=progress, keep_results=True))
+
+
+def print_counts(summary: Summary, stream: TextIO | None = None) -> None:
+    stream = stream or sys.stderr
+    print(f"#seeds: {summary.seeds}", file=stream)
+    print(f"#seed hits: {summary.hits}", file=stream)
+    print(f"#raw HSPs: {summary.raw_hsps}", file=stream)
+    print(f"#HSPs: {summary.hsps}", file=stream)
+
+
+
+
+def say_removed(emitter: Emitter) -> None:
+    """One line when publishing removed segments files an earlier run left in OUT."""
+    if emitter.removed:
+        say(f"output: removed {len(emitter.removed)} segments file(s) that an earlier run left "
+            f"in {emitter.outdir} and this run did not write (first: {emitter.removed[0]})")
