@@ -154,6 +154,25 @@ def report_lines(run: Run, res: dict) -> list[str]:
     return lines
 
 
+def estimate_line(run: Run, path: str, pricing: Pricing, target: str) -> str:
+    """hits-estimate's priced rows against the run's ledger: the same hits, the same projection
+    as the fit's from the ledger, and the estimate's total against the measured one."""
+    rows = [line.split("\t") for line in Path(path).read_text().splitlines()
+            if line and line[0].isdigit()]
+    est = {(int(r[0]), int(r[1])): (int(r[4]), float(r[5])) for r in rows if len(r) == 6}
+    proj, meas = pricing.cost(run_features(run)), measured(run, target)
+    keys = [(u["ref_bin"], u["query_bin"]) for u in run.units]
+    if sorted(est) != sorted(keys):
+        return f"estimate {run.label}: {len(est)} priced rows, {len(keys)} ledger units: differ"
+    same_hits = all(est[k][0] == u["hits"] for k, u in zip(keys, run.units, strict=True))
+    diff = max(abs(est[k][1] - p) for k, p in zip(keys, proj, strict=True))
+    total = sum(est[k][1] for k in keys)
+    return (f"estimate {run.label}: {len(keys)} units, hits equal to the ledger's: {same_hits}; "
+            f"priced as the fit prices the ledger: {diff < 0.01} (largest difference "
+            f"{diff:.3f} ms); projected {total / 1e3:.3f} s against {busiest(run, meas) / 1e3:.3f} "
+            f"s measured ({total / busiest(run, meas):.3f})")
+
+
 def flags_of(p: Pricing) -> str:
     return " ".join(f"--{t.replace('_', '-')} {getattr(p, t):.6g}" for t in
                     ("ns_per_hit", "unit_ms", "worker_ms", "ref_ms_per_mbp", "query_ms_per_mbp"))
@@ -189,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--terms", default=",".join(TERMS))
     ap.add_argument("--pricing-out")
     ap.add_argument("--json")
+    ap.add_argument("--estimate", action="append", default=[], metavar="LABEL=FILE",
+                    help="hits-estimate's rows (stdout, priced) for layout LABEL, compared "
+                         "with that layout's first run")
     a = ap.parse_args(argv)
     runs = [parse_run(s) for s in a.logs]
     fitted = set(a.fit.split(","))
@@ -222,6 +244,12 @@ def main(argv: list[str] | None = None) -> int:
           f"({','.join(good) or 'none'}); total ratios " + ", ".join(
               f"{r['label']} {r['total_ratio']:.3f}" for r in held))
     print(f"hits-estimate flags: {flags_of(pricing)}")
+    for spec in a.estimate:
+        label, _, path = spec.partition("=")
+        run = next((r for r in runs if r.label == label), None)
+        if run is None:
+            raise SystemExit(f"projection_fit: --estimate {label}: no run of that layout")
+        print(estimate_line(run, path, pricing, a.target))
     print("\n".join(genome_projection(pricing)))
     if a.pricing_out:
         Path(a.pricing_out).write_text(pricing.to_json())

@@ -616,7 +616,8 @@ PRICING_FLAGS = {"--ns-per-hit": "ns_per_hit", "--unit-ms": "unit_ms",
 
 def pricing_from_args(ns: argparse.Namespace):
     """hits-estimate's Pricing: --pricing FILE's coefficients, each flag given overriding its
-    term; None when neither prices a projection.  Every cost but ns/hit may be 0."""
+    term; None when neither prices a projection.  --ns-per-hit must be above 0, a file's
+    ns_per_hit may be 0 (a fit that found no per-hit cost), every other cost at least 0."""
     from hspz.pricing import Pricing, read_file
 
     values = read_file(ns.pricing) if ns.pricing else {}
@@ -632,8 +633,6 @@ def pricing_from_args(ns: argparse.Namespace):
         if given:
             raise UsageError(f"{given[0]} prices a projection: give --ns-per-hit too")
         return None
-    if not values["ns_per_hit"] > 0:
-        raise UsageError("ns_per_hit must be above 0")
     return Pricing(**values)
 
 

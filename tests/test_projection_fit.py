@@ -134,10 +134,23 @@ def test_a_real_cpu_ledger_fits_and_checks(tmp_path, capsys):
         path = tmp_path / f"run-B{label}-1.log"
         path.write_text(captured.out + captured.err)
         logs.append(f"{label}={path}")
-    assert pf.main([*logs, "--fit", "4k", "--terms", "unit_ms,ns_per_hit"]) == 0
+    pricing = tmp_path / "pricing.json"
+    assert pf.main([*logs, "--fit", "4k", "--terms", "unit_ms,ns_per_hit",
+                    "--pricing-out", str(pricing)]) == 0
     text = capsys.readouterr().out
     assert re.search(r"fit on 4k \(1 runs, 10 units, target wall\)", text), text
     assert re.search(r"total 9k: projected [\d.]+ s, measured [\d.]+ s", text)
+    flags = list(FLAGS)
+    flags[flags.index("-B") + 1] = "9000"
+    assert main(["hits-estimate", "-r", str(ref), "-q", str(qry), *flags, "--pricing",
+                 str(pricing)]) == 0
+    est = tmp_path / "estimate.tsv"
+    est.write_text(capsys.readouterr().out)
+    assert pf.main([*logs, "--fit", "4k", "--terms", "unit_ms,ns_per_hit", "--estimate",
+                    f"9k={est}"]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"estimate 9k: \d+ units, hits equal to the ledger's: True; priced as the "
+                     r"fit prices the ledger: True", text), text
 
 
 def test_hits_estimate_prices_from_flags_or_a_file_alike(tmp_path, capsys):
