@@ -3,7 +3,7 @@ layouts projects the others within 10%, unit by unit and in total (BENCHMARKS.md
 item 3; the model is `hspz.pricing`'s).
 
     python benchmarks/projection_fit.py LOG [LOG ...] --fit 50M[,250M] [--target wall|gpu]
-        [--terms unit_ms,worker_ms,ref_ms_per_mbp,query_ms_per_mbp,ns_per_hit]
+        [--terms unit_ms,worker_ms,ref_ms_per_mbp,query_ms_per_mbp,ns_per_hit[,...]]
         [--pricing-out FILE] [--json FILE]
 
 Each LOG is the output of one `hspZ run --time` (its `unit ledger:` rows; any backend), named
@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hspz import plan as planning  # noqa: E402
-from hspz.pricing import TERMS, Pricing, features, fit  # noqa: E402
+from hspz.pricing import FIVE, TERMS, Pricing, features, fit  # noqa: E402
 
 TOLERANCE = 0.10
 # GRCh38 / GRCm39 chromosomes 1-22 (1-19), X, Y in Mbp, rounded: the pair's shape, not its bases
@@ -175,7 +175,7 @@ def estimate_line(run: Run, path: str, pricing: Pricing, target: str) -> str:
 
 def flags_of(p: Pricing) -> str:
     return " ".join(f"--{t.replace('_', '-')} {getattr(p, t):.6g}" for t in
-                    ("ns_per_hit", "unit_ms", "worker_ms", "ref_ms_per_mbp", "query_ms_per_mbp"))
+                    ("ns_per_hit", *TERMS[:4], *TERMS[5:]) if t == "ns_per_hit" or getattr(p, t))
 
 
 def genome_projection(pricing: Pricing, block: int = planning.DEFAULT_BLOCK) -> list[str]:
@@ -205,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("logs", nargs="+")
     ap.add_argument("--fit", required=True, help="layout labels to fit on, comma-separated")
     ap.add_argument("--target", choices=("wall", "gpu"), default="wall")
-    ap.add_argument("--terms", default=",".join(TERMS))
+    ap.add_argument("--terms", default=",".join(FIVE), help="the fitted terms (default the "
+                    "first five of hspz.pricing.TERMS; the others are 0)")
     ap.add_argument("--pricing-out")
     ap.add_argument("--json")
     ap.add_argument("--estimate", action="append", default=[], metavar="LABEL=FILE",

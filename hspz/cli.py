@@ -244,9 +244,13 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--query-ms-per-mbp", metavar="MS",
                      help="with --ns-per-hit: ms per Mbp of query bin, on every unit (its "
                           "seed stream)")
+    est.add_argument("--ns-per-hit-per-ref-gbp", metavar="NS",
+                     help="with --ns-per-hit: ns more per seed hit per Gbp of the unit's "
+                          "reference bin")
     est.add_argument("--pricing", metavar="FILE",
                      help="the projection's coefficients as JSON (ns_per_hit, unit_ms, "
-                          "worker_ms, ref_ms_per_mbp, query_ms_per_mbp; "
+                          "worker_ms, ref_ms_per_mbp, query_ms_per_mbp, "
+                          "ns_per_hit_per_ref_gbp; "
                           "benchmarks/projection_fit.py writes one); flags given override it")
 
     warm = sub.add_parser("warm", help="compile the GPU kernels into CuPy's on-disk cache "
@@ -611,7 +615,8 @@ def cmd_estimate(ns: argparse.Namespace) -> int:
 
 PRICING_FLAGS = {"--ns-per-hit": "ns_per_hit", "--unit-ms": "unit_ms",
                  "--worker-ms": "worker_ms", "--ref-ms-per-mbp": "ref_ms_per_mbp",
-                 "--query-ms-per-mbp": "query_ms_per_mbp"}
+                 "--query-ms-per-mbp": "query_ms_per_mbp",
+                 "--ns-per-hit-per-ref-gbp": "ns_per_hit_per_ref_gbp"}
 
 
 def pricing_from_args(ns: argparse.Namespace):

@@ -1,7 +1,7 @@
 """What a projection charges for a work unit (`hspZ hits-estimate --ns-per-hit`), and the
 features a least-squares fit of a run's unit ledger uses (benchmarks/projection_fit.py).
 
-A unit's projected wall, in ms, is linear in five features of the unit and its place in its
+A unit's projected wall, in ms, is linear in six features of the unit and its place in its
 worker's execution order:
 
     unit_ms                        every unit (launch and host overheads)
@@ -10,10 +10,13 @@ worker's execution order:
                                    upload: the worker's first unit, or a new reference bin)
     + query_ms_per_mbp * query Mbp every unit (its query bin's seed stream, in groups)
     + ns_per_hit * hits / 1e6      every unit (the filter and the walks)
+    + ns_per_hit_per_ref_gbp * hits / 1e6 * ref Gbp
+                                   every unit (a per-hit cost that grows with the reference
+                                   bin: its share of the caches; 0 unless fitted)
 
 The fit and `hits-estimate` share `features` and `Pricing.cost`, so a fitted file prices the
 estimate's rows exactly as the fit priced the ledger's.  A pricing file is JSON holding these
-five names (`to_json`, `read_file`); any left out is 0.
+names (`to_json`, `read_file`); any left out is 0.
 """
 
 from __future__ import annotations
@@ -27,18 +30,21 @@ import numpy as np
 
 from hspz.errors import UsageError
 
-TERMS = ("unit_ms", "worker_ms", "ref_ms_per_mbp", "query_ms_per_mbp", "ns_per_hit")
+TERMS = ("unit_ms", "worker_ms", "ref_ms_per_mbp", "query_ms_per_mbp", "ns_per_hit",
+         "ns_per_hit_per_ref_gbp")
+FIVE = TERMS[:5]  # the default fit: the sixth only where several bin sizes are fitted
 
 
 @dataclass(frozen=True)
 class Pricing:
-    """The coefficients of the five terms (module docstring)."""
+    """The coefficients of the six terms (module docstring)."""
 
     ns_per_hit: float
     unit_ms: float = 0.0
     worker_ms: float = 0.0
     ref_ms_per_mbp: float = 0.0
     query_ms_per_mbp: float = 0.0
+    ns_per_hit_per_ref_gbp: float = 0.0
 
     def vector(self) -> np.ndarray:
         """The coefficients in `TERMS` order, per feature unit of `features`."""
@@ -52,7 +58,8 @@ class Pricing:
         parts = [f"{self.ns_per_hit:g} ns/hit"]
         for name, unit in (("unit_ms", "ms/unit"), ("worker_ms", "ms/worker"),
                            ("ref_ms_per_mbp", "ms/ref Mbp a visit"),
-                           ("query_ms_per_mbp", "ms/query Mbp a unit")):
+                           ("query_ms_per_mbp", "ms/query Mbp a unit"),
+                           ("ns_per_hit_per_ref_gbp", "ns/hit per ref Gbp")):
             if getattr(self, name):
                 parts.append(f"{getattr(self, name):g} {unit}")
         return " + ".join(parts)
@@ -64,8 +71,8 @@ class Pricing:
 def features(ref_bp: Sequence[int], query_bp: Sequence[int], hits: Sequence[int],
              ref_bin: Sequence[int], order: Sequence[Sequence[int]]) -> np.ndarray:
     """One row per unit (indexed as the sequences are), columns in `TERMS` order: 1, whether
-    it is its worker's first unit, its reference Mbp if it starts a visit, its query Mbp, and
-    its hits / 1e6 (so that ns_per_hit multiplies to ms).  `order`: each worker's units (row
+    it is its worker's first unit, its reference Mbp if it starts a visit, its query Mbp, its
+    hits / 1e6 (so that ns_per_hit multiplies to ms), and that times its reference Gbp.  `order`: each worker's units (row
     indices) in execution order; a unit starts a visit when it is its worker's first or its
     reference bin differs from the unit before it."""
     n = len(hits)
@@ -73,6 +80,7 @@ def features(ref_bp: Sequence[int], query_bp: Sequence[int], hits: Sequence[int]
     out[:, 0] = 1.0
     out[:, 3] = np.asarray(query_bp, np.float64) / 1e6
     out[:, 4] = np.asarray(hits, np.float64) / 1e6
+    out[:, 5] = out[:, 4] * np.asarray(ref_bp, np.float64) / 1e9
     for units in order:
         for k, u in enumerate(units):
             if k == 0:
@@ -82,7 +90,7 @@ def features(ref_bp: Sequence[int], query_bp: Sequence[int], hits: Sequence[int]
     return out
 
 
-def fit(feats: np.ndarray, measured_ms: np.ndarray, terms: Sequence[str] = TERMS) -> Pricing:
+def fit(feats: np.ndarray, measured_ms: np.ndarray, terms: Sequence[str] = FIVE) -> Pricing:
     """Least squares of measured ms on the feature columns named in `terms` (the others 0),
     no coefficient below 0: a term whose coefficient comes out negative is dropped and the rest
     refitted (a negative fixed cost would price a larger bin as cheaper).  Raises ValueError if

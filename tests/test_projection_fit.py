@@ -58,6 +58,7 @@ def test_features_charge_a_workers_first_unit_and_each_visit_start():
     assert f[:, 2].tolist() == [100, 0, 200, 0]  # each visit's first unit, ref Mbp
     assert f[:, 3].tolist() == [10, 20, 10, 20]
     assert f[:, 4].tolist() == [1, 2, 3, 4]
+    assert f[:, 5].tolist() == pytest.approx([0.1, 0.2, 0.6, 0.8])  # hits/1e6 x ref Gbp
     one = features([100e6] * 3, [1e6] * 3, [0] * 3, [0, 1, 0], [[0, 1, 2]])
     assert one[:, 2].tolist() == [100, 100, 100]  # back to bin 0: a new visit
 
@@ -104,6 +105,19 @@ def test_a_model_without_bin_terms_misses_the_other_layouts(tmp_path, capsys):
     assert pf.main([*logs, "--fit", "small", "--terms", "unit_ms,ns_per_hit"]) == 0
     text = capsys.readouterr().out
     assert "0 of 1 held-out layouts within 10%" in text, text
+
+
+def test_a_per_hit_cost_growing_with_the_bin_is_fitted_when_asked(tmp_path, capsys):
+    cache = Pricing(**{**TRUE.__dict__, "ns_per_hit_per_ref_gbp": 0.05})
+    logs = [str(synthetic_log(tmp_path / f"run-B{k}-1.log", r, q, pricing=cache))
+            for k, (r, q) in {"a": ([60_000_000, 50_000_000, 85_000_000], [50_000_000] * 2),
+                              "b": ([250_000_000, 200_000_000], [100_000_000]),
+                              "c": ([500_000_000], [100_000_000])}.items()]
+    assert pf.main([*logs, "--fit", "a,b", "--terms", "unit_ms,worker_ms,ref_ms_per_mbp,"
+                    "query_ms_per_mbp,ns_per_hit,ns_per_hit_per_ref_gbp"]) == 0
+    text = capsys.readouterr().out
+    assert "1 of 1 held-out layouts within 10%" in text, text
+    assert "--ns-per-hit-per-ref-gbp 0.05" in text
 
 
 def test_the_wall_target_counts_the_gap_between_units(tmp_path):
