@@ -6,7 +6,8 @@ item 3; the model is `hspz.pricing`'s).
         [--terms unit_ms,worker_ms,ref_ms_per_mbp,query_ms_per_mbp,ns_per_hit[,...]]
         [--pricing-out FILE] [--json FILE]
 
-Each LOG is the output of one `hspZ run --time` (its `unit ledger:` rows; any backend), named
+Each LOG is the output of one `hspZ run --time` (its `unit ledger:` rows; any backend) or a
+ledger TSV (`hspZ merge --ledger`), named
 LABEL=PATH or by a file name holding `-B<LABEL>` or `-<LABEL>.`/`-<LABEL>-` (gpu_projection.sh
 writes run-B50M-1.log ...): runs sharing a label are one layout's repeats.  The runs of the
 --fit labels are fitted together by least squares (`hspz.pricing.fit`); every other run is
@@ -75,8 +76,11 @@ def parse_run(spec: str) -> Run:
     if not eq:
         label, path = label_of(spec), spec
     text = Path(path).read_text()
-    rows = [line.split("\t")[1:] for line in text.splitlines()
-            if line.startswith("unit ledger:\t")]
+    if text.startswith("job\t"):  # a ledger TSV (`merge --ledger`): its columns after job
+        rows = [line.split("\t")[1:] for line in text.splitlines() if line]
+    else:
+        rows = [line.split("\t")[1:] for line in text.splitlines()
+                if line.startswith("unit ledger:\t")]
     if len(rows) < 2:
         raise SystemExit(f"projection_fit: {path}: no unit ledger rows (run with --time)")
     head = rows[0]

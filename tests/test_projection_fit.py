@@ -120,6 +120,16 @@ def test_a_per_hit_cost_growing_with_the_bin_is_fitted_when_asked(tmp_path, caps
     assert "--ns-per-hit-per-ref-gbp 0.05" in text
 
 
+def test_a_ledger_tsv_reads_as_the_time_log(tmp_path):
+    log = synthetic_log(tmp_path / "run-B1M-1.log", [10_000_000, 20_000_000], [5_000_000])
+    rows = [line.split("\t")[1:] for line in log.read_text().splitlines()
+            if line.startswith("unit ledger:\t")]
+    tsv = tmp_path / "ledger.tsv"
+    tsv.write_text("".join("\t".join(["job" if i == 0 else "000000", *r]) + "\n"
+                           for i, r in enumerate(rows)))
+    assert pf.parse_run(f"1M={tsv}").units == pf.parse_run(str(log)).units
+
+
 def test_the_wall_target_counts_the_gap_between_units(tmp_path):
     log = synthetic_log(tmp_path / "run-B1M-1.log", [10_000_000, 20_000_000], [5_000_000])
     run = pf.parse_run(str(log))
