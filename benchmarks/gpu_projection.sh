@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 27 on one H200, items 3 and 1 in one call:
-#   M       (VARIANTS, default base,HSPZ_GPU_FILTER=hits2,HSPZ_GPU_FILTER=hits4,HSPZ_GPU_FILTER=lane)
+#   M       (VARIANTS, default base and HSPZ_GPU_FILTER=hits2, hits4, lane, lane4)
 #           the filter variants side by side on simM in one process (benchmarks/gpu_variants.py:
 #           ROUNDS (3) x PASSES (3) interleaved, ledger GPU ns/hit, digests checked, a per-kernel
 #           breakdown); $OUT/variants_M.*.  L100 is generated in the background meanwhile
@@ -28,7 +28,7 @@
 set -uo pipefail
 source benchmarks/device_env.sh
 STEPS=${STEPS:-M LVAR layouts fit est tests}
-VARIANTS=${VARIANTS:-base,HSPZ_GPU_FILTER=hits2,HSPZ_GPU_FILTER=hits4,HSPZ_GPU_FILTER=lane}
+VARIANTS=${VARIANTS:-base,HSPZ_GPU_FILTER=hits2,HSPZ_GPU_FILTER=hits4,HSPZ_GPU_FILTER=lane,HSPZ_GPU_FILTER=lane4}
 LAYOUTS=${LAYOUTS:-50M 100M 125M 175M 250M 500M}
 FIT=${FIT:-50M,250M}
 BUDGET=${BUDGET:-300}

@@ -146,6 +146,7 @@ def test_gpu_equals_cpu_on_lastz_examples(tmp_path, examples):
         {"HSPZ_GPU_FILTER": "hits2"},
         {"HSPZ_GPU_FILTER": "hits4"},
         {"HSPZ_GPU_FILTER": "lane"},
+        {"HSPZ_GPU_FILTER": "lane4"},
     ],
     ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()),
 )
@@ -182,7 +183,7 @@ def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
         run_both(tmp_path, r, q, "-m", "500", env={"HSPZ_DEVICE_SEEDS": seeds})
 
 
-@pytest.mark.parametrize("variant", ["hits2", "hits4", "lane"])
+@pytest.mark.parametrize("variant", ["hits2", "hits4", "lane", "lane4"])
 def test_gpu_filter_variants_never_change_bytes(tmp_path, monkeypatch, variant):
     """Each experimental filter (HSPZ_GPU_FILTER) on related pairs with repeats, N, lowercase
     and sequence ends, in pieces of 97 hits (a piece's last block of threads part full)."""

@@ -85,7 +85,8 @@ HOST_THREADS = 4  # host threads for the host halves while groups are being laun
 # HSPZ_GPU_FILTER (experimental, docs/knobs.md): the filter kernel and the hits a thread takes;
 # every one rejects the same hits exactly (extend.cu, "Experimental filter variants")
 FILTERS = {"pass": ("filter_pass", 1), "hits2": ("filter_hits2", 2),
-           "hits4": ("filter_hits4", 4), "lane": ("filter_lane", 1)}
+           "hits4": ("filter_hits4", 4), "lane": ("filter_lane", 1),
+           "lane4": ("filter_lane4", 4)}
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially

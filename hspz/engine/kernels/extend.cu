@@ -337,6 +337,7 @@ extern "C" __global__ void first_pass(
 //   filter_hits<K> (hits2, hits4): several hits per thread.  A block of BLOCK threads takes K
 //     consecutive blocks' worth of hits (virtual blocks, each with its bseed range), so the
 //     matrix copy and its barrier are paid once per K hits of a thread.
+//   filter_lane4 (lane4): both, four hits a thread.
 //   filter_lane (lane): each base's table address by one byte permute.  The lane's byte offset
 //     (lane * 4) and the base's index (ref << 3 | query) go into one PRMT as the address
 //     idx * 256 + lane * 4 of a table whose entry idx for lane l is at idx * 64 + l (bank l,
@@ -421,12 +422,21 @@ __device__ __forceinline__ bool filter_rejects(const u8* __restrict__ ref, const
     return reject;
 }
 
-template <int K>
+// K hits a thread; LANE: filter_lane's table and walk (the tables are static shared arrays of
+// the kernel that instantiates this, passed in).
+template <int K, bool LANE>
 __device__ __forceinline__ void filter_hits(WALK_PARAMS, u64* __restrict__ cand,
-                                            u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+                                            u32* __restrict__ cand_tag, u32* __restrict__ n_cand,
+                                            int* shared)
 {
-    __shared__ int mat_rep[64 * 32];
-    const int* mat = lane_matrix(mat_rep, mat_g);
+    const int* mat;
+    u32 lane4 = (threadIdx.x & 31) << 2;
+    if (LANE) {
+        lane_table(shared, mat_g);
+        mat = shared;
+    } else {
+        mat = lane_matrix(shared, mat_g);
+    }
     for (int k = 0; k < K; ++k) {
         i64 vb = (i64)blockIdx.x * K + k;
         i64 t = vb * blockDim.x + threadIdx.x;
@@ -449,8 +459,8 @@ __device__ __forceinline__ void filter_hits(WALK_PARAMS, u64* __restrict__ cand,
             }
             r += size;
             q += size;
-            keep = !filter_rejects<false>(ref, qry, ref_len, qry_len, mat, 0, xdrop, thresh, cap,
-                                          r, q);
+            keep = !filter_rejects<LANE>(ref, qry, ref_len, qry_len, mat, lane4, xdrop, thresh,
+                                         cap, r, q);
         }
         u32 slot = warp_append(keep, n_cand);
         if (keep) {
@@ -463,15 +473,25 @@ __device__ __forceinline__ void filter_hits(WALK_PARAMS, u64* __restrict__ cand,
 extern "C" __global__ void __launch_bounds__(256, 6) filter_hits2(WALK_PARAMS, u64* __restrict__ cand,
                                         u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
 {
-    filter_hits<2>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL, cand,
-                   cand_tag, n_cand);
+    __shared__ int mat_rep[64 * 32];
+    filter_hits<2, false>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL,
+                          cand, cand_tag, n_cand, mat_rep);
 }
 
 extern "C" __global__ void __launch_bounds__(256, 6) filter_hits4(WALK_PARAMS, u64* __restrict__ cand,
                                         u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
 {
-    filter_hits<4>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL, cand,
-                   cand_tag, n_cand);
+    __shared__ int mat_rep[64 * 32];
+    filter_hits<4, false>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL,
+                          cand, cand_tag, n_cand, mat_rep);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 6) filter_lane4(
+    WALK_PARAMS, u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    __shared__ int tab[64 * 64];
+    filter_hits<4, true>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL,
+                         cand, cand_tag, n_cand, tab);
 }
 
 extern "C" __global__ void filter_lane(WALK_PARAMS, u64* __restrict__ cand,
