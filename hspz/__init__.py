@@ -8,7 +8,7 @@ from packages above it in this list (`tests/test_architecture.py` holds the tabl
     stages    seed, xdrop, hsp, chunks (seed batches, chunk walks), segments, partition (-D)
     engine    contract, cpu, gpu (kernels/*.cu, cuda_source), backends (the choice)
     planning  bins, memory (the model), layout (-B 0, preflight), schedule, budget, estimate,
-              seedable, joblist (the query list), inputs
+              seedable, joblist (the query list), inputs, pricing (a unit's projected wall)
     formats   sealed, manifest, planfile, results, frozen, index
     run       request, freeze, worker, pool, libc, emit, digest, outdir, job_entries, execute,
               summary, report

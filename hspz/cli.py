@@ -52,6 +52,7 @@ from hspz.core.options import (
 )
 
 if TYPE_CHECKING:
+    from hspz.planning import pricing
     from hspz.run.request import Request
 
 # argparse dest -> Options field, for the flags that decide what is computed
@@ -236,12 +237,26 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--from-manifest", metavar="F")
     est.add_argument("--index", metavar="DIR", help="the reference's seed tables from an index")
     est.add_argument("--ns-per-hit", metavar="NS",
-                     help="project each unit's GPU time at this measured ns per seed hit (a "
+                     help="project each unit's GPU wall at this measured ns per seed hit (a "
                           "6th column), and the wall at --gpus W from the run's partition")
-    est.add_argument("--unit-ms", metavar="MS", default="0",
-                     help="with --ns-per-hit: a fixed GPU cost per unit, in ms")
-    est.add_argument("--worker-ms", metavar="MS", default="0",
-                     help="with --ns-per-hit: a fixed GPU cost per worker (its first unit), in ms")
+    est.add_argument("--unit-ms", metavar="MS",
+                     help="with --ns-per-hit: a fixed cost per unit, in ms")
+    est.add_argument("--worker-ms", metavar="MS",
+                     help="with --ns-per-hit: a fixed cost per worker (on its first unit), in ms")
+    est.add_argument("--ref-ms-per-mbp", metavar="MS",
+                     help="with --ns-per-hit: ms per Mbp of reference bin, on each unit that "
+                          "starts a visit of that bin (its build and upload)")
+    est.add_argument("--query-ms-per-mbp", metavar="MS",
+                     help="with --ns-per-hit: ms per Mbp of query bin, on every unit (its "
+                          "seed stream)")
+    est.add_argument("--ns-per-hit-per-ref-gbp", metavar="NS",
+                     help="with --ns-per-hit: ns more per seed hit per Gbp of the unit's "
+                          "reference bin")
+    est.add_argument("--pricing", metavar="FILE",
+                     help="the projection's coefficients as JSON (ns_per_hit, unit_ms, "
+                          "worker_ms, ref_ms_per_mbp, query_ms_per_mbp, "
+                          "ns_per_hit_per_ref_gbp; "
+                          "benchmarks/projection_fit.py writes one); flags given override it")
 
     warm = sub.add_parser("warm", help="compile the GPU kernels into CuPy's on-disk cache "
                                        "(once per machine and seed), so that a first run "
@@ -581,7 +596,7 @@ def cmd_merge(ns: argparse.Namespace) -> int:
 
 
 def cmd_estimate(ns: argparse.Namespace) -> int:
-    from hspz.commands.estimate import Pricing, estimate_command
+    from hspz.commands.estimate import estimate_command
     from hspz.run import outdir
     from hspz.run.request import Request
 
@@ -592,15 +607,36 @@ def cmd_estimate(ns: argparse.Namespace) -> int:
     _writable_file("--dump-plan", ns.dump_plan)
     req = Request(options, explicit_flags(ns), ns.reference, ns.query,
                   from_manifest=ns.from_manifest, dump_plan=ns.dump_plan, index=ns.index)
-    fixed = {"--unit-ms": ns.unit_ms, "--worker-ms": ns.worker_ms}
-    if ns.ns_per_hit is None:
-        given = [flag for flag, text in fixed.items() if text != "0"]
+    pricing = pricing_from_args(ns)
+    return estimate_command(req, stride, pricing)
+
+
+PRICING_FLAGS = {"--ns-per-hit": "ns_per_hit", "--unit-ms": "unit_ms",
+                 "--worker-ms": "worker_ms", "--ref-ms-per-mbp": "ref_ms_per_mbp",
+                 "--query-ms-per-mbp": "query_ms_per_mbp",
+                 "--ns-per-hit-per-ref-gbp": "ns_per_hit_per_ref_gbp"}
+
+
+def pricing_from_args(ns: argparse.Namespace) -> pricing.Pricing | None:
+    """hits-estimate's Pricing: --pricing FILE's coefficients, each flag given overriding its
+    term; None when neither prices a projection.  --ns-per-hit must be above 0, a file's
+    ns_per_hit may be 0 (a fit that found no per-hit cost), every other cost at least 0."""
+    from hspz.planning.pricing import Pricing, read_file
+
+    values = read_file(ns.pricing) if ns.pricing else {}
+    given = []
+    for flag, term in PRICING_FLAGS.items():
+        text = getattr(ns, term)
+        if text is not None:
+            values[term] = parse_cost(flag, text, 0 if term == "ns_per_hit" else None)
+            given.append(flag)
+    if "ns_per_hit" not in values:
+        if ns.pricing:
+            raise UsageError(f"--pricing {ns.pricing} has no ns_per_hit: give --ns-per-hit too")
         if given:
             raise UsageError(f"{given[0]} prices a projection: give --ns-per-hit too")
-        return estimate_command(req, stride)
-    pricing = Pricing(parse_cost("--ns-per-hit", ns.ns_per_hit, 0),
-                      *(parse_cost(flag, text, None) for flag, text in fixed.items()))
-    return estimate_command(req, stride, pricing)
+        return None
+    return Pricing(**values)
 
 
 def parse_cost(flag: str, text: str, floor: float | None) -> float:

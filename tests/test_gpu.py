@@ -140,6 +140,10 @@ def test_gpu_equals_cpu_on_lastz_examples(tmp_path, examples):
         {"HSPZ_REF_BUCKETS": "1"},
         {"HSPZ_REF_BUCKET_SHIFT": "16"},
         {"HSPZ_REF_BUCKETS": "0"},
+        {"HSPZ_GPU_FILTER": "hits2"},
+        {"HSPZ_GPU_FILTER": "hits4"},
+        {"HSPZ_GPU_FILTER": "lane"},
+        {"HSPZ_GPU_FILTER": "lane4"},
     ],
     ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()),
 )
@@ -174,6 +178,20 @@ def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
     q = write_fasta(tmp_path / "q.fa", [(f"q{i}", b) for i, (_, b) in enumerate(pairs)])
     for seeds in ("0", "1"):
         run_both(tmp_path, r, q, "-m", "500", env={"HSPZ_DEVICE_SEEDS": seeds})
+
+
+@pytest.mark.parametrize("variant", ["hits2", "hits4", "lane", "lane4"])
+def test_gpu_filter_variants_never_change_bytes(tmp_path, monkeypatch, variant):
+    """Each experimental filter (HSPZ_GPU_FILTER) on related pairs with repeats, N, lowercase
+    and sequence ends, in pieces of 97 hits (a piece's last block of threads part full)."""
+    from hspz.engine import gpu
+
+    monkeypatch.setattr(gpu, "PIECE", 97)
+    rng = np.random.default_rng(RNG_SEED + 27)
+    pairs = [related_pair(rng, int(rng.integers(3000, 12000))) for _ in range(3)]
+    r = write_fasta(tmp_path / "r.fa", [(f"r{i}", a) for i, (a, _) in enumerate(pairs)])
+    q = write_fasta(tmp_path / "q.fa", [(f"q{i}", b) for i, (_, b) in enumerate(pairs)])
+    run_both(tmp_path, r, q, "-m", "500", env={"HSPZ_GPU_FILTER": variant})
 
 
 def test_warm_compiles_what_a_later_run_needs(tmp_path):

@@ -34,6 +34,8 @@ def _launched() -> dict[str, set[str]]:
         found.setdefault(module, set()).add(name)
     for name in re.findall(r'_launch\(\s*"(\w+)"', GPU_PY.read_text()):  # _Batch._launch: extend.cu
         found.setdefault("extend", set()).add(name)
+    for name in re.findall(r'\("(filter_\w+)", \d\)', GPU_PY.read_text()):  # gpu.FILTERS
+        found.setdefault("extend", set()).add(name)
     return found
 
 

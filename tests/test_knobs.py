@@ -15,7 +15,7 @@ from hspz.core import knobs
 from hspz.core.errors import UsageError
 
 KNOBS = ("HSPZ_UNIT_PARTITION", "HSPZ_DEVICE_SEEDS", "HSPZ_REF_BUCKETS", "HSPZ_REF_BUCKET_SHIFT",
-         "HSPZ_CHUNK_WALK", "HSPZ_LAYOUT_FORCE_WORKERS")
+         "HSPZ_CHUNK_WALK", "HSPZ_LAYOUT_FORCE_WORKERS", "HSPZ_GPU_FILTER")
 
 BAD = [
     ("HSPZ_UNIT_PARTITION", v) for v in ("2", "-1", "01", "true", "yes", "auto", " 1", "1 ", "on")
@@ -24,6 +24,8 @@ BAD = [
 ] + [
     ("HSPZ_REF_BUCKET_SHIFT", v) for v in ("15", "32", "0", "1", "-16", "+16", " 16", "16 ",
                                            "16.0", "1e1", "0x10", "abc", "99999999999999999999")
+] + [
+    ("HSPZ_GPU_FILTER", v) for v in ("hits3", "Lane", "pass ", "1", "filter_pass")
 ]
 
 
@@ -48,7 +50,8 @@ def test_every_error_value_of_a_strict_knob_raises_usage_error_naming_it(monkeyp
     ("HSPZ_REF_BUCKETS", "0", "ref_buckets", False),
     ("HSPZ_REF_BUCKETS", "1", "ref_buckets", True),
     ("HSPZ_REF_BUCKETS", "auto", "ref_buckets", None),
-] + [("HSPZ_REF_BUCKET_SHIFT", str(s), "bucket_shift", s) for s in range(16, 32)])
+] + [("HSPZ_REF_BUCKET_SHIFT", str(s), "bucket_shift", s) for s in range(16, 32)]
+  + [("HSPZ_GPU_FILTER", f, "gpu_filter", f) for f in knobs.GPU_FILTERS])
 def test_every_accepted_strict_knob_value_is_read(name, value, field, expected):
     assert getattr(knobs.read({name: value}), field) == expected
 
@@ -58,6 +61,7 @@ def test_unset_knobs_read_as_their_defaults():
     assert (k.unit_partition, k.device_seeds, k.ref_buckets, k.chunk_walk_full,
             k.layout_force_workers) == (None, None, None, False, None)
     assert k.bucket_shift == knobs.DEFAULT_BUCKET_SHIFT
+    assert k.gpu_filter is None
 
 
 @pytest.mark.parametrize("value, expected", [

@@ -7,7 +7,6 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,30 +18,11 @@ from hspz.planning import bins as planning
 from hspz.planning import estimate
 from hspz.planning import schedule as scheduling
 from hspz.planning.inputs import Inputs, make_plan
+from hspz.planning.pricing import Pricing, features
 from hspz.run.execute import say
 from hspz.run.freeze import context_of, load_manifest
 from hspz.run.request import Request
 from hspz.stages.seed import SeedShape
-
-
-@dataclass(frozen=True)
-class Pricing:
-    """What a projection charges: GPU ns per seed hit, plus a fixed cost per unit and per
-    worker (the first unit's first launches), fitted to a run's unit ledger.  The unit's cost
-    follows the bins' sizes, so a fit holds for the layout it was made on (BENCHMARKS.md, "GPU ns
-    per seed hit (H200)": the projection against a measured multi-bin run)."""
-
-    ns_per_hit: float
-    unit_ms: float = 0.0
-    worker_ms: float = 0.0
-
-    def unit(self, hits: int) -> float:
-        return self.unit_ms + hits * self.ns_per_hit / 1e6
-
-    def label(self) -> str:
-        extra = (f" + {self.unit_ms:g} ms/unit" if self.unit_ms else "") + \
-            (f" + {self.worker_ms:g} ms/worker" if self.worker_ms else "")
-        return f"{self.ns_per_hit:g} ns/hit{extra}"
 
 
 def estimate_command(req: Request, stride: int, pricing: Pricing | None = None) -> int:
@@ -78,10 +58,11 @@ def estimate_command(req: Request, stride: int, pricing: Pricing | None = None) 
     rows: list[tuple]  # a priced row ends with its time as text
     rows, times = estimate_rows(ctx, p, ref, qry, stride, idx)
     if pricing is not None:
-        rows = [(*row, f"{pricing.unit(row[4]):.3f}") for row in rows]
+        sched, costs = priced(p, rows, pricing, req.options.gpus)
+        rows = [(*row, f"{c:.3f}") for row, c in zip(rows, costs, strict=True)]
     sys.stdout.write("".join("\t".join(str(x) for x in row) + "\n" for row in rows))
     if pricing is not None:
-        say(projection_lines(p, rows, pricing, req.options.gpus))
+        say(projection_lines(sched, len(p.query_bins), rows, costs, pricing, req.options.gpus))
     me = estimate_peak_mib()
     say(f"hits-estimate: R={len(p.ref_bins)} Q={len(p.query_bins)} stride={stride} "
         f"threads={req.options.threads or os.cpu_count()} query_s={times[0]:.3f} "
@@ -121,20 +102,30 @@ def estimate_rows(ctx: Context, p: planning.Plan, ref: list[Record], qry: list[R
     return rows, [t1 - t, time.perf_counter() - t1]
 
 
-def projection_lines(p: planning.Plan, rows: list[tuple], pricing: Pricing,
-                     gpus: int) -> list[str]:
-    """The projected GPU time of the whole plan, and the wall at `gpus` GPUs of one class: the
-    busiest worker's units under the partition `run --gpus` would use (`schedule`; the
-    HSPZ_UNIT_PARTITION knob decides as it does for a run).  GPU time only: a run adds its
-    start, reading and the tail after the last unit."""
-    unit_ms = [pricing.unit(row[4]) for row in rows]  # ordinal order
-    ref_bp = [row[2] for row in rows[::len(p.query_bins)]]
+def priced(p: planning.Plan, rows: list[tuple], pricing: Pricing,
+           gpus: int) -> tuple[scheduling.Schedule, list[float]]:
+    """The partition `run --gpus` would use (`schedule`; the HSPZ_UNIT_PARTITION knob decides
+    as it does for a run) and each unit's projected ms under it, in ordinal order
+    (`hspz.planning.pricing`: a worker's first unit carries worker_ms, a visit's first unit the
+    reference bin's cost)."""
+    nq = len(p.query_bins)
+    ref_bp = [row[2] for row in rows[::nq]]
     devices = scheduling.Devices("gpu", tuple(scheduling.DeviceProfile(1, 1, 1, "projected")
                                               for _ in range(gpus)))
     sched = scheduling.make_schedule(p, ref_bp, gpus, devices, scheduling.partition_knob())
-    busy = [pricing.worker_ms + sum(unit_ms[o] for o in scheduling.units_of(v, len(p.query_bins)))
-            for v in sched.visits]
-    total = sum(unit_ms) + pricing.worker_ms * sched.workers
+    order = [scheduling.units_of(v, nq) for v in sched.visits]
+    feats = features([r[2] for r in rows], [r[3] for r in rows], [r[4] for r in rows],
+                     [r[0] for r in rows], order)
+    return sched, [float(c) for c in pricing.cost(feats)]
+
+
+def projection_lines(sched: scheduling.Schedule, nq: int, rows: list[tuple],
+                     costs: list[float], pricing: Pricing, gpus: int) -> list[str]:
+    """The projected GPU time of the whole plan, and the wall at `gpus` GPUs of one class: the
+    busiest worker's units under `sched`.  The units' walls only: a run adds its start,
+    reading and the tail after the last unit."""
+    busy = [sum(costs[o] for o in scheduling.units_of(v, nq)) for v in sched.visits]
+    total = sum(costs)
     lines = [f"hits-estimate: projected at {pricing.label()}: {total / 1e3:.3f} s "
              f"of GPU time for {len(rows)} units ({sum(r[4] for r in rows)} seed hits)"]
     lines.append(f"hits-estimate: at --gpus {gpus}: {sched.workers} worker(s), "

@@ -1,8 +1,8 @@
 """Environment knobs (docs/knobs.md): parsed and validated in one place.
 
 Every knob is exact: it may change speed, never bytes.  An unrecognised value of
-HSPZ_UNIT_PARTITION, HSPZ_REF_BUCKETS or HSPZ_REF_BUCKET_SHIFT is an error; HSPZ_DEVICE_SEEDS,
-HSPZ_CHUNK_WALK and HSPZ_LAYOUT_FORCE_WORKERS ignore values they do not know.
+HSPZ_UNIT_PARTITION, HSPZ_REF_BUCKETS, HSPZ_REF_BUCKET_SHIFT or HSPZ_GPU_FILTER is an error;
+HSPZ_DEVICE_SEEDS, HSPZ_CHUNK_WALK and HSPZ_LAYOUT_FORCE_WORKERS ignore values they do not know.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from hspz.core.errors import UsageError
 from hspz.core.options import MAX_WORKERS, shown
@@ -18,6 +19,8 @@ from hspz.core.options import MAX_WORKERS, shown
 # finer than the knob's 16..31 allows, and the fastest window measured on the H200
 # (BENCHMARKS.md, "reference order"), though still slower than no sort, so auto is off.
 DEFAULT_BUCKET_SHIFT = 10
+# HSPZ_GPU_FILTER's values (experimental, issue 27): the GPU filter kernel; gpu.FILTERS names them
+GPU_FILTERS = ("pass", "hits2", "hits4", "lane", "lane4")
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Knobs:
     chunk_walk_full: bool
     layout_force_workers: int | None
     shift_given: bool = False  # HSPZ_REF_BUCKET_SHIFT set: it alone turns bucketing on
+    gpu_filter: str | None = None  # HSPZ_GPU_FILTER (experimental): None = filter_pass
 
 
 def read(env: Mapping[str, str] | None = None) -> Knobs:
@@ -43,10 +47,11 @@ def read(env: Mapping[str, str] | None = None) -> Knobs:
         chunk_walk_full=env.get("HSPZ_CHUNK_WALK") == "full",
         layout_force_workers=_workers(env.get("HSPZ_LAYOUT_FORCE_WORKERS")),
         shift_given=bool(env.get("HSPZ_REF_BUCKET_SHIFT")),
+        gpu_filter=_strict(env, "HSPZ_GPU_FILTER", {f: f for f in GPU_FILTERS}),
     )
 
 
-def _strict(env: Mapping[str, str], name: str, values: dict[str, bool | None]) -> bool | None:
+def _strict(env: Mapping[str, str], name: str, values: dict[str, Any]) -> Any:
     text = env.get(name)
     if text is None or text == "":
         return None

@@ -43,6 +43,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import cupy as cp
 import numpy as np
@@ -88,12 +89,17 @@ HOST_THREADS = 4  # host threads for the host halves while groups are being laun
 # the launching thread of the GIL and leave the device idle (simM 0.143 vs 0.173 ns/hit at 4 vs
 # 16 threads: BENCHMARKS.md, "GPU ns per seed hit (H200)"); once the last group is launched,
 # every thread takes them
+# HSPZ_GPU_FILTER (experimental, docs/knobs.md): the filter kernel and the hits a thread takes;
+# every one rejects the same hits exactly (extend.cu, "Experimental filter variants")
+FILTERS = {"pass": ("filter_pass", 1), "hits2": ("filter_hits2", 2),
+           "hits4": ("filter_hits4", 4), "lane": ("filter_lane", 1),
+           "lane4": ("filter_lane4", 4)}
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
 HOST_CODES = False  # bins need no host sequence codes (`engine.prepare_query`)
 
-_state = {"threads": 1}
+_state: dict[str, Any] = {"threads": 1}
 
 
 def set_threads(threads: int) -> None:
@@ -404,10 +410,11 @@ class _Group:
         cand, tag = self.filter(pairs, tags, h0, h1 - h0, self.ctx.shape.size)
         return self.walk(cand, tag, CAP, 0)
 
-    def _launch(self, kernel: str, pairs, tags, h0: int, n: int, cap: int, size: int, *out):
+    def _launch(self, kernel: str, pairs, tags, h0: int, n: int, cap: int, size: int, *out,
+                per_thread: int = 1):
         o, d = self.ctx.options, self.dref
         _kernel(self.ctx.shape, "extend", kernel)(
-            _grid(n), (BLOCK,),
+            (-(-_grid(n)[0] // per_thread),), (BLOCK,),
             (d.score, self.qscore, np.int64(d.len), np.int64(self.qlen), self.mat,
              np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(cap), d.pos_table, self.lo,
              self.cum, self.counts, self._block_seeds(h0, n) if pairs is None else _ptr(None),
@@ -429,7 +436,9 @@ class _Group:
         cand_tag = cp.empty(n, cp.uint32)
         count = cp.zeros(1, cp.uint32)
         if n:
-            self._launch("filter_pass", pairs, tags, h0, n, CAP, size, cand, cand_tag, count)
+            kernel, per_thread = FILTERS[_state.get("filter") or "pass"]
+            self._launch(kernel, pairs, tags, h0, n, CAP, size, cand, cand_tag, count,
+                         per_thread=per_thread)
         k = int(count.get()[0])
         return cand[:k], cand_tag[:k]
 
@@ -675,6 +684,7 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
     (Device halves on several streams, one host thread each, measured slower on the H200:
     BENCHMARKS.md, "GPU ns per seed hit (H200)".)"""
     k = knobs.read()
+    _state["filter"] = k.gpu_filter
     dref = _device_ref(ctx, ref)
     buckets = k.bucket_shift if knobs.buckets_on(k, dref.len) else None
     start, stop = cp.cuda.Event(), cp.cuda.Event()

@@ -240,6 +240,9 @@ __device__ __forceinline__ bool thread_hit(i64 n, const u32* __restrict__ pos_ta
     int size
 #define HIT_SOURCE pos_table, lo, cum, counts, bseed, qpos, pairs, tags, chunk_start, n_chunks, \
     h0, first, variants, size
+// Every WALK_PARAMS name after the scoring, in order (a kernel handing its parameters on).
+#define HIT_SOURCE_ALL pos_table, lo, cum, counts, bseed, qpos, pairs, tags, chunk_start, \
+    n_chunks, h0, n, first, variants, size
 
 // The 8x8 matrix copied into shared memory once per lane (entry i for lane l at i * 32 + l, so
 // the lanes' lookups never share a bank); returns this lane's column.
@@ -325,5 +328,187 @@ extern "C" __global__ void first_pass(
     if (!done) {
         late[slot] = ((u64)r << 32) | (u64)q;
         late_tag[slot] = tag;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Experimental filter variants (HSPZ_GPU_FILTER, docs/knobs.md; issue 27).  Each rejects exactly
+// the hits filter_pass rejects and appends the same candidates (their order within a launch is
+// not part of any result: the exact walk's outputs are sorted downstream).
+//   filter_hits<K> (hits2, hits4): several hits per thread.  A block of BLOCK threads takes K
+//     consecutive blocks' worth of hits (virtual blocks, each with its bseed range), so the
+//     matrix copy and its barrier are paid once per K hits of a thread.
+//   filter_lane4 (lane4): both, four hits a thread.
+//   filter_lane (lane): each base's table address by one byte permute.  The lane's byte offset
+//     (lane * 4) and the base's index (ref << 3 | query) go into one PRMT as the address
+//     idx * 256 + lane * 4 of a table whose entry idx for lane l is at idx * 64 + l (bank l,
+//     as lane_matrix's), where lane_matrix's column needs a PRMT and a LEA a base.
+// ---------------------------------------------------------------------------------------------
+
+// The matrix for filter_lane: entry i of lane l at i * 64 + l (slots 32..63 unused).
+__device__ __forceinline__ void lane_table(int* tab, const int* __restrict__ mat_g)
+{
+    for (int i = threadIdx.x; i < 64 * 32; i += blockDim.x) tab[(i >> 5) * 64 + (i & 31)] = mat_g[i >> 5];
+    __syncthreads();
+}
+
+// mat[idx] of this lane for the idx in byte `u & 3` of w: one PRMT builds the byte address.
+__device__ __forceinline__ int lane_score(const int* tab, u32 w, u32 lane4, int u)
+{
+    u32 off = __byte_perm(w, lane4, 0x5504 | ((u & 3) << 4));
+    return *(const int*)((const char*)tab + off);
+}
+
+// bound_walk with lane_score: the same bound, the same stop.
+template <class Bases>
+__device__ __forceinline__ bool bound_walk_lane(Bases A, Bases B, int end, const int* tab,
+                                                u32 lane4, int xdrop, int* bound)
+{
+    int sc = 0, mr = 0, k = 0;
+    for (; k + 8 <= end; k += 8) {
+        u64 z = (A.next() << 3) | B.next();
+        u32 lo = (u32)z, hi = (u32)(z >> 32);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            sc += lane_score(tab, u < 4 ? lo : hi, lane4, u);
+            mr = max(mr, sc);
+        }
+        if (mr - sc > xdrop) { *bound = mr; return true; }
+    }
+    if (k < end) {
+        u64 z = (A.next() << 3) | B.next();
+        u32 lo = (u32)z, hi = (u32)(z >> 32);
+        for (int u = 0; k + u < end; ++u) {
+            sc += lane_score(tab, u < 4 ? lo : hi, lane4, u);
+            mr = max(mr, sc);
+            if (mr - sc > xdrop) { *bound = mr; return true; }
+        }
+    }
+    *bound = mr;
+    return false;
+}
+
+// owner() for virtual block vb (filter_hits: a block takes several blocks' hits).
+__device__ __forceinline__ i64 owner_vb(const i64* __restrict__ cum, const i64* __restrict__ bseed,
+                                        i64 vb, i64 h)
+{
+    i64 lo = bseed[vb], hi = bseed[vb + 1];
+    while (lo < hi) {
+        i64 mid = (lo + hi) >> 1;
+        if (cum[mid] > h) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+// The filter's decision for hit (r, q) (already past the seed): true = rejected exactly.
+template <bool LANE>
+__device__ __forceinline__ bool filter_rejects(const u8* __restrict__ ref, const u8* __restrict__ qry,
+                                               i64 ref_len, i64 qry_len, const int* mat, u32 lane4,
+                                               int xdrop, int thresh, int cap, i64 r, i64 q)
+{
+    int br, bl = 0;
+    i64 lim = min(ref_len - r, qry_len - q);
+    int end = (int)min(lim, (i64)cap);
+    bool reject = (LANE ? bound_walk_lane(Forward(ref, r), Forward(qry, q), end, mat, lane4, xdrop, &br)
+                        : bound_walk(Forward(ref, r), Forward(qry, q), end, mat, xdrop, &br))
+                  || end == lim;
+    if (reject) {
+        lim = min(r, q);
+        end = (int)min(lim, (i64)cap);
+        reject = ((LANE ? bound_walk_lane(Backward(ref, r), Backward(qry, q), end, mat, lane4, xdrop, &bl)
+                        : bound_walk(Backward(ref, r), Backward(qry, q), end, mat, xdrop, &bl))
+                  || end == lim) && br + bl < thresh;
+    }
+    return reject;
+}
+
+// K hits a thread; LANE: filter_lane's table and walk (the tables are static shared arrays of
+// the kernel that instantiates this, passed in).
+template <int K, bool LANE>
+__device__ __forceinline__ void filter_hits(WALK_PARAMS, u64* __restrict__ cand,
+                                            u32* __restrict__ cand_tag, u32* __restrict__ n_cand,
+                                            int* shared)
+{
+    const int* mat;
+    u32 lane4 = (threadIdx.x & 31) << 2;
+    if (LANE) {
+        lane_table(shared, mat_g);
+        mat = shared;
+    } else {
+        mat = lane_matrix(shared, mat_g);
+    }
+    for (int k = 0; k < K; ++k) {
+        i64 vb = (i64)blockIdx.x * K + k;
+        i64 t = vb * blockDim.x + threadIdx.x;
+        if (vb * blockDim.x >= n) return;  // the same for the whole block
+        bool keep = false;
+        i64 r = 0, q = 0;
+        u32 tag = 0;
+        if (t < n) {
+            if (pairs) {
+                u64 p = pairs[t];
+                r = (i64)(p >> 32);
+                q = (i64)(p & 0xFFFFFFFFull);
+                tag = tags[t];
+            } else {
+                i64 h = h0 + t;
+                i64 s = owner_vb(cum, bseed, vb, h);
+                r = (i64)pos_table[lo[s] + h - (cum[s] - counts[s])];
+                q = qpos ? qpos[s] : first + s / variants;
+                tag = chunk_of(chunk_start, n_chunks, h);
+            }
+            r += size;
+            q += size;
+            keep = !filter_rejects<LANE>(ref, qry, ref_len, qry_len, mat, lane4, xdrop, thresh,
+                                         cap, r, q);
+        }
+        u32 slot = warp_append(keep, n_cand);
+        if (keep) {
+            cand[slot] = ((u64)r << 32) | (u64)q;
+            cand_tag[slot] = tag;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 6) filter_hits2(WALK_PARAMS, u64* __restrict__ cand,
+                                        u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    __shared__ int mat_rep[64 * 32];
+    filter_hits<2, false>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL,
+                          cand, cand_tag, n_cand, mat_rep);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 6) filter_hits4(WALK_PARAMS, u64* __restrict__ cand,
+                                        u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    __shared__ int mat_rep[64 * 32];
+    filter_hits<4, false>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL,
+                          cand, cand_tag, n_cand, mat_rep);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 6) filter_lane4(
+    WALK_PARAMS, u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    __shared__ int tab[64 * 64];
+    filter_hits<4, true>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL,
+                         cand, cand_tag, n_cand, tab);
+}
+
+extern "C" __global__ void filter_lane(WALK_PARAMS, u64* __restrict__ cand,
+                                       u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    __shared__ int tab[64 * 64];
+    lane_table(tab, mat_g);
+    u32 lane4 = (threadIdx.x & 31) << 2;
+    i64 r, q;
+    u32 tag;
+    if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return;
+    bool reject = filter_rejects<true>(ref, qry, ref_len, qry_len, tab, lane4, xdrop, thresh, cap,
+                                       r, q);
+    u32 slot = warp_append(!reject, n_cand);
+    if (!reject) {
+        cand[slot] = ((u64)r << 32) | (u64)q;
+        cand_tag[slot] = tag;
     }
 }
