@@ -142,7 +142,7 @@ def test_gpu_equals_cpu_on_lastz_examples(tmp_path, examples):
         {"HSPZ_REF_BUCKETS": "0"},
         {"HSPZ_GPU_FILTER": "hits2"},
         {"HSPZ_GPU_FILTER": "hits4"},
-        {"HSPZ_GPU_FILTER": "lane"},
+        {"HSPZ_GPU_FILTER": "pass"},
         {"HSPZ_GPU_FILTER": "lane4"},
     ],
     ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()),
@@ -167,8 +167,8 @@ def test_gpu_physical_pieces_never_change_bytes(tmp_path, examples, monkeypatch)
 
 @pytest.mark.parametrize("piece", [97, 5000, 1 << 28])
 def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
-    """The filter (filter_pass) on related pairs with repeats, N, lowercase and sequence ends,
-    in pieces of a few hits and of all of them, with either seeder."""
+    """The default filter (filter_lane) on related pairs with repeats, N, lowercase and
+    sequence ends, in pieces of a few hits and of all of them, with either seeder."""
     from hspz.engine import gpu
 
     monkeypatch.setattr(gpu, "PIECE", piece)
@@ -180,10 +180,11 @@ def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
         run_both(tmp_path, r, q, "-m", "500", env={"HSPZ_DEVICE_SEEDS": seeds})
 
 
-@pytest.mark.parametrize("variant", ["hits2", "hits4", "lane", "lane4"])
+@pytest.mark.parametrize("variant", ["pass", "hits2", "hits4", "lane4"])
 def test_gpu_filter_variants_never_change_bytes(tmp_path, monkeypatch, variant):
-    """Each experimental filter (HSPZ_GPU_FILTER) on related pairs with repeats, N, lowercase
-    and sequence ends, in pieces of 97 hits (a piece's last block of threads part full)."""
+    """Each other filter (HSPZ_GPU_FILTER: `pass`, the former default, and the experimental
+    ones) on related pairs with repeats, N, lowercase and sequence ends, in pieces of 97 hits
+    (a piece's last block of threads part full)."""
     from hspz.engine import gpu
 
     monkeypatch.setattr(gpu, "PIECE", 97)

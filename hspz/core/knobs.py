@@ -32,7 +32,7 @@ class Knobs:
     chunk_walk_full: bool
     layout_force_workers: int | None
     shift_given: bool = False  # HSPZ_REF_BUCKET_SHIFT set: it alone turns bucketing on
-    gpu_filter: str | None = None  # HSPZ_GPU_FILTER (experimental): None = filter_pass
+    gpu_filter: str | None = None  # HSPZ_GPU_FILTER (experimental): None = gpu.DEFAULT_FILTER
 
 
 def read(env: Mapping[str, str] | None = None) -> Knobs:
