@@ -150,7 +150,7 @@ def resident_hits(devices: scheduling.Devices, max_hits: int) -> int:
         return min(max_hits, _cpu_piece())
     from hspz.engine import gpu
 
-    return min(max_hits, getattr(gpu, "PIECE", max_hits))
+    return min(max_hits, gpu.PIECE)
 
 
 def plan_layout(f: Freeze, max_hits: int, ref_lengths: list[int],
