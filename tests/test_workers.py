@@ -234,22 +234,25 @@ def test_bad_input_with_several_workers_is_one_line_and_leaves_no_worker(
     assert not multiprocessing.active_children() and not (tmp_path / "out").exists()
 
 
-def test_a_worker_prepares_each_next_query_bin_once_ahead(pair, monkeypatch):
+def test_a_worker_prepares_each_next_query_bin_once_ahead(pair):
     """Visits R0[0..2) R1[0..2): four units, four query swaps, each bin prepared once per swap
     (the next one while a unit runs), ordinals in plan order."""
+    import dataclasses
+
+    from hspz.engine.cpu import CpuBackend
     from hspz.planning.schedule import Visit
     from hspz.run import worker as workers
 
-    job, ref, qry = _one_worker_job(pair, [Visit(0, 0, 2), Visit(1, 0, 2)])
-    assert len(ref) >= 2 and len(qry) >= 2
     prepared = []
 
-    def prepare(ctx, index, records, host_codes):
-        prepared.append(index)
-        return real(ctx, index, records, host_codes)
+    class Counting(CpuBackend):
+        def prepare_query(self, ctx, index, records):
+            prepared.append(index)
+            return super().prepare_query(ctx, index, records)
 
-    real = workers.prepare_query
-    monkeypatch.setattr(workers, "prepare_query", prepare)
+    job, ref, qry = _one_worker_job(pair, [Visit(0, 0, 2), Visit(1, 0, 2)])
+    job = dataclasses.replace(job, engine=Counting())
+    assert len(ref) >= 2 and len(qry) >= 2
     got = []
     rep = workers.run_worker(job, ref, qry, lambda result, extras: got.append(result.ordinal))
     assert got == [0, 1, 2, 3] and prepared == [0, 1, 0, 1]

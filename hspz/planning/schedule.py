@@ -264,6 +264,13 @@ class Schedule:
         return sum(len(v) for v in self.visits)
 
 
+def run_schedule(plan: Plan, ref_bp: Sequence[int], workers: int, devices: Devices) -> Schedule:
+    """The schedule a run of `plan` uses: `workers` (`--gpus`) workers on `devices`, the
+    partition as HSPZ_UNIT_PARTITION chooses (`partition_knob`); what `run`, `plan`, a query
+    list and `hits-estimate --pricing` all schedule with."""
+    return make_schedule(plan, ref_bp, workers, devices, partition_knob())
+
+
 def make_schedule(plan: Plan, ref_bp: Sequence[int], gpus: int, devices: Devices,
                   knob: bool | None) -> Schedule:
     """min(--gpus, reference bins) workers, the policy and the partition."""

@@ -282,8 +282,9 @@ def write_dumps(req: Request, m: Manifest) -> None:
         write_text(req.dump_manifest, m.to_text(), "--dump-manifest")
 
 
-def schedule_for(m: Manifest, gpus: int, devices: scheduling.Devices) -> scheduling.Schedule:
+def schedule_for(m: Manifest, workers: int, devices: scheduling.Devices) -> scheduling.Schedule:
+    """The run's schedule (`--gpus` workers), its lines said."""
     ref_bp = bins.bin_bp(m.plan.ref_bins, m.ref_lengths)
-    sched = scheduling.make_schedule(m.plan, ref_bp, gpus, devices, scheduling.partition_knob())
+    sched = scheduling.run_schedule(m.plan, ref_bp, workers, devices)
     say(scheduling.schedule_lines(sched))
     return sched

@@ -33,8 +33,10 @@ LEDGER_COLUMNS = ("ordinal", "worker", "device", "ref_bin", "query_bin", "ref_bp
                   "gpu_ms", "host_start_ms", "host_end_ms", "seeds", "hits", "raw_hsps", "hsps")
 
 
-def say(lines: str | Iterable[str]) -> None:
-    """Print a line, or each of a list of lines, to stderr."""
+def say(lines: str | Iterable[str] | None) -> None:
+    """Print a line, or each of a list of lines, to stderr (None: nothing; the one `say`)."""
+    if lines is None:
+        return
     for line in [lines] if isinstance(lines, str) else lines:
         print(line, file=sys.stderr)
 
