@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 from hspz.core.durable import write_text
 from hspz.core.errors import HspzError, UsageError
 from hspz.core.progress import Progress
 from hspz.core.scoring import resolve_matrix
+from hspz.engine.contract import Backend
 from hspz.formats import index as ix
 from hspz.formats.planfile import PlanJob
 from hspz.io.digests import HashedRecords
@@ -45,7 +45,7 @@ class Batch:
     """A planned batch: the engine and devices it was planned for, the reference (records, or
     the index's known records), every job's frozen plan and the schedule."""
 
-    engine: ModuleType
+    engine: Backend
     devices: Devices
     ref: list
     jobs: list[PlanJob]
@@ -54,7 +54,7 @@ class Batch:
     verify: ix.Verification | None = None
 
 
-def plan_batch(req: Request, select: Callable[[], ModuleType], summary: Summary) -> Batch:
+def plan_batch(req: Request, select: Callable[[], Backend], summary: Summary) -> Batch:
     """Read the list and the reference (or open the index), plan every job, schedule the
     batch (its `schedule:` lines printed), write the per-job dumps."""
     o = req.options
@@ -171,7 +171,7 @@ def job_line(job: Job) -> str:
             f"digest {job.summary.digest} ({job.spec.path})")
 
 
-def batch_command(req: Request, select: Callable[[], ModuleType]) -> int:
+def batch_command(req: Request, select: Callable[[], Backend]) -> int:
     """`hspZ run --query-list FILE`."""
     t0 = time.perf_counter()
     summary = Summary()
@@ -200,7 +200,7 @@ def _execute(req: Request, b: Batch, summary: Summary, t0: float) -> int:
                     index=req.index, verify=b.verify,
                     on_job=lambda job: progress.job_done(job_line(job)))
     summary.batch = True
-    execute(jobs, b.schedule, b.engine.__name__, o.threads, b.ref, None, how, t0, summary)
+    execute(jobs, b.schedule, b.engine, o.threads, b.ref, None, how, t0, summary)
     if b.index is not None:
         say(index_loaded_line(b.index, summary, req.reference))
     print_counts(summary)

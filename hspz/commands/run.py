@@ -11,10 +11,9 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from types import ModuleType
 
 from hspz.core.progress import Progress
-from hspz.engine.contract import Context, prepare_query, prepare_reference
+from hspz.engine.contract import Backend, Context, prepare_query, prepare_reference
 from hspz.formats import index as ix
 from hspz.formats.manifest import Manifest
 from hspz.io.packing import SMALL_BYTES
@@ -37,7 +36,7 @@ from hspz.run.report import say
 from hspz.run.request import Request
 
 
-def run_command(req: Request, select: Callable[[], ModuleType]) -> int:
+def run_command(req: Request, select: Callable[[], Backend]) -> int:
     """`hspZ run`: read, plan, schedule, run the workers, emit, report.  `select()` picks the
     engine once the inputs have been read, so bad input is reported before backend notes.
     With an index the reference is not read (or verified in the background) and its bins
@@ -61,7 +60,7 @@ def run_command(req: Request, select: Callable[[], ModuleType]) -> int:
             verify.close()
 
 
-def _planned(req: Request, select: Callable[[], ModuleType], t0: float, summary: Summary,
+def _planned(req: Request, select: Callable[[], Backend], t0: float, summary: Summary,
              ref: list[Record], qry: list[Record], idx: ix.Index | None,
              verify: ix.Verification | None) -> int:
 
@@ -81,11 +80,11 @@ def _planned(req: Request, select: Callable[[], ModuleType], t0: float, summary:
         summary.memory = memory_estimate(o, devices, m, ref, qry)
     if idx is not None:
         say(index_using_line(idx, req.reference))
-    with worker_pool(sched, engine.__name__, m) as pool:
+    with worker_pool(sched, engine, m) as pool:
         write_dumps(req, m)
         how = Execution(o.diagonal_partition, bool(req.dump_raw), req.hit_stats,
                         Progress(len(m.plan.units)), index=req.index, verify=verify)
-        execute([Job(m, req.output, req.tarball, raw=req.dump_raw)], sched, engine.__name__,
+        execute([Job(m, req.output, req.tarball, raw=req.dump_raw)], sched, engine,
                 o.threads, ref, qry, how, t0, summary, pool)
         if idx is not None:
             say(index_loaded_line(idx, summary, req.reference))
@@ -93,7 +92,7 @@ def _planned(req: Request, select: Callable[[], ModuleType], t0: float, summary:
     return 0
 
 
-def worker_pool(sched: Schedule, engine: str, m: Manifest) -> Pool | nullcontext[None]:
+def worker_pool(sched: Schedule, engine: Backend, m: Manifest) -> Pool | nullcontext[None]:
     """The worker processes of a schedule with several workers, one per scheduled worker
     (min(--gpus, reference bins)), started before the dumps and the shared records so that
     their start-up overlaps them; a null context for one worker (it runs in this process)."""
