@@ -12,25 +12,27 @@ One FASTA record, from `hspZ run -r ref.fa -q qry.fa -o OUT` to a line of OUT's 
 1. `cli.main` parses the flags, `cli.cmd_run` builds a `run.request.Request`, and
    `commands.out_lock.run_in_out` takes OUT's lock before `commands.run.run_command` calls
    `drive(req, OneQuery(), select)`.
-2. read: `io.readers.read_both` detects the format and `io.fasta` parses the record into an
-   `io.records.Record` (its name and its bases as bytes).
+2. read: `io.readers.read_both` detects the format and `io.fasta.read_fasta_bytes` parses the
+   record into an `io.records.Record` (its name and its bases).
 3. engine: `select()` (`engine.backends`) picks the CPU or the GPU backend, and
    `planning.budget.devices_for` counts its devices.
-4. freeze: `run.freeze.prepare` packs the record into a bin (`planning.bins`, with the memory
-   preflight of `planning.memory` and `planning.layout`) and freezes the options, the bins and
-   the units (reference bin x query bin) into a `formats.manifest.Manifest`.
+4. freeze: `run.freeze.prepare` places the record in a query bin (`planning.bins`, under the
+   memory preflight of `planning.memory` and `planning.layout`) and freezes the options, the bins
+   and the units (reference bin x query bin) into a `formats.manifest.Manifest`.
 5. schedule: `planning.schedule.make_schedule` hands the units to the workers, reference bin by
    reference bin (the `schedule:` lines).
 6. workers: `run.pool` starts the worker processes (one worker runs in this process); each runs
-   `run.worker.run_worker`, which packs the record's bin (`io.packing.pack_bin`: the offsets and
-   the minus strand) and runs the engine (`engine.cpu` or `engine.gpu`) unit by unit through the
-   algorithm's stages: `stages.seed`, `stages.xdrop`, `stages.hsp` (and `stages.partition` for
-   -D).  Each unit's HSPs come back as an `engine.contract.UnitResult`.
+   `run.worker.run_worker`, which prepares the record's bin (`engine.contract.prepare_query`:
+   `io.packing.pack_bin` packs the bases, their offsets and the minus strand) and runs the
+   engine (`engine.cpu` or `engine.gpu`) unit by unit through the algorithm's stages:
+   `stages.seed`, `stages.xdrop`, `stages.hsp`.  Each unit's HSPs come back as an
+   `engine.contract.UnitResult`.
 7. execute: `run.execute.execute` feeds every result to its job's `run.emit.Emitter`, which
    replays them in ordinal order, names the record through `run.emit.table_lookup` and formats
-   the segments lines (`stages.segments.format_lines`) into a staged file; once the job's last
-   unit is in, `Emitter.finish` publishes OUT (`run.outdir`, `core.durable`) and digests its
-   lines (`run.digest`).
+   the segments lines (`stages.segments.format_lines`; -D splits them as `stages.partition`
+   says) into a staged file (`core.durable`), their digest kept as they go (`run.digest`); once
+   the job's last unit is in, `Emitter.finish` publishes the staged files into OUT
+   (`run.outdir.publish`).
 8. report: the `#seeds:` ... counts on stderr (and --time, --hit-stats); publish: the `digest:`
    line on stdout.
 
@@ -129,26 +131,26 @@ def drive(req: Request, work: Work, select: Callable[[], ModuleType]) -> Summary
     t0 = time.perf_counter()
     summary = Summary()
     try:
-        with timed(summary.phases, "input"):
+        with timed(summary.phases, "input"):  # 1. read the inputs (or open the index)
             work.read(req)
-        engine = select()
+        engine = select()  # 2. the engine, and its devices
         devices = devices_for(engine, req.options.gpus)
-        with timed(summary.phases, "plan"):
+        with timed(summary.phases, "plan"):  # 3. freeze every job's plan
             jobs = work.freeze(req, devices)
-        if req.cpu_only:
+        if req.cpu_only:  # -u: counts after preprocessing, nothing extended
             work.count_only(req, jobs)
             return summary
-        sched = work.schedule(req, jobs, devices, summary)
+        sched = work.schedule(req, jobs, devices, summary)  # 4. schedule the units
         if work.index is not None:
             say(index_using_line(work.index, req.reference))
-        with work.workers(sched, engine.__name__, jobs) as pool:
+        with work.workers(sched, engine.__name__, jobs) as pool:  # 5. start the workers
             work.ready(req, jobs)
             execute(jobs, sched, engine.__name__, req.options.threads, work.ref, work.qry,
-                    work.execution(req, jobs, summary), t0, summary, pool)
+                    work.execution(req, jobs, summary), t0, summary, pool)  # 6. run, emit
             if work.index is not None:
                 say(index_loaded_line(work.index, summary, req.reference))
-            work.report(req, summary, time.perf_counter() - t0)
-            work.publish(req, summary)
+            work.report(req, summary, time.perf_counter() - t0)  # 7. report
+            work.publish(req, summary)  # 8. the digest line(s); a query list's queries.tsv
     finally:
         if work.verify is not None:
             work.verify.close()
