@@ -4,6 +4,11 @@ one)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
+import pytest
 from multibin import write_pair
 
 from hspz.cli import main
@@ -22,3 +27,67 @@ def test_backend_choice_without_a_device(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err.splitlines()
     assert err.count("note: no GPU visible; using the CPU backend") == 1
     assert any((tmp_path / "auto").iterdir())
+
+
+def _backend_members() -> list[str]:
+    from hspz.engine.contract import Backend
+
+    return sorted(n for n in vars(Backend) if not n.startswith("_")) + ["capabilities", "name"]
+
+
+def test_both_backends_are_one_object_each_that_satisfies_the_protocol():
+    """`engine.cpu.BACKEND` and `engine.gpu.BACKEND` implement every member of `Backend`, with
+    the protocol's parameters (making the GPU one needs no CuPy: it runs here without it)."""
+    import inspect
+
+    from hspz.engine import cpu, gpu
+    from hspz.engine.contract import Backend, Capabilities
+
+    for backend, name, on_device in ((cpu.BACKEND, "cpu", False), (gpu.BACKEND, "gpu", True)):
+        assert isinstance(backend, Backend)
+        assert backend.name == name and backends.by_name(name) is backend
+        assert isinstance(backend.capabilities, Capabilities)
+        assert backend.capabilities.on_device is on_device
+        for member in _backend_members():
+            assert hasattr(backend, member), (name, member)
+            want = getattr(Backend, member, None)
+            if callable(want):
+                got = inspect.signature(getattr(type(backend), member))
+                assert list(got.parameters) == list(inspect.signature(want).parameters), member
+    assert cpu.BACKEND.capabilities.host_codes and not gpu.BACKEND.capabilities.host_codes
+    with pytest.raises(ValueError, match="no backend named 'hspz.engine.cpu'"):
+        backends.by_name("hspz.engine.cpu")
+
+
+def test_the_gpu_backend_is_made_and_read_without_importing_cupy():
+    """Importing `hspz.engine.gpu`, making its object and reading its capabilities import no
+    CuPy: with `import cupy` made to fail, all of it still works; the first use of a CuPy name
+    is what imports it (and then fails here)."""
+    code = textwrap.dedent("""
+        import pickle, sys
+        sys.modules["cupy"] = None  # any `import cupy` raises ImportError
+        from hspz.engine import gpu
+        from hspz.engine.backends import by_name
+        from hspz.engine.contract import Backend
+        b = by_name("gpu")
+        again = pickle.loads(pickle.dumps(b))  # how a worker process receives it
+        print(isinstance(b, Backend), b.capabilities.on_device, type(again).__name__)
+        try:
+            gpu.device_properties()
+        except ImportError:
+            print("first-use-imports")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "GpuBackend", "first-use-imports"]
+
+
+def test_the_backend_a_worker_receives_is_the_same_backend():
+    """Worker jobs carry the backend object itself (pickled by its class, as spawned worker
+    processes receive it), never a module name to import."""
+    import pickle
+
+    from hspz.engine import cpu
+
+    again = pickle.loads(pickle.dumps(cpu.BACKEND))
+    assert type(again) is cpu.CpuBackend and again.name == "cpu"

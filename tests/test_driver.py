@@ -72,7 +72,7 @@ def test_the_library_run_and_hspz_run_write_the_same_bytes(tmp_path: Path):
     options = Options(backend="cpu")
     summary = drive_given(options, read_inputs(options, str(tmp_path / "ref.fa"),
                                                str(tmp_path / "qry.fa")),
-                          tmp_path / "lib", cpu)
+                          tmp_path / "lib", cpu.BACKEND)
     bin_dir = Path(sys.executable).parent
     done = subprocess.run([str(bin_dir / "hspZ"), "run", "-r", "ref.fa", "-q", "qry.fa", "-o",
                            "cli", "--backend", "cpu"], capture_output=True, text=True,

@@ -10,6 +10,7 @@ import pytest
 from multibin import FLAGS, outputs, write_pair
 
 from hspz.cli import main
+from hspz.engine.cpu import BACKEND as CPU
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +134,7 @@ def test_hit_stats_count_every_seed_and_hit(pair, tmp_path, capsys, monkeypatch)
                      r"max \d+$", err, re.M)
 
 
-def _bin_jobs(pair, engine: str):
+def _bin_jobs(pair, engine):
     """(jobs, reference records, query records): two workers, one reference bin each."""
     from hspz.core.options import Options
     from hspz.engine.contract import Context
@@ -149,12 +150,17 @@ def _bin_jobs(pair, engine: str):
     return jobs, ref, qry
 
 
-def test_a_failing_worker_process_fails_the_run_with_one_line(pair, tmp_path):
+def test_a_failing_worker_process_fails_the_run_with_one_line(pair, tmp_path, monkeypatch):
+    from pathlib import Path
+
     from hspz.core.errors import RunError
     from hspz.run.pool import run_workers
 
-    jobs, ref, qry = _bin_jobs(pair, "hspz.engine.missing")
-    with pytest.raises(RunError, match=r"worker \d failed: ModuleNotFoundError"):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # spawned children import the probe
+    from numba_probe_engine import NoDevice
+
+    jobs, ref, qry = _bin_jobs(pair, NoDevice())
+    with pytest.raises(RunError, match=r"worker \d failed: RuntimeError: device \d is not there"):
         run_workers(jobs, ref, qry, lambda result, extras: None)
 
 
@@ -168,9 +174,9 @@ def test_a_pool_larger_than_the_jobs_runs_them_unlinks_the_shared_block_and_leav
 
     from hspz.run.pool import Pool, run_workers
 
-    jobs, ref, qry = _bin_jobs(pair, "hspz.engine.cpu")
+    jobs, ref, qry = _bin_jobs(pair, CPU)
     got = []
-    with Pool(3, "hspz.engine.cpu") as pool:
+    with Pool(3, CPU) as pool:
         reports = run_workers(jobs, ref, qry, lambda result, extras: got.append(result), pool)
         assert pool.shm is not None and pool.unlinked
         assert not os.path.exists(f"/dev/shm/{pool.shm.name.lstrip('/')}")
@@ -185,9 +191,9 @@ def test_a_pooled_worker_gone_before_its_job_fails_the_run_with_one_line(pair):
     from hspz.core.errors import RunError
     from hspz.run.pool import Pool, run_workers
 
-    jobs, ref, qry = _bin_jobs(pair, "hspz.engine.cpu")
+    jobs, ref, qry = _bin_jobs(pair, CPU)
     with pytest.raises(RunError, match=r"^worker 1 exited before its job was handed over"):
-        with Pool(2, "hspz.engine.cpu") as pool:
+        with Pool(2, CPU) as pool:
             pool.procs[1].kill()
             pool.procs[1].join()
             run_workers(jobs, ref, qry, lambda result, extras: None, pool)
@@ -204,10 +210,10 @@ def test_a_closed_pool_frees_its_queue_and_pipes_at_once(pair):
 
     from hspz.run.pool import Pool, run_workers
 
-    jobs, ref, qry = _bin_jobs(pair, "hspz.engine.cpu")
+    jobs, ref, qry = _bin_jobs(pair, CPU)
     gc.disable()
     try:
-        pool = Pool(2, "hspz.engine.cpu")
+        pool = Pool(2, CPU)
         queues = [weakref.ref(q) for q in [pool.out, *pool.inboxes]]
         run_workers(jobs, ref, qry, lambda result, extras: None, pool)
         pool.close()
@@ -228,22 +234,25 @@ def test_bad_input_with_several_workers_is_one_line_and_leaves_no_worker(
     assert not multiprocessing.active_children() and not (tmp_path / "out").exists()
 
 
-def test_a_worker_prepares_each_next_query_bin_once_ahead(pair, monkeypatch):
+def test_a_worker_prepares_each_next_query_bin_once_ahead(pair):
     """Visits R0[0..2) R1[0..2): four units, four query swaps, each bin prepared once per swap
     (the next one while a unit runs), ordinals in plan order."""
+    import dataclasses
+
+    from hspz.engine.cpu import CpuBackend
     from hspz.planning.schedule import Visit
     from hspz.run import worker as workers
 
-    job, ref, qry = _one_worker_job(pair, [Visit(0, 0, 2), Visit(1, 0, 2)])
-    assert len(ref) >= 2 and len(qry) >= 2
     prepared = []
 
-    def prepare(ctx, index, records, host_codes):
-        prepared.append(index)
-        return real(ctx, index, records, host_codes)
+    class Counting(CpuBackend):
+        def prepare_query(self, ctx, index, records):
+            prepared.append(index)
+            return super().prepare_query(ctx, index, records)
 
-    real = workers.prepare_query
-    monkeypatch.setattr(workers, "prepare_query", prepare)
+    job, ref, qry = _one_worker_job(pair, [Visit(0, 0, 2), Visit(1, 0, 2)])
+    job = dataclasses.replace(job, engine=Counting())
+    assert len(ref) >= 2 and len(qry) >= 2
     got = []
     rep = workers.run_worker(job, ref, qry, lambda result, extras: got.append(result.ordinal))
     assert got == [0, 1, 2, 3] and prepared == [0, 1, 0, 1]
@@ -281,7 +290,7 @@ def _one_worker_job(pair, visits):
 
     ref, qry = (read_records(p) for p in pair)
     plan = Plan(((0,), (1,)), ((0,), (1,)))
-    job = WorkerJob(0, 0, visits, Context.from_options(Options()), plan, "hspz.engine.cpu", 1,
+    job = WorkerJob(0, 0, visits, Context.from_options(Options()), plan, CPU, 1,
                     0.0)
     return job, ref, qry
 
@@ -338,17 +347,19 @@ def test_a_failing_sink_fails_the_in_process_worker(pair):
 @pytest.mark.parametrize("numba", [False, True])
 def test_pooled_workers_load_numba_before_their_job_only_when_asked(pair, numba, monkeypatch):
     """A pool asked to load numba (large bins: `commands.run.holds_large_bins`) has it loaded
-    in each process before the job; otherwise the job finds it unloaded (the probe engine has
-    no warm_worker, and its tiny bins prepare with numpy)."""
+    in each process before the job; otherwise the job finds it unloaded (the probe backend
+    warms nothing, and its tiny bins prepare with numpy)."""
     from pathlib import Path
 
     from hspz.run.pool import Pool, run_workers
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent))  # spawned children import the probe
-    jobs, ref, qry = _bin_jobs(pair, "numba_probe_engine")
+    from numba_probe_engine import NumbaProbe
+
+    jobs, ref, qry = _bin_jobs(pair, NumbaProbe())
     got = []
-    with Pool(2, "numba_probe_engine", numba) as pool:
-        run_workers(jobs, ref, qry, lambda result, extras: got.append(result.gpu_ms), pool)
+    with Pool(2, NumbaProbe(), numba) as pool:
+        run_workers(jobs, ref, qry, lambda result, extras: got.append(result.engine_ms), pool)
     assert got == [1.0 if numba else 0.0] * 2
 
 

@@ -112,7 +112,7 @@ def priced(p: planning.Plan, rows: list[tuple], pricing: Pricing,
     ref_bp = [row[2] for row in rows[::nq]]
     devices = scheduling.Devices("gpu", tuple(scheduling.DeviceProfile(1, 1, 1, "projected")
                                               for _ in range(gpus)))
-    sched = scheduling.make_schedule(p, ref_bp, gpus, devices, scheduling.partition_knob())
+    sched = scheduling.run_schedule(p, ref_bp, gpus, devices)
     order = [scheduling.units_of(v, nq) for v in sched.visits]
     feats = features([r[2] for r in rows], [r[3] for r in rows], [r[4] for r in rows],
                      [r[0] for r in rows], order)

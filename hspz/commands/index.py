@@ -14,23 +14,23 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from types import ModuleType
 
 from hspz.core.errors import UsageError
 from hspz.core.options import Options
+from hspz.engine.contract import Backend
 from hspz.formats import index as ix
 from hspz.io.digests import records_digest
 from hspz.io.packing import pack_bin
 from hspz.io.readers import read_side
 from hspz.io.records import Record
 from hspz.planning import bins as planning
-from hspz.planning.budget import backend_of, host_memory_bytes
+from hspz.planning.budget import host_memory_bytes
 from hspz.run.execute import timed
 from hspz.run.report import say
 from hspz.stages.seed import SeedShape
 
 
-def index_command(options: Options, reference: str, dest: str, select: Callable[[], ModuleType],
+def index_command(options: Options, reference: str, dest: str, select: Callable[[], Backend],
                   show_time: bool) -> int:
     """Build the index of `reference` at `dest` (which must not exist)."""
     t0 = time.perf_counter()
@@ -69,17 +69,19 @@ def index_command(options: Options, reference: str, dest: str, select: Callable[
     return 0
 
 
-def build_bins(options: Options, records: list[Record], bins: planning.Bins, engine: ModuleType,
+def build_bins(options: Options, records: list[Record], bins: planning.Bins, engine: Backend,
                tmp: Path) -> dict[tuple[int, str], ix.ArrayEntry]:
     """Every bin's arrays, built a few at a time and written (with their piece checksums) on a
     thread of their own as they come: their manifest entries."""
     shape = SeedShape.from_pattern(options.pattern)
     threads = options.threads or os.cpu_count() or 1
     members = [[records[k] for k in b] for b in bins]
-    if backend_of(engine) == "gpu":
+    if engine.capabilities.on_device:
+        from hspz.engine import gpu
+
         def make(b: int) -> ix.BuiltBin:
             packed = pack_bin(members[b])
-            return ix.BuiltBin(b, *engine.index_arrays(shape, options.step, packed.buf))
+            return ix.BuiltBin(b, *gpu.index_arrays(shape, options.step, packed.buf))
         builders = 2  # the next bin is packed on the host while the device builds one
     else:
         def make(b: int) -> ix.BuiltBin:

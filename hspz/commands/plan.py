@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from hspz.core.durable import write_text
@@ -21,10 +20,11 @@ from hspz.run.freeze import load_manifest, prepare, schedule_for, write_dumps
 from hspz.run.request import Request
 
 if TYPE_CHECKING:
+    from hspz.engine.contract import Backend
     from hspz.planning.schedule import Devices
 
 
-def plan_command(req: Request, select: Callable[[], ModuleType], sizes: str | None = None,
+def plan_command(req: Request, select: Callable[[], Backend], sizes: str | None = None,
                  sizes_hits: bool = False) -> int:
     """`hspZ plan`: freeze the plan and the schedule for --gpus workers into one file; with
     `sizes`, each work job's memory, and with `sizes_hits` its expected runtime from its
@@ -47,7 +47,7 @@ def plan_command(req: Request, select: Callable[[], ModuleType], sizes: str | No
     return 0
 
 
-def _single_plan(req: Request, select: Callable[[], ModuleType]
+def _single_plan(req: Request, select: Callable[[], Backend]
                  ) -> tuple[PlanFile, list, ix.Index | None, Devices]:
     """One query, planned as `run` plans it (from an index's records when given one)."""
     idx = verify = None
@@ -80,7 +80,7 @@ def _single_plan(req: Request, select: Callable[[], ModuleType]
     return pf, ref, idx, devices
 
 
-def _batch_plan(req: Request, select: Callable[[], ModuleType]
+def _batch_plan(req: Request, select: Callable[[], Backend]
                 ) -> tuple[PlanFile, list, ix.Index | None, Devices]:
     """The jobs of a query list, as `run --query-list` plans them (its reference verified
     against the index first when both are given)."""

@@ -18,19 +18,19 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 from hspz.core.durable import write_text
 from hspz.core.errors import HspzError, UsageError
 from hspz.core.progress import Progress
 from hspz.core.scoring import resolve_matrix
+from hspz.engine.contract import Backend
 from hspz.formats import index as ix
 from hspz.formats.planfile import PlanJob
 from hspz.io.digests import HashedRecords
 from hspz.io.readers import read_side
 from hspz.planning import joblist
 from hspz.planning.budget import devices_for
-from hspz.planning.schedule import Devices, Schedule, make_schedule, partition_knob, schedule_lines
+from hspz.planning.schedule import Devices, Schedule, run_schedule, schedule_lines
 from hspz.run import job_entries, report
 from hspz.run.driver import Work, drive
 from hspz.run.execute import Execution, Job, Summary
@@ -50,7 +50,7 @@ class QueryList(Work):
     qry = None  # the workers read each job's query
     jobs: list[PlanJob]
     sched: Schedule
-    engine: ModuleType
+    engine: Backend
     devices: Devices
 
     def read(self, req: Request) -> None:
@@ -77,8 +77,8 @@ class QueryList(Work):
         m0 = self.jobs[0].manifest
         axis = joblist.BatchAxis(tuple(len(j.manifest.plan.query_bins) for j in self.jobs))
         ref_bp = [sum(m0.ref_lengths[k] for k in b) for b in m0.plan.ref_bins]
-        self.sched = make_schedule(axis.plan(m0.plan.ref_bins), ref_bp, req.options.gpus,
-                                       devices, partition_knob())
+        self.sched = run_schedule(axis.plan(m0.plan.ref_bins), ref_bp, req.options.gpus,
+                                  devices)
         say(schedule_lines(self.sched))
         return self.sched
 
@@ -105,7 +105,7 @@ class QueryList(Work):
         sys.stdout.flush()
 
 
-def plan_batch(req: Request, select: Callable[[], ModuleType]) -> QueryList:
+def plan_batch(req: Request, select: Callable[[], Backend]) -> QueryList:
     """`hspZ plan --query-list`'s first stages, as the driver runs them: read the list and the
     reference (or open the index), plan every job (its dumps written), schedule the batch
     (its `schedule:` lines printed)."""
@@ -209,7 +209,7 @@ def job_line(job: Job) -> str:
             f"digest {job.summary.digest} ({job.spec.path})")
 
 
-def batch_command(req: Request, select: Callable[[], ModuleType]) -> int:
+def batch_command(req: Request, select: Callable[[], Backend]) -> int:
     """`hspZ run --query-list FILE`: N jobs through the driver (`run.driver.drive`)."""
     drive(req, QueryList(), select)
     return 0

@@ -9,9 +9,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from types import ModuleType
 
-from hspz.engine.contract import Context, prepare_query, prepare_reference
+from hspz.engine.contract import Backend, Context, prepare_query, prepare_reference
 from hspz.formats import index as ix
 from hspz.formats.manifest import Manifest
 from hspz.io.packing import SMALL_BYTES
@@ -34,7 +33,7 @@ from hspz.run.request import Request
 from hspz.run.summary import Summary
 
 
-def run_command(req: Request, select: Callable[[], ModuleType]) -> int:
+def run_command(req: Request, select: Callable[[], Backend]) -> int:
     """`hspZ run -q`: one query through the driver (`run.driver.drive`)."""
     drive(req, OneQuery(), select)
     return 0
@@ -80,7 +79,7 @@ class OneQuery(Work):
             summary.memory = memory_estimate(req.options, devices, m, self.ref, self.qry)
         return sched
 
-    def workers(self, sched: Schedule, engine: str,
+    def workers(self, sched: Schedule, engine: Backend,
                 jobs: list[Job]) -> Pool | nullcontext[None]:
         return worker_pool(sched, engine, jobs[0].manifest)
 
@@ -88,7 +87,7 @@ class OneQuery(Work):
         write_dumps(req, jobs[0].manifest)
 
 
-def worker_pool(sched: Schedule, engine: str, m: Manifest) -> Pool | nullcontext[None]:
+def worker_pool(sched: Schedule, engine: Backend, m: Manifest) -> Pool | nullcontext[None]:
     """The worker processes of a schedule with several workers, one per scheduled worker
     (min(--gpus, reference bins)), started before the dumps and the shared records so that
     their start-up overlaps them; a null context for one worker (it runs in this process)."""

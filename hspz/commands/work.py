@@ -17,14 +17,13 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING
 
 from hspz.commands.query_list import spec_of
 from hspz.core import durable, faults
 from hspz.core.errors import InputError, UsageError
 from hspz.core.progress import Progress
-from hspz.engine.contract import UnitResult
+from hspz.engine.contract import Backend, UnitResult
 from hspz.formats import index as ix
 from hspz.formats.manifest import check_side, check_version
 from hspz.formats.planfile import PlanFile, read_plan
@@ -40,7 +39,7 @@ if TYPE_CHECKING:
     from hspz.io.records import Record
 
 
-def work_command(plan_path: str, worker: int, output: str, select: Callable[[], ModuleType],
+def work_command(plan_path: str, worker: int, output: str, select: Callable[[], Backend],
                  threads: int,
                  device: int | None = None, index: str | None = None,
                  units: str | None = None, device_lock: str | None = None) -> int:
@@ -63,7 +62,7 @@ def work_command(plan_path: str, worker: int, output: str, select: Callable[[], 
     if device is None:
         count = devices_for(engine, sched.workers).count
         device, lock = free_device(device_lock, worker, count) if device_lock and \
-            engine.__name__.endswith(".gpu") else (worker % count, None)
+            engine.capabilities.on_device else (worker % count, None)
     try:
         return _work(pf, worker, output, engine, threads, device, index, folder, ref, qry)
     finally:
@@ -111,7 +110,7 @@ def check_queries(pf: PlanFile) -> None:
                              f"bytes, {job.sha256[:16]}… planned)")
 
 
-def _work(pf: PlanFile, worker: int, output: str, engine: ModuleType, threads: int, device: int,
+def _work(pf: PlanFile, worker: int, output: str, engine: Backend, threads: int, device: int,
           index: str | None, folder: str, ref: list[Record], qry: list[Record]) -> int:
     keys = [unit_key(j.manifest) for j in pf.jobs]
     planned = pf.worker_units(worker)
@@ -129,7 +128,7 @@ def _work(pf: PlanFile, worker: int, output: str, engine: ModuleType, threads: i
     plan = pf.grid() if pf.batch else m.plan
     specs = [spec_of(j) for j in pf.jobs] if pf.batch else None
     job = WorkerJob(worker, device, pf.schedule.visits[worker], context_of(m), plan,
-                    engine.__name__, threads, t0, index=index, queries=specs,
+                    engine, threads, t0, index=index, queries=specs,
                     skip=frozenset((r.job, r.ordinal) for r in done))
     results: list[UnitResult] = []
     # `progress:` lines in the job's log, as `run` prints them (a tenth of the units at a time)

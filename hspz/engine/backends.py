@@ -1,8 +1,9 @@
 """Backend choice: `--backend auto|gpu|cpu`.
 
 auto takes the GPU when CuPy imports and sees a device, else the CPU backend with a one-line note.
-The GPU module is imported only here and only when chosen, so a machine without CUDA never loads
-CuPy.
+A backend is one object (`hspz.engine.contract.Backend`); `by_name` gives it from the name that
+travels to worker processes.  The GPU module imports CuPy only on first use, and is chosen only
+when a device is seen, so a machine without CUDA never loads CuPy.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from types import ModuleType
 from hspz.core import lean
 from hspz.core.errors import UsageError
 from hspz.core.options import Options
+from hspz.engine.contract import Backend
+
+NAMES = ("cpu", "gpu")
 
 
 def gpu_available() -> bool:
@@ -53,19 +57,26 @@ def _start_cuda(cupy: ModuleType) -> None:
         pass
 
 
-def select(options: Options) -> ModuleType:
-    """The engine module (with `run_unit`) this run uses."""
+def by_name(name: str) -> Backend:
+    """The backend called `name` ("cpu" or "gpu"; `Backend.name`)."""
+    if name == "gpu":
+        from hspz.engine import gpu
+
+        return gpu.BACKEND
+    if name == "cpu":
+        from hspz.engine import cpu
+
+        return cpu.BACKEND
+    raise ValueError(f"no backend named {name!r} (one of {', '.join(NAMES)})")
+
+
+def select(options: Options) -> Backend:
+    """The backend this run uses, told its threads."""
     use_gpu = options.backend != "cpu" and gpu_available()
     if options.backend == "gpu" and not use_gpu:
         raise UsageError("--backend gpu: no CUDA device is visible (is CuPy installed?)")
-    if use_gpu:
-        from hspz.engine import gpu
-
-        gpu.set_threads(options.threads)
-        return gpu
-    if options.backend == "auto":
+    if not use_gpu and options.backend == "auto":
         print("note: no GPU visible; using the CPU backend", file=sys.stderr)
-    from hspz.engine import cpu
-
-    cpu.set_threads(options.threads)
-    return cpu
+    backend = by_name("gpu" if use_gpu else "cpu")
+    backend.set_threads(options.threads)
+    return backend

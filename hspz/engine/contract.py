@@ -1,7 +1,9 @@
 """The Seed+Filter contract shared by both backends.
 
 `prepare_reference` and `prepare_query` turn records into the packed arrays a backend needs;
-`run_unit(ctx, ref, qry, unit) -> UnitResult` is implemented by `engine.cpu` and `engine.gpu`.
+`Backend` is what a backend offers the workers (`run_unit(ctx, ref, qry, unit) -> UnitResult`,
+loading, preparing, its device and threads, and its `Capabilities`): `engine.cpu.BACKEND` and
+`engine.gpu.BACKEND` are the two objects that implement it.
 A `UnitResult` holds, for each (interval, strand) of the unit, the chunk-ordered HSP records
 (`hsp.HSP_DTYPE`, block-relative, minus lists NOT yet reversed) plus the unit's counts.
 Nothing after the engine knows which backend ran.
@@ -15,7 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -172,7 +174,7 @@ class UnitResult:
     hits: int = 0
     raw_hsps: int = 0
     hsps: int = 0
-    gpu_ms: float = 0.0
+    engine_ms: float = 0.0  # the engine's time for the unit, on either backend
     # the CPU engine's phases: per phase, (wall, CPU) seconds of each of its threads (`--time`;
     # not in `to_bytes`)
     phases: dict = field(default_factory=dict)
@@ -218,6 +220,52 @@ class BatchOut:
 
 
 Progress = Callable[[int, int, int], None]  # (batches done, batches, seed hits so far)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend is, for the code that chooses devices and prepares bins."""
+
+    on_device: bool  # units run on CUDA devices (the schedule's devices are GPUs, one a worker)
+    host_codes: bool  # bins need host sequence codes (`prepare_query(host_codes=...)`)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """One backend, as the workers, the pool and the commands use it.  `name` travels to worker
+    processes (`engine.backends.by_name`) and names the backend in `hspZ benchmark`'s record."""
+
+    name: str
+    capabilities: Capabilities
+
+    def set_threads(self, threads: int) -> None:
+        """Host threads for the process's units (`--threads`; 0 = every core)."""
+        ...
+
+    def use_device(self, device: int) -> None:
+        """Bind the calling thread to `device` (the CPU backend has one device: nothing)."""
+        ...
+
+    def warm_worker(self, worker: int) -> None:
+        """Start what worker `worker` will need (numba, a device's context) before its job."""
+        ...
+
+    def prepare_reference(self, ctx: Context, index: int, records: list[Record]) -> RefBin:
+        """The reference bin of these records, with host codes where the backend needs them."""
+        ...
+
+    def prepare_query(self, ctx: Context, index: int, records: list[Record]) -> QueryBin:
+        """The query bin of these records, with host codes where the backend needs them."""
+        ...
+
+    def load_reference(self, ctx: Context, index: Index, b: int, threads: int = 0) -> RefBin:
+        """Reference bin b of an index, every piece verified as it is read."""
+        ...
+
+    def run_unit(self, ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
+                 progress: Progress | None = None) -> UnitResult:
+        """One work unit: every seed batch of the query bin against the reference bin."""
+        ...
 
 
 class BatchTally:
@@ -325,10 +373,10 @@ def finish_chunk(ctx: Context, raw: np.ndarray, out: BatchOut, strand: str) -> N
 
 
 _META_FIELDS = (
-    "ordinal", "ref_bin", "query_bin", "seeds", "hits", "raw_hsps", "hsps", "gpu_ms",
+    "ordinal", "ref_bin", "query_bin", "seeds", "hits", "raw_hsps", "hsps", "engine_ms",
     "host_start_ms", "host_end_ms", "worker", "device", "job",
 )
-_FLOAT_FIELDS = {"gpu_ms", "host_start_ms", "host_end_ms"}
+_FLOAT_FIELDS = {"engine_ms", "host_start_ms", "host_end_ms"}
 
 
 def _meta_type(key: str) -> Callable[[float], Any]:

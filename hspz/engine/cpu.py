@@ -23,16 +23,22 @@ from hspz.core import jit
 from hspz.engine.contract import (
     BatchOut,
     BatchTally,
+    Capabilities,
     Context,
+    Index,
     Progress,
     QueryBin,
     RefBin,
     UnitResult,
     assemble,
+    load_reference,
+    prepare_query,
+    prepare_reference,
     record_chunk,
     settle_chunks,
     unit_batches,
 )
+from hspz.io.records import Record
 from hspz.stages import chunks as plan
 from hspz.stages import hsp
 from hspz.stages.seed import hit_seeds, query_seeds
@@ -266,7 +272,7 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
     else:
         outs = PieceQueue(ctx, ref, qry, jobs, clock, tally).run(_threads[0])
     result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, outs)
-    result.gpu_ms = (time.perf_counter() - start) * 1e3
+    result.engine_ms = (time.perf_counter() - start) * 1e3
     result.phases = clock.table()
     return result
 
@@ -427,3 +433,36 @@ def count_unit(ctx: Context, ref: RefBin, qry: QueryBin) -> tuple[int, int]:
                 seeds += len(kmers)
                 hits += int(ref.table.counts(kmers).sum())
     return seeds, hits
+
+
+class CpuBackend:
+    """The CPU backend as one object (`hspz.engine.contract.Backend`): this module's functions;
+    one device (the host), reference bins loaded into host memory."""
+
+    name = "cpu"
+    capabilities = Capabilities(on_device=False, host_codes=True)
+
+    def set_threads(self, threads: int) -> None:
+        set_threads(threads)
+
+    def use_device(self, device: int) -> None:
+        """The host is the only device: nothing to bind."""
+
+    def warm_worker(self, worker: int) -> None:
+        warm_worker(worker)
+
+    def prepare_reference(self, ctx: Context, index: int, records: list[Record]) -> RefBin:
+        return prepare_reference(ctx, index, records, self.capabilities.host_codes)
+
+    def prepare_query(self, ctx: Context, index: int, records: list[Record]) -> QueryBin:
+        return prepare_query(ctx, index, records, self.capabilities.host_codes)
+
+    def load_reference(self, ctx: Context, index: Index, b: int, threads: int = 0) -> RefBin:
+        return load_reference(ctx, index, b, threads)
+
+    def run_unit(self, ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
+                 progress: Progress | None = None) -> UnitResult:
+        return run_unit(ctx, ref, qry, ordinal, progress)
+
+
+BACKEND = CpuBackend()

@@ -31,8 +31,9 @@ CPU backend uses too (CUDA's `log` is not guaranteed to round alike, and the gat
 rests on it).  The GPU path loads no numba (`hspz.core.jit`) and makes no host sequence codes
 (HOST_CODES) unless the CPU seeder runs.
 
-This module imports CuPy at import time; `hspz.engine.backends` imports it only when a GPU is
-chosen.
+Importing this module imports no CuPy: `cp` stands for it until the first use of any of its
+names (`_CupyOnFirstUse`), so `BACKEND` is made, and its capabilities read, on a machine
+without CUDA; `hspz.engine.backends` uses it only when a GPU is chosen.
 """
 
 from __future__ import annotations
@@ -43,9 +44,8 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import cupy as cp
 import numpy as np
 
 from hspz.core import knobs, lean
@@ -53,6 +53,7 @@ from hspz.engine import cuda_source
 from hspz.engine.contract import (
     BatchOut,
     BatchTally,
+    Capabilities,
     Context,
     Index,
     Progress,
@@ -62,16 +63,36 @@ from hspz.engine.contract import (
     assemble,
     bases_free_bin,
     batch_groups,
+    prepare_query,
+    prepare_reference,
     record_chunk,
     settle_chunks,
     unit_batches,
 )
 from hspz.io.packing import SCORE_TABLE, SEED_TABLE
+from hspz.io.records import Record
 from hspz.stages import chunks as plan
 from hspz.stages import hsp, xdrop
 from hspz.stages.seed import SeedShape, SeedTable, batch_hits
 
-lean.import_without("scipy.sparse", "cupyx")  # CuPy imports cupyx on some first calls
+
+class _CupyOnFirstUse:
+    """Stands for the `cupy` module until one of its names is first used: then imports it (and
+    cupyx without scipy, `hspz.core.lean`: CuPy imports cupyx on some first calls) and puts the
+    module itself in `cp`'s place, so every later use is a plain module attribute."""
+
+    def __getattr__(self, name: str) -> Any:
+        import cupy
+
+        lean.import_without("scipy.sparse", "cupyx")
+        globals()["cp"] = cupy
+        return getattr(cupy, name)
+
+
+if TYPE_CHECKING:
+    import cupy as cp
+else:
+    cp = _CupyOnFirstUse()
 
 BLOCK = 256  # threads per block: 8 warps, enough to hide the walks' load latency
 CAP = 64  # bases a first-pass walk may take per side before the hit is walked again
@@ -722,8 +743,42 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
             batches.append(out)
     stop.synchronize()
     result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, batches)
-    result.gpu_ms = cp.cuda.get_elapsed_time(start, stop)
+    result.engine_ms = cp.cuda.get_elapsed_time(start, stop)
     result.device = cp.cuda.Device().id
     result.host_start_ms = t0 * 1e3
     result.host_end_ms = time.perf_counter() * 1e3
     return result
+
+
+class GpuBackend:
+    """The GPU backend as one object (`hspz.engine.contract.Backend`): this module's functions;
+    bins need no host codes, reference bins load straight to the device.  Making it imports no
+    CuPy (the module's `cp` does, on the first call that needs it)."""
+
+    name = "gpu"
+    capabilities = Capabilities(on_device=True, host_codes=HOST_CODES)
+
+    def set_threads(self, threads: int) -> None:
+        set_threads(threads)
+
+    def use_device(self, device: int) -> None:
+        use_device(device)
+
+    def warm_worker(self, worker: int) -> None:
+        warm_worker(worker)
+
+    def prepare_reference(self, ctx: Context, index: int, records: list[Record]) -> RefBin:
+        return prepare_reference(ctx, index, records, self.capabilities.host_codes)
+
+    def prepare_query(self, ctx: Context, index: int, records: list[Record]) -> QueryBin:
+        return prepare_query(ctx, index, records, self.capabilities.host_codes)
+
+    def load_reference(self, ctx: Context, index: Index, b: int, threads: int = 0) -> RefBin:
+        return load_reference(ctx, index, b, threads)
+
+    def run_unit(self, ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
+                 progress: Progress | None = None) -> UnitResult:
+        return run_unit(ctx, ref, qry, ordinal, progress)
+
+
+BACKEND = GpuBackend()

@@ -13,22 +13,23 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from types import ModuleType
+from typing import TYPE_CHECKING
 
 from hspz.core import knobs
 from hspz.core.options import Options
 from hspz.planning import memory as planning
 from hspz.planning import schedule as scheduling
 
+if TYPE_CHECKING:
+    from hspz.engine.contract import Backend
 
-def backend_of(engine: ModuleType) -> str:
-    return "gpu" if engine.__name__.endswith(".gpu") else "cpu"
 
-
-def devices_for(engine: ModuleType, gpus: int) -> scheduling.Devices:
-    if backend_of(engine) == "gpu":
+def devices_for(engine: Backend, workers: int) -> scheduling.Devices:
+    """The devices a run of `engine` has: every visible GPU, or `workers` CPU workers (`--gpus`
+    counts a CPU run's workers)."""
+    if engine.capabilities.on_device:
         return scheduling.gpu_devices()
-    return scheduling.cpu_devices(gpus)
+    return scheduling.cpu_devices(workers)
 
 
 def host_memory() -> tuple[int, str] | None:

@@ -61,32 +61,20 @@ def cpu_devices(workers: int) -> Devices:
 
 
 def gpu_devices() -> Devices:
-    """Every visible GPU, through the GPU engine when it offers `device_properties`, else
-    through the CUDA runtime."""
+    """Every visible GPU, its profile from the GPU engine (`device_properties`)."""
     import cupy
 
     from hspz.engine import gpu
 
-    props = getattr(gpu, "device_properties", None)
     runtime = cupy.cuda.runtime
-    n = runtime.getDeviceCount()
-    raw = props() if props is not None else [_runtime_properties(d) for d in range(n)]
     profiles = tuple(
         DeviceProfile(int(p["sm_count"]), int(p["l2_bytes"]), int(p["clock_khz"]),
                       str(p.get("name", "")))
-        for p in raw
+        for p in gpu.device_properties()
     )
-    memory = tuple(int(runtime.getDeviceProperties(d)["totalGlobalMem"]) for d in range(n))
+    memory = tuple(int(runtime.getDeviceProperties(d)["totalGlobalMem"])
+                   for d in range(runtime.getDeviceCount()))
     return Devices("gpu", profiles, memory)
-
-
-def _runtime_properties(device: int) -> dict:
-    import cupy
-
-    p = cupy.cuda.runtime.getDeviceProperties(device)
-    name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
-    return dict(sm_count=p["multiProcessorCount"], l2_bytes=p["l2CacheSize"],
-                clock_khz=p["clockRate"], name=name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -274,6 +262,13 @@ class Schedule:
     @property
     def total_visits(self) -> int:
         return sum(len(v) for v in self.visits)
+
+
+def run_schedule(plan: Plan, ref_bp: Sequence[int], workers: int, devices: Devices) -> Schedule:
+    """The schedule a run of `plan` uses: `workers` (`--gpus`) workers on `devices`, the
+    partition as HSPZ_UNIT_PARTITION chooses (`partition_knob`); what `run`, `plan`, a query
+    list and `hits-estimate --pricing` all schedule with."""
+    return make_schedule(plan, ref_bp, workers, devices, partition_knob())
 
 
 def make_schedule(plan: Plan, ref_bp: Sequence[int], gpus: int, devices: Devices,

@@ -19,7 +19,7 @@ One FASTA record, from `hspZ run -r ref.fa -q qry.fa -o OUT` to a line of OUT's 
 4. freeze: `run.freeze.prepare` places the record in a query bin (`planning.bins`, under the
    memory preflight of `planning.memory` and `planning.layout`) and freezes the options, the bins
    and the units (reference bin x query bin) into a `formats.manifest.Manifest`.
-5. schedule: `planning.schedule.make_schedule` hands the units to the workers, reference bin by
+5. schedule: `planning.schedule.run_schedule` hands the units to the workers, reference bin by
    reference bin (the `schedule:` lines).
 6. workers: `run.pool` starts the worker processes (one worker runs in this process); each runs
    `run.worker.run_worker`, which prepares the record's bin (`engine.contract.prepare_query`:
@@ -66,7 +66,8 @@ from hspz.run.summary import Summary
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from types import ModuleType
+
+    from hspz.engine.contract import Backend
 
 
 class Work:
@@ -94,7 +95,7 @@ class Work:
                  summary: Summary) -> scheduling.Schedule:
         raise NotImplementedError
 
-    def workers(self, sched: scheduling.Schedule, engine: str,
+    def workers(self, sched: scheduling.Schedule, engine: Backend,
                 jobs: list[Job]) -> AbstractContextManager[Pool | None]:
         """Worker processes started before the run needs them (none: they start with it)."""
         return nullcontext()
@@ -125,7 +126,7 @@ class Work:
         print(f"digest: {summary.digest}")
 
 
-def drive(req: Request, work: Work, select: Callable[[], ModuleType]) -> Summary:
+def drive(req: Request, work: Work, select: Callable[[], Backend]) -> Summary:
     """Run `req` through its stages, in order.  `select()` picks the engine once the inputs
     have been read, so bad input is reported before backend notes."""
     t0 = time.perf_counter()
@@ -143,9 +144,9 @@ def drive(req: Request, work: Work, select: Callable[[], ModuleType]) -> Summary
         sched = work.schedule(req, jobs, devices, summary)  # 4. schedule the units
         if work.index is not None:
             say(index_using_line(work.index, req.reference))
-        with work.workers(sched, engine.__name__, jobs) as pool:  # 5. start the workers
+        with work.workers(sched, engine, jobs) as pool:  # 5. start the workers
             work.ready(req, jobs)
-            execute(jobs, sched, engine.__name__, req.options.threads, work.ref, work.qry,
+            execute(jobs, sched, engine, req.options.threads, work.ref, work.qry,
                     work.execution(req, jobs, summary), t0, summary, pool)  # 6. run, emit
             if work.index is not None:
                 say(index_loaded_line(work.index, summary, req.reference))
@@ -180,8 +181,7 @@ class Given(Work):
                  summary: Summary) -> scheduling.Schedule:
         m = jobs[0].manifest
         ref_bp = bins.bin_bp(m.plan.ref_bins, m.ref_lengths)
-        return scheduling.make_schedule(m.plan, ref_bp, req.options.gpus, devices,
-                                        scheduling.partition_knob())
+        return scheduling.run_schedule(m.plan, ref_bp, req.options.gpus, devices)
 
     def execution(self, req: Request, jobs: list[Job], summary: Summary) -> Execution:
         return Execution(req.options.diagonal_partition, progress=self.progress,
@@ -194,7 +194,7 @@ class Given(Work):
         pass
 
 
-def drive_given(options: Options, inputs: Inputs, outdir: str | Path, engine: ModuleType,
+def drive_given(options: Options, inputs: Inputs, outdir: str | Path, engine: Backend,
                 tarball: str | Path | None = None, progress: Progress | None = None) -> Summary:
     """Run `inputs.plan` through `engine` into `outdir` (the in-library entry point used by
     `compare` and `benchmark`): --gpus workers, no manifest, no preflight."""

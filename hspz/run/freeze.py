@@ -150,7 +150,7 @@ def resident_hits(devices: scheduling.Devices, max_hits: int) -> int:
         return min(max_hits, _cpu_piece())
     from hspz.engine import gpu
 
-    return min(max_hits, getattr(gpu, "PIECE", max_hits))
+    return min(max_hits, gpu.PIECE)
 
 
 def plan_layout(f: Freeze, max_hits: int, ref_lengths: list[int],
@@ -282,8 +282,9 @@ def write_dumps(req: Request, m: Manifest) -> None:
         write_text(req.dump_manifest, m.to_text(), "--dump-manifest")
 
 
-def schedule_for(m: Manifest, gpus: int, devices: scheduling.Devices) -> scheduling.Schedule:
+def schedule_for(m: Manifest, workers: int, devices: scheduling.Devices) -> scheduling.Schedule:
+    """The run's schedule (`--gpus` workers), its lines said."""
     ref_bp = bins.bin_bp(m.plan.ref_bins, m.ref_lengths)
-    sched = scheduling.make_schedule(m.plan, ref_bp, gpus, devices, scheduling.partition_knob())
+    sched = scheduling.run_schedule(m.plan, ref_bp, workers, devices)
     say(scheduling.schedule_lines(sched))
     return sched

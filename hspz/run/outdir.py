@@ -33,7 +33,6 @@ import os
 import re
 import shutil
 import socket
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -45,6 +44,7 @@ from types import TracebackType
 from hspz.core import durable, faults
 from hspz.core.durable import fsync_dir, same_file
 from hspz.core.errors import RunError, UsageError
+from hspz.run.report import say
 
 DEFAULT_TARBALL = "segments.tar.gz"
 LOCK = ".hspz.lock"
@@ -393,11 +393,6 @@ def _dead_here(record: dict) -> bool:
     except OSError:
         pass
     return False
-
-
-def say(line: str | None) -> None:
-    if line:
-        print(line, file=sys.stderr)
 
 
 def job_folders(root: Path) -> list[Path]:

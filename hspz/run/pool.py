@@ -7,7 +7,6 @@ unlinked as soon as every worker has attached."""
 
 from __future__ import annotations
 
-import importlib
 import io
 import os
 import queue as queue_module
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hspz.core.errors import HspzError, InputError, RunError
-from hspz.engine.contract import UnitResult
+from hspz.engine.contract import Backend, UnitResult
 from hspz.io.records import Record
 from hspz.run.libc import die_with_parent
 from hspz.run.worker import PROGRESS_S, Sink, WorkerJob, WorkerReport, run_worker
@@ -143,7 +142,7 @@ class Pool:
     on a thread that outlives it (the main thread): the kernel's parent-death signal follows
     the thread that started a process, not the whole process."""
 
-    def __init__(self, n: int, engine: str, numba: bool = False):
+    def __init__(self, n: int, engine: Backend, numba: bool = False):
         import multiprocessing
 
         mp = multiprocessing.get_context("spawn")
@@ -237,25 +236,23 @@ def _hand(worker: int, inbox: Connection, message: object) -> None:
                        f"({exc.strerror or exc})") from exc
 
 
-def _pooled(engine: str, worker: int, inbox: Connection, out: Queue, numba: bool = False,
+def _pooled(engine: Backend, worker: int, inbox: Connection, out: Queue, numba: bool = False,
             parent: int | None = None) -> None:
-    """A pooled worker process: die with `parent`; import the engine and start the device
-    worker `worker` will most likely use (where the engine offers `warm_worker`), and load
-    numba when asked (bins that large prepare with it), while the parent prepares the shared
-    records; then run its job and exit as soon as its messages are in the pipe (the parent
-    waits for the exit; finalising the interpreter and the CUDA context would add about
-    0.3 s).  Without a job (the parent closed the pipe) it just exits."""
+    """A pooled worker process: die with `parent`; start the device worker `worker` will most
+    likely use on the backend `engine` (its `warm_worker`), and load numba when asked (bins
+    that large prepare with it), while the parent prepares the shared records; then run its
+    job and exit as soon as its messages are in the pipe (the parent waits for the exit;
+    finalising the interpreter and the CUDA context would add about 0.3 s).  Without a job
+    (the parent closed the pipe) it just exits."""
     if parent is not None:
         die_with_parent(parent)
     try:
-        warm = getattr(importlib.import_module(engine), "warm_worker", None)
-        if warm is not None:
-            warm(worker)
+        engine.warm_worker(worker)
         if numba:
             from hspz.core import jit
 
             jit.load()
-    except Exception:  # no CuPy here, say: the job's own import reports it properly
+    except Exception:  # no CuPy here, say: the job's own first use reports it properly
         pass
     try:
         job, ref, qry = inbox.recv()

@@ -26,12 +26,17 @@ if TYPE_CHECKING:
     from hspz.run.summary import Summary
     from hspz.run.worker import WorkerReport
 
+# `gpu_ms` is the engine's time of a unit on either backend (`UnitResult.engine_ms`): the column
+# keeps the name docs/report-lines.md gives it, which ledgers already written and their readers
+# (`hspZ dotplot --ledger`, benchmarks/) use
 LEDGER_COLUMNS = ("ordinal", "worker", "device", "ref_bin", "query_bin", "ref_bp", "query_bp",
                   "gpu_ms", "host_start_ms", "host_end_ms", "seeds", "hits", "raw_hsps", "hsps")
 
 
-def say(lines: str | Iterable[str]) -> None:
-    """Print a line, or each of a list of lines, to stderr."""
+def say(lines: str | Iterable[str] | None) -> None:
+    """Print a line, or each of a list of lines, to stderr (None: nothing; the one `say`)."""
+    if lines is None:
+        return
     for line in [lines] if isinstance(lines, str) else lines:
         print(line, file=sys.stderr)
 

@@ -10,7 +10,6 @@ and finish times and its peak RSS.  Where workers run (this process, or one proc
 
 from __future__ import annotations
 
-import importlib
 import sys
 import threading
 import time
@@ -18,11 +17,10 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from hspz.core.errors import HspzError, InputError
-from hspz.engine.contract import Context, QueryBin, UnitResult, prepare_query, prepare_reference
+from hspz.engine.contract import Backend, Context, QueryBin, UnitResult
 from hspz.io.records import Record
 from hspz.planning.bins import Bins, Plan
 from hspz.planning.schedule import Visit
@@ -70,7 +68,7 @@ class WorkerJob:
     visits: list[Visit]
     ctx: Context
     plan: Plan
-    engine: str  # module name: hspz.engine.cpu or hspz.engine.gpu
+    engine: Backend  # `engine.cpu.BACKEND` or `engine.gpu.BACKEND` (pickled by its class)
     threads: int
     t0: float  # time.perf_counter() origin of the run (CLOCK_MONOTONIC: one clock for all)
     hit_stats: bool = False
@@ -121,14 +119,11 @@ def add_thread_phases(rep: WorkerReport, phases: dict) -> None:
             acc[k][1] += cpu
 
 
-def load_engine(job: WorkerJob) -> ModuleType:
-    """Import the engine, bind this process to its device and tell it its threads (each call
-    only where the engine offers it)."""
-    engine = importlib.import_module(job.engine)
-    for name, value in (("use_device", job.device), ("set_threads", job.threads)):
-        setter = getattr(engine, name, None)
-        if setter is not None:
-            setter(value)
+def load_engine(job: WorkerJob) -> Backend:
+    """The job's backend, bound to its device and told its threads."""
+    engine = job.engine
+    engine.use_device(job.device)
+    engine.set_threads(job.threads)
     return engine
 
 
@@ -149,7 +144,6 @@ def run_worker(job: WorkerJob, ref_records: Records, qry_records: Records,
     visit left without units is neither built nor loaded.  `progress(key, share, hits)` hears
     of each unit's finished seed batches (key: (job, ordinal))."""
     engine = load_engine(job)
-    codes = getattr(engine, "HOST_CODES", True)
     rep = WorkerReport(job.worker, job.device)
     order = []  # (visit, job, query bin) of every unit to run, in order
     for v, visit in enumerate(job.visits):
@@ -159,8 +153,8 @@ def run_worker(job: WorkerJob, ref_records: Records, qry_records: Records,
                 order.append((v, j, q))
     visits = sorted({v for v, _, _ in order})
     with ThreadPoolExecutor(max_workers=1) as prep, ThreadPoolExecutor(max_workers=1) as load:
-        queries = _Queries(job, qry_records, prep, codes)
-        refs = _References(job, engine, ref_records, load, codes)
+        queries = _Queries(job, engine, qry_records, prep)
+        refs = _References(job, engine, ref_records, load)
         if order:  # the first query bin is prepared while the first reference bin is made
             queries.ahead(order[0][1:])
         ref = None
@@ -204,10 +198,9 @@ class _References:
     `pool` while the current visit's units run (at most two bins are held then); a build does
     not, so a CPU run holds one bin's working set.  A load above LOAD_WARN_S seconds warns."""
 
-    def __init__(self, job: WorkerJob, engine: ModuleType, records: Records,
-                 pool: ThreadPoolExecutor, host_codes: bool) -> None:
+    def __init__(self, job: WorkerJob, engine: Backend, records: Records,
+                 pool: ThreadPoolExecutor) -> None:
         self.job, self.engine, self.records, self.pool = job, engine, records, pool
-        self.host_codes = host_codes
         self.index = None
         if job.index is not None:
             from hspz.formats.index import open_index
@@ -217,14 +210,9 @@ class _References:
 
     def _load(self, b: int) -> tuple[Any, float]:
         assert self.index is not None  # bins are loaded only from an index
-        from hspz.engine.contract import load_reference
-
-        loader = getattr(self.engine, "load_reference", load_reference)
-        use_device = getattr(self.engine, "use_device", None)
-        if use_device is not None:  # the current device is per thread
-            use_device(self.job.device)
+        self.engine.use_device(self.job.device)  # the current device is per thread
         t = time.perf_counter()
-        ref = loader(self.job.ctx, self.index, b, self.job.threads)
+        ref = self.engine.load_reference(self.job.ctx, self.index, b, self.job.threads)
         seconds = time.perf_counter() - t
         if seconds > LOAD_WARN_S:
             print(f"warning: loading reference bin {b} of the index {self.index.path} took "
@@ -236,7 +224,7 @@ class _References:
         t = time.perf_counter()
         if self.index is None:
             members = [self.records[k] for k in self.job.plan.ref_bins[b]]
-            ref = prepare_reference(self.job.ctx, b, members, self.host_codes)
+            ref = self.engine.prepare_reference(self.job.ctx, b, members)
             _add(rep.phases, "reference build", t)
             rep.builds += 1
         else:
@@ -266,9 +254,9 @@ class _Queries:
     (job, query bin).  A batch job's records are read from its file when a bin of it is first
     needed and kept while the worker stays with that job (the last job's are let go)."""
 
-    def __init__(self, job: WorkerJob, records: Records, prep: ThreadPoolExecutor,
-                 host_codes: bool):
-        self.job, self.records, self.prep, self.host_codes = job, records, prep, host_codes
+    def __init__(self, job: WorkerJob, engine: Backend, records: Records,
+                 prep: ThreadPoolExecutor):
+        self.job, self.engine, self.records, self.prep = job, engine, records, prep
         self.current: tuple[tuple[int, int], QueryBin] | None = None
         self.next: tuple[tuple[int, int], Future] | None = None
         self.files: tuple[int, Sequence[Record]] | None = None  # (job, its records)
@@ -288,7 +276,7 @@ class _Queries:
         bins = self.job.plan.query_bins if self.job.queries is None else \
             self.job.queries[j].query_bins
         records = self._records(j)
-        return prepare_query(self.job.ctx, q, [records[i] for i in bins[q]], self.host_codes)
+        return self.engine.prepare_query(self.job.ctx, q, [records[i] for i in bins[q]])
 
     def get(self, key: tuple[int, int]) -> tuple[QueryBin, bool]:
         """(query bin `key`, whether it replaced the current one)."""
@@ -322,7 +310,7 @@ def read_job_query(spec: QuerySpec) -> list[Record]:
     return records
 
 
-def _run_unit(job: WorkerJob, engine: ModuleType, rep: WorkerReport, ref: RefBin | Any,
+def _run_unit(job: WorkerJob, engine: Backend, rep: WorkerReport, ref: RefBin | Any,
               qry: QueryBin, ref_bin: int,
               j: int, sink: Sink, progress: Callable | None = None) -> None:
     from hspz.planning.estimate import unit_hit_histogram
@@ -338,9 +326,9 @@ def _run_unit(job: WorkerJob, engine: ModuleType, rep: WorkerReport, ref: RefBin
         result = engine.run_unit(job.ctx, ref, qry, ordinal)
     result.host_start_ms, result.host_end_ms = start, _ms_since(job.t0)
     result.worker, result.device, result.job = job.worker, job.device, j
-    rep.phases["engine"] = rep.phases.get("engine", 0.0) + result.gpu_ms / 1e3
+    rep.phases["engine"] = rep.phases.get("engine", 0.0) + result.engine_ms / 1e3
     add_thread_phases(rep, result.phases)
-    rep.busy_ms += result.gpu_ms
+    rep.busy_ms += result.engine_ms
     rep.units += 1
     extras = None
     if job.hit_stats:

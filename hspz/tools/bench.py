@@ -12,27 +12,27 @@ import statistics
 import sys
 import tempfile
 import time
-from types import ModuleType
 
 from hspz.core import durable
 from hspz.core.errors import RunError, UsageError
 from hspz.core.options import Options
 from hspz.engine import backends
+from hspz.engine.contract import Backend
 from hspz.planning.inputs import Inputs, read_inputs
 from hspz.run.driver import drive_given
 
 
-def one_pass(options: Options, inputs: Inputs, engine: ModuleType, kind: str) -> dict:
+def one_pass(options: Options, inputs: Inputs, engine: Backend, kind: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="hspz-bench-") as tmp:
         t0 = time.perf_counter()
         summary = drive_given(options, inputs, tmp, engine)
         wall = time.perf_counter() - t0
-    gpu_ms = sum(r.gpu_ms for r in summary.results)
+    engine_ms = sum(r.engine_ms for r in summary.results)
     return dict(
-        pass_kind=kind, wall_s=round(wall, 6), engine_ms=round(gpu_ms, 3),
-        backend=engine.__name__.rsplit(".", 1)[-1], seeds=summary.seeds, hits=summary.hits,
+        pass_kind=kind, wall_s=round(wall, 6), engine_ms=round(engine_ms, 3),
+        backend=engine.name, seeds=summary.seeds, hits=summary.hits,
         raw_hsps=summary.raw_hsps, hsps=summary.hsps, digest=summary.digest,
-        ns_per_hit=round(gpu_ms * 1e6 / summary.hits, 4) if summary.hits else None,
+        ns_per_hit=round(engine_ms * 1e6 / summary.hits, 4) if summary.hits else None,
     )
 
 
