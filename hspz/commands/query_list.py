@@ -45,12 +45,11 @@ class QueryList(Work):
     every job frozen as its own plan (its dumps written as it is planned, as `hspZ plan
     --query-list` writes them), one schedule for the batch, each job published into
     OUT/000001/ ... as it completes, and queries.tsv last.  `jobs` are the planned jobs,
-    `sched` their schedule, `engine` and `devices` what they were planned for."""
+    `sched` their schedule, `devices` what they were planned for."""
 
     qry = None  # the workers read each job's query
     jobs: list[PlanJob]
     sched: Schedule
-    engine: Backend
     devices: Devices
 
     def read(self, req: Request) -> None:
@@ -112,8 +111,7 @@ def plan_batch(req: Request, select: Callable[[], Backend]) -> QueryList:
     work = QueryList()
     try:
         work.read(req)
-        work.engine = select()
-        devices = devices_for(work.engine, req.options.gpus)
+        devices = devices_for(select(), req.options.gpus)
         jobs = work.freeze(req, devices)
         work.schedule(req, jobs, devices, Summary())
     except BaseException:
