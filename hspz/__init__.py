@@ -11,14 +11,14 @@ from packages above it in this list (`tests/test_architecture.py` holds the tabl
               seedable, joblist (the query list), inputs, pricing (a unit's projected wall)
     formats   sealed, manifest, planfile, results, frozen, index
     run       request, freeze, worker, pool, libc, emit, digest, outdir, job_entries, execute,
-              summary, report
+              summary, report, driver (the one driver: `drive`, the stage list)
     tools     compare, bench, plots, gapped
     commands  one module per command
     cli       parsing, then one call of a command
 
 A FASTA record travels: io.readers -> io.packing (a bin) -> planning.bins (the plan) ->
 planning.schedule -> engine (stages.seed, stages.xdrop, stages.hsp on each unit) -> run.emit
-(stages.segments lines into OUT).
+(stages.segments lines into OUT); `hspz.run.driver` walks it module by module.
 """
 
 __version__ = "0.1.0"

@@ -506,23 +506,17 @@ def _own(tarball: str | None) -> tuple[str, ...]:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    from hspz.engine import backends
+    from hspz.commands.out_lock import warming
 
     options = options_from_args(ns)
-    warming = backends.warm("cpu" if ns.cpu_only else options.backend)
-    try:
+    with warming("cpu" if ns.cpu_only else options.backend):
         return _run(ns, options)
-    finally:
-        if warming is not None:
-            warming.join()
 
 
 def _run(ns: argparse.Namespace, options: Options) -> int:
-    """Every output path checked against every input, then OUT locked (created, proven
-    writable) before any work; the lock is held until the run has published and printed its
-    digest (`commands.out_lock`).  -u writes nothing in OUT, so it takes no lock."""
+    """Every output path checked against every input; the request handed to `run_in_out`,
+    with the checks of the output files that may lie in OUT (run once OUT is locked)."""
     from hspz.commands.out_lock import run_in_out
-    from hspz.commands.run import run_command
     from hspz.engine import backends
     from hspz.run import outdir
 
@@ -542,11 +536,9 @@ def _run(ns: argparse.Namespace, options: Options) -> int:
                                                    else outdir.publish_claims)})
     req.dump_raw, req.time, req.hit_stats, req.cpu_only = (ns.dump_raw, ns.time, ns.hit_stats,
                                                            ns.cpu_only)
-    if ns.cpu_only:
-        _writable_files(ns, "--dump-plan", "--dump-manifest")
-        return run_command(req, lambda: backends.select(options))
-    return run_in_out(req, ns.output, ns.wait, ns.command_line, lambda: backends.select(options),
-                      lambda: _writable_files(ns, "--dump-plan", "--dump-manifest", "--dump-raw"))
+    dumps = ("--dump-plan", "--dump-manifest") + (() if ns.cpu_only else ("--dump-raw",))
+    return run_in_out(req, ns.wait, ns.command_line, lambda: backends.select(options),
+                      lambda: _writable_files(ns, *dumps))
 
 
 def _writable_files(ns: argparse.Namespace, *flags: str) -> None:

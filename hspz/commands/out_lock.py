@@ -1,32 +1,50 @@
 """`hspZ run` into OUT under its lock: OUT is locked (created, proven writable) before any work,
 and the lock is held until the run, or each job of a query list, has published and printed its
-digest (`outdir.OutLock`)."""
+digest (`outdir.OutLock`).  -u writes nothing in OUT, so it takes no lock."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hspz.run import outdir
 from hspz.run.request import Request
 
 
-def run_in_out(req: Request, output: str, wait: bool, holder: str, select: Callable,
+@contextmanager
+def warming(backend: str) -> Iterator[None]:
+    """The backend started in the background while the block reads and plans
+    (`engine.backends.warm`), and joined when it ends."""
+    from hspz.engine import backends
+
+    thread = backends.warm(backend)
+    try:
+        yield
+    finally:
+        if thread is not None:
+            thread.join()
+
+
+def run_in_out(req: Request, wait: bool, holder: str, select: Callable,
                ready: Callable[[], None]) -> int:
     """Take OUT's lock (`wait` as --wait gives it; `holder`: the command line the lock
     records), run `ready` once OUT exists (the checks of files that may lie in it), then the
-    run or the query list."""
-    with outdir.OutLock(output, "--output", wait, holder, keep_empty=req.tarball is None):
+    run or the query list.  -u: `ready`, then the counts, without the lock."""
+    from hspz.commands.run import run_command
+
+    if req.cpu_only:
+        ready()
+        return run_command(req, select)
+    with outdir.OutLock(req.output, "--output", wait, holder, keep_empty=req.tarball is None):
         ready()
         if req.query_list:
             from hspz.commands.query_list import batch_command, tarball_note
             from hspz.run.job_entries import check_entries
             from hspz.run.report import say
 
-            check_entries(Path(os.path.abspath(output)))
+            check_entries(Path(os.path.abspath(req.output)))
             say([note] if (note := tarball_note(req)) else [])
             return batch_command(req, select)
-        from hspz.commands.run import run_command
-
         return run_command(req, select)

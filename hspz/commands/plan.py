@@ -16,7 +16,6 @@ from hspz.formats import index as ix
 from hspz.formats.planfile import PlanFile, PlanJob, plan_text
 from hspz.io.readers import read_both, read_side
 from hspz.planning.budget import devices_for
-from hspz.run.execute import Summary
 from hspz.run.freeze import load_manifest, prepare, schedule_for, write_dumps
 from hspz.run.request import Request
 
@@ -87,7 +86,7 @@ def _batch_plan(req: Request, select: Callable[[], Backend]
     against the index first when both are given)."""
     from hspz.commands.query_list import plan_batch
 
-    b = plan_batch(req, select, Summary())
+    b = plan_batch(req, select)
     try:
         if b.verify is not None:
             b.verify.wait("verify")
@@ -96,4 +95,4 @@ def _batch_plan(req: Request, select: Callable[[], Backend]
             b.verify.close()
     reference = os.path.abspath(req.reference) if req.reference else None
     index = os.path.abspath(req.index) if req.index else None
-    return PlanFile(b.schedule, reference, index, b.jobs, True), b.ref, b.index, b.devices
+    return PlanFile(b.sched, reference, index, b.jobs, True), b.ref, b.index, b.devices

@@ -8,16 +8,15 @@
 Every job is the standalone run of its query: OUT/000001/ holds the bytes `hspZ run -q` of that
 query writes.  The parent keeps each job's plan, not its bases: the workers read a job's query
 file when they reach it, so memory follows the largest job, not the batch.  `hspZ plan
---query-list` runs the same planning (`plan_batch`) and `hspZ merge` the same emitting.
+--query-list` runs the same first stages (`plan_batch`) and `hspZ merge` the same emitting;
+`run --query-list` is N jobs through the one driver (`hspz.run.driver.drive`, with `QueryList`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from hspz.core.durable import write_text
@@ -31,58 +30,95 @@ from hspz.io.digests import HashedRecords
 from hspz.io.readers import read_side
 from hspz.planning import joblist
 from hspz.planning.budget import devices_for
-from hspz.planning.schedule import Devices, Schedule, make_schedule, partition_knob, schedule_lines
+from hspz.planning.schedule import Devices, Schedule, run_schedule, schedule_lines
 from hspz.run import job_entries, report
-from hspz.run.execute import Execution, Job, Summary, execute, print_counts, timed
+from hspz.run.driver import Work, drive
+from hspz.run.execute import Execution, Job, Summary
 from hspz.run.freeze import Freeze, freeze
 from hspz.run.report import say
 from hspz.run.request import Request
 from hspz.run.worker import QuerySpec
 
 
-@dataclass
-class Batch:
-    """A planned batch: the engine and devices it was planned for, the reference (records, or
-    the index's known records), every job's frozen plan and the schedule."""
+class QueryList(Work):
+    """A query list's stages: the list and the reference read here (or the index opened),
+    every job frozen as its own plan (its dumps written as it is planned, as `hspZ plan
+    --query-list` writes them), one schedule for the batch, each job published into
+    OUT/000001/ ... as it completes, and queries.tsv last.  `jobs` are the planned jobs,
+    `sched` their schedule, `devices` what they were planned for."""
 
-    engine: Backend
-    devices: Devices
-    ref: list
+    qry = None  # the workers read each job's query
     jobs: list[PlanJob]
-    schedule: Schedule
-    index: ix.Index | None = None
-    verify: ix.Verification | None = None
+    sched: Schedule
+    devices: Devices
 
-
-def plan_batch(req: Request, select: Callable[[], Backend], summary: Summary) -> Batch:
-    """Read the list and the reference (or open the index), plan every job, schedule the
-    batch (its `schedule:` lines printed), write the per-job dumps."""
-    o = req.options
-    assert req.query_list is not None  # batch mode is --query-list
-    listed, notes = joblist.read_query_list(req.query_list)
-    say(notes)
-    idx = verify = None
-    ref: list  # the records, or an index's KnownRecords
-    with timed(summary.phases, "input"):
+    def read(self, req: Request) -> None:
+        assert req.query_list is not None  # batch mode is --query-list
+        self.listed, notes = joblist.read_query_list(req.query_list)
+        say(notes)
         if req.index:
-            idx, ref, verify = ix.open_checked(req.index, o, req.reference)
+            self.index, self.ref, self.verify = ix.open_checked(req.index, req.options,
+                                                                req.reference)
         else:
             assert req.reference is not None  # the CLI requires -r without --index
-            ref = HashedRecords(read_side(req.reference, "reference"))
-    engine = select()
-    devices = devices_for(engine, o.gpus)
-    with timed(summary.phases, "plan"):
-        jobs = plan_jobs(req, listed, devices, ref)
-        if idx is not None:
-            ix.check_plan(idx, jobs[0].manifest.plan.ref_bins)
-    write_job_dumps(req, jobs)
-    m0 = jobs[0].manifest
-    axis = joblist.BatchAxis(tuple(len(j.manifest.plan.query_bins) for j in jobs))
-    ref_bp = [sum(m0.ref_lengths[k] for k in b) for b in m0.plan.ref_bins]
-    sched = make_schedule(axis.plan(m0.plan.ref_bins), ref_bp, o.gpus, devices,
-                          partition_knob())
-    say(schedule_lines(sched))
-    return Batch(engine, devices, ref, jobs, sched, idx, verify)
+            self.ref = HashedRecords(read_side(req.reference, "reference"))
+
+    def freeze(self, req: Request, devices: Devices) -> list[Job]:
+        self.devices = devices
+        self.jobs = plan_jobs(req, self.listed, devices, self.ref)
+        if self.index is not None:
+            ix.check_plan(self.index, self.jobs[0].manifest.plan.ref_bins)
+        write_job_dumps(req, self.jobs)
+        return batch_jobs(self.jobs, Path(req.output), bool(req.tarball), req.dump_raw)
+
+    def schedule(self, req: Request, jobs: list[Job], devices: Devices,
+                 summary: Summary) -> Schedule:
+        m0 = self.jobs[0].manifest
+        axis = joblist.BatchAxis(tuple(len(j.manifest.plan.query_bins) for j in self.jobs))
+        ref_bp = [sum(m0.ref_lengths[k] for k in b) for b in m0.plan.ref_bins]
+        self.sched = run_schedule(axis.plan(m0.plan.ref_bins), ref_bp, req.options.gpus,
+                                  devices)
+        say(schedule_lines(self.sched))
+        return self.sched
+
+    def ready(self, req: Request, jobs: list[Job]) -> None:
+        """The older batch's entries of these jobs retired; the job folders made (they exist
+        from the start: docs/workers.md)."""
+        job_entries.retire(Path(req.output), entry_names(self.jobs, bool(req.tarball)))
+        if self.index is None and not req.tarball:
+            for job in jobs:
+                Path(job.outdir).mkdir(parents=True, exist_ok=True)
+
+    def execution(self, req: Request, jobs: list[Job], summary: Summary) -> Execution:
+        progress = Progress(sum(len(p.manifest.plan.units) for p in self.jobs), len(self.jobs))
+        summary.batch = True
+        return Execution(req.options.diagonal_partition, bool(req.dump_raw), req.hit_stats,
+                         progress, index=req.index, verify=self.verify,
+                         on_job=lambda job: progress.job_done(job_line(job)))
+
+    def time_lines(self, summary: Summary, wall: float) -> None:
+        report.print_batch(summary, self.jobs, wall)
+
+    def publish(self, req: Request, summary: Summary) -> None:
+        finish_batch(Path(req.output), self.jobs, summary.jobs, bool(req.tarball))
+        sys.stdout.flush()
+
+
+def plan_batch(req: Request, select: Callable[[], Backend]) -> QueryList:
+    """`hspZ plan --query-list`'s first stages, as the driver runs them: read the list and the
+    reference (or open the index), plan every job (its dumps written), schedule the batch
+    (its `schedule:` lines printed)."""
+    work = QueryList()
+    try:
+        work.read(req)
+        devices = devices_for(select(), req.options.gpus)
+        jobs = work.freeze(req, devices)
+        work.schedule(req, jobs, devices, Summary())
+    except BaseException:
+        if work.verify is not None:
+            work.verify.close()
+        raise
+    return work
 
 
 def plan_jobs(req: Request, listed: list[joblist.ListedQuery], devices: Devices,
@@ -172,47 +208,8 @@ def job_line(job: Job) -> str:
 
 
 def batch_command(req: Request, select: Callable[[], Backend]) -> int:
-    """`hspZ run --query-list FILE`."""
-    t0 = time.perf_counter()
-    summary = Summary()
-    b = plan_batch(req, select, summary)
-    try:
-        return _execute(req, b, summary, t0)
-    finally:
-        if b.verify is not None:
-            b.verify.close()
-
-
-def _execute(req: Request, b: Batch, summary: Summary, t0: float) -> int:
-    from hspz.commands.run import index_loaded_line, index_using_line
-
-    o = req.options
-    out = Path(req.output)
-    if b.index is not None:
-        say(index_using_line(b.index, req.reference))
-    jobs = batch_jobs(b.jobs, out, bool(req.tarball), req.dump_raw)
-    job_entries.retire(out, entry_names(b.jobs, bool(req.tarball)))
-    if b.index is None and not req.tarball:  # job folders exist from the start (docs/workers.md)
-        for job in jobs:
-            Path(job.outdir).mkdir(parents=True, exist_ok=True)
-    progress = Progress(sum(len(p.manifest.plan.units) for p in b.jobs), len(b.jobs))
-    how = Execution(o.diagonal_partition, bool(req.dump_raw), req.hit_stats, progress,
-                    index=req.index, verify=b.verify,
-                    on_job=lambda job: progress.job_done(job_line(job)))
-    summary.batch = True
-    execute(jobs, b.schedule, b.engine, o.threads, b.ref, None, how, t0, summary)
-    if b.index is not None:
-        say(index_loaded_line(b.index, summary, req.reference))
-    print_counts(summary)
-    wall = time.perf_counter() - t0
-    if req.time:
-        report.print_time(summary, wall)
-        report.print_batch(summary, b.jobs, wall)
-    if req.hit_stats:
-        assert summary.hit_stats is not None  # kept when asked for
-        report.print_hit_stats(summary.hit_stats)
-    finish_batch(out, b.jobs, jobs, bool(req.tarball))
-    sys.stdout.flush()
+    """`hspZ run --query-list FILE`: N jobs through the driver (`run.driver.drive`)."""
+    drive(req, QueryList(), select)
     return 0
 
 

@@ -1,6 +1,7 @@
 """Executing a frozen job: the schedule's workers run their units (`hspz.run.worker`), the emitter
 replays the results in ordinal order into OUT, and the summary gathers counts, phases and the
-unit ledger for the report."""
+unit ledger for the report.  It is the driver's execute stage (`hspz.run.driver.drive`), and
+`hspZ merge` replays results files through the same `Emitters`."""
 
 from __future__ import annotations
 
@@ -13,16 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from hspz.core.errors import RunError
-from hspz.core.options import Options
 from hspz.core.progress import Progress
-from hspz.core.scoring import resolve_matrix
 from hspz.engine.contract import UnitResult
 from hspz.formats.manifest import Manifest
 from hspz.io.records import Record
 from hspz.planning import bins, estimate
 from hspz.planning import schedule as scheduling
-from hspz.planning.budget import devices_for, per_worker_threads, resolve_max_hits
-from hspz.planning.inputs import Inputs
+from hspz.planning.budget import per_worker_threads
 from hspz.planning.joblist import BatchAxis
 from hspz.run.emit import Emitter, table_lookup
 from hspz.run.freeze import context_of
@@ -224,25 +222,6 @@ def check_lifecycle(reports: list[WorkerReport], sched: scheduling.Schedule) -> 
     if not made == uploads == sched.total_visits or units != planned:
         raise RunError(f"lifecycle mismatch: {made} builds and loads, {uploads} uploads, "
                        f"{sched.total_visits} visits, {units} of {planned} units")
-
-
-def run(options: Options, inputs: Inputs, outdir: str | Path, engine: Backend,
-        tarball: str | Path | None = None, progress: Progress | None = None) -> Summary:
-    """Run `inputs.plan` through `engine` into `outdir` (the in-library entry point used by
-    `compare` and `benchmark`): --gpus workers, no manifest, no preflight."""
-    devices = devices_for(engine, options.gpus)
-    matrix = resolve_matrix(options.xdrop, options.scoring, options.ambiguous)
-    resolved = options.replace(max_hits=resolve_max_hits(options, devices))
-    p = inputs.plan
-    m = Manifest(resolved, matrix, p, [r.name for r in inputs.reference],
-                 [len(r) for r in inputs.reference], [r.name for r in inputs.query],
-                 [len(r) for r in inputs.query], "-", "-")
-    ref_bp = bins.bin_bp(p.ref_bins, m.ref_lengths)
-    sched = scheduling.make_schedule(p, ref_bp, options.gpus, devices,
-                                     scheduling.partition_knob())
-    return execute([Job(m, outdir, tarball)], sched, engine, options.threads,
-                   inputs.reference, inputs.query,
-                   Execution(options.diagonal_partition, progress=progress, keep_results=True))
 
 
 def print_counts(summary: Summary, stream: TextIO | None = None) -> None:

@@ -7,8 +7,8 @@
     estimate  read -> plan -> exact seed hits per unit (hits-estimate)
 
 They share every stage call (`inputs`, `freeze`, `execute`), so `run` and the workflow's three
-steps write the same bytes.  `Request` is what the CLI hands a planning command after
-validating its flags."""
+steps write the same bytes; `run` (one query or a query list) is `hspz.run.driver.drive`.
+`Request` is what the CLI hands a planning command after validating its flags."""
 
 from __future__ import annotations
 

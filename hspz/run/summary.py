@@ -1,6 +1,6 @@
 """A run's summary: its counts, digest, phases, unit ledger and worker reports, which `execute`
-gathers and `report` prints (a module of its own, so that the report names it without importing
-the executor that imports the report)."""
+(the driver's execute stage) gathers and `report` prints (a module of its own, so that the
+report names it without importing the executor that imports the report)."""
 
 from __future__ import annotations
 

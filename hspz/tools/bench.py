@@ -19,13 +19,13 @@ from hspz.core.options import Options
 from hspz.engine import backends
 from hspz.engine.contract import Backend
 from hspz.planning.inputs import Inputs, read_inputs
-from hspz.run import execute
+from hspz.run.driver import drive_given
 
 
 def one_pass(options: Options, inputs: Inputs, engine: Backend, kind: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="hspz-bench-") as tmp:
         t0 = time.perf_counter()
-        summary = execute.run(options, inputs, tmp, engine)
+        summary = drive_given(options, inputs, tmp, engine)
         wall = time.perf_counter() - t0
     engine_ms = sum(r.engine_ms for r in summary.results)
     return dict(

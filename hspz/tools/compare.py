@@ -21,7 +21,7 @@ from hspz.core.options import Options
 from hspz.engine import backends
 from hspz.io.fasta import write_fasta
 from hspz.planning.inputs import read_inputs
-from hspz.run import execute
+from hspz.run.driver import drive_given
 
 FORMAT = "general-:name1,start1,end1,name2,start2,end2,strand2,score"
 
@@ -129,7 +129,7 @@ def main(options: Options, reference: str, query: str, lastz: str, keep: str | N
     inputs = read_inputs(options, reference, query)
     with tempfile.TemporaryDirectory(prefix="hspz-compare-") as tmp:
         t = Path(tmp)
-        summary = execute.run(options, inputs, t / "out", engine)
+        summary = drive_given(options, inputs, t / "out", engine)
         ours = sorted(b"".join(p.read_bytes() for p in (t / "out").glob("*.segments")).splitlines())
         write_fasta(t / "ref.fa", inputs.reference)
         write_fasta(t / "qry.fa", inputs.query)
