@@ -103,8 +103,9 @@ def touch_costs(windows: int, n_kmers: int, threads: int, pool) -> dict[str, flo
             if threads == 1:
                 _write_ones(a, 0, n)
             else:
-                list(pool.map(lambda i, a=a, c=cuts: _write_ones(a, c[i], c[i + 1]),
-                              range(threads)))
+                list(
+                    pool.map(lambda i, a=a, c=cuts: _write_ones(a, c[i], c[i + 1]), range(threads))
+                )
             out[f"{name} {when}"] = time.perf_counter() - t0
         del a
     t0 = time.perf_counter()
@@ -134,35 +135,63 @@ def table_steps(codes, block_len: int, shape, step: int, threads: int) -> dict:
     touch = touch_costs(windows, n_kmers, threads, pool)
     if threads == 1:
         table = st.run("alloc table (zeros)", lambda: np.zeros(n_kmers, np.uint32))
-        st.run("histogram", lambda: seed._table_histogram(codes, care, shape.size, first, end,
-                                                          step, table))
+        st.run(
+            "histogram",
+            lambda: seed._table_histogram(codes, care, shape.size, first, end, step, table),
+        )
         st.run("running sum", lambda: seed._running_sum(table))
         pos = st.run("alloc pos (empty)", lambda: np.empty(int(table[-1]), np.uint32))
-        st.run("fill", lambda: seed._table_fill(codes, care, shape.size, first, end, step,
-                                                table, pos))
+        st.run(
+            "fill", lambda: seed._table_fill(codes, care, shape.size, first, end, step, table, pos)
+        )
         n = len(pos)
     elif hasattr(seed, "_kmer_column"):  # the build of main before cpu16: a k-mer column
         kmer = st.run("alloc column (empty)", lambda: np.empty(windows, np.uint32))
         cuts = [i * windows // threads for i in range(threads + 1)]
         bounds = [k * n_kmers // threads for k in range(threads + 1)]
-        st.pooled("kmer column", pool, lambda i: seed._kmer_column(
-            codes, care, shape.size, first, end, step, cuts[i], cuts[i + 1], kmer), threads)
-        buf = st.run("alloc table (zeros)",
-                     lambda: np.zeros(n_kmers + seed.SPARE * threads, np.uint32))
-        st.pooled("histogram", pool, lambda k: seed._range_histogram(
-            kmer, bounds[k], bounds[k + 1], buf, n_kmers + seed.SPARE * k), threads)
+        st.pooled(
+            "kmer column",
+            pool,
+            lambda i: seed._kmer_column(
+                codes, care, shape.size, first, end, step, cuts[i], cuts[i + 1], kmer
+            ),
+            threads,
+        )
+        buf = st.run(
+            "alloc table (zeros)", lambda: np.zeros(n_kmers + seed.SPARE * threads, np.uint32)
+        )
+        st.pooled(
+            "histogram",
+            pool,
+            lambda k: seed._range_histogram(
+                kmer, bounds[k], bounds[k + 1], buf, n_kmers + seed.SPARE * k
+            ),
+            threads,
+        )
         table = buf[:n_kmers]
         st.run("running sum", lambda: seed._running_sum(table))
         n = int(table[-1])
-        pos_buf = st.run("alloc pos (empty)",
-                         lambda: np.empty(n + seed.SPARE * threads, np.uint32))
-        st.pooled("fill", pool, lambda k: seed._range_fill(
-            kmer, first, step, bounds[k], bounds[k + 1], buf, n_kmers + seed.SPARE * k,
-            pos_buf, n + seed.SPARE * k), threads)
+        pos_buf = st.run("alloc pos (empty)", lambda: np.empty(n + seed.SPARE * threads, np.uint32))
+        st.pooled(
+            "fill",
+            pool,
+            lambda k: seed._range_fill(
+                kmer,
+                first,
+                step,
+                bounds[k],
+                bounds[k + 1],
+                buf,
+                n_kmers + seed.SPARE * k,
+                pos_buf,
+                n + seed.SPARE * k,
+            ),
+            threads,
+        )
         pos = pos_buf[:n]
     else:  # cpu16's: per-share range counts, scatter, per-range counting sort
-        return ranged_steps(st, pool, codes, care, shape, first, end, step, windows, threads,
-                            touch)
+        return ranged_steps(st, pool, codes, care, shape, first, end, step, windows, threads, touch)
+
     def shift():
         table[:-1] = table[1:]
         table[-1] = n
@@ -171,8 +200,17 @@ def table_steps(codes, block_len: int, shape, step: int, threads: int) -> dict:
     bits = st.run("alloc bits", lambda: np.zeros((n_kmers + 63) // 64, np.uint64))
     st.run("occupancy", lambda: seed._occupancy(table, bits))
     pool.shutdown()
-    return {"threads": threads, "windows": windows, "positions": n, "wall": st.wall,
-            "tasks": st.tasks, "touch": touch, "table": table, "pos": pos, "bits": bits}
+    return {
+        "threads": threads,
+        "windows": windows,
+        "positions": n,
+        "wall": st.wall,
+        "tasks": st.tasks,
+        "touch": touch,
+        "table": table,
+        "pos": pos,
+        "bits": bits,
+    }
 
 
 def ranged_steps(st, pool, codes, care, shape, first, end, step, windows, threads, touch):
@@ -183,8 +221,14 @@ def ranged_steps(st, pool, codes, care, shape, first, end, step, windows, thread
     cuts = [first + (i * windows // threads) * step for i in range(threads + 1)]
     cuts[-1] = end
     hist = np.zeros((threads, ranges), np.int64)
-    st.pooled("range counts", pool, lambda i: seed._share_counts(
-        codes, care, shape.size, cuts[i], cuts[i + 1], step, shift, hist[i]), threads)
+    st.pooled(
+        "range counts",
+        pool,
+        lambda i: seed._share_counts(
+            codes, care, shape.size, cuts[i], cuts[i + 1], step, shift, hist[i]
+        ),
+        threads,
+    )
 
     def places():
         sizes = hist.sum(axis=0)
@@ -195,25 +239,49 @@ def ranged_steps(st, pool, codes, care, shape, first, end, step, windows, thread
         return sizes, starts, at, n, np.empty(n, np.uint32), np.empty(n, np.uint32)
 
     sizes, starts, at, n, kmers, pos = st.run("places + alloc", places)
-    st.pooled("scatter", pool, lambda i: seed._share_scatter(
-        codes, care, shape.size, cuts[i], cuts[i + 1], step, shift, at[i], kmers, pos), threads)
+    st.pooled(
+        "scatter",
+        pool,
+        lambda i: seed._share_scatter(
+            codes, care, shape.size, cuts[i], cuts[i + 1], step, shift, at[i], kmers, pos
+        ),
+        threads,
+    )
 
     def groups():
         work = np.cumsum(sizes + (n_kmers >> bits) // 4)
-        g = np.unique(np.searchsorted(work, work[-1] * np.arange(1, 4 * threads) //
-                                      (4 * threads), side="right"))
+        g = np.unique(
+            np.searchsorted(
+                work, work[-1] * np.arange(1, 4 * threads) // (4 * threads), side="right"
+            )
+        )
         return [0, *[int(x) for x in g if 0 < x < ranges], ranges]
 
     edges = st.run("groups", groups)
     table = st.run("alloc table (empty)", lambda: np.empty(n_kmers, np.uint32))
     bits_ = np.empty((n_kmers + 63) // 64, np.uint64)
-    st.pooled("range sort", pool, lambda g: seed._range_sort(
-        kmers, pos, starts, edges[g], edges[g + 1], shift, n_kmers, table, bits_),
-        len(edges) - 1)
+    st.pooled(
+        "range sort",
+        pool,
+        lambda g: seed._range_sort(
+            kmers, pos, starts, edges[g], edges[g + 1], shift, n_kmers, table, bits_
+        ),
+        len(edges) - 1,
+    )
     pool.shutdown()
-    return {"threads": threads, "windows": windows, "positions": n, "wall": st.wall,
-            "tasks": st.tasks, "touch": touch, "table": table, "pos": pos, "bits": bits_,
-            "largest range": int(sizes.max()), "ranges": ranges}
+    return {
+        "threads": threads,
+        "windows": windows,
+        "positions": n,
+        "wall": st.wall,
+        "tasks": st.tasks,
+        "touch": touch,
+        "table": table,
+        "pos": pos,
+        "bits": bits_,
+        "largest range": int(sizes.max()),
+        "ranges": ranges,
+    }
 
 
 def whole_build(codes, block_len, shape, step, threads) -> float:
@@ -227,13 +295,20 @@ def summary_of(run: dict) -> dict:
     """A step run without its arrays; per pooled step the tasks' spread."""
     out = {k: v for k, v in run.items() if k not in ("table", "pos", "bits", "tasks")}
     out["task_spread"] = {
-        name: {"first start": min(s[0] for s in spans), "last start": max(s[0] for s in spans),
-               "first end": min(s[1] for s in spans), "last end": max(s[1] for s in spans),
-               "task s max": max(s[1] - s[0] for s in spans),
-               "task s mean": statistics.fmean(s[1] - s[0] for s in spans)}
-        for name, spans in run["tasks"].items()}
-    out["tasks"] = {name: [[round(a, 5), round(b, 5)] for a, b, _ in spans]
-                    for name, spans in run["tasks"].items()}
+        name: {
+            "first start": min(s[0] for s in spans),
+            "last start": max(s[0] for s in spans),
+            "first end": min(s[1] for s in spans),
+            "last end": max(s[1] for s in spans),
+            "task s max": max(s[1] - s[0] for s in spans),
+            "task s mean": statistics.fmean(s[1] - s[0] for s in spans),
+        }
+        for name, spans in run["tasks"].items()
+    }
+    out["tasks"] = {
+        name: [[round(a, 5), round(b, 5)] for a, b, _ in spans]
+        for name, spans in run["tasks"].items()
+    }
     return out
 
 
@@ -248,9 +323,11 @@ def probe_table(ref, ctx, threads_list: list[int], repeat: int) -> dict:
     block_len = ref.packed.block_len
     cold = table_steps(codes, block_len, shape, step, max(threads_list))
     want = seed.build_seed_table(codes, block_len, shape, step, 1)
-    same = (np.array_equal(cold["table"], want.index_table)
-            and np.array_equal(cold["pos"], want.pos_table)
-            and np.array_equal(cold["bits"], want.occupied))
+    same = (
+        np.array_equal(cold["table"], want.index_table)
+        and np.array_equal(cold["pos"], want.pos_table)
+        and np.array_equal(cold["bits"], want.occupied)
+    )
     if not same:
         raise SystemExit("cpu_probe: the timed steps built another table than build_seed_table")
     warm = {}
@@ -258,14 +335,20 @@ def probe_table(ref, ctx, threads_list: list[int], repeat: int) -> dict:
         runs = [summary_of(table_steps(codes, block_len, shape, step, t)) for _ in range(repeat)]
         whole = [whole_build(codes, block_len, shape, step, t) for _ in range(repeat)]
         best = min(runs, key=lambda r: sum(r["wall"].values()))
-        best["median wall"] = {k: statistics.median(r["wall"][k] for r in runs)
-                               for k in runs[0]["wall"]}
-        best["median touch"] = {k: statistics.median(r["touch"][k] for r in runs)
-                                for k in runs[0]["touch"]}
+        best["median wall"] = {
+            k: statistics.median(r["wall"][k] for r in runs) for k in runs[0]["wall"]
+        }
+        best["median touch"] = {
+            k: statistics.median(r["touch"][k] for r in runs) for k in runs[0]["touch"]
+        }
         best["whole build s"] = whole
         warm[t] = best
-    return {"seed codes s": codes_s, "seed codes warm s": codes_warm, "cold": summary_of(cold),
-            "warm": warm}
+    return {
+        "seed codes s": codes_s,
+        "seed codes warm s": codes_warm,
+        "cold": summary_of(cold),
+        "warm": warm,
+    }
 
 
 def probe_batches(ctx, ref, qry, threads: int, whole_batches: bool) -> dict:
@@ -278,9 +361,17 @@ def probe_batches(ctx, ref, qry, threads: int, whole_batches: bool) -> dict:
     t0 = time.perf_counter()
 
     def span(kind, index, a, phases=None, **more):
-        tasks.append({"kind": kind, "batch": index, "thread": threading.get_ident(),
-                      "start": round(a - t0, 5), "end": round(time.perf_counter() - t0, 5),
-                      "phases": phases or {}, **more})
+        tasks.append(
+            {
+                "kind": kind,
+                "batch": index,
+                "thread": threading.get_ident(),
+                "start": round(a - t0, 5),
+                "end": round(time.perf_counter() - t0, 5),
+                "phases": phases or {},
+                **more,
+            }
+        )
 
     def one(i):
         _, strand, chunk = jobs[i]
@@ -295,6 +386,7 @@ def probe_batches(ctx, ref, qry, threads: int, whole_batches: bool) -> dict:
             list(pool.map(one, range(len(jobs))))
         mode = "whole batches"
     else:
+
         class Timed(cpu.PieceQueue):
             def seed(self, index, mine):
                 a = time.perf_counter()
@@ -312,75 +404,123 @@ def probe_batches(ctx, ref, qry, threads: int, whole_batches: bool) -> dict:
         Timed(ctx, ref, qry, jobs, cpu.PhaseClock(), BatchTally(len(jobs), None)).run(threads)
         mode = "piece queue"
     makespan = time.perf_counter() - t0
-    idents = sorted({t["thread"] for t in tasks},
-                    key=lambda x: min(t["start"] for t in tasks if t["thread"] == x))
+    idents = sorted(
+        {t["thread"] for t in tasks},
+        key=lambda x: min(t["start"] for t in tasks if t["thread"] == x),
+    )
     for t in tasks:
         t["thread"] = idents.index(t["thread"])
     per_thread = []
     for k in range(len(idents)):
         mine = [t for t in tasks if t["thread"] == k]
-        per_thread.append({"thread": k, "tasks": len(mine),
-                           "busy": round(sum(t["end"] - t["start"] for t in mine), 4),
-                           "dry at": round(max(t["end"] for t in mine), 4)})
+        per_thread.append(
+            {
+                "thread": k,
+                "tasks": len(mine),
+                "busy": round(sum(t["end"] - t["start"] for t in mine), 4),
+                "dry at": round(max(t["end"] for t in mine), 4),
+            }
+        )
     batches = []
     for i in range(len(jobs)):
         mine = [t for t in tasks if t["batch"] == i]
-        batches.append({"batch": i, "seeds": totals[i][0] if totals[i] else 0,
-                        "hits": totals[i][1] if totals[i] else 0,
-                        "pieces": sum(t["kind"] == "piece" for t in mine),
-                        "threads": len({t["thread"] for t in mine}),
-                        "start": min(t["start"] for t in mine),
-                        "end": max(t["end"] for t in mine),
-                        "busy": round(sum(t["end"] - t["start"] for t in mine), 4),
-                        "phases": next((t["phases"] for t in mine if t["phases"]), {})})
-    return {"threads": threads, "mode": mode, "batches": len(jobs), "makespan": makespan,
-            "rows": batches, "tasks": tasks, "per_thread": per_thread}
+        batches.append(
+            {
+                "batch": i,
+                "seeds": totals[i][0] if totals[i] else 0,
+                "hits": totals[i][1] if totals[i] else 0,
+                "pieces": sum(t["kind"] == "piece" for t in mine),
+                "threads": len({t["thread"] for t in mine}),
+                "start": min(t["start"] for t in mine),
+                "end": max(t["end"] for t in mine),
+                "busy": round(sum(t["end"] - t["start"] for t in mine), 4),
+                "phases": next((t["phases"] for t in mine if t["phases"]), {}),
+            }
+        )
+    return {
+        "threads": threads,
+        "mode": mode,
+        "batches": len(jobs),
+        "makespan": makespan,
+        "rows": batches,
+        "tasks": tasks,
+        "per_thread": per_thread,
+    }
 
 
 def print_table(res: dict) -> None:
     tb = res["table"]
-    print(f"seed codes {tb['seed codes s']:.3f} s cold, {tb['seed codes warm s']:.3f} warm; "
-          "table steps, wall s (cold at "
-          f"{tb['cold']['threads']} threads, then warm medians):")
+    print(
+        f"seed codes {tb['seed codes s']:.3f} s cold, {tb['seed codes warm s']:.3f} warm; "
+        "table steps, wall s (cold at "
+        f"{tb['cold']['threads']} threads, then warm medians):"
+    )
     cols = list(tb["warm"].keys())
-    names = list(dict.fromkeys(list(tb["cold"]["wall"]) +
-                               [k for t in cols for k in tb["warm"][t]["median wall"]]))
+    names = list(
+        dict.fromkeys(
+            list(tb["cold"]["wall"]) + [k for t in cols for k in tb["warm"][t]["median wall"]]
+        )
+    )
     print(f"{'step':24s} {'cold':>7s} " + " ".join(f"{'t' + str(t):>7s}" for t in cols))
     for name in names:
-        cells = [tb["cold"]["wall"].get(name)] + [tb["warm"][t]["median wall"].get(name)
-                                                  for t in cols]
-        print(f"{name:24s} " + " ".join(f"{c:7.3f}" if c is not None else f"{'-':>7s}"
-                                        for c in cells))
-    print(f"{'sum of steps':24s} {sum(tb['cold']['wall'].values()):7.3f} " + " ".join(
-        f"{sum(tb['warm'][t]['median wall'].values()) - tb['warm'][t]['median wall']['pool start']:7.3f}"  # noqa: E501
-        for t in cols) + "  (warm: without pool start)")
-    print(f"{'build_seed_table whole':24s} {'':7s} " + " ".join(
-        f"{statistics.median(tb['warm'][t]['whole build s']):7.3f}" for t in cols))
+        cells = [tb["cold"]["wall"].get(name)] + [
+            tb["warm"][t]["median wall"].get(name) for t in cols
+        ]
+        print(
+            f"{name:24s} " + " ".join(f"{c:7.3f}" if c is not None else f"{'-':>7s}" for c in cells)
+        )
+    print(
+        f"{'sum of steps':24s} {sum(tb['cold']['wall'].values()):7.3f} "
+        + " ".join(
+            f"{sum(tb['warm'][t]['median wall'].values()) - tb['warm'][t]['median wall']['pool start']:7.3f}"  # noqa: E501
+            for t in cols
+        )
+        + "  (warm: without pool start)"
+    )
+    print(
+        f"{'build_seed_table whole':24s} {'':7s} "
+        + " ".join(f"{statistics.median(tb['warm'][t]['whole build s']):7.3f}" for t in cols)
+    )
     for t in cols:
         sp = tb["warm"][t]["task_spread"]
         for name, s in sp.items():
-            print(f"  t{t} {name}: tasks {s['task s mean']:.3f} mean / {s['task s max']:.3f} "
-                  f"max s, starts {s['first start']:.4f}-{s['last start']:.4f}, ends "
-                  f"{s['first end']:.4f}-{s['last end']:.4f}")
+            print(
+                f"  t{t} {name}: tasks {s['task s mean']:.3f} mean / {s['task s max']:.3f} "
+                f"max s, starts {s['first start']:.4f}-{s['last start']:.4f}, ends "
+                f"{s['first end']:.4f}-{s['last end']:.4f}"
+            )
     print("touch (fresh vs touched pages), s:")
     for t in cols:
-        print(f"  t{t}: " + ", ".join(f"{k} {v:.3f}" for k, v in
-                                      tb["warm"][t]["median touch"].items()))
+        print(
+            f"  t{t}: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in tb["warm"][t]["median touch"].items())
+        )
     for label, bp in res["batches"].items():
         rows = bp["rows"]
-        print(f"batches {label} ({bp['mode']}), {bp['threads']} threads: makespan "
-              f"{bp['makespan']:.3f} s, {bp['batches']} batches, {len(bp['tasks'])} tasks")
+        print(
+            f"batches {label} ({bp['mode']}), {bp['threads']} threads: makespan "
+            f"{bp['makespan']:.3f} s, {bp['batches']} batches, {len(bp['tasks'])} tasks"
+        )
         busy = [p["busy"] for p in bp["per_thread"]]
-        print(f"  busy per thread {min(busy):.3f}-{max(busy):.3f} s (mean "
-              f"{statistics.fmean(busy):.3f}); dry at " + " ".join(
-                  f"{p['dry at']:.2f}" for p in bp["per_thread"]))
+        print(
+            f"  busy per thread {min(busy):.3f}-{max(busy):.3f} s (mean "
+            f"{statistics.fmean(busy):.3f}); dry at "
+            + " ".join(f"{p['dry at']:.2f}" for p in bp["per_thread"])
+        )
         top = sorted(rows, key=lambda r: -r["busy"])[:6]
-        print("  busiest batches (batch hits pieces threads busy s start-end): " + "; ".join(
-            f"{r['batch']} {r['hits']:.3g} {r['pieces']} {r['threads']} {r['busy']:.3f} "
-            f"{r['start']:.2f}-{r['end']:.2f}" for r in top))
+        print(
+            "  busiest batches (batch hits pieces threads busy s start-end): "
+            + "; ".join(
+                f"{r['batch']} {r['hits']:.3g} {r['pieces']} {r['threads']} {r['busy']:.3f} "
+                f"{r['start']:.2f}-{r['end']:.2f}"
+                for r in top
+            )
+        )
         late = sorted(rows, key=lambda r: -r["start"])[:4]
-        print("  last started: " + "; ".join(f"{r['batch']} at {r['start']:.3f} to "
-                                             f"{r['end']:.3f}" for r in late))
+        print(
+            "  last started: "
+            + "; ".join(f"{r['batch']} at {r['start']:.3f} to {r['end']:.3f}" for r in late)
+        )
 
 
 def load_pair(name: str, workdir: Path):
@@ -399,12 +539,12 @@ def fill_cache(ctx, ref, qry) -> None:
     the cache filled (run.py's warm-up run fills it before its timed runs)."""
     codes = seed_codes(ref.packed.buf)
     for t in (1, 2):
-        _ = seed.build_seed_table(codes, ref.packed.block_len, ctx.shape, ctx.options.step,
-                                  t).occupied
+        _ = seed.build_seed_table(
+            codes, ref.packed.block_len, ctx.shape, ctx.options.step, t
+        ).occupied
     with ThreadPoolExecutor(2) as pool:
         touch_costs(1 << 16, 1 << 16, 2, pool)
-    ref._table = seed.build_seed_table(codes, ref.packed.block_len, ctx.shape,
-                                       ctx.options.step, 1)
+    ref._table = seed.build_seed_table(codes, ref.packed.block_len, ctx.shape, ctx.options.step, 1)
     _, strand, chunk = unit_batches(ctx, qry)[0]
     cpu.run_batch(ctx, ref, qry, strand, chunk)
 
@@ -412,46 +552,77 @@ def fill_cache(ctx, ref, qry) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--hspz", help="import hspz from this folder (another version's package)")
-    p.add_argument("--fill-cache", action="store_true",
-                   help="only call every compiled loop once (what the probe runs in a child)")
+    p.add_argument(
+        "--fill-cache",
+        action="store_true",
+        help="only call every compiled loop once (what the probe runs in a child)",
+    )
     p.add_argument("--pair", default="mammal30x6")
     p.add_argument("--threads", default="1,2,4,8,16")
     p.add_argument("--pass-threads", type=int, default=16)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--passes", default="cold,warm,batches",
-                   help="passes over the batches to time: cold, warm (this tree's scheduling), "
-                        "batches (whole batches on a pool, as main)")
+    p.add_argument(
+        "--passes",
+        default="cold,warm,batches",
+        help="passes over the batches to time: cold, warm (this tree's scheduling), "
+        "batches (whole batches on a pool, as main)",
+    )
     p.add_argument("--workdir", type=Path, default=Path(os.environ.get("W", "/tmp/bench")))
-    p.add_argument("--json", type=Path,
-                   default=Path(os.environ.get("OUT", ".")) / "cpu_probe.json")
+    p.add_argument("--json", type=Path, default=Path(os.environ.get("OUT", ".")) / "cpu_probe.json")
     a = p.parse_args(argv)
     t_all = time.perf_counter()
     if a.fill_cache:
         fill_cache(*load_pair(a.pair, a.workdir)[:3])
         return 0
     materialise(a.pair, a.workdir)
-    subprocess.run([sys.executable, __file__, "--fill-cache", "--pair", a.pair, "--workdir",
-                    str(a.workdir), *(["--hspz", a.hspz] if a.hspz else [])], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--fill-cache",
+            "--pair",
+            a.pair,
+            "--workdir",
+            str(a.workdir),
+            *(["--hspz", a.hspz] if a.hspz else []),
+        ],
+        check=True,
+    )
     fill_s = time.perf_counter() - t_all
     ctx, ref, qry, read_s = load_pair(a.pair, a.workdir)
     threads_list = [int(t) for t in a.threads.split(",")]
     t0 = time.perf_counter()
     jit.load()
-    res = {"pair": a.pair, "hspz": str(Path(seed.__file__).parent), "cores": os.cpu_count(),
-           "read s": read_s,
-           "numba load s": time.perf_counter() - t0, "generate + fill cache s": fill_s,
-           "load": os.getloadavg()[0]}
+    res = {
+        "pair": a.pair,
+        "hspz": str(Path(seed.__file__).parent),
+        "cores": os.cpu_count(),
+        "read s": read_s,
+        "numba load s": time.perf_counter() - t0,
+        "generate + fill cache s": fill_s,
+        "load": os.getloadavg()[0],
+    }
     res["table"] = probe_table(ref, ctx, threads_list, a.repeat)
-    ref._table = seed.build_seed_table(seed_codes(ref.packed.buf), ref.packed.block_len,
-                                       ctx.shape, ctx.options.step, a.pass_threads)
+    ref._table = seed.build_seed_table(
+        seed_codes(ref.packed.buf),
+        ref.packed.block_len,
+        ctx.shape,
+        ctx.options.step,
+        a.pass_threads,
+    )
     _ = ref._table.occupied
-    res["batches"] = {label: probe_batches(ctx, ref, qry, a.pass_threads, label == "batches")
-                      for label in a.passes.split(",") if label}
+    res["batches"] = {
+        label: probe_batches(ctx, ref, qry, a.pass_threads, label == "batches")
+        for label in a.passes.split(",")
+        if label
+    }
     res["probe s"] = time.perf_counter() - t_all
     print(f"hspz from {res['hspz']}")
-    print(f"{a.pair}: generate + fill cache {fill_s:.1f} s, read {read_s:.2f} s, numba load "
-          f"{res['numba load s']:.2f} s, {os.cpu_count()} cores, load {res['load']:.2f} before, "
-          f"{os.getloadavg()[0]:.2f} after")
+    print(
+        f"{a.pair}: generate + fill cache {fill_s:.1f} s, read {read_s:.2f} s, numba load "
+        f"{res['numba load s']:.2f} s, {os.cpu_count()} cores, load {res['load']:.2f} before, "
+        f"{os.getloadavg()[0]:.2f} after"
+    )
     print_table(res)
     print(f"probe {res['probe s']:.1f} s; JSON {a.json}")
     a.json.write_text(json.dumps(res, indent=1, default=float))

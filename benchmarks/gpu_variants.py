@@ -91,7 +91,8 @@ def breakdown(options, inputs, engine, variant: str) -> dict[str, float]:
         ms[name] += cp.cuda.get_elapsed_time(start, stop)
     ms["(ledger)"] = rec["engine_ms"]
     ms["(rest: CuPy kernels, gaps)"] = rec["engine_ms"] - sum(
-        v for k, v in ms.items() if not k.startswith("("))
+        v for k, v in ms.items() if not k.startswith("(")
+    )
     return dict(ms)
 
 
@@ -106,8 +107,16 @@ def phases(options, inputs, engine, variant: str) -> dict[str, float]:
 
     ms = defaultdict(float)
     saved = {}
-    steps = ("__init__", "semantic_chunks", "use_chunks", "survivors", "filter", "walk", "finish",
-             "_block_seeds")
+    steps = (
+        "__init__",
+        "semantic_chunks",
+        "use_chunks",
+        "survivors",
+        "filter",
+        "walk",
+        "finish",
+        "_block_seeds",
+    )
 
     def wrap(name, f):
         def call(*args, **kw):
@@ -117,6 +126,7 @@ def phases(options, inputs, engine, variant: str) -> dict[str, float]:
             cp.cuda.Device().synchronize()
             ms[name] += (time.perf_counter() - t0) * 1e3
             return out
+
         return call
 
     for name in steps:
@@ -142,8 +152,9 @@ def main() -> int:
     ap.add_argument("--breakdown", action="store_true")
     ap.add_argument("--hspz-args", default="")
     a = ap.parse_args()
-    ns = cli.build_parser().parse_args(["benchmark", "-r", a.reference, "-q", a.query,
-                                        *shlex.split(a.hspz_args)])
+    ns = cli.build_parser().parse_args(
+        ["benchmark", "-r", a.reference, "-q", a.query, *shlex.split(a.hspz_args)]
+    )
     options = cli.options_from_args(ns)
     engine = backends.select(options)
     inputs = read_inputs(options, a.reference, a.query)
@@ -155,19 +166,26 @@ def main() -> int:
                 rec = one(options, inputs, engine, v, "timed")
                 rec["round"] = r
                 records.append(rec)
-                print(f"round {r} {v}: {rec['engine_ms']:.1f} ms ledger, {rec['wall_s']:.3f} s "
-                      f"wall, {rec['ns_per_hit']} ns/hit, digest {rec['digest']}", flush=True)
+                print(
+                    f"round {r} {v}: {rec['engine_ms']:.1f} ms ledger, {rec['wall_s']:.3f} s "
+                    f"wall, {rec['ns_per_hit']} ns/hit, digest {rec['digest']}",
+                    flush=True,
+                )
     if a.json:
         with open(a.json, "a") as fh:
             fh.writelines(json.dumps(r) + "\n" for r in records)
     if a.breakdown:
         for v in variants:
             ms = breakdown(options, inputs, engine, v)
-            print(f"breakdown {v}: " + ", ".join(f"{k} {x:.1f}" for k, x in
-                                                  sorted(ms.items(), key=lambda kv: -kv[1])))
+            print(
+                f"breakdown {v}: "
+                + ", ".join(f"{k} {x:.1f}" for k, x in sorted(ms.items(), key=lambda kv: -kv[1]))
+            )
             ms = phases(options, inputs, engine, v)
-            print(f"phases {v} (synchronised): " + ", ".join(
-                f"{k} {x:.1f}" for k, x in sorted(ms.items(), key=lambda kv: -kv[1])))
+            print(
+                f"phases {v} (synchronised): "
+                + ", ".join(f"{k} {x:.1f}" for k, x in sorted(ms.items(), key=lambda kv: -kv[1]))
+            )
     digests = {r["digest"] for r in records}
     for v in variants:
         timed = [r for r in records if r["variant"] == v and r["pass_kind"] == "timed"]
@@ -175,10 +193,12 @@ def main() -> int:
             continue
         ns_gpu = [r["ns_per_hit"] for r in timed]
         ns_wall = [r["ns_per_hit_wall"] for r in timed]
-        print(f"{v}: ns/hit median {statistics.median(ns_gpu):.4f} (all "
-              f"{' '.join(f'{x:.4f}' for x in sorted(ns_gpu))}); wall ns/hit median "
-              f"{statistics.median(ns_wall):.4f}; {timed[0]['hits']} hits; "
-              f"digests {sorted({r['digest'] for r in timed})}")
+        print(
+            f"{v}: ns/hit median {statistics.median(ns_gpu):.4f} (all "
+            f"{' '.join(f'{x:.4f}' for x in sorted(ns_gpu))}); wall ns/hit median "
+            f"{statistics.median(ns_wall):.4f}; {timed[0]['hits']} hits; "
+            f"digests {sorted({r['digest'] for r in timed})}"
+        )
     if len(digests) != 1:
         print(f"DIGESTS DIFFER: {sorted(digests)}")
         return 1

@@ -225,8 +225,13 @@ def _best(
 
 
 def estimate_gate(
-    reference: Records, query: Records, sample: int = 20000, seed: int = 0,
-    xdrop: int = 910, gate: int = 3000, window: int = 256,
+    reference: Records,
+    query: Records,
+    sample: int = 20000,
+    seed: int = 0,
+    xdrop: int = 910,
+    gate: int = 3000,
+    window: int = 256,
 ) -> GateEstimate:
     """Rough share of plus-strand hits whose ungapped x-drop score (HOXD70; docs/algorithm.md,
     "Scoring" and "Ungapped x-drop": anchor after the seed, right walk + left walk, lowercase
@@ -287,7 +292,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--simulate", nargs=2, type=float, metavar=("REF_MBP", "QUERY_MBP"))
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     parser.add_argument(
-        "--gate-sample", type=int, default=0, metavar="N",
+        "--gate-sample",
+        type=int,
+        default=0,
+        metavar="N",
         help="also estimate the share of hits reaching the score gate from N query positions",
     )
     args = parser.parse_args(argv)

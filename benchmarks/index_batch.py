@@ -45,9 +45,13 @@ def hspz(args: list[str], log: Path) -> dict:
     rss = log.with_suffix(".rss")
     t = time.perf_counter()
     with open(log, "w") as err:
-        proc = subprocess.run([sys.executable, "-S", "-c", PEAK_RSS, str(rss), sys.executable,
-                               "-m", "hspz", *args], stdout=subprocess.PIPE, stderr=err,
-                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.run(
+            [sys.executable, "-S", "-c", PEAK_RSS, str(rss), sys.executable, "-m", "hspz", *args],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
     wall = time.perf_counter() - t
     out, peak_kib = proc.stdout, int(rss.read_text() or 0)
     text = log.read_text()
@@ -55,13 +59,18 @@ def hspz(args: list[str], log: Path) -> dict:
     head = ledger[0][1:] if ledger else []
     rows = [dict(zip(head, r[1:], strict=True)) for r in ledger[1:]]
     gpu_ms = sum(float(r["gpu_ms"]) for r in rows)
-    return dict(args=args, wall_s=round(wall, 3), peak_rss_mib=round(peak_kib / 1024, 1),
-                status=proc.returncode,
-                digests=re.findall(r"^digest: (.*)$", out, re.M), gpu_s=round(gpu_ms / 1e3, 3),
-                hits=sum(int(r["hits"]) for r in rows),
-                first_unit_s=round(min((float(r["host_start_ms"]) for r in rows),
-                                       default=0.0) / 1e3, 3),
-                units=len(rows), log=str(log))
+    return dict(
+        args=args,
+        wall_s=round(wall, 3),
+        peak_rss_mib=round(peak_kib / 1024, 1),
+        status=proc.returncode,
+        digests=re.findall(r"^digest: (.*)$", out, re.M),
+        gpu_s=round(gpu_ms / 1e3, 3),
+        hits=sum(int(r["hits"]) for r in rows),
+        first_unit_s=round(min((float(r["host_start_ms"]) for r in rows), default=0.0) / 1e3, 3),
+        units=len(rows),
+        log=str(log),
+    )
 
 
 def record(out: Path, step: str, arm: str, result: dict) -> dict:
@@ -81,13 +90,18 @@ def gen(a, work: Path, out: Path) -> None:
     ref = work / "ref.2bit"
     if ref.exists() and all((work / f"q{k}.2bit").exists() for k in range(1, a.queries + 1)):
         return
-    spec = PairSpec(ref_mbp=a.ref_mbp, query_mbp=a.query_mbp, chromosomes=a.chromosomes,
-                    divergence=0.4, seed=7)
+    spec = PairSpec(
+        ref_mbp=a.ref_mbp, query_mbp=a.query_mbp, chromosomes=a.chromosomes, divergence=0.4, seed=7
+    )
     t = time.perf_counter()
     write_queries_2bit(spec, ref, {work / f"q{k}.2bit": 100 + k for k in range(1, a.queries + 1)})
     (work / "list.txt").write_text("".join(f"q{k}.2bit\n" for k in range(1, a.queries + 1)))
-    record(out, "gen", "simulate", dict(wall_s=round(time.perf_counter() - t, 1),
-                                        ref_bytes=ref.stat().st_size))
+    record(
+        out,
+        "gen",
+        "simulate",
+        dict(wall_s=round(time.perf_counter() - t, 1), ref_bytes=ref.stat().st_size),
+    )
 
 
 def gen_fasta_gz(work: Path, out: Path) -> Path:
@@ -108,24 +122,30 @@ def gen_fasta_gz(work: Path, out: Path) -> Path:
     data = plain.read_bytes()
     step = 64 << 20
     with ProcessPoolExecutor(os.cpu_count()) as pool:
-        members = list(pool.map(gzip.compress, (data[i:i + step]
-                                                for i in range(0, len(data), step))))
+        members = list(
+            pool.map(gzip.compress, (data[i : i + step] for i in range(0, len(data), step)))
+        )
     plain.unlink()
     tmp = dest.with_suffix(".tmp")
     with open(tmp, "wb") as fh:
         for m in members:
             fh.write(m)
     tmp.rename(dest)
-    record(out, "gen", "fasta.gz", dict(wall_s=round(time.perf_counter() - t, 1),
-                                        ref_bytes=dest.stat().st_size))
+    record(
+        out,
+        "gen",
+        "fasta.gz",
+        dict(wall_s=round(time.perf_counter() - t, 1), ref_bytes=dest.stat().st_size),
+    )
     return dest
 
 
 def index(a, work: Path, out: Path) -> None:
     ix = work / "ix"
     shutil.rmtree(ix, ignore_errors=True)
-    r = hspz(["index", "-r", str(work / "ref.2bit"), "--index", str(ix), "--time"],
-             work / "index.log")
+    r = hspz(
+        ["index", "-r", str(work / "ref.2bit"), "--index", str(ix), "--time"], work / "index.log"
+    )
     size = sum(p.stat().st_size for p in ix.rglob("*") if p.is_file())
     r["size_gib"] = round(size / 2**30, 3)
     record(out, "index", "build", r)
@@ -145,8 +165,11 @@ def loads(a, work: Path, out: Path) -> None:
     except Exception:  # no device here: host loads only
         gpu = None
     for b in range(len(idx.bins)):
-        size = sum(e.length * ixm.ARRAYS[n].itemsize for (bb, n), e in idx.manifest.arrays.items()
-                   if bb == b)
+        size = sum(
+            e.length * ixm.ARRAYS[n].itemsize
+            for (bb, n), e in idx.manifest.arrays.items()
+            if bb == b
+        )
         for cache in ("warm", "cold", "warm"):
             if cache == "cold":
                 for name in ixm.ARRAYS:
@@ -163,24 +186,36 @@ def loads(a, work: Path, out: Path) -> None:
                 idx.load_host(b)
                 target = "host"
             s = time.perf_counter() - t
-            record(out, "loads", f"bin{b:03d}-{cache}-{target}",
-                   dict(seconds=round(s, 3), gib=round(size / 2**30, 3),
-                        gib_per_s=round(size / 2**30 / s, 2)))
+            record(
+                out,
+                "loads",
+                f"bin{b:03d}-{cache}-{target}",
+                dict(
+                    seconds=round(s, 3),
+                    gib=round(size / 2**30, 3),
+                    gib_per_s=round(size / 2**30 / s, 2),
+                ),
+            )
 
 
 def single(a, work: Path, out: Path) -> None:
     q = str(work / "q1.2bit")
     ref, ix = str(work / "ref.2bit"), str(work / "ix")
     gz = str(gen_fasta_gz(work, out))
-    arms = {"no-index": ["-r", ref], "no-index-fa.gz": ["-r", gz], "index": ["--index", ix],
-            "index+reference": ["--index", ix, "-r", ref]}
+    arms = {
+        "no-index": ["-r", ref],
+        "no-index-fa.gz": ["-r", gz],
+        "index": ["--index", ix],
+        "index+reference": ["--index", ix, "-r", ref],
+    }
     results: dict[str, list[dict]] = {k: [] for k in arms}
     for i in range(a.runs):
         for arm, flags in arms.items():
             o = work / f"single-{arm}"
             shutil.rmtree(o, ignore_errors=True)
-            r = hspz(["run", *flags, "-q", q, "-o", str(o), "--time"],
-                     work / f"single-{arm}-{i}.log")
+            r = hspz(
+                ["run", *flags, "-q", q, "-o", str(o), "--time"], work / f"single-{arm}-{i}.log"
+            )
             results[arm].append(record(out, "single", arm, r))
     summarise(out, "single", results)
 
@@ -192,16 +227,24 @@ def batch(a, work: Path, out: Path) -> None:
         for arm, flags in (("batch", ["-r", ref]), ("batch+index", ["--index", ix])):
             o = work / f"batch-{arm}"
             shutil.rmtree(o, ignore_errors=True)
-            r = hspz(["run", *flags, "--query-list", lst, "-o", str(o), "--time"],
-                     work / f"{arm}-{i}.log")
+            r = hspz(
+                ["run", *flags, "--query-list", lst, "-o", str(o), "--time"],
+                work / f"{arm}-{i}.log",
+            )
             results[arm].append(record(out, "batch", arm, r))
     total = dict(wall_s=0.0, gpu_s=0.0, peak_rss_mib=0.0, digests=[], status=0, hits=0)
     for k in range(1, a.queries + 1):
         o = work / f"sep-{k}"
         shutil.rmtree(o, ignore_errors=True)
-        r = record(out, "batch", f"separate-q{k}",
-                   hspz(["run", "-r", ref, "-q", str(work / f"q{k}.2bit"), "-o", str(o),
-                         "--time"], work / f"sep-{k}.log"))
+        r = record(
+            out,
+            "batch",
+            f"separate-q{k}",
+            hspz(
+                ["run", "-r", ref, "-q", str(work / f"q{k}.2bit"), "-o", str(o), "--time"],
+                work / f"sep-{k}.log",
+            ),
+        )
         total["wall_s"] += r["wall_s"]
         total["gpu_s"] += r["gpu_s"]
         total["hits"] += r["hits"]
@@ -217,11 +260,13 @@ def summarise(out: Path, step: str, results: dict[str, list[dict]]) -> None:
     lines = [f"{step}: digests equal across arms: {same}"]
     for arm, rs in results.items():
         walls = [r["wall_s"] for r in rs]
-        lines.append(f"{step}: {arm:<18} wall median {statistics.median(walls):.2f} s "
-                     f"(all {' '.join(f'{w:.2f}' for w in walls)}), gpu "
-                     f"{statistics.median([r['gpu_s'] for r in rs]):.2f} s, first unit "
-                     f"{statistics.median([r.get('first_unit_s', 0) for r in rs]):.2f} s, "
-                     f"peak RSS {max(r['peak_rss_mib'] for r in rs):.0f} MiB")
+        lines.append(
+            f"{step}: {arm:<18} wall median {statistics.median(walls):.2f} s "
+            f"(all {' '.join(f'{w:.2f}' for w in walls)}), gpu "
+            f"{statistics.median([r['gpu_s'] for r in rs]):.2f} s, first unit "
+            f"{statistics.median([r.get('first_unit_s', 0) for r in rs]):.2f} s, "
+            f"peak RSS {max(r['peak_rss_mib'] for r in rs):.0f} MiB"
+        )
     with open(out / "summary.txt", "a") as fh:
         fh.write("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)

@@ -50,23 +50,50 @@ def workloads(workdir: Path, names=DEFAULT) -> list[tuple[str, Path, Path, list[
             ref, qry = workdir / "sim_ref.2bit", workdir / "sim_qry.2bit"
             if not (ref.exists() and qry.exists()):
                 write_pair_2bit(SIM, ref, qry)
-            out.append(("sim 24 x 4 Mbp", ref, qry, []) if name == "sim" else
-                       ("sim 24 x 4 Mbp, -B 8M", ref, qry, ["-B", "8000000"]))
+            out.append(
+                ("sim 24 x 4 Mbp", ref, qry, [])
+                if name == "sim"
+                else ("sim 24 x 4 Mbp, -B 8M", ref, qry, ["-B", "8000000"])
+            )
         else:
             files = materialise(name, workdir)
-            out.append(({"hpylori": "H. pylori"}.get(name, name), files["reference"],
-                        files["query"], []))
+            out.append(
+                ({"hpylori": "H. pylori"}.get(name, name), files["reference"], files["query"], [])
+            )
     return out
 
 
-def measure(ref: Path, qry: Path, flags: list[str], threads: int, gpus: int,
-            out: Path) -> tuple[int, list[float], list[float]]:
+def measure(
+    ref: Path, qry: Path, flags: list[str], threads: int, gpus: int, out: Path
+) -> tuple[int, list[float], list[float]]:
     """(workers, peak RSS [main, largest], estimate [main, largest]) in MiB."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HSPZ_")}
-    done = subprocess.run([sys.executable, "-m", "hspz", "run", "-r", str(ref), "-q", str(qry),
-                           *flags, "--backend", "cpu", "-t", str(threads), "--gpus", str(gpus),
-                           "--time", "-o", str(out)], env=env, capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hspz",
+            "run",
+            "-r",
+            str(ref),
+            "-q",
+            str(qry),
+            *flags,
+            "--backend",
+            "cpu",
+            "-t",
+            str(threads),
+            "--gpus",
+            str(gpus),
+            "--time",
+            "-o",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     err = done.stderr
     workers = int(re.search(r"^schedule: policy=\S+ W=(\d+)", err, re.M).group(1))
     peak = re.search(r"^time: peak RSS ([\d.]+) MiB \(main\), ([\d.]+) MiB", err, re.M)
@@ -82,8 +109,10 @@ def rows(workdir: Path, threads: list[int], gpus: list[int], names=DEFAULT) -> l
                 w, peak, est = measure(ref, qry, flags, t, g, workdir / "out")
                 which = [("main", 0)] if w == 1 else [("main", 0), ("worker", 1)]
                 for label, i in which:
-                    out.append(f"| {name} | {t} | {g} | {w} ({label}) | {est[i]:.0f} | "
-                               f"{peak[i]:.0f} | {peak[i] / est[i]:.2f} |")
+                    out.append(
+                        f"| {name} | {t} | {g} | {w} ({label}) | {est[i]:.0f} | "
+                        f"{peak[i]:.0f} | {peak[i] / est[i]:.2f} |"
+                    )
                     print(out[-1], flush=True)
     return out
 
@@ -96,8 +125,10 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="+", default=list(DEFAULT))
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    print("| workload | -t | --gpus | workers (process) | estimate MiB | peak RSS MiB | "
-          "peak / estimate |\n|---|---|---|---|---|---|---|")
+    print(
+        "| workload | -t | --gpus | workers (process) | estimate MiB | peak RSS MiB | "
+        "peak / estimate |\n|---|---|---|---|---|---|---|"
+    )
     rows(args.workdir, args.threads, args.gpus, args.workloads)
 
 

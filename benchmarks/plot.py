@@ -74,27 +74,44 @@ def _point(rs: list[dict], size: float) -> dict:
     walls = [r["wall_s"] for r in rs]
     hits = rs[0].get("seed_hits")
     engine = statistics.median(r.get("engine_s", 0.0) for r in rs)
-    return dict(size=size, workload=rs[0]["workload"], wall_s=statistics.median(walls),
-                walls=walls, fastest=min(walls), slowest=max(walls), kind=rs[0]["kind"],
-                ns_per_hit=engine * 1e9 / hits if hits else None,
-                loads=[r["loadavg"][0] for r in rs])
+    return dict(
+        size=size,
+        workload=rs[0]["workload"],
+        wall_s=statistics.median(walls),
+        walls=walls,
+        fastest=min(walls),
+        slowest=max(walls),
+        kind=rs[0]["kind"],
+        ns_per_hit=engine * 1e9 / hits if hits else None,
+        loads=[r["loadavg"][0] for r in rs],
+    )
 
 
 def table(drawn: dict[str, list[dict]]) -> str:
     """The points as a Markdown table, one row per series and workload."""
-    rows = ["| arm (machine) | workload | wall s (median) | all runs | engine ns/hit | "
-            "load before runs |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| arm (machine) | workload | wall s (median) | all runs | engine ns/hit | "
+        "load before runs |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, ps in drawn.items():
         for p in ps:
             nsph = f"{p['ns_per_hit']:.4g}" if p["ns_per_hit"] else "-"
-            rows.append(f"| {name} | {p['workload']} | {p['wall_s']:.2f} | "
-                        f"{' '.join(f'{w:.2f}' for w in p['walls'])} | {nsph} | "
-                        f"{min(p['loads']):.2f}-{max(p['loads']):.2f} |")
+            rows.append(
+                f"| {name} | {p['workload']} | {p['wall_s']:.2f} | "
+                f"{' '.join(f'{w:.2f}' for w in p['walls'])} | {nsph} | "
+                f"{min(p['loads']):.2f}-{max(p['loads']):.2f} |"
+            )
     return "\n".join(rows)
 
 
-def plot(records: list[dict], path: Path, x: str = "hits", title: str | None = None,
-         sessions: str = "latest") -> dict:
+def plot(
+    records: list[dict],
+    path: Path,
+    x: str = "hits",
+    title: str | None = None,
+    sessions: str = "latest",
+) -> dict:
     """Draw `points(records, x, sessions)` into the PNG `path`; returns the points."""
     import matplotlib
 
@@ -107,8 +124,9 @@ def plot(records: list[dict], path: Path, x: str = "hits", title: str | None = N
         sizes = [p["size"] for p in ps]
         walls = [p["wall_s"] for p in ps]
         bars = [[p["wall_s"] - p["fastest"] for p in ps], [p["slowest"] - p["wall_s"] for p in ps]]
-        ax.errorbar(sizes, walls, yerr=bars, marker=MARKERS.get(ps[0]["kind"], "x"), capsize=3,
-                    label=name)
+        ax.errorbar(
+            sizes, walls, yerr=bars, marker=MARKERS.get(ps[0]["kind"], "x"), capsize=3, label=name
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("reference bp x query bp" if x == "bp2" else "seed hits (both strands)")
@@ -127,8 +145,9 @@ def _name_workloads(ax, drawn: dict[str, list[dict]]) -> None:
     """Each workload's name on a top axis, above its size."""
     at = {p["workload"]: p["size"] for ps in drawn.values() for p in ps}
     top = ax.secondary_xaxis("top")
-    top.set_xticks(sorted(at.values()), [n for n, _ in sorted(at.items(), key=lambda kv: kv[1])],
-                   fontsize=8)
+    top.set_xticks(
+        sorted(at.values()), [n for n, _ in sorted(at.items(), key=lambda kv: kv[1])], fontsize=8
+    )
     top.minorticks_off()
 
 
@@ -139,18 +158,27 @@ def thread_points(records: list[dict]) -> dict[str, list[dict]]:
     runs: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         if r.get("kind") == "hspz-cpu":
-            version = ("alt " + (r.get("alt_commit") or Path(r["alt"]).name) if r.get("alt")
-                       else r.get("commit") or "this")
+            version = (
+                "alt " + (r.get("alt_commit") or Path(r["alt"]).name)
+                if r.get("alt")
+                else r.get("commit") or "this"
+            )
             runs[(r["workload"], version, r["machine"], r["threads"])].append(r)
     series: dict[str, list[dict]] = defaultdict(list)
     for (workload, version, machine, threads), rs in sorted(runs.items()):
         walls = [r["wall_s"] for r in rs]
         est = rs[-1].get("estimate_mib")
-        series[f"{workload}, {version} ({machine})"].append(dict(
-            threads=threads, wall_s=statistics.median(walls), walls=walls,
-            engine_s=statistics.median(r.get("engine_s", 0.0) for r in rs),
-            peak_mib=max(r["peak_rss_mib"] for r in rs), estimate_mib=est,
-            loads=[r["loadavg"][0] for r in rs]))
+        series[f"{workload}, {version} ({machine})"].append(
+            dict(
+                threads=threads,
+                wall_s=statistics.median(walls),
+                walls=walls,
+                engine_s=statistics.median(r.get("engine_s", 0.0) for r in rs),
+                peak_mib=max(r["peak_rss_mib"] for r in rs),
+                estimate_mib=est,
+                loads=[r["loadavg"][0] for r in rs],
+            )
+        )
     for ps in series.values():
         one = next((p["wall_s"] for p in ps if p["threads"] == 1), None)
         for p in ps:
@@ -160,9 +188,11 @@ def thread_points(records: list[dict]) -> dict[str, list[dict]]:
 
 def thread_table(drawn: dict[str, list[dict]]) -> str:
     """`thread_points` as a Markdown table."""
-    rows = ["| workload, version (machine) | -t | wall s (median) | all runs | engine s | "
-            "speed-up vs -t 1 | peak RSS MiB | estimate MiB | peak / estimate | load |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| workload, version (machine) | -t | wall s (median) | all runs | engine s | "
+        "speed-up vs -t 1 | peak RSS MiB | estimate MiB | peak / estimate | load |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, ps in drawn.items():
         for p in ps:
             est = p["estimate_mib"]
@@ -172,7 +202,8 @@ def thread_table(drawn: dict[str, list[dict]]) -> str:
                 + (f"{p['speedup']:.2f}x" if p["speedup"] else "-")
                 + f" | {p['peak_mib']:.0f} | {est if est else '-'} | "
                 + (f"{p['peak_mib'] / est:.2f}" if est else "-")
-                + f" | {min(p['loads']):.2f}-{max(p['loads']):.2f} |")
+                + f" | {min(p['loads']):.2f}-{max(p['loads']):.2f} |"
+            )
     return "\n".join(rows)
 
 
@@ -189,8 +220,7 @@ def plot_threads(records: list[dict], path: Path, title: str | None = None) -> d
     for name, ps in drawn.items():
         ps = [p for p in ps if p["speedup"]]
         if ps:
-            ax.plot([p["threads"] for p in ps], [p["speedup"] for p in ps], marker="o",
-                    label=name)
+            ax.plot([p["threads"] for p in ps], [p["speedup"] for p in ps], marker="o", label=name)
             most = max(most, max(p["threads"] for p in ps))
     ax.plot([1, most], [1, most], "k--", alpha=0.4, label="ideal")
     ax.set_xscale("log", base=2)
@@ -214,8 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", choices=("latest", "all"), default="latest")
     ap.add_argument("--table", action="store_true", help="print the points as a Markdown table")
     ap.add_argument("--title")
-    ap.add_argument("--threads", type=Path, metavar="FILE.png",
-                    help="draw the CPU thread scaling and print its table")
+    ap.add_argument(
+        "--threads",
+        type=Path,
+        metavar="FILE.png",
+        help="draw the CPU thread scaling and print its table",
+    )
     a = ap.parse_args(argv)
     if a.threads:
         drawn = plot_threads(load_records(a.records), a.threads, a.title)

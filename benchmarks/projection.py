@@ -36,8 +36,7 @@ def hspz(args: list[str]) -> str:
 
 def ledger(text: str) -> list[dict]:
     """The `unit ledger:` rows of `--time` output, by column name."""
-    rows = [line.split("\t")[1:] for line in text.splitlines()
-            if line.startswith("unit ledger:\t")]
+    rows = [line.split("\t")[1:] for line in text.splitlines() if line.startswith("unit ledger:\t")]
     head, body = rows[0], rows[1:]
     return [dict(zip(head, r, strict=True)) for r in body]
 
@@ -64,13 +63,31 @@ def main() -> int:
 def check(a, files: dict, size: str) -> None:
     """One layout: the estimate's projection against the run's ledger, unit by unit."""
     layout = ["-r", str(files["reference"]), "-q", str(files["query"]), "-B", size]
-    pricing = ["--ns-per-hit", str(a.ns_per_hit), "--unit-ms", a.unit_ms,
-               "--worker-ms", a.worker_ms]
+    pricing = [
+        "--ns-per-hit",
+        str(a.ns_per_hit),
+        "--unit-ms",
+        a.unit_ms,
+        "--worker-ms",
+        a.worker_ms,
+    ]
     est = hspz(["hits-estimate", *layout, *pricing])
-    projected = [line.split("\t") for line in est.splitlines()
-                 if line and line[0].isdigit() and line.count("\t") == 5]
-    run = hspz(["run", *layout, "--backend", a.backend, "--time", "-o",
-                str(a.workdir / f"projection-{a.workload}-{size}")])
+    projected = [
+        line.split("\t")
+        for line in est.splitlines()
+        if line and line[0].isdigit() and line.count("\t") == 5
+    ]
+    run = hspz(
+        [
+            "run",
+            *layout,
+            "--backend",
+            a.backend,
+            "--time",
+            "-o",
+            str(a.workdir / f"projection-{a.workload}-{size}"),
+        ]
+    )
     (a.out / f"projection-{a.workload}-{size}.log").write_text(est + "\n" + run)
     units = ledger(run)
     if len(units) != len(projected):
@@ -85,9 +102,11 @@ def check(a, files: dict, size: str) -> None:
     head = next(line for line in est.splitlines() if line.startswith("hits-estimate: projected"))
     proj = float(re.search(r": ([\d.]+) s of GPU time", head).group(1))
     own = total_gpu / total_hits * 1e6
-    print(f"projection -B {size}: {len(units)} units, hits equal to the ledger's: {same}; "
-          f"{head.split(': ', 1)[1]}; measured GPU time {total_gpu / 1e3:.3f} s "
-          f"({own:.4f} ns/hit over all): projected / measured {proj * 1e3 / total_gpu:.3f}")
+    print(
+        f"projection -B {size}: {len(units)} units, hits equal to the ledger's: {same}; "
+        f"{head.split(': ', 1)[1]}; measured GPU time {total_gpu / 1e3:.3f} s "
+        f"({own:.4f} ns/hit over all): projected / measured {proj * 1e3 / total_gpu:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -77,10 +77,10 @@ class Arm:
     alt: Path | None = None
 
 
-def sweep_arms(sweep: str, alt_sweep: str | None, alt: Path | None,
-               cores: int) -> list[Arm]:
+def sweep_arms(sweep: str, alt_sweep: str | None, alt: Path | None, cores: int) -> list[Arm]:
     """`--sweep`: one CPU arm per thread count up to `cores`, and the alt twin's (`--alt-sweep`,
     else the same counts), interleaved by thread count."""
+
     def counts(text: str) -> list[int]:
         return [n for n in (int(t) for t in text.split(",") if t.strip()) if 1 <= n <= cores]
 
@@ -100,8 +100,9 @@ def parse_arms(text: str, threads: int, alt: Path | None) -> list[Arm]:
     for token in (t.strip() for t in text.split(",") if t.strip()):
         m = re.fullmatch(r"(cpu|gpu)(N|\d+)?|lastz|lastz-pieces", token)
         if not m:
-            raise SystemExit(f"run.py: unknown arm {token!r} (cpuK, cpuN, gpu, gpuK, lastz, "
-                             "lastz-pieces)")
+            raise SystemExit(
+                f"run.py: unknown arm {token!r} (cpuK, cpuN, gpu, gpuK, lastz, lastz-pieces)"
+            )
         if token.startswith("lastz"):
             label = "lastz --nogapped" if token == "lastz" else f"lastz x{threads} query pieces"
             arms.append(Arm(label, token, threads=1 if token == "lastz" else threads))
@@ -133,26 +134,48 @@ sys.exit(code if code >= 0 else 128 - code)
 """
 
 
-def timed(cmd: list[str], cwd: Path | None = None,
-          env: dict | None = None) -> tuple[float, int, str]:
+def timed(
+    cmd: list[str], cwd: Path | None = None, env: dict | None = None
+) -> tuple[float, int, str]:
     """(wall seconds, peak RSS in KiB of the command and its descendants, combined output)."""
     with tempfile.NamedTemporaryFile(prefix="hspz-rss-") as rss:
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-S", "-c", PEAK_RSS, rss.name, *cmd], cwd=cwd,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              env={**os.environ, **(env or {})})
+        proc = subprocess.run(
+            [sys.executable, "-S", "-c", PEAK_RSS, rss.name, *cmd],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
         wall = time.perf_counter() - t0
         peak = int(Path(rss.name).read_text() or 0)
     if proc.returncode:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n"
-                         f"{proc.stdout.decode()[-2000:]}")
+        raise SystemExit(
+            f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stdout.decode()[-2000:]}"
+        )
     return wall, peak, proc.stdout.decode(errors="replace")
 
 
 def hspz_cmd(arm: Arm, ref: Path, qry: Path, out: Path, extra: list[str]) -> list[str]:
     backend = "cpu" if arm.kind == "hspz-cpu" else "gpu"
-    cmd = [sys.executable, "-m", "hspz", "run", "-r", str(ref), "-q", str(qry), "-o", str(out),
-           "--backend", backend, "-t", str(arm.threads), "--time", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hspz",
+        "run",
+        "-r",
+        str(ref),
+        "-q",
+        str(qry),
+        "-o",
+        str(out),
+        "--backend",
+        backend,
+        "-t",
+        str(arm.threads),
+        "--time",
+        *extra,
+    ]
     return cmd + (["--gpus", str(arm.gpus)] if arm.gpus else [])
 
 
@@ -166,30 +189,44 @@ def hspz_place(arm: Arm) -> tuple[Path, dict]:
 
 def counts(text: str) -> dict:
     """Counts, digest, unit-ledger totals and `--time` phases of one hspZ run's output."""
-    got = {k.replace(" ", "_").lower(): int(v) for k, v in
-           re.findall(r"^#(seeds|seed hits|raw HSPs|HSPs): (\d+)$", text, re.M)}
+    got = {
+        k.replace(" ", "_").lower(): int(v)
+        for k, v in re.findall(r"^#(seeds|seed hits|raw HSPs|HSPs): (\d+)$", text, re.M)
+    }
     digest = re.search(r"^digest: (\w+)$", text, re.M)
     ledger = [row.split("\t") for row in text.splitlines() if row.startswith("unit ledger:\t")]
     head, rows = (ledger[0][1:], [r[1:] for r in ledger[1:]]) if ledger else ([], [])
     units = [dict(zip(head, r, strict=True)) for r in rows]
-    busy = re.findall(r"^unit ledger: worker \d+ finished at [\d.]+ ms, busy ([\d.]+) ms", text,
-                      re.M)
+    busy = re.findall(
+        r"^unit ledger: worker \d+ finished at [\d.]+ ms, busy ([\d.]+) ms", text, re.M
+    )
     phases = dict(re.findall(r"^time: (input|plan|workers|publish|wall) +([\d.]+)", text, re.M))
-    engine = {name: dict(wall=float(wall), cpu=float(cpu), threads=[
-        [float(x) for x in pair.split("/")] for pair in each.split()])
+    engine = {
+        name: dict(
+            wall=float(wall),
+            cpu=float(cpu),
+            threads=[[float(x) for x in pair.split("/")] for pair in each.split()],
+        )
         for name, wall, cpu, each in re.findall(
             r"^time: engine: (.+?) +([\d.]+)  \(cpu ([\d.]+); per thread wall/cpu (.*)\)$",
-            text, re.M)}
+            text,
+            re.M,
+        )
+    }
     est = re.search(r"^time: memory estimate .*?, ([\d.]+) MiB \(largest process\)", text, re.M)
     peak = re.search(r"^time: peak RSS .*?, ([\d.]+) MiB \(largest process\)", text, re.M)
-    return dict(got, digest=digest.group(1) if digest else None,
-                engine_s=round(sum(float(u["gpu_ms"]) for u in units) / 1e3, 4),
-                busy_s=[round(float(b) / 1e3, 3) for b in busy], units=len(units),
-                first_unit_s=round(min((float(u["host_start_ms"]) for u in units),
-                                       default=0.0) / 1e3, 3),
-                time={k: float(v) for k, v in phases.items()}, engine_phases=engine,
-                estimate_mib=float(est.group(1)) if est else None,
-                reported_peak_mib=float(peak.group(1)) if peak else None)
+    return dict(
+        got,
+        digest=digest.group(1) if digest else None,
+        engine_s=round(sum(float(u["gpu_ms"]) for u in units) / 1e3, 4),
+        busy_s=[round(float(b) / 1e3, 3) for b in busy],
+        units=len(units),
+        first_unit_s=round(min((float(u["host_start_ms"]) for u in units), default=0.0) / 1e3, 3),
+        time={k: float(v) for k, v in phases.items()},
+        engine_phases=engine,
+        estimate_mib=float(est.group(1)) if est else None,
+        reported_peak_mib=float(peak.group(1)) if peak else None,
+    )
 
 
 def plain_fasta(path: Path, work: Path) -> Path:
@@ -201,8 +238,13 @@ def plain_fasta(path: Path, work: Path) -> Path:
 
 
 def lastz_cmd(ref: Path, qry: Path) -> list[str]:
-    return ["lastz", f"{ref}[multiple,nameparse=darkspace]", f"{qry}[nameparse=darkspace]",
-            "--nogapped", f"--format={LASTZ_FORMAT}"]
+    return [
+        "lastz",
+        f"{ref}[multiple,nameparse=darkspace]",
+        f"{qry}[nameparse=darkspace]",
+        "--nogapped",
+        f"--format={LASTZ_FORMAT}",
+    ]
 
 
 def query_pieces(qry: Path, n: int, work: Path) -> list[Path]:
@@ -264,8 +306,13 @@ def machine_facts() -> dict:
     gpu = _version(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
     commit = _version(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
     dirty = _version(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"])
-    return dict(host=socket.gethostname(), cores=os.cpu_count(), gpu=gpu, versions=versions,
-                commit=commit and commit + ("+dirty" if dirty else ""))
+    return dict(
+        host=socket.gethostname(),
+        cores=os.cpu_count(),
+        gpu=gpu,
+        versions=versions,
+        commit=commit and commit + ("+dirty" if dirty else ""),
+    )
 
 
 class Recorder:
@@ -305,8 +352,10 @@ def run_workload(name: str, arms: list[Arm], a, work: Path, tmp: Path, rec: Reco
     """Every arm `--repeat` times, interleaved; the records of this workload by arm."""
     files = materialise(name, work, files=a.files)
     ref, qry = Path(files["reference"]).resolve(), Path(files["query"]).resolve()
-    sizes = {side: sum(len(r) for r in read_records(p)) for side, p in
-             (("ref_bp", ref), ("query_bp", qry))}
+    sizes = {
+        side: sum(len(r) for r in read_records(p))
+        for side, p in (("ref_bp", ref), ("query_bp", qry))
+    }
     extra = shlex.split(a.hspz_args)
     commands = {}
     for arm in arms:
@@ -314,8 +363,10 @@ def run_workload(name: str, arms: list[Arm], a, work: Path, tmp: Path, rec: Reco
             commands[arm] = ("lastz", (plain_fasta(ref, work), plain_fasta(qry, work)))
         elif arm.kind == "lastz-pieces":
             r_fa = plain_fasta(ref, work)
-            commands[arm] = ("pieces", (r_fa, query_pieces(plain_fasta(qry, work), arm.threads,
-                                                           tmp)))
+            commands[arm] = (
+                "pieces",
+                (r_fa, query_pieces(plain_fasta(qry, work), arm.threads, tmp)),
+            )
         else:
             commands[arm] = ("hspz", (ref, qry))
     for p in (ref, qry):
@@ -349,12 +400,20 @@ def one_run(arm: Arm, command: tuple, extra: list[str], scratch: Path) -> dict:
         got = counts(text)
         shutil.rmtree(scratch, ignore_errors=True)
     stamp = arm.alt / "COMMIT" if arm.alt else None  # device_files.sh's "alt: COMMIT"
-    return dict(arm=arm.label, kind=arm.kind, threads=arm.threads, gpus=arm.gpus,
-                alt=str(arm.alt) if arm.alt else None,
-                alt_commit=stamp.read_text().split()[-1] if stamp and stamp.exists() else None,
-                hspz_args=extra if arm.kind.startswith("hspz") else None, date=date,
-                loadavg=[round(x, 2) for x in load], wall_s=round(wall, 3),
-                peak_rss_mib=round(rss / 1024, 1), **got)
+    return dict(
+        arm=arm.label,
+        kind=arm.kind,
+        threads=arm.threads,
+        gpus=arm.gpus,
+        alt=str(arm.alt) if arm.alt else None,
+        alt_commit=stamp.read_text().split()[-1] if stamp and stamp.exists() else None,
+        hspz_args=extra if arm.kind.startswith("hspz") else None,
+        date=date,
+        loadavg=[round(x, 2) for x in load],
+        wall_s=round(wall, 3),
+        peak_rss_mib=round(rss / 1024, 1),
+        **got,
+    )
 
 
 def print_table(name: str, runs: dict, repeat: int) -> None:
@@ -363,8 +422,10 @@ def print_table(name: str, runs: dict, repeat: int) -> None:
     base_med = statistics.median(r["wall_s"] for r in runs[base])
     vs = "lastz" if base.kind == "lastz" else base.label
     print(f"workload {name}: median of {repeat} runs, {os.cpu_count()} cores")
-    print("| arm | wall s (median) | all runs | engine s | peak RSS MiB | estimate MiB | "
-          f"peak/est | seeds | hits | HSPs | ns/hit | vs {vs} |")
+    print(
+        "| arm | wall s (median) | all runs | engine s | peak RSS MiB | estimate MiB | "
+        f"peak/est | seeds | hits | HSPs | ns/hit | vs {vs} |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for arm, rs in runs.items():
         walls = [r["wall_s"] for r in rs]
@@ -377,9 +438,11 @@ def print_table(name: str, runs: dict, repeat: int) -> None:
         peak = max(r["peak_rss_mib"] for r in rs)
         est = last.get("estimate_mib")
         vs_est = f"{peak / est:.2f}" if est else "-"
-        print(f"| {arm.label} | {med:.2f} | {' '.join(f'{w:.2f}' for w in walls)} | "
-              f"{engine:.2f} | {peak:.0f} | {est or '-'} | {vs_est} | {last.get('seeds', '-')} | "
-              f"{hits or '-'} | {last.get('hsps', '-')} | {nsph} | {ratio} |")
+        print(
+            f"| {arm.label} | {med:.2f} | {' '.join(f'{w:.2f}' for w in walls)} | "
+            f"{engine:.2f} | {peak:.0f} | {est or '-'} | {vs_est} | {last.get('seeds', '-')} | "
+            f"{hits or '-'} | {last.get('hsps', '-')} | {nsph} | {ratio} |"
+        )
     loads = [r["loadavg"][0] for rs in runs.values() for r in rs]
     print(f"load average (1 min) before the runs: {min(loads):.2f} to {max(loads):.2f}")
 
@@ -392,8 +455,11 @@ def main() -> int:
     ap.add_argument("--no-gpu", action="store_true", help="leave the gpu arms out")
     ap.add_argument("--no-lastz", action="store_true", help="leave the lastz arms out")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--sweep", help="thread counts of a CPU sweep, e.g. 1,2,4,8,16 (capped "
-                    "at the machine's cores); replaces the cpu arms")
+    ap.add_argument(
+        "--sweep",
+        help="thread counts of a CPU sweep, e.g. 1,2,4,8,16 (capped "
+        "at the machine's cores); replaces the cpu arms",
+    )
     ap.add_argument("--alt-sweep", help="the alt twin's thread counts in a sweep")
     ap.add_argument("--hspz-args", default="", help="more hspZ run flags, e.g. '-B 250M'")
     ap.add_argument("--alt", type=Path, help="a folder holding another hspz package")
@@ -410,18 +476,31 @@ def main() -> int:
     alt = a.alt.resolve() if a.alt else None
     arms = parse_arms(a.arms, a.threads, alt)
     if a.sweep:
-        arms = sweep_arms(a.sweep, a.alt_sweep, alt, os.cpu_count() or 1) + \
-            [arm for arm in arms if arm.kind != "hspz-cpu"]
-    arms = [arm for arm in arms
-            if not (a.no_gpu and arm.kind == "hspz-gpu")
-            and not ((a.no_lastz or not shutil.which("lastz")) and arm.kind.startswith("lastz"))]
+        arms = sweep_arms(a.sweep, a.alt_sweep, alt, os.cpu_count() or 1) + [
+            arm for arm in arms if arm.kind != "hspz-cpu"
+        ]
+    arms = [
+        arm
+        for arm in arms
+        if not (a.no_gpu and arm.kind == "hspz-gpu")
+        and not ((a.no_lastz or not shutil.which("lastz")) and arm.kind.startswith("lastz"))
+    ]
     a.files = a.files.resolve() if a.files else None
     work = Path(a.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     facts = machine_facts()
     machine = a.machine or f"{facts['host']}, {facts['cores']} cores"
-    rec = Recorder(a.json, dict(runner="benchmarks/run.py", session=now(), machine=machine,
-                                note=a.note, uptime=_version(["uptime"]), **facts))
+    rec = Recorder(
+        a.json,
+        dict(
+            runner="benchmarks/run.py",
+            session=now(),
+            machine=machine,
+            note=a.note,
+            uptime=_version(["uptime"]),
+            **facts,
+        ),
+    )
     tmp = Path(tempfile.mkdtemp(prefix="hspz-run-"))
     try:
         if a.warmup != "none":

@@ -369,8 +369,7 @@ def _library(spec: PairSpec) -> dict[tuple[str, str], _Families]:
     shape = {"sine": (300, 20, 0.52), "line": (6000, 400, 0.42)}
     for kind, (mean, sd, gc) in shape.items():
         old = [
-            _random_bases(rng, max(50, int(rng.normal(mean, sd))), gc)
-            for _ in range(spec.families)
+            _random_bases(rng, max(50, int(rng.normal(mean, sd))), gc) for _ in range(spec.families)
         ]
         lib[kind, "shared"] = _families_from(kind, old)
         for group in ("ref", "query"):
@@ -807,8 +806,9 @@ def write_pair_2bit(spec: PairSpec, ref_path: str | Path, qry_path: str | Path) 
     write_queries_2bit(spec, ref_path, {qry_path: _query_seed(spec)})
 
 
-def write_queries_2bit(spec: PairSpec, ref_path: str | Path,
-                       queries: dict[str | Path, int]) -> None:
+def write_queries_2bit(
+    spec: PairSpec, ref_path: str | Path, queries: dict[str | Path, int]
+) -> None:
     """simulate_queries as 2bit files (the reference, and one query per seed), built in forked
     processes as `write_pair_2bit` builds its pair."""
     import multiprocessing
@@ -906,7 +906,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--formats", default="fa,2bit", help="comma list of fa, 2bit")
     parser.add_argument(
-        "--set", action="append", default=[], metavar="FIELD=VALUE",
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
         help="any other PairSpec field, e.g. --set divergence=0.2 --set seed=7",
     )
     args = parser.parse_args(argv)

@@ -56,28 +56,55 @@ def queries_of(listing: Path) -> list[str]:
 
 
 def tree(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name not in ("names.tsv", ".snakemake_timestamp")}
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name not in ("names.tsv", ".snakemake_timestamp")
+    }
 
 
-def workflow_run(a, k: int, queries: list[str], root: Path = ROOT,
-                 arm: str = "wf") -> tuple[float, Path]:
+def workflow_run(
+    a, k: int, queries: list[str], root: Path = ROOT, arm: str = "wf"
+) -> tuple[float, Path]:
     wd = a.work / f"{arm}-{k}"
     shutil.rmtree(wd, ignore_errors=True)
     wd.mkdir(parents=True)
     (wd / "list.txt").write_text("".join(f"{q}\n" for q in queries))
-    job = dict(name="batch", reference=str(Path(a.reference).resolve()),
-               query_list=str(wd / "list.txt"), workers=a.workers, backend=a.backend,
-               threads=a.threads, index=True, report=a.report, options=dict(seq_block_size=a.B))
+    job = dict(
+        name="batch",
+        reference=str(Path(a.reference).resolve()),
+        query_list=str(wd / "list.txt"),
+        workers=a.workers,
+        backend=a.backend,
+        threads=a.threads,
+        index=True,
+        report=a.report,
+        options=dict(seq_block_size=a.B),
+    )
     (wd / "config.yaml").write_text(yaml.safe_dump({"jobs": [job]}))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(root / "workflow" / "Snakefile"),
-           "--directory", str(wd), "--configfile", str(wd / "config.yaml"), "--profile",
-           str(root / "profiles" / "local"), "--cores", "all", "--resources",
-           f"gpu={a.gpus}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(root / "workflow" / "Snakefile"),
+        "--directory",
+        str(wd),
+        "--configfile",
+        str(wd / "config.yaml"),
+        "--profile",
+        str(root / "profiles" / "local"),
+        "--cores",
+        "all",
+        "--resources",
+        f"gpu={a.gpus}",
+    ]
     wall = timed(cmd, wd, a.out / f"{arm}-{k}.log")
     if a.rerun:
-        a.extra = dict(rerun_s=round(timed(cmd, wd, a.out / f"{arm}-{k}-rerun.log"), 3),
-                       rules=rule_walls(a.out / f"{arm}-{k}.log"))
+        a.extra = dict(
+            rerun_s=round(timed(cmd, wd, a.out / f"{arm}-{k}-rerun.log"), 3),
+            rules=rule_walls(a.out / f"{arm}-{k}.log"),
+        )
     return wall, wd / "results" / "batch"
 
 
@@ -110,12 +137,48 @@ def process_run(a, k: int, queries: list[str]) -> tuple[float, Path]:
     shutil.rmtree(wd, ignore_errors=True)
     wd.mkdir(parents=True)
     (wd / "list.txt").write_text("".join(f"{q}\n" for q in queries))
-    t = timed(["hspZ", "index", "-r", a.reference, "--index", str(wd / "ix"), "-B", a.B,
-               "--backend", a.backend, "--threads", str(a.threads)], wd, a.out / f"ix-{k}.log")
-    t += timed(["hspZ", "run", "--index", str(wd / "ix"), "-r", a.reference, "--query-list",
-                str(wd / "list.txt"), "-o", str(wd / "out"), "-B", a.B, "--backend",
-                a.backend, "--gpus", str(a.workers), "-t", str(a.threads)], wd,
-               a.out / f"run-{k}.log")
+    t = timed(
+        [
+            "hspZ",
+            "index",
+            "-r",
+            a.reference,
+            "--index",
+            str(wd / "ix"),
+            "-B",
+            a.B,
+            "--backend",
+            a.backend,
+            "--threads",
+            str(a.threads),
+        ],
+        wd,
+        a.out / f"ix-{k}.log",
+    )
+    t += timed(
+        [
+            "hspZ",
+            "run",
+            "--index",
+            str(wd / "ix"),
+            "-r",
+            a.reference,
+            "--query-list",
+            str(wd / "list.txt"),
+            "-o",
+            str(wd / "out"),
+            "-B",
+            a.B,
+            "--backend",
+            a.backend,
+            "--gpus",
+            str(a.workers),
+            "-t",
+            str(a.threads),
+        ],
+        wd,
+        a.out / f"run-{k}.log",
+    )
     return t, wd / "out"
 
 
@@ -149,28 +212,39 @@ def main() -> int:
         for arm, fn in arms:
             wall, results = fn(a, k, queries)
             walls[arm].append(wall)
-            record = dict(arm=arm, run=k, wall_s=round(wall, 3), queries=len(queries),
-                          files=len(tree(results)), **(a.extra if arm != "run" else {}))
+            record = dict(
+                arm=arm,
+                run=k,
+                wall_s=round(wall, 3),
+                queries=len(queries),
+                files=len(tree(results)),
+                **(a.extra if arm != "run" else {}),
+            )
             a.extra = {}
             with open(a.out / "workflow_overhead.jsonl", "a") as fh:
                 fh.write(json.dumps(record) + "\n")
             print(json.dumps(record), flush=True)
         for folder in ("wf", "base") if a.baseline else ("wf",):
-            same = tree(a.work / f"{folder}-{k}" / "results" / "batch") == \
-                tree(a.work / f"run-{k}" / "out")
+            same = tree(a.work / f"{folder}-{k}" / "results" / "batch") == tree(
+                a.work / f"run-{k}" / "out"
+            )
             print(f"run {k}: {folder} results equal run --query-list's: {same}", flush=True)
             if not same:
                 raise SystemExit("the workflow's results differ from run --query-list's")
     wf, run = (statistics.median(walls[x]) for x in ("workflow", "run"))
-    line = (f"workflow_overhead: {len(queries)} queries, workers {a.workers}: workflow median "
-            f"{wf:.2f} s (all {' '.join(f'{w:.2f}' for w in walls['workflow'])}), index + run "
-            f"--query-list median {run:.2f} s (all {' '.join(f'{w:.2f}' for w in walls['run'])})"
-            f", overhead {wf - run:+.2f} s ({(wf / run - 1) * 100:+.1f}%)")
+    line = (
+        f"workflow_overhead: {len(queries)} queries, workers {a.workers}: workflow median "
+        f"{wf:.2f} s (all {' '.join(f'{w:.2f}' for w in walls['workflow'])}), index + run "
+        f"--query-list median {run:.2f} s (all {' '.join(f'{w:.2f}' for w in walls['run'])})"
+        f", overhead {wf - run:+.2f} s ({(wf / run - 1) * 100:+.1f}%)"
+    )
     if a.baseline:
         base = statistics.median(walls["baseline"])
-        line += (f"; baseline {a.baseline} median {base:.2f} s (all "
-                 f"{' '.join(f'{w:.2f}' for w in walls['baseline'])}), overhead "
-                 f"{base - run:+.2f} s ({(base / run - 1) * 100:+.1f}%)")
+        line += (
+            f"; baseline {a.baseline} median {base:.2f} s (all "
+            f"{' '.join(f'{w:.2f}' for w in walls['baseline'])}), overhead "
+            f"{base - run:+.2f} s ({(base / run - 1) * 100:+.1f}%)"
+        )
     print(line, flush=True)
     with open(a.out / "summary.txt", "a") as fh:
         fh.write(line + "\n")

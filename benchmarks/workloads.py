@@ -36,7 +36,14 @@ from benchmarks.simulate import (  # noqa: E402
 DEFAULT_PATH = Path(__file__).with_name("workloads.toml")
 KINDS = ("real", "simulated", "batch")
 _META = {
-    "kind", "description", "format", "queries", "reference_of", "reference", "query", "package",
+    "kind",
+    "description",
+    "format",
+    "queries",
+    "reference_of",
+    "reference",
+    "query",
+    "package",
 }
 
 
@@ -79,8 +86,9 @@ def _write(path: Path, records: Records, fmt: str) -> Path:
     return path
 
 
-def materialise(name: str, workdir: str | Path, path: str | Path = DEFAULT_PATH,
-                files: str | Path | None = None) -> dict[str, Path]:
+def materialise(
+    name: str, workdir: str | Path, path: str | Path = DEFAULT_PATH, files: str | Path | None = None
+) -> dict[str, Path]:
     """Files of workload `name`: {"reference", "query"} or, for a batch, {"reference",
     "query_list"} (a text file with one query path a line).  Simulated files are generated in
     `workdir` when missing and reused when present; a real workload's files are looked up by

@@ -23,8 +23,9 @@ def mutated(rng, seq: np.ndarray, rate: float) -> np.ndarray:
     seq = seq.copy()
     hit = rng.random(len(seq)) < rate
     upper = (seq[hit] & 0x20) == 0
-    seq[hit] = np.where(upper, BASES[rng.integers(0, 4, hit.sum())],
-                        BASES[rng.integers(0, 4, hit.sum())] | 0x20)
+    seq[hit] = np.where(
+        upper, BASES[rng.integers(0, 4, hit.sum())], BASES[rng.integers(0, 4, hit.sum())] | 0x20
+    )
     cut = rng.integers(0, len(seq), 30)
     return np.delete(seq, cut)
 
@@ -38,11 +39,16 @@ def main() -> None:
     rng = np.random.default_rng(20261201)
     ref = {r.name: r.seq for r in read_records("demo/reference.fa.gz")}
     qry = read_records("demo/query.2bit")
-    q2 = [Record("q2a", revcomp(mutated(rng, qry[1].seq, 0.06))),
-          Record("q2b", BASES[rng.integers(0, 4, 20_000)])]
+    q2 = [
+        Record("q2a", revcomp(mutated(rng, qry[1].seq, 0.06))),
+        Record("q2b", BASES[rng.integers(0, 4, 20_000)]),
+    ]
     write_fasta("/tmp/query2.fa", q2)
-    with open("/tmp/query2.fa", "rb") as src, open("demo/query2.fa.gz", "wb") as raw, \
-            gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as dst:
+    with (
+        open("/tmp/query2.fa", "rb") as src,
+        open("demo/query2.fa.gz", "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as dst,
+    ):
         dst.write(src.read())
     piece = mutated(rng, ref["chr3"][30_000:90_000], 0.10)
     piece[25_000:25_400] = ord("N")

@@ -56,8 +56,11 @@ if TYPE_CHECKING:
     from hspz.run.request import Request
 
 # argparse dest -> Options field, for the flags that decide what is computed
-FIELDS = {"notransition": "transition", "noentropy": "entropy",
-          "lastz_interval_size": "interval_size"}
+FIELDS = {
+    "notransition": "transition",
+    "noentropy": "entropy",
+    "lastz_interval_size": "interval_size",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -86,16 +89,27 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     a("-Q", "--query-prefix", help="prefix for query names in the output")
     a("-C", "--wga-chunk-size", help=f"bases per seed batch ({d.wga_chunk_size})")
     a("-I", "--lastz-interval-size", help=f"bases per output interval ({d.interval_size})")
-    a("-B", "--seq-block-size", help=f"reference bin target; 0 = automatic layout "
-                                     f"({d.seq_block_size})")
+    a(
+        "-B",
+        "--seq-block-size",
+        help=f"reference bin target; 0 = automatic layout ({d.seq_block_size})",
+    )
     a("--query-block-size", help="query bin target (= --seq-block-size)")
-    a("-m", "--max-hits", help=f"hits per semantic chunk; 0 = KegAlign's 4194304 x device GiB, "
-                               f"the CPU backend assuming a 16 GiB device ({d.max_hits})")
+    a(
+        "-m",
+        "--max-hits",
+        help=f"hits per semantic chunk; 0 = KegAlign's 4194304 x device GiB, "
+        f"the CPU backend assuming a 16 GiB device ({d.max_hits})",
+    )
     a("-t", "--threads", help="host threads, shared by the workers; 0 = all cores (0)")
     a("-G", "--gpus", help="workers, one device each where there are enough (1)")
     a("--backend", help="auto, gpu or cpu (auto: the GPU when one is visible)")
-    a("--kegalign-bins", action="store_true", default=None,
-      help="KegAlign's sequential bins (never shrunk by the memory preflight)")
+    a(
+        "--kegalign-bins",
+        action="store_true",
+        default=None,
+        help="KegAlign's sequential bins (never shrunk by the memory preflight)",
+    )
 
 
 def _given(ns: argparse.Namespace, name: str, default: Any) -> Any:
@@ -128,8 +142,9 @@ def options_from_args(ns: argparse.Namespace) -> Options:
         query_prefix=parse_prefix("--query-prefix", _given(ns, "query_prefix", "")),
         wga_chunk_size=bp("--wga-chunk-size", g("wga_chunk_size", d.wga_chunk_size)),
         interval_size=bp("--lastz-interval-size", g("lastz_interval_size", d.interval_size)),
-        seq_block_size=parse_size("--seq-block-size", g("seq_block_size", d.seq_block_size), 0,
-                                  MAX_BP),
+        seq_block_size=parse_size(
+            "--seq-block-size", g("seq_block_size", d.seq_block_size), 0, MAX_BP
+        ),
         query_block_size=None if qbs is None else bp("--query-block-size", qbs),
         max_hits=parse_size("--max-hits", g("max_hits", d.max_hits), 0, MAX_HITS),
         threads=parse_int("--threads", g("threads", d.threads), 0, MAX_THREADS),
@@ -155,13 +170,25 @@ DEFAULT_TARBALL = object()  # -Z given without a PATH
 
 
 def _add_outputs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-D", "--diagonal-partition", action="store_true",
-                   help="split each segments file as KegAlign's diagonal_partition.py")
-    p.add_argument("-Z", "--tarball", nargs="?", const=DEFAULT_TARBALL, metavar="PATH",
-                   help="one byte-reproducible .tar.gz instead of files "
-                        "(default OUT/segments.tar.gz)")
-    p.add_argument("--wait", action="store_true",
-                   help="wait while another run or merge holds OUT, instead of refusing")
+    p.add_argument(
+        "-D",
+        "--diagonal-partition",
+        action="store_true",
+        help="split each segments file as KegAlign's diagonal_partition.py",
+    )
+    p.add_argument(
+        "-Z",
+        "--tarball",
+        nargs="?",
+        const=DEFAULT_TARBALL,
+        metavar="PATH",
+        help="one byte-reproducible .tar.gz instead of files (default OUT/segments.tar.gz)",
+    )
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait while another run or merge holds OUT, instead of refusing",
+    )
 
 
 def _add_manifest_flags(p: argparse.ArgumentParser) -> None:
@@ -178,33 +205,55 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="one reference against one query; writes segments files")
     _add_run_options(run)
     run.add_argument("-o", "--output", help="output directory (required, but with -u)")
-    run.add_argument("-y", "--time", action="store_true",
-                     help="phase times, lifecycle, peak RSS and the unit ledger")
+    run.add_argument(
+        "-y",
+        "--time",
+        action="store_true",
+        help="phase times, lifecycle, peak RSS and the unit ledger",
+    )
     run.add_argument("-d", "--hit-stats", action="store_true", help="hits-per-seed histogram")
-    run.add_argument("-u", "--cpu-only", action="store_true",
-                     help="stop after CPU preprocessing; print seed and hit counts")
+    run.add_argument(
+        "-u",
+        "--cpu-only",
+        action="store_true",
+        help="stop after CPU preprocessing; print seed and hit counts",
+    )
     run.add_argument("--dump-raw", metavar="F", help="every pre-dedup HSP")
-    run.add_argument("--query-list", metavar="FILE",
-                     help="a file of query paths (one a line): each is a job, written to "
-                          "OUT/000001/, ... with OUT/queries.tsv")
-    run.add_argument("--index", metavar="DIR",
-                     help="load the reference bins from an index (`hspZ index`); "
-                          "--reference is then optional and verified in the background")
+    run.add_argument(
+        "--query-list",
+        metavar="FILE",
+        help="a file of query paths (one a line): each is a job, written to "
+        "OUT/000001/, ... with OUT/queries.tsv",
+    )
+    run.add_argument(
+        "--index",
+        metavar="DIR",
+        help="load the reference bins from an index (`hspZ index`); "
+        "--reference is then optional and verified in the background",
+    )
     _add_manifest_flags(run)
     _add_outputs(run)
 
     plan = sub.add_parser("plan", help="freeze the plan and schedule for --gpus workers")
     _add_run_options(plan)
     plan.add_argument("-o", "--output", required=True, help="the plan file to write")
-    plan.add_argument("--query-list", metavar="FILE",
-                      help="plan every listed query as run --query-list does (a batch)")
+    plan.add_argument(
+        "--query-list",
+        metavar="FILE",
+        help="plan every listed query as run --query-list does (a batch)",
+    )
     plan.add_argument("--index", metavar="DIR", help="plan from an index (`hspZ index`)")
-    plan.add_argument("--sizes", metavar="FILE",
-                      help="also write each work job's memory (a TSV for a scheduler; "
-                           "hspz/commands/sizing.py)")
-    plan.add_argument("--sizes-hits", action="store_true",
-                      help="--sizes counts every unit's seed hits for an expected runtime "
-                           "(hits-estimate's histograms: seconds and ~800 MB a query)")
+    plan.add_argument(
+        "--sizes",
+        metavar="FILE",
+        help="also write each work job's memory (a TSV for a scheduler; hspz/commands/sizing.py)",
+    )
+    plan.add_argument(
+        "--sizes-hits",
+        action="store_true",
+        help="--sizes counts every unit's seed hits for an expected runtime "
+        "(hits-estimate's histograms: seconds and ~800 MB a query)",
+    )
     _add_manifest_flags(plan)
 
     work = sub.add_parser("work", help="run one worker of a plan file")
@@ -214,14 +263,23 @@ def build_parser() -> argparse.ArgumentParser:
     work.add_argument("--backend", default="auto")
     work.add_argument("-t", "--threads", default="0")
     work.add_argument("--device", help="device to use (default: worker mod visible devices)")
-    work.add_argument("--device-lock", metavar="DIR",
-                      help="take the first free device, one lock file per device in DIR "
-                           "(several work jobs on one machine)")
-    work.add_argument("--index", metavar="DIR",
-                      help="load the reference bins from this index (default: the plan's)")
-    work.add_argument("--units", metavar="DIR",
-                      help="where each finished unit is kept, so a rerun computes only the "
-                           "missing ones (default: RESULT.units)")
+    work.add_argument(
+        "--device-lock",
+        metavar="DIR",
+        help="take the first free device, one lock file per device in DIR "
+        "(several work jobs on one machine)",
+    )
+    work.add_argument(
+        "--index",
+        metavar="DIR",
+        help="load the reference bins from this index (default: the plan's)",
+    )
+    work.add_argument(
+        "--units",
+        metavar="DIR",
+        help="where each finished unit is kept, so a rerun computes only the "
+        "missing ones (default: RESULT.units)",
+    )
 
     merge = sub.add_parser("merge", help="emit a plan's results files, as run would")
     merge.add_argument("--plan", required=True)
@@ -236,33 +294,57 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--dump-plan", metavar="F")
     est.add_argument("--from-manifest", metavar="F")
     est.add_argument("--index", metavar="DIR", help="the reference's seed tables from an index")
-    est.add_argument("--ns-per-hit", metavar="NS",
-                     help="project each unit's GPU wall at this measured ns per seed hit (a "
-                          "6th column), and the wall at --gpus W from the run's partition")
-    est.add_argument("--unit-ms", metavar="MS",
-                     help="with --ns-per-hit: a fixed cost per unit, in ms")
-    est.add_argument("--worker-ms", metavar="MS",
-                     help="with --ns-per-hit: a fixed cost per worker (on its first unit), in ms")
-    est.add_argument("--ref-ms-per-mbp", metavar="MS",
-                     help="with --ns-per-hit: ms per Mbp of reference bin, on each unit that "
-                          "starts a visit of that bin (its build and upload)")
-    est.add_argument("--query-ms-per-mbp", metavar="MS",
-                     help="with --ns-per-hit: ms per Mbp of query bin, on every unit (its "
-                          "seed stream)")
-    est.add_argument("--ns-per-hit-per-ref-gbp", metavar="NS",
-                     help="with --ns-per-hit: ns more per seed hit per Gbp of the unit's "
-                          "reference bin")
-    est.add_argument("--pricing", metavar="FILE",
-                     help="the projection's coefficients as JSON (ns_per_hit, unit_ms, "
-                          "worker_ms, ref_ms_per_mbp, query_ms_per_mbp, "
-                          "ns_per_hit_per_ref_gbp; "
-                          "benchmarks/projection_fit.py writes one); flags given override it")
+    est.add_argument(
+        "--ns-per-hit",
+        metavar="NS",
+        help="project each unit's GPU wall at this measured ns per seed hit (a "
+        "6th column), and the wall at --gpus W from the run's partition",
+    )
+    est.add_argument(
+        "--unit-ms", metavar="MS", help="with --ns-per-hit: a fixed cost per unit, in ms"
+    )
+    est.add_argument(
+        "--worker-ms",
+        metavar="MS",
+        help="with --ns-per-hit: a fixed cost per worker (on its first unit), in ms",
+    )
+    est.add_argument(
+        "--ref-ms-per-mbp",
+        metavar="MS",
+        help="with --ns-per-hit: ms per Mbp of reference bin, on each unit that "
+        "starts a visit of that bin (its build and upload)",
+    )
+    est.add_argument(
+        "--query-ms-per-mbp",
+        metavar="MS",
+        help="with --ns-per-hit: ms per Mbp of query bin, on every unit (its seed stream)",
+    )
+    est.add_argument(
+        "--ns-per-hit-per-ref-gbp",
+        metavar="NS",
+        help="with --ns-per-hit: ns more per seed hit per Gbp of the unit's reference bin",
+    )
+    est.add_argument(
+        "--pricing",
+        metavar="FILE",
+        help="the projection's coefficients as JSON (ns_per_hit, unit_ms, "
+        "worker_ms, ref_ms_per_mbp, query_ms_per_mbp, "
+        "ns_per_hit_per_ref_gbp; "
+        "benchmarks/projection_fit.py writes one); flags given override it",
+    )
 
-    warm = sub.add_parser("warm", help="compile the GPU kernels into CuPy's on-disk cache "
-                                       "(once per machine and seed), so that a first run "
-                                       "compiles none")
-    warm.add_argument("-s", "--seed", help="the seed the runs will use: 12of19, 14of22 or a "
-                                           f"pattern of 1/T and 0 ({Options().seed})")
+    warm = sub.add_parser(
+        "warm",
+        help="compile the GPU kernels into CuPy's on-disk cache "
+        "(once per machine and seed), so that a first run "
+        "compiles none",
+    )
+    warm.add_argument(
+        "-s",
+        "--seed",
+        help="the seed the runs will use: 12of19, 14of22 or a "
+        f"pattern of 1/T and 0 ({Options().seed})",
+    )
 
     idx = sub.add_parser("index", help="build a reference's seed tables once, into a folder")
     idx.add_argument("-r", "--reference", required=True, help="reference FASTA, FASTA.gz or 2bit")
@@ -271,8 +353,9 @@ def build_parser() -> argparse.ArgumentParser:
     idx.add_argument("-s", "--seed", help=f"12of19, 14of22 or a pattern of 1/T and 0 ({d.seed})")
     idx.add_argument("-e", "--step", help=f"reference seed step ({d.step})")
     idx.add_argument("-B", "--seq-block-size", help=f"reference bin target ({d.seq_block_size})")
-    idx.add_argument("--kegalign-bins", action="store_true", default=None,
-                     help="KegAlign's sequential bins")
+    idx.add_argument(
+        "--kegalign-bins", action="store_true", default=None, help="KegAlign's sequential bins"
+    )
     idx.add_argument("-t", "--threads", help="host threads; 0 = all cores (0)")
     idx.add_argument("--backend", help="auto, gpu or cpu (the GPU builds the tables when chosen)")
     idx.add_argument("-y", "--time", action="store_true", help="phase times")
@@ -282,8 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     dot.add_argument("--plan", required=True, help="the plan file the job belongs to")
     dot.add_argument("--job", default="1", help="the job's number in a batch plan (1)")
     dot.add_argument("--names", help="names.tsv: title the plots by the job's sheet name")
-    dot.add_argument("--distribution", help="also a PNG of the HSPs' score and length "
-                                            "distributions")
+    dot.add_argument(
+        "--distribution", help="also a PNG of the HSPs' score and length distributions"
+    )
     dot.add_argument("-o", "--output", required=True, help="the PNG to write")
     dot.add_argument("segments", metavar="SEGMENTS", help="the job's folder or -Z archive")
 
@@ -291,8 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
     summ.add_argument("--queries", required=True, help="the batch's queries.tsv")
     summ.add_argument("--names", required=True, help="names.tsv (sheet name -> job)")
     summ.add_argument("--ledger", required=True, help="merge --ledger's TSV")
-    summ.add_argument("--gapped", nargs="+", default=[],
-                      help="the jobs' gapped outputs, in job order (their alignments counted)")
+    summ.add_argument(
+        "--gapped",
+        nargs="+",
+        default=[],
+        help="the jobs' gapped outputs, in job order (their alignments counted)",
+    )
     summ.add_argument("--html", help="also the table as an HTML page (the report's)")
     summ.add_argument("--title", default="", help="the HTML page's heading")
     summ.add_argument("-o", "--output", required=True, help="the TSV to write")
@@ -300,24 +388,35 @@ def build_parser() -> argparse.ArgumentParser:
     gap = sub.add_parser("gapped", help="lastz's gapped extension of one job's segments files")
     gap.add_argument("--plan", required=True, help="the plan file the job belongs to")
     gap.add_argument("--job", default="1", help="the job's number in a batch plan (1)")
-    gap.add_argument("--stage", default="all", choices=("all", "reference", "split", "extend"),
-                     help="all: every file into -o; reference: the plan's reference as the "
-                          "2bit lastz reads; split: the job's files in groups of at most "
-                          "--group-bytes into the groups file -o; extend: group --group of "
-                          "--groups into -o (all)")
-    gap.add_argument("--format", default="maf", help="lastz --format: maf, maf-, axt, general, "
-                                                     "general- (maf)")
+    gap.add_argument(
+        "--stage",
+        default="all",
+        choices=("all", "reference", "split", "extend"),
+        help="all: every file into -o; reference: the plan's reference as the "
+        "2bit lastz reads; split: the job's files in groups of at most "
+        "--group-bytes into the groups file -o; extend: group --group of "
+        "--groups into -o (all)",
+    )
+    gap.add_argument(
+        "--format", default="maf", help="lastz --format: maf, maf-, axt, general, general- (maf)"
+    )
     gap.add_argument("--lastz", default="lastz", help="the lastz program (lastz)")
     gap.add_argument("--lastz-flags", default="", help="more lastz flags, one string")
-    gap.add_argument("--group-bytes", default="1000000",
-                     help="split: a group's segments bytes at most, unless one file is larger "
-                          "(1000000)")
+    gap.add_argument(
+        "--group-bytes",
+        default="1000000",
+        help="split: a group's segments bytes at most, unless one file is larger (1000000)",
+    )
     gap.add_argument("--groups", help="extend: the groups file --stage split wrote")
     gap.add_argument("--group", default="0", help="extend: the group's number, from 0 (0)")
     gap.add_argument("--reference-2bit", help="extend: the 2bit --stage reference wrote")
     gap.add_argument("-o", "--output", required=True, help="the alignments (or file) to write")
-    gap.add_argument("segments", metavar="SEGMENTS", nargs="?",
-                     help="the job's segments folder (not for --stage reference)")
+    gap.add_argument(
+        "segments",
+        metavar="SEGMENTS",
+        nargs="?",
+        help="the job's segments folder (not for --stage reference)",
+    )
 
     cmp = sub.add_parser("compare", help="run lastz --nogapped beside hspZ and report parity")
     _add_run_options(cmp)
@@ -413,14 +512,23 @@ def _writable_file(flag: str, path: str | None, make_folders: bool = False) -> N
 def _inputs(ns: argparse.Namespace) -> dict[str, str | list[str] | None]:
     """The input paths a planning command reads, by flag (for `outdir.check_disjoint`): a
     query list's listed files too."""
-    paths = {flag: getattr(ns, flag[2:].replace("-", "_"), None)
-             for flag in ("--reference", "--query", "--scoring", "--from-manifest", "--index",
-                          "--query-list")}
+    paths = {
+        flag: getattr(ns, flag[2:].replace("-", "_"), None)
+        for flag in (
+            "--reference",
+            "--query",
+            "--scoring",
+            "--from-manifest",
+            "--index",
+            "--query-list",
+        )
+    }
     if paths["--query-list"]:
         from hspz.planning.joblist import read_query_list
 
-        paths["a query of --query-list"] = [q.path for q in read_query_list(
-            paths["--query-list"])[0]]
+        paths["a query of --query-list"] = [
+            q.path for q in read_query_list(paths["--query-list"])[0]
+        ]
     return paths
 
 
@@ -433,8 +541,13 @@ def _dumps(ns: argparse.Namespace, inputs: dict, *flags: str) -> dict[str, list[
     out = {}
     for flag in flags:
         path = getattr(ns, flag[2:].replace("-", "_"), None)
-        out[flag] = None if path is None else \
-            [f"{path}.{job_name(k)}" for k in range(1, jobs + 1)] if jobs else [path]
+        out[flag] = (
+            None
+            if path is None
+            else [f"{path}.{job_name(k)}" for k in range(1, jobs + 1)]
+            if jobs
+            else [path]
+        )
     return out
 
 
@@ -445,10 +558,18 @@ def _request(ns: argparse.Namespace, options: Options) -> Request:
 
     _need_inputs(ns, options)
     knobs.read()  # a knob value docs/knobs.md calls an error stops the run before any work
-    return Request(options, explicit_flags(ns), ns.reference, ns.query, ns.output,
-                   from_manifest=ns.from_manifest, dump_manifest=ns.dump_manifest,
-                   dump_plan=ns.dump_plan, index=getattr(ns, "index", None),
-                   query_list=getattr(ns, "query_list", None))
+    return Request(
+        options,
+        explicit_flags(ns),
+        ns.reference,
+        ns.query,
+        ns.output,
+        from_manifest=ns.from_manifest,
+        dump_manifest=ns.dump_manifest,
+        dump_plan=ns.dump_plan,
+        index=getattr(ns, "index", None),
+        query_list=getattr(ns, "query_list", None),
+    )
 
 
 def _batch_flags(ns: argparse.Namespace, options: Options) -> None:
@@ -460,11 +581,15 @@ def _batch_flags(ns: argparse.Namespace, options: Options) -> None:
     if not getattr(ns, "index", None):
         _need(ns, "--reference")
     for given, flag, why in (
-            (options.seq_block_size == 0, "-B 0", "every job must plan to the same bins"),
-            (options.kegalign_bins, "--kegalign-bins", "every job must plan to the same bins"),
-            (getattr(ns, "from_manifest", None), "--from-manifest", "each job freezes its own "
-             "plan; use --dump-manifest per job"),
-            (getattr(ns, "cpu_only", False), "--cpu-only", "it stops before any job runs")):
+        (options.seq_block_size == 0, "-B 0", "every job must plan to the same bins"),
+        (options.kegalign_bins, "--kegalign-bins", "every job must plan to the same bins"),
+        (
+            getattr(ns, "from_manifest", None),
+            "--from-manifest",
+            "each job freezes its own plan; use --dump-manifest per job",
+        ),
+        (getattr(ns, "cpu_only", False), "--cpu-only", "it stops before any job runs"),
+    ):
         if given:
             raise UsageError(f"{flag} cannot be combined with --query-list: {why}")
 
@@ -484,8 +609,10 @@ def _need_inputs(ns: argparse.Namespace, options: Options) -> None:
         if not index:
             raise UsageError("--index: an empty path")
         if options.seq_block_size == 0:
-            raise UsageError("-B 0 (automatic layout) cannot be combined with --index: an "
-                             "index has its bins; give the -B it was built with")
+            raise UsageError(
+                "-B 0 (automatic layout) cannot be combined with --index: an "
+                "index has its bins; give the -B it was built with"
+            )
         if getattr(ns, "cpu_only", False):
             raise UsageError("--cpu-only cannot be combined with --index")
 
@@ -522,23 +649,42 @@ def _run(ns: argparse.Namespace, options: Options) -> int:
 
     if ns.output is None:
         if not ns.cpu_only:
-            raise UsageError("--output: give the folder the segments files go to (-o OUT); "
-                             "hspZ run never writes into the current folder unasked")
+            raise UsageError(
+                "--output: give the folder the segments files go to (-o OUT); "
+                "hspZ run never writes into the current folder unasked"
+            )
         ns.output = "."  # -u writes nothing there
     req = _request(ns, options)
     req.tarball = _tarball(ns)
     inputs = _inputs(ns)
-    outdir.check_disjoint(inputs, {"--tarball": req.tarball,
-                                   **_dumps(ns, inputs, "--dump-manifest", "--dump-plan",
-                                            "--dump-raw")},
-                          {"--output": outdir.Tree(ns.output, writes=_own(req.tarball),
-                                                   claims=outdir.batch_claims if req.query_list
-                                                   else outdir.publish_claims)})
-    req.dump_raw, req.time, req.hit_stats, req.cpu_only = (ns.dump_raw, ns.time, ns.hit_stats,
-                                                           ns.cpu_only)
+    outdir.check_disjoint(
+        inputs,
+        {
+            "--tarball": req.tarball,
+            **_dumps(ns, inputs, "--dump-manifest", "--dump-plan", "--dump-raw"),
+        },
+        {
+            "--output": outdir.Tree(
+                ns.output,
+                writes=_own(req.tarball),
+                claims=outdir.batch_claims if req.query_list else outdir.publish_claims,
+            )
+        },
+    )
+    req.dump_raw, req.time, req.hit_stats, req.cpu_only = (
+        ns.dump_raw,
+        ns.time,
+        ns.hit_stats,
+        ns.cpu_only,
+    )
     dumps = ("--dump-plan", "--dump-manifest") + (() if ns.cpu_only else ("--dump-raw",))
-    return run_in_out(req, ns.wait, ns.command_line, lambda: backends.select(options),
-                      lambda: _writable_files(ns, *dumps))
+    return run_in_out(
+        req,
+        ns.wait,
+        ns.command_line,
+        lambda: backends.select(options),
+        lambda: _writable_files(ns, *dumps),
+    )
 
 
 def _writable_files(ns: argparse.Namespace, *flags: str) -> None:
@@ -554,8 +700,14 @@ def cmd_plan(ns: argparse.Namespace) -> int:
     options = options_from_args(ns)
     req = _request(ns, options)
     inputs = _inputs(ns)
-    outdir.check_disjoint(inputs, {"--output": ns.output, "--sizes": ns.sizes,
-                                   **_dumps(ns, inputs, "--dump-manifest", "--dump-plan")})
+    outdir.check_disjoint(
+        inputs,
+        {
+            "--output": ns.output,
+            "--sizes": ns.sizes,
+            **_dumps(ns, inputs, "--dump-manifest", "--dump-plan"),
+        },
+    )
     _writable_files(ns, "--output", "--dump-plan", "--dump-manifest", "--sizes")
     return plan_command(req, lambda: backends.select(options), ns.sizes, ns.sizes_hits)
 
@@ -573,8 +725,17 @@ def cmd_work(ns: argparse.Namespace) -> int:
         if getattr(ns, flag[2:].replace("-", "_")) == "":
             raise UsageError(f"{flag}: an empty path")
     options = Options(backend=backend, threads=threads)
-    return work_command(ns.plan, worker, ns.output, lambda: backends.select(options),
-                        threads, device, ns.index, ns.units, ns.device_lock)
+    return work_command(
+        ns.plan,
+        worker,
+        ns.output,
+        lambda: backends.select(options),
+        threads,
+        device,
+        ns.index,
+        ns.units,
+        ns.device_lock,
+    )
 
 
 def cmd_merge(ns: argparse.Namespace) -> int:
@@ -583,8 +744,16 @@ def cmd_merge(ns: argparse.Namespace) -> int:
     tarball = _tarball(ns)
     if ns.ledger is not None:
         _writable_file("--ledger", ns.ledger, make_folders=True)
-    return merge_command(ns.plan, ns.output, tarball, ns.diagonal_partition, ns.results,
-                         ns.wait, ns.command_line, ns.ledger)
+    return merge_command(
+        ns.plan,
+        ns.output,
+        tarball,
+        ns.diagonal_partition,
+        ns.results,
+        ns.wait,
+        ns.command_line,
+        ns.ledger,
+    )
 
 
 def cmd_estimate(ns: argparse.Namespace) -> int:
@@ -597,16 +766,27 @@ def cmd_estimate(ns: argparse.Namespace) -> int:
     stride = parse_int("--stride", ns.stride, 1, MAX_BP)
     outdir.check_disjoint(_inputs(ns), {"--dump-plan": ns.dump_plan})
     _writable_file("--dump-plan", ns.dump_plan)
-    req = Request(options, explicit_flags(ns), ns.reference, ns.query,
-                  from_manifest=ns.from_manifest, dump_plan=ns.dump_plan, index=ns.index)
+    req = Request(
+        options,
+        explicit_flags(ns),
+        ns.reference,
+        ns.query,
+        from_manifest=ns.from_manifest,
+        dump_plan=ns.dump_plan,
+        index=ns.index,
+    )
     pricing = pricing_from_args(ns)
     return estimate_command(req, stride, pricing)
 
 
-PRICING_FLAGS = {"--ns-per-hit": "ns_per_hit", "--unit-ms": "unit_ms",
-                 "--worker-ms": "worker_ms", "--ref-ms-per-mbp": "ref_ms_per_mbp",
-                 "--query-ms-per-mbp": "query_ms_per_mbp",
-                 "--ns-per-hit-per-ref-gbp": "ns_per_hit_per_ref_gbp"}
+PRICING_FLAGS = {
+    "--ns-per-hit": "ns_per_hit",
+    "--unit-ms": "unit_ms",
+    "--worker-ms": "worker_ms",
+    "--ref-ms-per-mbp": "ref_ms_per_mbp",
+    "--query-ms-per-mbp": "query_ms_per_mbp",
+    "--ns-per-hit-per-ref-gbp": "ns_per_hit_per_ref_gbp",
+}
 
 
 def pricing_from_args(ns: argparse.Namespace) -> pricing.Pricing | None:
@@ -655,8 +835,9 @@ def cmd_index(ns: argparse.Namespace) -> int:
     from hspz.engine import backends
 
     if ns.target_prefix is not None:
-        raise UsageError("index: --target-prefix belongs to run; an index stores record names "
-                         "without a prefix")
+        raise UsageError(
+            "index: --target-prefix belongs to run; an index stores record names without a prefix"
+        )
     options = options_from_args(ns)
     if options.seq_block_size == 0:
         raise UsageError("index: -B 0 (automatic layout) cannot build an index; give -B")
@@ -666,12 +847,15 @@ def cmd_index(ns: argparse.Namespace) -> int:
     from hspz.run import outdir
 
     if os.path.lexists(ns.index) or Path(ns.index).name in ("", os.curdir, os.pardir):
-        raise UsageError(f"--index: {ns.index} already exists; an index is never overwritten "
-                         f"(remove it or name another folder)")
-    outdir.check_disjoint({"--reference": ns.reference},
-                          {"--index": [ns.index, *map(str, build_names(Path(ns.index)))]})
-    return index_command(options, ns.reference, ns.index, lambda: backends.select(options),
-                         ns.time)
+        raise UsageError(
+            f"--index: {ns.index} already exists; an index is never overwritten "
+            f"(remove it or name another folder)"
+        )
+    outdir.check_disjoint(
+        {"--reference": ns.reference},
+        {"--index": [ns.index, *map(str, build_names(Path(ns.index)))]},
+    )
+    return index_command(options, ns.reference, ns.index, lambda: backends.select(options), ns.time)
 
 
 def cmd_dotplot(ns: argparse.Namespace) -> int:
@@ -699,8 +883,11 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     options = options_from_args(ns)
     _need(ns, "--reference", "--query")
     files = None if ns.keep is None else [os.path.join(ns.keep, n) for n in compare.KEPT]
-    keeps = outdir.Tree(ns.keep, lambda name: name in compare.KEPT, writes=tuple(files)) \
-        if files is not None else None
+    keeps = (
+        outdir.Tree(ns.keep, lambda name: name in compare.KEPT, writes=tuple(files))
+        if files is not None
+        else None
+    )
     outdir.check_disjoint(_inputs(ns), {"--keep": files}, {"--keep": keeps})
     return compare.main(options, ns.reference, ns.query, ns.lastz, ns.keep)
 
@@ -711,11 +898,14 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
 
     options = options_from_args(ns)
     if ns.index is not None:
-        raise UsageError("benchmark cannot use --index: it times building the reference bin "
-                         "too; use run --index --time")
+        raise UsageError(
+            "benchmark cannot use --index: it times building the reference bin "
+            "too; use run --index --time"
+        )
     if ns.query_list is not None:
-        raise UsageError("benchmark cannot use --query-list: it times one pair; use run "
-                         "--query-list --time")
+        raise UsageError(
+            "benchmark cannot use --query-list: it times one pair; use run --query-list --time"
+        )
     _need(ns, "--reference", "--query")
     outdir.check_disjoint(_inputs(ns), {"--json": ns.json})
     _writable_file("--json", ns.json)
@@ -724,7 +914,17 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
     return bench.main(options, ns.reference, ns.query, warmup, iterations, ns.json)
 
 
-COMMANDS = {"run": cmd_run, "plan": cmd_plan, "work": cmd_work, "merge": cmd_merge,
-            "hits-estimate": cmd_estimate, "index": cmd_index, "dotplot": cmd_dotplot,
-            "summarize": cmd_summarize, "gapped": cmd_gapped, "compare": cmd_compare,
-            "benchmark": cmd_benchmark, "warm": cmd_warm}
+COMMANDS = {
+    "run": cmd_run,
+    "plan": cmd_plan,
+    "work": cmd_work,
+    "merge": cmd_merge,
+    "hits-estimate": cmd_estimate,
+    "index": cmd_index,
+    "dotplot": cmd_dotplot,
+    "summarize": cmd_summarize,
+    "gapped": cmd_gapped,
+    "compare": cmd_compare,
+    "benchmark": cmd_benchmark,
+    "warm": cmd_warm,
+}

@@ -107,6 +107,23 @@ def multibin_run(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("plots")
     ref, qry = write_pair(d)
-    assert main(["run", "-r", str(ref), "-q", str(qry), "-o", str(d / "out"), *FLAGS,
-                 "--backend", "cpu", "--dump-manifest", str(d / "manifest.txt")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(ref),
+                "-q",
+                str(qry),
+                "-o",
+                str(d / "out"),
+                *FLAGS,
+                "--backend",
+                "cpu",
+                "--dump-manifest",
+                str(d / "manifest.txt"),
+            ]
+        )
+        == 0
+    )
     return d, ref, qry, read_manifest(d / "manifest.txt")

@@ -52,15 +52,15 @@ def evolve(rng: np.random.Generator, seq: bytes) -> bytes:
     for _ in range(int(rng.integers(0, 4))):
         i = int(rng.integers(0, len(out)))
         if rng.random() < 0.5:
-            del out[i:i + int(rng.integers(1, 6))]
+            del out[i : i + int(rng.integers(1, 6))]
         else:
             out[i:i] = random_dna(rng, int(rng.integers(1, 6))).tobytes()
     if rng.random() < 0.5:
         i, n = int(rng.integers(0, len(out))), int(rng.integers(1, 40))
-        out[i:i + n] = b"N" * len(out[i:i + n])
+        out[i : i + n] = b"N" * len(out[i : i + n])
     if rng.random() < 0.5:
         i = int(rng.integers(0, len(out)))
-        out[i:i + 80] = bytes(out[i:i + 80]).lower()
+        out[i : i + 80] = bytes(out[i : i + 80]).lower()
     if rng.random() < 0.2:
         out[int(rng.integers(0, len(out)))] = ord(rng.choice(list("RYKMSWBDHVX")))
     return bytes(out)
@@ -77,20 +77,20 @@ def fasta_bytes(records: Records, width: int = 0, description: str = "") -> byte
         parts.append(b">" + head + (b" " + description.encode() if description else b"") + b"\n")
         data = _array(seq).tobytes()
         step = width if width > 0 else max(len(data), 1)
-        parts += [data[i:i + step] + b"\n" for i in range(0, len(data), step)]
+        parts += [data[i : i + step] + b"\n" for i in range(0, len(data), step)]
     return b"".join(parts)
 
 
-def write_fasta(path: str | os.PathLike, records: Records, width: int = 0,
-                description: str = "") -> Path:
+def write_fasta(
+    path: str | os.PathLike, records: Records, width: int = 0, description: str = ""
+) -> Path:
     """Write `records` as FASTA (see `fasta_bytes`) and return the path.  Plain records
     (names hspZ accepts, no description) go through the product's own
     writer, `hspz.io.fasta.write_fasta`, which gives the same bytes; anything else is written
     as `fasta_bytes` makes it."""
     pairs = _pairs(records)
     path = Path(path)
-    if not description and all(isinstance(n, str) and n and not name_problem(n)
-                               for n, _ in pairs):
+    if not description and all(isinstance(n, str) and n and not name_problem(n) for n, _ in pairs):
         _product_write_fasta(path, [Record(n, _array(s)) for n, s in pairs], width=width)
     else:
         path.write_bytes(fasta_bytes(pairs, width, description))

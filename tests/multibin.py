@@ -14,8 +14,21 @@ import numpy as np
 from helpers import BASES, mutate, write_fasta
 
 # a 7-care seed keeps seed tables tiny (4^7 entries) and hits plentiful
-FLAGS = ["-s", "111011001011", "-H", "150", "-E", "-B", "4000", "--query-block-size", "7000",
-         "-C", "1500", "-I", "2500"]
+FLAGS = [
+    "-s",
+    "111011001011",
+    "-H",
+    "150",
+    "-E",
+    "-B",
+    "4000",
+    "--query-block-size",
+    "7000",
+    "-C",
+    "1500",
+    "-I",
+    "2500",
+]
 
 
 def _random(rng, n: int, p=None) -> np.ndarray:
@@ -39,8 +52,10 @@ def records(seed: int = 7) -> tuple[list[tuple[str, np.ndarray]], list[tuple[str
         np.concatenate([mutate(rng, ref[1][:2500], 0.1), mutate(rng, _revcomp(ref[4]), 0.1)]),
         np.concatenate([mutate(rng, _revcomp(ref[2][200:2800]), 0.1), _random(rng, 400)]),
     ]
-    return ([(f"chr{i}", s) for i, s in enumerate(ref)],
-            [(f"contig{i}", s) for i, s in enumerate(qry)])
+    return (
+        [(f"chr{i}", s) for i, s in enumerate(ref)],
+        [(f"contig{i}", s) for i, s in enumerate(qry)],
+    )
 
 
 def write_records(path: Path, recs: list[tuple[str, np.ndarray]]) -> Path:

@@ -152,7 +152,15 @@ def _complement_table() -> bytes:
     """§2: IUPAC codes complemented with case kept, '&'->'&', 'X'->'N', 'U'->'A', else 'N'."""
     table = bytearray(b"N" * 256)
     pairs = {
-        "A": "T", "C": "G", "R": "Y", "K": "M", "S": "S", "W": "W", "B": "V", "D": "H", "N": "N",
+        "A": "T",
+        "C": "G",
+        "R": "Y",
+        "K": "M",
+        "S": "S",
+        "W": "W",
+        "B": "V",
+        "D": "H",
+        "N": "N",
     }
     for a, b in pairs.items():
         for x, y in ((a, b), (b, a)):
@@ -208,8 +216,11 @@ def read_score_file(path: str | Path) -> list[list[int]]:
             header = line.split()
         else:  # a row without its label takes the next column label (LASTZ, blastz files)
             fields = line.split()
-            row, values = (header[len(rows)], fields) if len(fields) == len(header) else \
-                (fields[0], fields[1:])
+            row, values = (
+                (header[len(rows)], fields)
+                if len(fields) == len(header)
+                else (fields[0], fields[1:])
+            )
             rows.append(row)
             for col, value in zip(header, values, strict=True):
                 defined[(row, col)] = int(value)
@@ -380,22 +391,32 @@ def _scan(pairs, n: int, sub, sub_np, xdrop: int, pos: int, base: int):
     return m, pos
 
 
-def extend(rs: bytes, qs: bytes, ref_len: int, qry_len: int, R: int, Q: int, sub, sub_np,
-           xdrop: int) -> tuple[int, Hsp]:
+def extend(
+    rs: bytes, qs: bytes, ref_len: int, qry_len: int, R: int, Q: int, sub, sub_np, xdrop: int
+) -> tuple[int, Hsp]:
     """§3 Ungapped x-drop from anchor (R, Q): right from k = 0 (pos = -1), left from k = 1
     (pos = 0). Returns (total, unscored Hsp)."""
     n_right = min(ref_len - R, qry_len - Q)
-    m_right, pos_right = _scan(lambda a, b: (rs[R + a:R + b], qs[Q + a:Q + b]),
-                               n_right, sub, sub_np, xdrop, -1, 0)
+    m_right, pos_right = _scan(
+        lambda a, b: (rs[R + a : R + b], qs[Q + a : Q + b]), n_right, sub, sub_np, xdrop, -1, 0
+    )
     n_left = min(R, Q)
-    m_left, pos_left = _scan(lambda a, b: (rs[R - b:R - a][::-1], qs[Q - b:Q - a][::-1]),
-                             n_left, sub, sub_np, xdrop, 0, 1)
+    m_left, pos_left = _scan(
+        lambda a, b: (rs[R - b : R - a][::-1], qs[Q - b : Q - a][::-1]),
+        n_left,
+        sub,
+        sub_np,
+        xdrop,
+        0,
+        1,
+    )
     hsp = Hsp(R - pos_left, Q - pos_left, pos_right + pos_left, 0)
     return m_right + m_left, hsp
 
 
-def extend_plain(rs: bytes, qs: bytes, ref_len: int, qry_len: int, R: int, Q: int, sub,
-                 xdrop: int) -> tuple[int, Hsp]:
+def extend_plain(
+    rs: bytes, qs: bytes, ref_len: int, qry_len: int, R: int, Q: int, sub, xdrop: int
+) -> tuple[int, Hsp]:
     """``extend`` as the literal per-base loops of §3 (used to check ``_scan``)."""
     s = m_right = 0
     pos_right, k = -1, 0
@@ -455,13 +476,15 @@ def _contains(a: Hsp, b: Hsp) -> bool:
         return False
     a_end, b_end = a.ref_start + a.length, b.ref_start + b.length
     return (a.ref_start <= b.ref_start and b_end <= a_end) or (
-        b.ref_start <= a.ref_start and a_end <= b_end)
+        b.ref_start <= a.ref_start and a_end <= b_end
+    )
 
 
 def dedup(hsps: list[Hsp]) -> list[Hsp]:
     """§3 Dedup and order of one semantic chunk."""
-    by_diag = sorted(hsps, key=lambda h: ((h.ref_start - h.query_start) & U32, h.ref_start,
-                                          h.length, -h.score))
+    by_diag = sorted(
+        hsps, key=lambda h: ((h.ref_start - h.query_start) & U32, h.ref_start, h.length, -h.score)
+    )
     kept = [h for i, h in enumerate(by_diag) if i == 0 or not _contains(h, by_diag[i - 1])]
     return sorted(kept, key=lambda h: (h.query_start, h.ref_start, h.length, -h.score))
 
@@ -488,8 +511,17 @@ def run_batch(ctx: Context, ref: Bin, table, rs: bytes, qry: Bin, qs: bytes, see
         found = []
         for k, j in (seeds[i] for i in chunk):
             for p in table.get(k, ()):
-                total, h = extend(rs, qs, ref.block_len, qry.block_len, p + size, j + size,
-                                  ctx.sub, ctx.sub_np, ctx.opts.xdrop)
+                total, h = extend(
+                    rs,
+                    qs,
+                    ref.block_len,
+                    qry.block_len,
+                    p + size,
+                    j + size,
+                    ctx.sub,
+                    ctx.sub_np,
+                    ctx.opts.xdrop,
+                )
                 scored = gate(total, rs, qs, h, ctx.opts)
                 if scored is not None:
                     found.append(scored)
@@ -501,9 +533,16 @@ def segment_line(h: Hsp, ref: Bin, qry: Bin, strand: str) -> bytes:
     """§4 line: 1-based inclusive coordinates relative to each record."""
     rname, rstart, _ = ref.record_at(h.ref_start)
     qname, qstart, _ = qry.record_at(h.query_start)
-    cols = [rname, h.ref_start + 1 - rstart, h.ref_start + h.length + 1 - rstart,
-            qname, h.query_start + 1 - qstart, h.query_start + h.length + 1 - qstart,
-            strand, h.score]
+    cols = [
+        rname,
+        h.ref_start + 1 - rstart,
+        h.ref_start + h.length + 1 - rstart,
+        qname,
+        h.query_start + 1 - qstart,
+        h.query_start + h.length + 1 - qstart,
+        strand,
+        h.score,
+    ]
     return ("\t".join(map(str, cols)) + "\n").encode()
 
 
@@ -547,8 +586,7 @@ def oracle_run(ref_fasta_path, query_fasta_path, **options) -> dict[str, bytes]:
     seed = Seed.parse(opts.seed)
     sub = score_matrix(opts)
     ctx = Context(opts, seed, sub, np.array(sub, dtype=np.int64))
-    ref_bins = make_bins(read_fasta(ref_fasta_path), opts.seq_block_size, opts,
-                         opts.target_prefix)
+    ref_bins = make_bins(read_fasta(ref_fasta_path), opts.seq_block_size, opts, opts.target_prefix)
     qry_target = opts.query_block_size or opts.seq_block_size
     qry_bins = make_bins(read_fasta(query_fasta_path), qry_target, opts, opts.query_prefix)
     files: dict[str, bytes] = {}

@@ -28,8 +28,9 @@ def snapshot(root: Path) -> dict[str, str]:
     return out
 
 
-def assert_refused(capfd, argv: list[str], status: int, pattern: str, root: Path,
-                   chatter: bool = False) -> str:
+def assert_refused(
+    capfd, argv: list[str], status: int, pattern: str, root: Path, chatter: bool = False
+) -> str:
     """Run `hspZ argv` in this process and check that it is a clean refusal; the line.
     `chatter`: report lines (`schedule:`, `note:`, ...) may precede it (a refusal found once the
     run has started); otherwise stderr holds the one line alone."""

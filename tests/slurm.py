@@ -194,8 +194,15 @@ def alive(pid: int) -> bool:
 
 
 def _apt(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=env, stdin=subprocess.DEVNULL, timeout=900)
+    return subprocess.run(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        timeout=900,
+    )
 
 
 @contextlib.contextmanager
@@ -226,18 +233,31 @@ def _start_munge(cluster: Cluster, timeout: float) -> None:
     key.touch(mode=0o600)
     key.write_bytes(os.urandom(1024))
     socket_path = root / "socket"
-    _daemon(cluster, "munged", "-F", f"--socket={socket_path}", f"--key-file={key}",
-            f"--pid-file={root / 'munged.pid'}", f"--log-file={cluster.root / 'log/munged.log'}",
-            f"--seed-file={root / 'seed'}")
+    _daemon(
+        cluster,
+        "munged",
+        "-F",
+        f"--socket={socket_path}",
+        f"--key-file={key}",
+        f"--pid-file={root / 'munged.pid'}",
+        f"--log-file={cluster.root / 'log/munged.log'}",
+        f"--seed-file={root / 'seed'}",
+    )
     deadline = time.monotonic() + timeout
     while not socket_path.exists():
         if time.monotonic() > deadline or not alive(cluster.pids["munged"]):
             raise SlurmError(f"munged did not start\n{cluster.log_tail()}")
         time.sleep(0.05)
-    cred = subprocess.run(["munge", "-n", "-S", str(socket_path)], capture_output=True,
-                          env=cluster.env, timeout=10)
-    check = subprocess.run(["unmunge", "-S", str(socket_path)], input=cred.stdout,
-                           capture_output=True, env=cluster.env, timeout=10)
+    cred = subprocess.run(
+        ["munge", "-n", "-S", str(socket_path)], capture_output=True, env=cluster.env, timeout=10
+    )
+    check = subprocess.run(
+        ["unmunge", "-S", str(socket_path)],
+        input=cred.stdout,
+        capture_output=True,
+        env=cluster.env,
+        timeout=10,
+    )
     if check.returncode != 0:
         raise SlurmError(f"munge -n | unmunge failed: {check.stderr.decode().strip()}")
 
@@ -285,8 +305,9 @@ def _write_config(cluster: Cluster) -> None:
         "GresTypes": "gpu",
     }
     lines = [f"{key}={value}" for key, value in settings.items()]
-    lines.append(f"NodeName={cluster.node} NodeAddr=127.0.0.1 {hardware} Gres=gpu:{GPUS} "
-                 "State=UNKNOWN")
+    lines.append(
+        f"NodeName={cluster.node} NodeAddr=127.0.0.1 {hardware} Gres=gpu:{GPUS} State=UNKNOWN"
+    )
     lines.append("PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     (root / "slurm.conf").write_text("\n".join(lines) + "\n")
     gpus = f"{root}/fakegpu[0-{GPUS - 1}]"
@@ -299,8 +320,13 @@ def _write_config(cluster: Cluster) -> None:
 
 def _node_hardware() -> dict[str, str]:
     """`slurmd -C`'s NodeName line as a dict: what the machine has, as slurmd will report it."""
-    done = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, timeout=30,
-                          env={**os.environ, "PATH": SEARCH_PATH})
+    done = subprocess.run(
+        ["slurmd", "-C"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PATH": SEARCH_PATH},
+    )
     words = done.stdout.splitlines()[0].split() if done.stdout else []
     node = dict(word.split("=", 1) for word in words if "=" in word)
     if done.returncode != 0 or not all(key in node for key in ("NodeName", *NODE_KEYS)):
@@ -322,9 +348,14 @@ def _daemon(cluster: Cluster, name: str, *args: str) -> None:
     logs = cluster.root / "log"
     logs.mkdir(exist_ok=True)
     with open(logs / f"{name}.out", "wb") as out:
-        process = subprocess.Popen([shutil.which(name, path=SEARCH_PATH), *args], stdout=out,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   env=cluster.env, start_new_session=True)
+        process = subprocess.Popen(
+            [shutil.which(name, path=SEARCH_PATH), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=cluster.env,
+            start_new_session=True,
+        )
     cluster.pids[name] = process.pid
     cluster.children.append(process)
     cluster.save()

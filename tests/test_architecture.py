@@ -16,8 +16,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "hspz"
 
 # lowest first: a module may import from its own package and from packages listed above it
-LAYERS = ("hspz", "hspz.core", "hspz.io", "hspz.stages", "hspz.engine", "hspz.planning",
-          "hspz.formats", "hspz.run", "hspz.tools", "hspz.commands", "hspz.cli")
+LAYERS = (
+    "hspz",
+    "hspz.core",
+    "hspz.io",
+    "hspz.stages",
+    "hspz.engine",
+    "hspz.planning",
+    "hspz.formats",
+    "hspz.run",
+    "hspz.tools",
+    "hspz.commands",
+    "hspz.cli",
+)
 
 
 def _name(path: Path) -> str:
@@ -66,8 +77,9 @@ GRAPH = {m: imports(m) for m in MODULES}
 
 def test_every_module_sits_in_a_layer():
     assert all(layer(m) > 0 or m == "hspz" for m in MODULES)
-    assert not [m for m in MODULES if m.count(".") == 1 and m not in LAYERS
-                and m != "hspz.__main__"], "a top-level module outside the layer table"
+    assert not [
+        m for m in MODULES if m.count(".") == 1 and m not in LAYERS and m != "hspz.__main__"
+    ], "a top-level module outside the layer table"
 
 
 def test_no_import_runs_up_a_layer():

@@ -19,9 +19,24 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_runner_times_every_arm_and_the_hspz_backends_agree(tmp_path):
     records, png = tmp_path / "runs.jsonl", tmp_path / "scaling.png"
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "run.py"), "tiny", "--repeat", "2",
-           "--no-gpu", "--threads", "2", "--workdir", str(tmp_path), "--machine", "test box",
-           "--json", str(records), "--plot", str(png)]
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "run.py"),
+        "tiny",
+        "--repeat",
+        "2",
+        "--no-gpu",
+        "--threads",
+        "2",
+        "--workdir",
+        str(tmp_path),
+        "--machine",
+        "test box",
+        "--json",
+        str(records),
+        "--plot",
+        str(png),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
@@ -36,11 +51,11 @@ def test_runner_times_every_arm_and_the_hspz_backends_agree(tmp_path):
     runs = [json.loads(line) for line in records.read_text().splitlines()]
     assert [(r["arm"], r["run"]) for r in runs] == [(n, i) for i in (1, 2) for n in names]
     assert {(r["workload"], r["ref_bp"], r["query_bp"], r["machine"]) for r in runs} == {
-        ("tiny", 1_000_000, 500_000, "test box")}
+        ("tiny", 1_000_000, 500_000, "test box")
+    }
     hspz = [r for r in runs if r["kind"] == "hspz-cpu"]
     assert len({r["digest"] for r in hspz}) == 1 and len({r["seed_hits"] for r in hspz}) == 1
-    assert all(r["engine_s"] > 0 and r["time"]["wall"] > 0 and len(r["busy_s"]) == 1
-               for r in hspz)
+    assert all(r["engine_s"] > 0 and r["time"]["wall"] > 0 and len(r["busy_s"]) == 1 for r in hspz)
     assert all(r["wall_s"] > 0 and len(r["loadavg"]) == 3 and r["uptime"] for r in runs)
     if lastz:
         assert {r["hsps"] for r in runs if r["kind"] == "lastz"} != {0}
@@ -50,9 +65,17 @@ def test_runner_times_every_arm_and_the_hspz_backends_agree(tmp_path):
 def test_runner_arms_are_named_as_asked_with_an_alt_twin_of_each_hspz_arm(tmp_path):
     arms = parse_arms("cpu1,cpuN,gpu,gpu2,lastz,lastz-pieces", threads=4, alt=tmp_path)
     assert [a.label for a in arms] == [
-        "hspZ cpu -t 1", "hspZ cpu -t 1 (alt)", "hspZ cpu -t 4", "hspZ cpu -t 4 (alt)",
-        "hspZ gpu", "hspZ gpu (alt)", "hspZ gpu --gpus 2", "hspZ gpu --gpus 2 (alt)",
-        "lastz --nogapped", "lastz x4 query pieces"]
+        "hspZ cpu -t 1",
+        "hspZ cpu -t 1 (alt)",
+        "hspZ cpu -t 4",
+        "hspZ cpu -t 4 (alt)",
+        "hspZ gpu",
+        "hspZ gpu (alt)",
+        "hspZ gpu --gpus 2",
+        "hspZ gpu --gpus 2 (alt)",
+        "lastz --nogapped",
+        "lastz x4 query pieces",
+    ]
     assert [(a.threads, a.gpus) for a in arms if a.kind == "hspz-gpu"][::2] == [(4, 1), (4, 2)]
     with pytest.raises(SystemExit, match="unknown arm 'gpu-2'"):
         parse_arms("gpu-2", threads=1, alt=None)
@@ -61,17 +84,25 @@ def test_runner_arms_are_named_as_asked_with_an_alt_twin_of_each_hspz_arm(tmp_pa
 def test_a_thread_sweep_is_capped_at_the_cores_and_the_alt_twin_has_its_own_counts(tmp_path):
     arms = sweep_arms("1,2,4,8,16", "1,4,16", tmp_path, cores=8)
     assert [a.label for a in arms] == [
-        "hspZ cpu -t 1", "hspZ cpu -t 1 (alt)", "hspZ cpu -t 2", "hspZ cpu -t 4",
-        "hspZ cpu -t 4 (alt)", "hspZ cpu -t 8"]
+        "hspZ cpu -t 1",
+        "hspZ cpu -t 1 (alt)",
+        "hspZ cpu -t 2",
+        "hspZ cpu -t 4",
+        "hspZ cpu -t 4 (alt)",
+        "hspZ cpu -t 8",
+    ]
     assert [a.threads for a in sweep_arms("1,2", None, None, cores=2)] == [1, 2]
 
 
 def test_runner_reads_the_engine_phases_and_the_memory_estimate():
-    text = "\n".join([
-        "time: engine: seed                     1.500  (cpu 1.200; per thread wall/cpu "
-        "0.00/0.00 0.80/0.60 0.70/0.60)",
-        "time: peak RSS 400.5 MiB (main), 410.0 MiB (largest process)",
-        "time: memory estimate 380.0 MiB (main), 390.5 MiB (largest process), 390.5 MiB in all"])
+    text = "\n".join(
+        [
+            "time: engine: seed                     1.500  (cpu 1.200; per thread wall/cpu "
+            "0.00/0.00 0.80/0.60 0.70/0.60)",
+            "time: peak RSS 400.5 MiB (main), 410.0 MiB (largest process)",
+            "time: memory estimate 380.0 MiB (main), 390.5 MiB (largest process), 390.5 MiB in all",
+        ]
+    )
     got = counts(text)
     assert got["engine_phases"]["seed"]["cpu"] == 1.2
     assert got["engine_phases"]["seed"]["threads"] == [[0.0, 0.0], [0.8, 0.6], [0.7, 0.6]]
@@ -79,20 +110,30 @@ def test_runner_reads_the_engine_phases_and_the_memory_estimate():
 
 
 def test_runner_reads_the_ledger_busy_time_and_phases_of_a_two_worker_run():
-    text = "\n".join([
-        "#seeds: 10", "#seed hits: 400", "#raw HSPs: 3", "#HSPs: 2",
-        "time: input                            0.500   1.0%",
-        "time: wall                            50.000 100.0%",
-        "unit ledger:\tordinal\tworker\tdevice\tref_bin\tquery_bin\tref_bp\tquery_bp\tgpu_ms\t"
-        "host_start_ms\thost_end_ms\tseeds\thits\traw_hsps\thsps",
-        "unit ledger:\t0\t0\tgpu0\t0\t0\t5\t5\t1500.0\t2100.00\t3600.0\t5\t200\t2\t1",
-        "unit ledger:\t1\t1\tgpu1\t1\t0\t5\t5\t2500.0\t1900.00\t4400.0\t5\t200\t1\t1",
-        "unit ledger: worker 0 finished at 3600.00 ms, busy 1500.00 ms (1 units)",
-        "unit ledger: worker 1 finished at 4400.00 ms, busy 2500.00 ms (1 units)",
-        "digest: 0123abcd"])
+    text = "\n".join(
+        [
+            "#seeds: 10",
+            "#seed hits: 400",
+            "#raw HSPs: 3",
+            "#HSPs: 2",
+            "time: input                            0.500   1.0%",
+            "time: wall                            50.000 100.0%",
+            "unit ledger:\tordinal\tworker\tdevice\tref_bin\tquery_bin\tref_bp\tquery_bp\tgpu_ms\t"
+            "host_start_ms\thost_end_ms\tseeds\thits\traw_hsps\thsps",
+            "unit ledger:\t0\t0\tgpu0\t0\t0\t5\t5\t1500.0\t2100.00\t3600.0\t5\t200\t2\t1",
+            "unit ledger:\t1\t1\tgpu1\t1\t0\t5\t5\t2500.0\t1900.00\t4400.0\t5\t200\t1\t1",
+            "unit ledger: worker 0 finished at 3600.00 ms, busy 1500.00 ms (1 units)",
+            "unit ledger: worker 1 finished at 4400.00 ms, busy 2500.00 ms (1 units)",
+            "digest: 0123abcd",
+        ]
+    )
     got = counts(text)
-    assert (got["seed_hits"], got["raw_hsps"], got["hsps"], got["digest"]) == (400, 3, 2,
-                                                                               "0123abcd")
+    assert (got["seed_hits"], got["raw_hsps"], got["hsps"], got["digest"]) == (
+        400,
+        3,
+        2,
+        "0123abcd",
+    )
     assert (got["engine_s"], got["busy_s"], got["units"]) == (4.0, [1.5, 2.5], 2)
     assert got["first_unit_s"] == 1.9 and got["time"] == {"input": 0.5, "wall": 50.0}
 
@@ -101,8 +142,10 @@ def test_runner_finds_a_real_workloads_files_by_file_name_in_a_files_folder(tmp_
     from benchmarks.workloads import materialise
 
     toml = tmp_path / "w.toml"
-    toml.write_text('[workloads.pair]\nkind = "real"\nreference = "/nowhere/r.fa.gz"\n'
-                    'query = "/nowhere/q.2bit"\n')
+    toml.write_text(
+        '[workloads.pair]\nkind = "real"\nreference = "/nowhere/r.fa.gz"\n'
+        'query = "/nowhere/q.2bit"\n'
+    )
     carried = tmp_path / "data"
     carried.mkdir()
     with pytest.raises(FileNotFoundError, match="r.fa.gz is missing"):
@@ -112,7 +155,9 @@ def test_runner_finds_a_real_workloads_files_by_file_name_in_a_files_folder(tmp_
     for name in ("r.fa.gz", "q.2bit"):
         (carried / name).write_bytes(b"")
     assert materialise("pair", tmp_path, toml, files=carried) == {
-        "reference": carried / "r.fa.gz", "query": carried / "q.2bit"}
+        "reference": carried / "r.fa.gz",
+        "query": carried / "q.2bit",
+    }
 
 
 def test_runner_makes_a_2bit_workload_with_the_bytes_simulate_pair_gives(tmp_path):
@@ -120,8 +165,10 @@ def test_runner_makes_a_2bit_workload_with_the_bytes_simulate_pair_gives(tmp_pat
     from benchmarks.workloads import load_workloads, materialise, workload_spec
 
     toml = tmp_path / "w.toml"
-    toml.write_text('[workloads.t2]\nkind = "simulated"\nref_mbp = 0.3\nquery_mbp = 0.2\n'
-                    'chromosomes = 2\nseed = 3\nformat = "2bit"\n')
+    toml.write_text(
+        '[workloads.t2]\nkind = "simulated"\nref_mbp = 0.3\nquery_mbp = 0.2\n'
+        'chromosomes = 2\nseed = 3\nformat = "2bit"\n'
+    )
     files = materialise("t2", tmp_path / "work", toml)
     ref, query = simulate_pair(workload_spec(load_workloads(toml), "t2"))
     write_records(tmp_path / "r.2bit", ref, "2bit")
@@ -129,4 +176,5 @@ def test_runner_makes_a_2bit_workload_with_the_bytes_simulate_pair_gives(tmp_pat
     assert files["reference"].read_bytes() == (tmp_path / "r.2bit").read_bytes()
     assert files["query"].read_bytes() == (tmp_path / "q.2bit").read_bytes()
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == sorted(
-        p.name for p in files.values())  # no .part file left behind
+        p.name for p in files.values()
+    )  # no .part file left behind

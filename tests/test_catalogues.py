@@ -30,5 +30,7 @@ def test_the_catalogue_covers_every_class_with_unique_ids():
     for catalogue, commands in _commands().items():
         for command in commands:  # the command's file runs this catalogue's cases for it
             text = (here / f"test_refusals_{command.replace('-', '_')}.py").read_text()
-            assert "from catalogues import" in text and f"{catalogue}." in text, \
-                (catalogue, command)
+            assert "from catalogues import" in text and f"{catalogue}." in text, (
+                catalogue,
+                command,
+            )

@@ -92,8 +92,13 @@ class Line:
         return self.r0 - self.q0
 
     def overlaps(self, other: Line) -> bool:
-        return (self.pair == other.pair and self.r0 <= other.r1 and other.r0 <= self.r1
-                and self.q0 <= other.q1 and other.q0 <= self.q1)
+        return (
+            self.pair == other.pair
+            and self.r0 <= other.r1
+            and other.r0 <= self.r1
+            and self.q0 <= other.q1
+            and other.q0 <= self.q1
+        )
 
 
 @dataclass
@@ -106,7 +111,7 @@ class Comparison:
     theirs: list[bytes]
 
     def summary(self) -> str:
-        return (f"{self.verdict}: hspZ {self.hspz}, lastz {self.lastz}, shared {self.shared}")
+        return f"{self.verdict}: hspZ {self.hspz}, lastz {self.lastz}, shared {self.shared}"
 
 
 def multiset_only(a: list[bytes], b: list[bytes]) -> list[bytes]:
@@ -119,14 +124,28 @@ def hspz_compare(capsys, keep: Path, reference: Path, query: Path, *flags: str) 
     kept line sets."""
     lastz = lastz_or_skip()
     capsys.readouterr()
-    rc = main(["compare", "-r", str(reference), "-q", str(query), "--lastz", lastz,
-               "--keep", str(keep), *flags])
+    rc = main(
+        [
+            "compare",
+            "-r",
+            str(reference),
+            "-q",
+            str(query),
+            "--lastz",
+            lastz,
+            "--keep",
+            str(keep),
+            *flags,
+        ]
+    )
     captured = capsys.readouterr()
     assert rc == 0, captured.err
-    counts = re.search(r"^compare: hspZ (\d+) lines, lastz (\d+) lines, shared (\d+)$",
-                       captured.out, re.M)
-    named = re.search(r"^verdict: (EXACT|DUPLICATES-ONLY|CONTAINED-EXTRA|DIFFERENT)\b",
-                      captured.out, re.M)
+    counts = re.search(
+        r"^compare: hspZ (\d+) lines, lastz (\d+) lines, shared (\d+)$", captured.out, re.M
+    )
+    named = re.search(
+        r"^verdict: (EXACT|DUPLICATES-ONLY|CONTAINED-EXTRA|DIFFERENT)\b", captured.out, re.M
+    )
     assert counts and named, captured.out
     ours = (keep / "hspz.sorted").read_bytes().splitlines()
     theirs = (keep / "lastz.sorted").read_bytes().splitlines()
@@ -205,8 +224,9 @@ def test_aglobin_human_vs_cow_parity(variant, aglobin, capsys, tmp_path):
     # target samples the other phase of reference positions (lastz 1.04.22: 102 lines, 94 of
     # them shared with the 101 of `[multiple]`), and hspZ's sampling is the `[multiple]` one.
     target = f"{aglobin.human}[multiple]"
-    direct = run_lastz(target, str(aglobin.cow), "--nogapped", f"--format={NOGAPPED_FORMAT}",
-                       *lastz_flags)
+    direct = run_lastz(
+        target, str(aglobin.cow), "--nogapped", f"--format={NOGAPPED_FORMAT}", *lastz_flags
+    )
     assert result.theirs == direct
     if changes:
         default = run_lastz(target, str(aglobin.cow), "--nogapped", f"--format={NOGAPPED_FORMAT}")
@@ -218,8 +238,9 @@ def test_aglobin_human_vs_cow_parity(variant, aglobin, capsys, tmp_path):
 def test_aglobin_strands_with_reverse_complement_query(strand, aglobin, capsys, tmp_path):
     """human vs cow has no minus-strand HSPs, so the strand flag is exercised on a query holding
     cow and its reverse complement: plus finds cow's HSPs, minus the same ones on `cowrc`."""
-    result = hspz_compare(capsys, tmp_path / "keep", aglobin.human, aglobin.cow_both,
-                          "--strand", strand)
+    result = hspz_compare(
+        capsys, tmp_path / "keep", aglobin.human, aglobin.cow_both, "--strand", strand
+    )
     print(f"aglobin cow+cowrc --strand {strand}: {result.summary()}")
     assert result.verdict == "EXACT", result.summary()
     lines = [Line.parse(x) for x in result.ours]
@@ -241,8 +262,12 @@ def test_pseudopig_vs_pseudocat_parity(capsys, tmp_path):
     assert len({Line.parse(x).ref for x in result.ours}) > 1  # several reference records hit
     write_fasta(tmp_path / "pig.fa", read_records(pig))
     write_fasta(tmp_path / "cat.fa", read_records(cat))
-    assert result.theirs == run_lastz(f"{tmp_path / 'pig.fa'}[multiple]", str(tmp_path / "cat.fa"),
-                                      "--nogapped", f"--format={NOGAPPED_FORMAT}")
+    assert result.theirs == run_lastz(
+        f"{tmp_path / 'pig.fa'}[multiple]",
+        str(tmp_path / "cat.fa"),
+        "--nogapped",
+        f"--format={NOGAPPED_FORMAT}",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,8 +283,11 @@ def later_start_match(line: Line, by_diag: dict) -> Line | None:
 
 def score_match(line: Line, by_diag: dict, tolerance: int = 2) -> Line | None:
     """A line of the other side with the same coordinates and a score within `tolerance`."""
-    return _on_diagonal(line, by_diag, lambda o: (o.r0, o.r1) == (line.r0, line.r1)
-                        and 0 < abs(o.score - line.score) <= tolerance)
+    return _on_diagonal(
+        line,
+        by_diag,
+        lambda o: (o.r0, o.r1) == (line.r0, line.r1) and 0 < abs(o.score - line.score) <= tolerance,
+    )
 
 
 def _on_diagonal(line: Line, by_diag: dict, match) -> Line | None:
@@ -303,8 +331,10 @@ def test_hpylori_g27_vs_els37_near_parity_explained(capsys, tmp_path):
             rescored.append(line)
         else:
             unexplained.append(line)
-    print(f"  only lastz {len(only_lastz)}: {len(suffixes)} later-start suffixes, "
-          f"{len(rescored)} score +-2, {len(unexplained)} unexplained")
+    print(
+        f"  only lastz {len(only_lastz)}: {len(suffixes)} later-start suffixes, "
+        f"{len(rescored)} score +-2, {len(unexplained)} unexplained"
+    )
     assert not unexplained, unexplained
 
     # The lines only hspZ has: extra copies of a line both have (dedup is against the previous
@@ -326,13 +356,17 @@ def test_hpylori_g27_vs_els37_near_parity_explained(capsys, tmp_path):
             kinds["full partner of a lastz suffix"] += 1
         elif score_match(line, their_diags) is not None:
             kinds["score +-2"] += 1
-        elif any((o.r0 <= line.r0 and line.r1 <= o.r1) or (line.r0 <= o.r0 and o.r1 <= line.r1)
-                 for o in shared_diags.get((line.pair, line.diagonal), ())):
+        elif any(
+            (o.r0 <= line.r0 and line.r1 <= o.r1) or (line.r0 <= o.r0 and o.r1 <= line.r1)
+            for o in shared_diags.get((line.pair, line.diagonal), ())
+        ):
             kinds["nested with a shared line"] += 1
         else:
             marginal.append(line)
-    print(f"  only hspZ {len(only_hspz)}: {dict(kinds)}, {len(marginal)} marginal: "
-          + ", ".join(f"{x.r0}-{x.r1}/{x.q0}{x.strand} {x.score}" for x in marginal))
+    print(
+        f"  only hspZ {len(only_hspz)}: {dict(kinds)}, {len(marginal)} marginal: "
+        + ", ".join(f"{x.r0}-{x.r1}/{x.q0}{x.strand} {x.score}" for x in marginal)
+    )
     assert len(marginal) <= 5, marginal
     assert all(x.score < 3300 for x in marginal), marginal
 
@@ -342,8 +376,9 @@ def test_hpylori_g27_vs_els37_near_parity_explained(capsys, tmp_path):
 # --------------------------------------------------------------------------------------------
 
 
-def seg(r0: int, r1: int, q0: int, strand: str = "+", score: int = 5000,
-        ref: str = "r", qry: str = "q") -> bytes:
+def seg(
+    r0: int, r1: int, q0: int, strand: str = "+", score: int = 5000, ref: str = "r", qry: str = "q"
+) -> bytes:
     q1 = q0 + (r1 - r0)
     return f"{ref}\t{r0}\t{r1}\t{qry}\t{q0}\t{q1}\t{strand}\t{score}".encode()
 
@@ -364,28 +399,34 @@ def test_verdict_duplicates_only():
     assert verdict(sorted([A, B]), sorted([A, B, B, B])) == ("DUPLICATES-ONLY", [], [B, B])
 
 
-@pytest.mark.parametrize("ours, theirs, only_o, only_t", [
-    # hspZ has an extra line nested in one of LASTZ's on the same diagonal
-    ([A, B, seg(150, 200, 1150)], [A, B], [seg(150, 200, 1150)], []),
-    # LASTZ's HSP starts later on the same diagonal (its diagonal history)
-    ([A, B], [seg(130, 200, 1130), B], [A], [seg(130, 200, 1130)]),
-    # the same interval with another score
-    ([A], [seg(100, 200, 1100, score=5002)], [A], [seg(100, 200, 1100, score=5002)]),
-    # the extra one contains the other side's line
-    ([A], [A, seg(90, 210, 1090)], [], [seg(90, 210, 1090)]),
-])
+@pytest.mark.parametrize(
+    "ours, theirs, only_o, only_t",
+    [
+        # hspZ has an extra line nested in one of LASTZ's on the same diagonal
+        ([A, B, seg(150, 200, 1150)], [A, B], [seg(150, 200, 1150)], []),
+        # LASTZ's HSP starts later on the same diagonal (its diagonal history)
+        ([A, B], [seg(130, 200, 1130), B], [A], [seg(130, 200, 1130)]),
+        # the same interval with another score
+        ([A], [seg(100, 200, 1100, score=5002)], [A], [seg(100, 200, 1100, score=5002)]),
+        # the extra one contains the other side's line
+        ([A], [A, seg(90, 210, 1090)], [], [seg(90, 210, 1090)]),
+    ],
+)
 def test_verdict_contained_extra(ours, theirs, only_o, only_t):
     assert verdict(sorted(ours), sorted(theirs)) == ("CONTAINED-EXTRA", only_o, only_t)
 
 
-@pytest.mark.parametrize("extra", [
-    seg(150, 200, 1151),  # nested interval, but one diagonal off
-    seg(150, 250, 1150),  # same diagonal, overlapping but not nested
-    seg(150, 200, 1150, strand="-"),  # other strand
-    seg(150, 200, 1150, ref="r2"),  # other record pair
-    seg(150, 200, 1150, qry="q2"),
-    seg(5000, 5100, 6000),  # nowhere near
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        seg(150, 200, 1151),  # nested interval, but one diagonal off
+        seg(150, 250, 1150),  # same diagonal, overlapping but not nested
+        seg(150, 200, 1150, strand="-"),  # other strand
+        seg(150, 200, 1150, ref="r2"),  # other record pair
+        seg(150, 200, 1150, qry="q2"),
+        seg(5000, 5100, 6000),  # nowhere near
+    ],
+)
 def test_verdict_different(extra):
     assert verdict(sorted([A, B, extra]), sorted([A, B])) == ("DIFFERENT", [extra], [])
     assert verdict(sorted([A, B]), sorted([A, B, extra])) == ("DIFFERENT", [], [extra])
@@ -398,8 +439,10 @@ def test_the_verdict_says_whether_a_difference_is_within_the_band_of_real_pairs(
 
     assert BAND == 0.99
     assert verdict_line("EXACT", 10, 10, 0, 0) == "verdict: EXACT"
-    assert verdict_line("CONTAINED-EXTRA", 10, 11, 0, 1) == \
-        "verdict: CONTAINED-EXTRA (only hspZ: 0, only lastz: 1)"
+    assert (
+        verdict_line("CONTAINED-EXTRA", 10, 11, 0, 1)
+        == "verdict: CONTAINED-EXTRA (only hspZ: 0, only lastz: 1)"
+    )
     within = verdict_line("DIFFERENT", 10_000, 10_010, 60, 70)
     assert within.startswith("verdict: DIFFERENT, within the expected band for real pairs (")
     assert "99.40% of hspZ's lines, 99.30% of lastz's" in within
@@ -423,8 +466,19 @@ def test_compare_prints_the_band_of_a_real_difference(aglobin, tmp_path, capsys,
     wrapper.write_text(f"#!/bin/sh\n{lastz} \"$@\" | awk 'NR % 7 != 3 || ++n > {drop}'\n")
     wrapper.chmod(0o755)
     capsys.readouterr()
-    rc = main(["compare", "-r", str(aglobin.human), "-q", str(aglobin.cow), "--lastz",
-               str(wrapper), "--keep", str(tmp_path / "keep")])
+    rc = main(
+        [
+            "compare",
+            "-r",
+            str(aglobin.human),
+            "-q",
+            str(aglobin.cow),
+            "--lastz",
+            str(wrapper),
+            "--keep",
+            str(tmp_path / "keep"),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     theirs = (tmp_path / "keep" / "lastz.sorted").read_bytes().splitlines()
@@ -442,9 +496,15 @@ def test_compare_prints_the_band_of_a_real_difference(aglobin, tmp_path, capsys,
 
 def gapped_from(aglobin: Aglobin, segments: Path) -> list[Line]:
     """LASTZ's gapped alignments anchored on a segments file."""
-    return [Line.parse(x) for x in run_lastz(str(aglobin.human), str(aglobin.cow_both),
-                                             f"--segments={segments}",
-                                             f"--format={GAPPED_FORMAT}")]
+    return [
+        Line.parse(x)
+        for x in run_lastz(
+            str(aglobin.human),
+            str(aglobin.cow_both),
+            f"--segments={segments}",
+            f"--format={GAPPED_FORMAT}",
+        )
+    ]
 
 
 def anchored(alignments: list[Line], anchors: list[Line]) -> int:
@@ -458,8 +518,7 @@ def test_segments_files_anchor_lastz_gapped_extension(aglobin, tmp_path):
     (human x cow) and a minus file (human x cowrc) describing the same alignments."""
     lastz_or_skip()
     out = tmp_path / "out"
-    assert main(["run", "-r", str(aglobin.human), "-q", str(aglobin.cow_both),
-                 "-o", str(out)]) == 0
+    assert main(["run", "-r", str(aglobin.human), "-q", str(aglobin.cow_both), "-o", str(out)]) == 0
     (plus_file,) = out.glob("*.plus.segments")
     (minus_file,) = out.glob("*.minus.segments")
     plus = [Line.parse(x) for x in plus_file.read_bytes().splitlines()]
@@ -476,8 +535,10 @@ def test_segments_files_anchor_lastz_gapped_extension(aglobin, tmp_path):
     assert sorted(map(as_cow, minus), key=repr) == sorted(plus, key=repr)
 
     results = {}
-    for name, anchors, path, qry, strand in (("plus", plus, plus_file, "cow", "+"),
-                                             ("minus", minus, minus_file, "cowrc", "-")):
+    for name, anchors, path, qry, strand in (
+        ("plus", plus, plus_file, "cow", "+"),
+        ("minus", minus, minus_file, "cowrc", "-"),
+    ):
         alignments = gapped_from(aglobin, path)
         assert alignments, f"lastz made no gapped alignment from the {name} file"
         assert {(a.qry, a.strand) for a in alignments} == {(qry, strand)}
@@ -486,21 +547,31 @@ def test_segments_files_anchor_lastz_gapped_extension(aglobin, tmp_path):
         covered = sum(any(a.overlaps(x) for a in alignments) for x in anchors)
         assert covered >= 0.9 * len(anchors), (name, covered, len(anchors))
         results[name] = alignments
-        print(f"segments {name}: {len(anchors)} anchors -> {len(alignments)} gapped alignments, "
-              f"{covered} anchors covered")
+        print(
+            f"segments {name}: {len(anchors)} anchors -> {len(alignments)} gapped alignments, "
+            f"{covered} anchors covered"
+        )
     assert sorted(map(as_cow, results["minus"]), key=repr) == sorted(results["plus"], key=repr)
 
     # The wrong convention: the minus file with forward-strand query coordinates.
     length = aglobin.cow_len
-    wrong = [Line(x.ref, x.r0, x.r1, x.qry, length - x.q1 + 1, length - x.q0 + 1, x.strand,
-                  x.score) for x in minus]
+    wrong = [
+        Line(x.ref, x.r0, x.r1, x.qry, length - x.q1 + 1, length - x.q0 + 1, x.strand, x.score)
+        for x in minus
+    ]
     wrong_file = tmp_path / "wrong.minus.segments"
-    wrong_file.write_text("".join(f"{x.ref}\t{x.r0}\t{x.r1}\t{x.qry}\t{x.q0}\t{x.q1}\t"
-                                  f"{x.strand}\t{x.score}\n" for x in wrong))
+    wrong_file.write_text(
+        "".join(
+            f"{x.ref}\t{x.r0}\t{x.r1}\t{x.qry}\t{x.q0}\t{x.q1}\t{x.strand}\t{x.score}\n"
+            for x in wrong
+        )
+    )
     misled = gapped_from(aglobin, wrong_file)
     wrong_anchored = anchored(misled, wrong)
-    print(f"segments minus with forward coordinates: {len(misled)} gapped alignments, "
-          f"{wrong_anchored} on an anchor")
+    print(
+        f"segments minus with forward coordinates: {len(misled)} gapped alignments, "
+        f"{wrong_anchored} on an anchor"
+    )
     assert wrong_anchored <= anchored(results["minus"], minus) // 10
 
 

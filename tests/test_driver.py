@@ -20,8 +20,17 @@ from hspz.planning.inputs import read_inputs
 from hspz.run.driver import drive_given
 
 PACKAGE = Path(hspz.__file__).parent
-STAGES = ["read", "freeze", "count_only", "schedule", "workers", "ready", "execution", "report",
-          "publish"]
+STAGES = [
+    "read",
+    "freeze",
+    "count_only",
+    "schedule",
+    "workers",
+    "ready",
+    "execution",
+    "report",
+    "publish",
+]
 
 
 def _function(path: Path, name: str) -> ast.FunctionDef:
@@ -31,12 +40,18 @@ def _function(path: Path, name: str) -> ast.FunctionDef:
 
 def test_the_drivers_body_calls_the_stages_in_order():
     body = _function(PACKAGE / "run" / "driver.py", "drive")
-    calls = [(n.lineno, n.col_offset, n.func.attr) for n in ast.walk(body)
-             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-             and isinstance(n.func.value, ast.Name) and n.func.value.id == "work"]
+    calls = [
+        (n.lineno, n.col_offset, n.func.attr)
+        for n in ast.walk(body)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == "work"
+    ]
     assert [name for *_, name in sorted(calls)] == STAGES
-    assert any(isinstance(n, ast.Call) and getattr(n.func, "id", "") == "execute"
-               for n in ast.walk(body))
+    assert any(
+        isinstance(n, ast.Call) and getattr(n.func, "id", "") == "execute" for n in ast.walk(body)
+    )
 
 
 def test_only_the_driver_runs_the_execute_stage():
@@ -48,8 +63,11 @@ def test_only_the_driver_runs_the_execute_stage():
             if isinstance(node, ast.ImportFrom) and node.module == "hspz.run.execute":
                 if "execute" in [a.name for a in node.names]:
                     users.append(path.relative_to(PACKAGE).as_posix())
-            if isinstance(node, ast.Attribute) and node.attr == "run" and \
-                    getattr(node.value, "id", "") == "execute":
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "run"
+                and getattr(node.value, "id", "") == "execute"
+            ):
                 users.append(f"{path.name}: execute.run")
     assert users == ["run/driver.py"]
 
@@ -70,17 +88,36 @@ def test_the_library_run_and_hspz_run_write_the_same_bytes(tmp_path: Path):
     write_fasta(tmp_path / "ref.fa", [("r1", ref)])
     write_fasta(tmp_path / "qry.fa", [("q1", qry)])
     options = Options(backend="cpu")
-    summary = drive_given(options, read_inputs(options, str(tmp_path / "ref.fa"),
-                                               str(tmp_path / "qry.fa")),
-                          tmp_path / "lib", cpu.BACKEND)
+    summary = drive_given(
+        options,
+        read_inputs(options, str(tmp_path / "ref.fa"), str(tmp_path / "qry.fa")),
+        tmp_path / "lib",
+        cpu.BACKEND,
+    )
     bin_dir = Path(sys.executable).parent
-    done = subprocess.run([str(bin_dir / "hspZ"), "run", "-r", "ref.fa", "-q", "qry.fa", "-o",
-                           "cli", "--backend", "cpu"], capture_output=True, text=True,
-                          cwd=tmp_path, env={**os.environ})
+    done = subprocess.run(
+        [
+            str(bin_dir / "hspZ"),
+            "run",
+            "-r",
+            "ref.fa",
+            "-q",
+            "qry.fa",
+            "-o",
+            "cli",
+            "--backend",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"digest: {summary.digest}\n"
     assert summary.hsps > 0
     lib = {p.name: p.read_bytes() for p in (tmp_path / "lib").iterdir()}
-    cli = {p.name: p.read_bytes() for p in (tmp_path / "cli").iterdir()
-           if not p.name.startswith(".")}
+    cli = {
+        p.name: p.read_bytes() for p in (tmp_path / "cli").iterdir() if not p.name.startswith(".")
+    }
     assert lib == cli

@@ -30,8 +30,7 @@ def tables(side: str, b: int, strand: str):
 def result(ordinal: int, seed: int = 0) -> UnitResult:
     rng = np.random.default_rng(ordinal + 10 * seed)
     r, q = divmod(ordinal, 3)
-    out = UnitResult(ordinal, r, q, seeds=ordinal + 1, hits=2 * ordinal, raw_hsps=ordinal,
-                     hsps=0)
+    out = UnitResult(ordinal, r, q, seeds=ordinal + 1, hits=2 * ordinal, raw_hsps=ordinal, hsps=0)
     for n in (1, 2):
         for strand in ("plus", "minus"):
             k = int(rng.integers(0, 4)) if ordinal != 4 else 0  # unit 4 writes nothing
@@ -73,10 +72,13 @@ def test_files_follow_the_naming_and_minus_lists_are_reversed(tmp_path):
     assert starts == h["ref_start"][::-1].tolist()
 
 
-@pytest.mark.parametrize("bad, message", [
-    (lambda: result(6), "not in the plan"),
-    (lambda: UnitResult(2, 1, 0), "arrived as R1 Q0"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (lambda: result(6), "not in the plan"),
+        (lambda: UnitResult(2, 1, 0), "arrived as R1 Q0"),
+    ],
+)
 def test_out_of_plan_units_are_refused(tmp_path, bad, message):
     e = Emitter(PLAN.units, tables, tmp_path / "out")
     with pytest.raises(RunError, match=message):
@@ -111,10 +113,17 @@ def test_an_earlier_runs_segments_files_are_replaced_or_removed_and_others_kept(
     digest, files = emit(tmp_path, range(6), "fresh")
     out = tmp_path / "reused"
     out.mkdir()
-    stale = ["tmp1.block0.r7.plus.segments", "tmp2.block1.r0.minus.split3.segments",
-             "tmp1.block1.r1.plus.segments"]  # the last: unit 4's, which writes nothing now
-    kept = {"notes.txt": b"mine", "tmp1.block0.r0.plus.segments.bak": b"x",
-            "mine.segments": b"y", next(iter(files)): b"an old version"}
+    stale = [
+        "tmp1.block0.r7.plus.segments",
+        "tmp2.block1.r0.minus.split3.segments",
+        "tmp1.block1.r1.plus.segments",
+    ]  # the last: unit 4's, which writes nothing now
+    kept = {
+        "notes.txt": b"mine",
+        "tmp1.block0.r0.plus.segments.bak": b"x",
+        "mine.segments": b"y",
+        next(iter(files)): b"an old version",
+    }
     for name in stale:
         (out / name).write_bytes(b"r0\t1\t2\tq0\t1\t2\t+\t3000\n")
     for name, data in kept.items():
@@ -126,8 +135,12 @@ def test_an_earlier_runs_segments_files_are_replaced_or_removed_and_others_kept(
     got = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
     mine = {k: v for k, v in kept.items() if k not in files}
     assert got == {**files, **mine}
-    lines = sorted(line for name, data in got.items() if name in files
-                   for line in data.splitlines(keepends=True))
+    lines = sorted(
+        line
+        for name, data in got.items()
+        if name in files
+        for line in data.splitlines(keepends=True)
+    )
     assert hashlib.sha256(b"".join(lines)).hexdigest()[:16] == digest
 
 
@@ -180,24 +193,28 @@ def test_tarball_is_reproducible_and_holds_the_files_in_emission_order(tmp_path)
     with tarfile.open(fileobj=io.BytesIO(blobs[0]), mode="r:gz") as tar:
         members = tar.getmembers()
         assert [m.name for m in members] == emission_order(files)
-        assert {(m.mode, m.mtime, m.uid, m.gid, m.uname, m.gname) for m in members} == \
-            {(0o644, 0, 0, 0, "", "")}
+        assert {(m.mode, m.mtime, m.uid, m.gid, m.uname, m.gname) for m in members} == {
+            (0o644, 0, 0, 0, "", "")
+        }
         assert {m.name: tar.extractfile(m).read() for m in members} == files
     assert gzip.decompress(blobs[0])  # a plain gzip stream
 
 
 def emission_order(files: dict[str, bytes]) -> list[str]:
     """Units by ordinal, then interval, plus before minus."""
+
     def key(name: str):
         n, block, r, strand = name.split(".")[:4]
         return (int(r[1:]), int(block[5:]), int(n[3:]), strand != "plus")
+
     return sorted(files, key=key)
 
 
 def test_every_arrival_permutation_of_a_small_plan_gives_one_digest(tmp_path):
-    digests = {emit(tmp_path, order, f"p{i}")[0]
-               for i, order in enumerate(itertools.islice(itertools.permutations(range(6)), 0,
-                                                          720, 97))}
+    digests = {
+        emit(tmp_path, order, f"p{i}")[0]
+        for i, order in enumerate(itertools.islice(itertools.permutations(range(6)), 0, 720, 97))
+    }
     assert len(digests) == 1
 
 
@@ -215,11 +232,11 @@ def test_a_unit_ahead_of_its_turn_is_staged_on_arrival_except_with_diagonal_spli
             e.add(result(o))
         e.finish()
     assert emit(tmp_path, range(6), "inorder")[1] == {
-        p.name: p.read_bytes() for p in sorted((tmp_path / "plain").iterdir())}
+        p.name: p.read_bytes() for p in sorted((tmp_path / "plain").iterdir())
+    }
 
 
-def test_emitters_of_two_processes_with_one_pid_stage_in_different_folders(tmp_path,
-                                                                           monkeypatch):
+def test_emitters_of_two_processes_with_one_pid_stage_in_different_folders(tmp_path, monkeypatch):
     """Processes in two PID namespaces (containers, hosts) can share a PID; a stage named by
     the PID made their files meet in one folder, so stages are named by a uuid4."""
     import os

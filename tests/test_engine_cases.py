@@ -59,7 +59,7 @@ def planted(ref: bytes, p: int, length: int, qlen: int, j: int, rng) -> bytes:
     for i in range(qlen):
         r = p - j + i
         if 0 <= r < len(ref):
-            out[i] = ref[r] if j <= i < j + length else ref[r:r + 1].translate(TRANSVERSION)[0]
+            out[i] = ref[r] if j <= i < j + length else ref[r : r + 1].translate(TRANSVERSION)[0]
     return bytes(out)
 
 
@@ -112,8 +112,9 @@ def test_identical_sequences_give_one_full_length_plus_hsp(engine, rng):
     files = engine([("r", seq)], [("q", seq)])
     # every base matches, so every seed on diagonal 0 extends to both record ends; dedup keeps one;
     # the minus strand of random DNA has nothing near 3000
-    assert files == {"tmp1.block0.r0.plus.segments": line("r", 1, 1000, "q", 1, 1000, "+",
-                                                          pair_score(seq, seq))}
+    assert files == {
+        "tmp1.block0.r0.plus.segments": line("r", 1, 1000, "q", 1, 1000, "+", pair_score(seq, seq))
+    }
 
 
 def test_record_separator_stops_extension_even_with_a_huge_xdrop(engine, rng):
@@ -121,17 +122,19 @@ def test_record_separator_stops_extension_even_with_a_huge_xdrop(engine, rng):
     files = engine([("r1", r1), ("r2", r2)], [("q", r1 + r2)], xdrop=10000)
     # reference buffer r1 & r2: '&' scores -10 * xdrop = -100000, so q's single record splits
     # into one HSP per reference record (diagonals 0 and +1 of the buffers)
-    assert files == {"tmp1.block0.r0.plus.segments":
-                     line("r1", 1, 600, "q", 1, 600, "+", pair_score(r1, r1))
-                     + line("r2", 1, 500, "q", 601, 1100, "+", pair_score(r2, r2))}
+    assert files == {
+        "tmp1.block0.r0.plus.segments": line("r1", 1, 600, "q", 1, 600, "+", pair_score(r1, r1))
+        + line("r2", 1, 500, "q", 601, 1100, "+", pair_score(r2, r2))
+    }
 
 
 def test_u_complements_to_a_so_a_u_for_t_query_aligns_on_the_minus_strand(engine, rng):
     seq = dna(rng, 800)
     files = engine([("r", seq)], [("q", revcomp(seq).replace(b"T", b"U"))])
     # plus: U is X (no seeds, -100); minus: complement(U) = A, so the buffer is seq itself
-    assert files == {"tmp1.block0.r0.minus.segments": line("r", 1, 800, "q", 1, 800, "-",
-                                                           pair_score(seq, seq))}
+    assert files == {
+        "tmp1.block0.r0.minus.segments": line("r", 1, 800, "q", 1, 800, "-", pair_score(seq, seq))
+    }
 
 
 def test_x_scores_minus_100_but_complements_to_n_on_the_minus_strand(engine, rng):
@@ -144,9 +147,12 @@ def test_x_scores_minus_100_but_complements_to_n_on_the_minus_strand(engine, rng
     minus = engine([("r", seq)], [("q", revcomp(with_x))], strand="minus")
     # minus: the X becomes N (-1000), which splits the alignment at position 501; the two HSPs
     # sort by query start and the minus file lists them reversed
-    assert minus == {"tmp1.block0.r0.minus.segments":
-                     line("r", 502, 1000, "q", 502, 1000, "-", pair_score(seq[501:], seq[501:]))
-                     + line("r", 1, 500, "q", 1, 500, "-", pair_score(seq[:500], seq[:500]))}
+    assert minus == {
+        "tmp1.block0.r0.minus.segments": line(
+            "r", 502, 1000, "q", 502, 1000, "-", pair_score(seq[501:], seq[501:])
+        )
+        + line("r", 1, 500, "q", 1, 500, "-", pair_score(seq[:500], seq[:500]))
+    }
 
 
 def test_one_mismatch_is_bridged_and_costs_its_substitution_score(engine, rng):
@@ -154,8 +160,9 @@ def test_one_mismatch_is_bridged_and_costs_its_substitution_score(engine, rng):
     qry = seq[:500] + seq[500:501].translate(TRANSVERSION) + seq[501:]
     files = engine([("r", seq)], [("q", qry)])
     # one transversion drops ~114 << 910 and ~500 matches follow on either side
-    assert files == {"tmp1.block0.r0.plus.segments": line("r", 1, 1000, "q", 1, 1000, "+",
-                                                          pair_score(seq, qry))}
+    assert files == {
+        "tmp1.block0.r0.plus.segments": line("r", 1, 1000, "q", 1, 1000, "+", pair_score(seq, qry))
+    }
 
 
 def test_a_5bp_deletion_splits_the_alignment_onto_two_diagonals(engine, rng):
@@ -175,8 +182,9 @@ def test_reverse_complement_hits_only_the_minus_strand(engine, rng):
     seq = dna(rng, 1000)
     files = engine([("r", seq)], [("q", revcomp(seq))])
     # on the reverse complement of q the whole record is seq again: coordinates 1..1000 on both
-    assert files == {"tmp1.block0.r0.minus.segments": line("r", 1, 1000, "q", 1, 1000, "-",
-                                                           pair_score(seq, seq))}
+    assert files == {
+        "tmp1.block0.r0.minus.segments": line("r", 1, 1000, "q", 1, 1000, "-", pair_score(seq, seq))
+    }
 
 
 def test_tandem_repeat_small_max_hits_keeps_duplicates_across_semantic_chunks(engine, rng):
@@ -201,13 +209,18 @@ def test_n_run_stops_extension_at_minus_1000(engine, rng):
     qry = seq[:400] + b"N" * 50 + seq[450:]
     files = engine([("r", seq)], [("q", qry)])
     # N scores -1000 against everything: drop 1000 > 910 at the first N from either side
-    assert files == {"tmp1.block0.r0.plus.segments":
-                     line("r", 1, 400, "q", 1, 400, "+", pair_score(seq[:400], seq[:400]))
-                     + line("r", 451, 1000, "q", 451, 1000, "+", pair_score(seq[450:], seq[450:]))}
+    assert files == {
+        "tmp1.block0.r0.plus.segments": line(
+            "r", 1, 400, "q", 1, 400, "+", pair_score(seq[:400], seq[:400])
+        )
+        + line("r", 451, 1000, "q", 451, 1000, "+", pair_score(seq[450:], seq[450:]))
+    }
 
 
-@pytest.mark.parametrize(("ambiguous", "n_vs_base", "n_vs_n", "x_vs_base"), [
-    ("n", 0, 0, -100), ("iupac", 0, 0, 0), ("iupac,10,30", -30, 10, -30)])
+@pytest.mark.parametrize(
+    ("ambiguous", "n_vs_base", "n_vs_n", "x_vs_base"),
+    [("n", 0, 0, -100), ("iupac", 0, 0, 0), ("iupac,10,30", -30, 10, -30)],
+)
 def test_ambiguous_scores_n_and_iupac_codes(engine, rng, ambiguous, n_vs_base, n_vs_n, x_vs_base):
     seq = dna(rng, 1000)
     ref = seq[:410] + b"N" + seq[411:]
@@ -220,11 +233,14 @@ def test_ambiguous_scores_n_and_iupac_codes(engine, rng, ambiguous, n_vs_base, n
     assert files == {"tmp1.block0.r0.plus.segments": line("r", 1, 1000, "q", 1, 1000, "+", score)}
 
 
-@pytest.mark.parametrize(("ambiguous", "pieces"), [
-    (None, [(0, 300, 0), (303, 600, 0), (601, 1000, 0)]),  # N/L and X/L are -1000: two cuts
-    ("n", [(0, 600, 0), (601, 1000, 0)]),                    # N/L = 0; X/L still -1000
-    ("iupac,10,30", [(0, 1000, -4 * 30)]),                   # N/L and X/L = -30: bridged
-])
+@pytest.mark.parametrize(
+    ("ambiguous", "pieces"),
+    [
+        (None, [(0, 300, 0), (303, 600, 0), (601, 1000, 0)]),  # N/L and X/L are -1000: two cuts
+        ("n", [(0, 600, 0), (601, 1000, 0)]),  # N/L = 0; X/L still -1000
+        ("iupac,10,30", [(0, 1000, -4 * 30)]),  # N/L and X/L = -30: bridged
+    ],
+)
 def test_ambiguous_codes_against_lowercase_use_the_ambiguity_penalty(
     engine, rng, ambiguous, pieces
 ):
@@ -234,9 +250,18 @@ def test_ambiguous_codes_against_lowercase_use_the_ambiguity_penalty(
     files = engine([("r", ref)], [("q", qry)], ambiguous=ambiguous)
     plain = [i for i in range(1000) if not 300 <= i < 303 and i != 600]
     expected = b"".join(
-        line("r", a + 1, b, "q", a + 1, b, "+",
-             extra + sum(HOXD70[CODE[seq[i]]][CODE[seq[i]]] for i in plain if a <= i < b))
-        for a, b, extra in pieces)
+        line(
+            "r",
+            a + 1,
+            b,
+            "q",
+            a + 1,
+            b,
+            "+",
+            extra + sum(HOXD70[CODE[seq[i]]][CODE[seq[i]]] for i in plain if a <= i < b),
+        )
+        for a, b, extra in pieces
+    )
     assert files == {"tmp1.block0.r0.plus.segments": expected}
 
 
@@ -252,8 +277,9 @@ def test_diverged_middle_trips_xdrop_and_a_large_xdrop_bridges_it(engine, rng):
     assert (r2e, q2e) == (1500, 1500) and r2 > 500
     # with x-drop 10000 the ~-4300 dip is bridged and both ends are reached
     bridged = engine([("r", seq)], [("q", qry)], xdrop=10000)
-    assert bridged == {"tmp1.block0.r0.plus.segments":
-                       line("r", 1, 1500, "q", 1, 1500, "+", pair_score(seq, qry))}
+    assert bridged == {
+        "tmp1.block0.r0.plus.segments": line("r", 1, 1500, "q", 1, 1500, "+", pair_score(seq, qry))
+    }
 
 
 def test_several_records_per_file_with_reverse_complemented_ones(engine, rng):
@@ -263,11 +289,13 @@ def test_several_records_per_file_with_reverse_complemented_ones(engine, rng):
     files = engine([("r1", r1), ("r2", r2), ("r3", r3)], qry)
     # plus: ordered by query offset in the bin (q1 before q3)
     plus = line("r2", 1, 600, "q1", 1, 600, "+", pair_score(r2, r2)) + line(
-        "r1", 1, 600, "q3", 1, 600, "+", pair_score(r1, q3))
+        "r1", 1, 600, "q3", 1, 600, "+", pair_score(r1, q3)
+    )
     # minus buffer = rc(q4) & rc(q3) & rc(q2) & rc(q1): r2[:300] sorts before r3; the file is
     # written reversed; coordinates are on each record's reverse complement
     minus = line("r3", 1, 600, "q2", 1, 600, "-", pair_score(r3, r3)) + line(
-        "r2", 1, 300, "q4", 1, 300, "-", pair_score(r2[:300], r2[:300]))
+        "r2", 1, 300, "q4", 1, 300, "-", pair_score(r2[:300], r2[:300])
+    )
     assert files == {"tmp1.block0.r0.plus.segments": plus, "tmp1.block0.r0.minus.segments": minus}
 
 
@@ -279,9 +307,12 @@ def test_soft_masked_bases_neither_seed_nor_extend(engine, rng, masked):
     qry = soft if masked in ("query", "both") else seq
     files = engine([("r", ref)], [("q", qry)])
     # lowercase scores -1000 against anything (even itself): extension stops at the mask
-    assert files == {"tmp1.block0.r0.plus.segments":
-                     line("r", 1, 300, "q", 1, 300, "+", pair_score(seq[:300], seq[:300]))
-                     + line("r", 401, 1000, "q", 401, 1000, "+", pair_score(seq[400:], seq[400:]))}
+    assert files == {
+        "tmp1.block0.r0.plus.segments": line(
+            "r", 1, 300, "q", 1, 300, "+", pair_score(seq[:300], seq[:300])
+        )
+        + line("r", 401, 1000, "q", 401, 1000, "+", pair_score(seq[400:], seq[400:]))
+    }
 
 
 def test_dedup_compares_with_the_previous_sorted_hsp_not_the_last_kept(engine, rng):
@@ -296,19 +327,22 @@ def test_dedup_compares_with_the_previous_sorted_hsp_not_the_last_kept(engine, r
     # anchors in C: left drops 3000 - B + 2000 > 3000 -> [C]
     # sorted: [A], [A..C] (contains [A]: dropped), [C] (inside its predecessor [A..C]: dropped,
     # although nothing kept contains it)
-    assert files == {"tmp1.block0.r0.plus.segments": line("r", 51, 110, "q", 1, 60, "+",
-                                                          pair_score(a, a))}
+    assert files == {
+        "tmp1.block0.r0.plus.segments": line("r", 51, 110, "q", 1, 60, "+", pair_score(a, a))
+    }
 
 
 def test_scoring_file_plus100_minus50(engine, rng, tmp_path):
     matrix = tmp_path / "score.txt"
-    matrix.write_text("# +100/-50\nfill_score = -50\n   A    C    G    T\n"
-                      "A  100  -50  -50  -50\nC  -50  100  -50  -50\n"
-                      "G  -50  -50  100  -50\nT  -50  -50  -50  100\n")
+    matrix.write_text(
+        "# +100/-50\nfill_score = -50\n   A    C    G    T\n"
+        "A  100  -50  -50  -50\nC  -50  100  -50  -50\n"
+        "G  -50  -50  100  -50\nT  -50  -50  -50  100\n"
+    )
     seq = dna(rng, 800)
     qry = bytearray(seq)
     for i in (200, 400, 600):
-        qry[i] = seq[i:i + 1].translate(TRANSITION)[0]
+        qry[i] = seq[i : i + 1].translate(TRANSITION)[0]
     files = engine([("r", seq)], [("q", bytes(qry))], scoring=str(matrix))
     # 797 matches * 100 + 3 mismatches * -50
     assert files == {"tmp1.block0.r0.plus.segments": line("r", 1, 800, "q", 1, 800, "+", 79550)}
@@ -316,8 +350,9 @@ def test_scoring_file_plus100_minus50(engine, rng, tmp_path):
 
 def test_scoring_file_rows_without_labels_take_the_columns_in_order(engine, rng, tmp_path):
     matrix = tmp_path / "score.txt"
-    matrix.write_text("  T   A   C   G\n"
-                      "-50 -50 -50 -50\n-50 100 -50 -50\n-50 -50 100 -50\n-50 -50 -50 100\n")
+    matrix.write_text(
+        "  T   A   C   G\n-50 -50 -50 -50\n-50 100 -50 -50\n-50 -50 100 -50\n-50 -50 -50 100\n"
+    )
     seq = bytearray(dna(rng, 800, b"ACG"))
     for i in (100, 250, 400, 550, 700):
         seq[i] = ord("T")
@@ -327,8 +362,10 @@ def test_scoring_file_rows_without_labels_take_the_columns_in_order(engine, rng,
     assert files == {"tmp1.block0.r0.plus.segments": line("r", 1, 800, "q", 1, 800, "+", 79250)}
 
 
-@pytest.mark.parametrize(("step", "p", "found"), [
-    (1, 0, False), (1, 1, True), (3, 1, True), (3, 2, False), (3, 3, False), (3, 4, True)])
+@pytest.mark.parametrize(
+    ("step", "p", "found"),
+    [(1, 0, False), (1, 1, True), (3, 1, True), (3, 2, False), (3, 3, False), (3, 4, True)],
+)
 def test_reference_table_indexes_start_offset_plus_multiples_of_step(engine, rng, step, p, found):
     ref = dna(rng, 300)
     qry = planted(ref, p, 19, 100, 40, rng)
@@ -336,7 +373,7 @@ def test_reference_table_indexes_start_offset_plus_multiples_of_step(engine, rng
     # one 19-bp window is shared; at step 1 the table holds 1, 2, ... (never 0); at step 3,
     # offset = 20 % 3 = 2, start_offset = 1: positions 1, 4, 7, ...
     # the 19 bp score about 1800, and fewer than 20 matches leave entropy at 1
-    score = pair_score(ref[p:p + 19], ref[p:p + 19])
+    score = pair_score(ref[p : p + 19], ref[p : p + 19])
     expected = line("r", p + 1, p + 19, "q", 41, 59, "+", score)
     assert files.get("tmp1.block0.r0.plus.segments") == (expected if found else None)
 
@@ -344,22 +381,24 @@ def test_reference_table_indexes_start_offset_plus_multiples_of_step(engine, rng
 def test_step_3_still_finds_identical_sequences(engine, rng):
     seq = dna(rng, 900)
     files = engine([("r", seq)], [("q", seq)], step=3)
-    assert files == {"tmp1.block0.r0.plus.segments": line("r", 1, 900, "q", 1, 900, "+",
-                                                          pair_score(seq, seq))}
+    assert files == {
+        "tmp1.block0.r0.plus.segments": line("r", 1, 900, "q", 1, 900, "+", pair_score(seq, seq))
+    }
 
 
 def test_notransition_loses_a_match_seeded_only_through_transitions(engine, rng):
     seq = dna(rng, 1000)
     qry = bytearray(seq)
     for i in range(2, 1000, 6):
-        qry[i] = seq[i:i + 1].translate(TRANSITION)[0]
+        qry[i] = seq[i : i + 1].translate(TRANSITION)[0]
     qry = bytes(qry)
     # a transition every 6 bases puts one at a care position of every 12of19 window (care
     # offsets 0,1,2,4,7,8,11,13,15,16,17,18 meet every residue mod 6), so no exact seed exists;
     # windows whose transitions fall on offsets 3, 9, 15 carry exactly one care transition
     with_transitions = engine([("r", seq)], [("q", qry)])
-    assert with_transitions == {"tmp1.block0.r0.plus.segments": line(
-        "r", 1, 1000, "q", 1, 1000, "+", pair_score(seq, qry))}
+    assert with_transitions == {
+        "tmp1.block0.r0.plus.segments": line("r", 1, 1000, "q", 1, 1000, "+", pair_score(seq, qry))
+    }
     assert engine([("r", seq)], [("q", qry)], notransition=True) == {}
 
 
@@ -379,8 +418,9 @@ def test_small_chunks_and_intervals_repeat_the_hsp_once_per_wga_chunk(engine, rn
     # end_pos = 981: intervals (0,300) (300,600) (600,900) (900,981) -> tmp1..tmp4; chunks of 70
     # per interval: 5, 5, 5 and 2 ([900,970) [970,982)); each chunk alone re-finds diagonal 0
     full = line("r", 1, 1000, "q", 1, 1000, "+", pair_score(seq, seq))
-    assert files == {f"tmp{n}.block0.r0.plus.segments": full * k
-                     for n, k in ((1, 5), (2, 5), (3, 5), (4, 2))}
+    assert files == {
+        f"tmp{n}.block0.r0.plus.segments": full * k for n, k in ((1, 5), (2, 5), (3, 5), (4, 2))
+    }
 
 
 def test_a_window_on_an_interval_boundary_is_seeded_by_both_intervals(engine, rng):
@@ -389,15 +429,18 @@ def test_a_window_on_an_interval_boundary_is_seeded_by_both_intervals(engine, rn
     files = engine([("r", ref)], [("q", qry)], hspthresh=1000, lastz_interval_size=40)
     # end_pos = 81: intervals (0,40) (40,80) (80,81), ends inclusive: window 40 is in tmp1 and tmp2
     expected = line("r", 101, 119, "q", 41, 59, "+", pair_score(ref[100:119], ref[100:119]))
-    assert files == {"tmp1.block0.r0.plus.segments": expected,
-                     "tmp2.block0.r0.plus.segments": expected}
+    assert files == {
+        "tmp1.block0.r0.plus.segments": expected,
+        "tmp2.block0.r0.plus.segments": expected,
+    }
 
 
 @pytest.mark.parametrize(
     ("chunk", "seeded"), [(27, False), (81, False), (80, True), (250000, True)]
 )
 def test_last_window_is_never_seeded_when_the_chunk_size_divides_the_interval(
-        engine, rng, chunk, seeded):
+    engine, rng, chunk, seeded
+):
     ref = dna(rng, 300)
     qry = planted(ref, 100, 19, 100, 81, rng)
     files = engine([("r", ref)], [("q", qry)], hspthresh=1000, wga_chunk_size=chunk)
@@ -410,8 +453,9 @@ def test_last_window_is_never_seeded_when_the_chunk_size_divides_the_interval(
 def test_minus_strand_interval_maps_to_qbl_minus_end_to_qbl_minus_start(engine, rng):
     ref = dna(rng, 300)
     qry = revcomp(planted(ref, 100, 19, 100, 40, rng))
-    files = engine([("r", ref)], [("q", qry)], hspthresh=1000, lastz_interval_size=40,
-                   strand="minus")
+    files = engine(
+        [("r", ref)], [("q", qry)], hspthresh=1000, lastz_interval_size=40, strand="minus"
+    )
     # plus intervals (0,40) (40,80) (80,81) map to (41,81) (1,41) (0,1) on the reverse complement;
     # the shared window sits at 40 there, so only interval 2 seeds it
     expected = line("r", 101, 119, "q", 41, 59, "-", pair_score(ref[100:119], ref[100:119]))
@@ -428,30 +472,47 @@ def test_strand_flag_selects_plus_or_minus_files(engine, rng):
     assert plus == {k: v for k, v in both.items() if ".plus." in k}
     assert minus == {k: v for k, v in both.items() if ".minus." in k}
     assert minus["tmp1.block0.r0.minus.segments"] == line(
-        "r", 801, 1400, "q2", 1, 600, "-", pair_score(ref[800:1400], ref[800:1400]))
+        "r", 801, 1400, "q2", 1, 600, "-", pair_score(ref[800:1400], ref[800:1400])
+    )
 
 
-@pytest.mark.parametrize(("kegalign", "query_block", "where"), [
-    # balanced, 1400 bp / 600 -> 3 bins: longest first into the lightest bin, bins by first
-    # record
-    # ref [r0] [r1 r3] [r2]; query [q0 q2] [q1] [q3]
-    (False, None, {"tmp1.block0.r1": ["r3", "r1"], "tmp1.block1.r2": ["r2"],
-                   "tmp1.block2.r0": ["r0"]}),
-    # KegAlign: close once the total exceeds 600: ref [r0 r1] [r2 r3]; query [q0 q1 q2] [q3]
-    (True, None, {"tmp1.block0.r0": ["r1"], "tmp1.block0.r1": ["r3", "r2"],
-                  "tmp1.block1.r0": ["r0"]}),
-    # one query bin: [q0 q1 q2 q3]
-    (False, 100000, {"tmp1.block0.r0": ["r0"], "tmp1.block0.r1": ["r3", "r1"],
-                     "tmp1.block0.r2": ["r2"]}),
-])
+@pytest.mark.parametrize(
+    ("kegalign", "query_block", "where"),
+    [
+        # balanced, 1400 bp / 600 -> 3 bins: longest first into the lightest bin, bins by first
+        # record
+        # ref [r0] [r1 r3] [r2]; query [q0 q2] [q1] [q3]
+        (
+            False,
+            None,
+            {"tmp1.block0.r1": ["r3", "r1"], "tmp1.block1.r2": ["r2"], "tmp1.block2.r0": ["r0"]},
+        ),
+        # KegAlign: close once the total exceeds 600: ref [r0 r1] [r2 r3]; query [q0 q1 q2] [q3]
+        (
+            True,
+            None,
+            {"tmp1.block0.r0": ["r1"], "tmp1.block0.r1": ["r3", "r2"], "tmp1.block1.r0": ["r0"]},
+        ),
+        # one query bin: [q0 q1 q2 q3]
+        (
+            False,
+            100000,
+            {"tmp1.block0.r0": ["r0"], "tmp1.block0.r1": ["r3", "r1"], "tmp1.block0.r2": ["r2"]},
+        ),
+    ],
+)
 def test_bins_decide_file_names(engine, rng, kegalign, query_block, where):
     refs = [(f"r{i}", dna(rng, n)) for i, n in enumerate((500, 300, 400, 200))]
     qry = [(f"q{i}", seq) for i, (_, seq) in enumerate(refs[::-1])]
-    files = engine(refs, qry, seq_block_size=600, query_block_size=query_block,
-                   kegalign_bins=kegalign)
-    assert {name.removesuffix(".plus.segments"): [ln.split(b"\t")[0].decode()
-                                                  for ln in data.splitlines()]
-            for name, data in files.items()} == where
+    files = engine(
+        refs, qry, seq_block_size=600, query_block_size=query_block, kegalign_bins=kegalign
+    )
+    assert {
+        name.removesuffix(".plus.segments"): [
+            ln.split(b"\t")[0].decode() for ln in data.splitlines()
+        ]
+        for name, data in files.items()
+    } == where
 
 
 def test_entropy_rescales_or_drops_a_low_complexity_hsp(engine, rng):
@@ -497,7 +558,7 @@ def random_records(rng) -> tuple[list, list]:
     for i in range(int(rng.integers(1, 4))):
         _, src = refs[int(rng.integers(0, len(refs)))]
         a = int(rng.integers(0, len(src) // 2))
-        piece = evolve(rng, src[a:a + int(rng.integers(200, 1000))])
+        piece = evolve(rng, src[a : a + int(rng.integers(200, 1000))])
         piece = revcomp(piece) if rng.random() < 0.35 else piece
         qry.append((f"qry{i}", dna(rng, int(rng.integers(0, 60))) + piece))
     return refs, qry
@@ -510,8 +571,10 @@ def random_options(rng) -> dict:
     opts = dict(
         strand=rng.choice(["both", "both", "plus", "minus"]),
         seed=rng.choice(["12of19", "12of19", "1110110111", "TT0T1T01TT01T"]),
-        step=int(rng.choice([1, 1, 2, 3])), notransition=bool(rng.random() < 0.3),
-        xdrop=int(rng.choice([910, 910, 400, 2000])), hspthresh=int(rng.choice([800, 1500, 3000])),
+        step=int(rng.choice([1, 1, 2, 3])),
+        notransition=bool(rng.random() < 0.3),
+        xdrop=int(rng.choice([910, 910, 400, 2000])),
+        hspthresh=int(rng.choice([800, 1500, 3000])),
         noentropy=bool(rng.random() < 0.3),
         ambiguous=rng.choice([None, None, "n", "iupac", "iupac,5,40"]),
         wga_chunk_size=maybe(0.4, int(rng.integers(40, 600))),
@@ -520,10 +583,14 @@ def random_options(rng) -> dict:
         query_block_size=maybe(0.3, int(rng.integers(300, 1500))),
         max_hits=maybe(0.4, int(rng.integers(5, 300))),
         kegalign_bins=bool(rng.random() < 0.3),
-        target_prefix=maybe(0.2, "T."), query_prefix=maybe(0.2, "Q."),
+        target_prefix=maybe(0.2, "T."),
+        query_prefix=maybe(0.2, "Q."),
     )
-    return {k: (str(v) if isinstance(v, np.str_) else v) for k, v in opts.items()
-            if v is not None and v != getattr(Options(), k)}
+    return {
+        k: (str(v) if isinstance(v, np.str_) else v)
+        for k, v in opts.items()
+        if v is not None and v != getattr(Options(), k)
+    }
 
 
 @pytest.mark.parametrize("case", range(30))

@@ -23,8 +23,25 @@ def estimate_rows(capsys, pair, extra) -> list[tuple[int, ...]]:
 
 
 def ledger_rows(capsys, pair, extra, out) -> list[tuple[int, ...]]:
-    assert main(["run", "-r", pair[0], "-q", pair[1], *FLAGS, *extra, "--backend", "cpu",
-                 "-y", "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                pair[0],
+                "-q",
+                pair[1],
+                *FLAGS,
+                *extra,
+                "--backend",
+                "cpu",
+                "-y",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     rows = [line.split("\t")[1:] for line in err.splitlines() if line.startswith("unit ledger:\t")]
     head = rows[0]
@@ -32,15 +49,18 @@ def ledger_rows(capsys, pair, extra, out) -> list[tuple[int, ...]]:
     return [tuple(int(row[c]) for c in cols) for row in rows[1:]]
 
 
-@pytest.mark.parametrize("extra", [
-    [],
-    ["-n"],
-    ["-S", "plus", "-e", "2"],
-    ["-S", "minus", "-e", "3"],
-    ["-I", "1000", "-C", "250"],  # interval a multiple of the chunk: boundaries seeded once
-    ["-I", "1111", "-C", "300"],  # otherwise twice
-    ["--kegalign-bins", "-I", "700"],
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [],
+        ["-n"],
+        ["-S", "plus", "-e", "2"],
+        ["-S", "minus", "-e", "3"],
+        ["-I", "1000", "-C", "250"],  # interval a multiple of the chunk: boundaries seeded once
+        ["-I", "1111", "-C", "300"],  # otherwise twice
+        ["--kegalign-bins", "-I", "700"],
+    ],
+)
 def test_estimate_equals_the_ledger_hits(pair, tmp_path, capsys, extra):
     estimated = estimate_rows(capsys, pair, extra)
     assert len(estimated) > 1
@@ -88,8 +108,7 @@ def test_the_projection_prices_each_unit_and_the_runs_partition(tmp_path, capsys
     rows = [line.split("\t") for line in out.splitlines()]
     assert all(float(r[5]) == pytest.approx(int(r[4]) * 2.5e-6, abs=5e-4) for r in rows)
     total = re.search(r"projected at 2.5 ns/hit: ([\d.]+) s of GPU time for 10 units", err)
-    assert float(total.group(1)) == pytest.approx(sum(int(r[4]) for r in rows) * 2.5e-9,
-                                                  abs=1e-3)
+    assert float(total.group(1)) == pytest.approx(sum(int(r[4]) for r in rows) * 2.5e-9, abs=1e-3)
     assert main(["run", *args, "-o", str(tmp_path / "o"), "--backend", "cpu"]) == 0
     run_err = capsys.readouterr().err
     policy = re.search(r"schedule: policy=(\S+) W=2 visits=(\d+)", run_err).groups()
@@ -106,8 +125,18 @@ def test_the_projection_adds_a_fixed_cost_per_unit_and_per_worker(tmp_path, caps
     from hspz.cli import main
 
     ref, qry = write_pair(tmp_path)
-    args = ["hits-estimate", "-r", str(ref), "-q", str(qry), *FLAGS, "--gpus", "2",
-            "--ns-per-hit", "2.5"]
+    args = [
+        "hits-estimate",
+        "-r",
+        str(ref),
+        "-q",
+        str(qry),
+        *FLAGS,
+        "--gpus",
+        "2",
+        "--ns-per-hit",
+        "2.5",
+    ]
     assert main(args) == 0
     plain_out, plain_err = capsys.readouterr()
     assert main([*args, "--unit-ms", "100", "--worker-ms", "1000"]) == 0
@@ -132,12 +161,15 @@ def test_the_projection_adds_a_fixed_cost_per_unit_and_per_worker(tmp_path, caps
     assert sum(busy) == pytest.approx(sum(plain_busy) + units * 0.1 + workers * 1.0, abs=2e-3)
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--unit-ms", "5"], r"--unit-ms prices a projection: give --ns-per-hit too"),
-    (["--ns-per-hit", "0"], r"--ns-per-hit: '?0'? must be above 0 and below 1e9"),
-    (["--ns-per-hit", "1", "--worker-ms", "-1"], r"--worker-ms: '?-1'? must be at least 0"),
-    (["--ns-per-hit", "1", "--unit-ms", "x"], r"--unit-ms: '?x'? is not a number"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--unit-ms", "5"], r"--unit-ms prices a projection: give --ns-per-hit too"),
+        (["--ns-per-hit", "0"], r"--ns-per-hit: '?0'? must be above 0 and below 1e9"),
+        (["--ns-per-hit", "1", "--worker-ms", "-1"], r"--worker-ms: '?-1'? must be at least 0"),
+        (["--ns-per-hit", "1", "--unit-ms", "x"], r"--unit-ms: '?x'? is not a number"),
+    ],
+)
 def test_a_bad_projection_cost_is_one_line(tmp_path, capsys, extra, message):
     import re
 

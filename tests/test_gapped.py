@@ -16,14 +16,23 @@ from hspz.tools import gapped, plots
 
 
 def test_emission_order_is_units_then_intervals_plus_before_minus():
-    names = ["tmp2.block0.r0.plus.segments", "tmp1.block1.r0.plus.segments",
-             "tmp1.block0.r1.plus.segments", "tmp1.block0.r0.minus.segments",
-             "tmp1.block0.r0.plus.split2.segments", "tmp1.block0.r0.plus.split1.segments",
-             "notes.txt"]
+    names = [
+        "tmp2.block0.r0.plus.segments",
+        "tmp1.block1.r0.plus.segments",
+        "tmp1.block0.r1.plus.segments",
+        "tmp1.block0.r0.minus.segments",
+        "tmp1.block0.r0.plus.split2.segments",
+        "tmp1.block0.r0.plus.split1.segments",
+        "notes.txt",
+    ]
     assert gapped.emission_order(names, 2) == [
-        "tmp1.block0.r0.plus.split1.segments", "tmp1.block0.r0.plus.split2.segments",
-        "tmp1.block0.r0.minus.segments", "tmp2.block0.r0.plus.segments",
-        "tmp1.block1.r0.plus.segments", "tmp1.block0.r1.plus.segments"]
+        "tmp1.block0.r0.plus.split1.segments",
+        "tmp1.block0.r0.plus.split2.segments",
+        "tmp1.block0.r0.minus.segments",
+        "tmp2.block0.r0.plus.segments",
+        "tmp1.block1.r0.plus.segments",
+        "tmp1.block0.r1.plus.segments",
+    ]
 
 
 @pytest.mark.lastz
@@ -43,8 +52,7 @@ def test_the_gapped_stage_runs_lastz_per_segments_file_as_kegalign_does(related,
     names = {line.split()[1] for line in text.splitlines() if line.startswith("s ")}
     assert names <= set(m.ref_names) | set(m.qry_names) and len(names) >= 4
     # the same as asking lastz for one file by hand
-    first = gapped.emission_order([p.name for p in segs.iterdir()],
-                                  len(m.plan.query_bins))[0]
+    first = gapped.emission_order([p.name for p in segs.iterdir()], len(m.plan.query_bins))[0]
     one = tmp_path / "one"
     one.mkdir()
     shutil.copy(segs / first, one / first)
@@ -57,8 +65,9 @@ def test_lastz_failing_is_one_line(multibin_run, tmp_path):
     from hspz.core.errors import RunError
 
     with pytest.raises(RunError, match=r"cannot run /no/such/lastz"):
-        gapped.run_gapped(m, str(ref), str(qry), d / "out", str(tmp_path / "x.maf"),
-                          lastz="/no/such/lastz")
+        gapped.run_gapped(
+            m, str(ref), str(qry), d / "out", str(tmp_path / "x.maf"), lastz="/no/such/lastz"
+        )
     assert not (tmp_path / "x.maf").exists()
 
 
@@ -73,6 +82,7 @@ def test_bytes_2bit_cannot_hold_become_n_as_fatotwobit_makes_them(tmp_path):
 
 
 # --- the gapped stage in groups ---------------------------------------------------------------
+
 
 def test_files_are_split_into_consecutive_groups_of_bounded_bytes():
     sizes = [("a", 400), ("b", 500), ("c", 200), ("d", 2000), ("e", 10)]
@@ -117,26 +127,48 @@ def related(tmp_path_factory):
         return mutate(rng, seq, 0.04)
 
     def revcomp(seq):
-        return np.frombuffer(seq.tobytes()[::-1].translate(bytes.maketrans(b"ACGT", b"TGCA")),
-                             np.uint8)
+        return np.frombuffer(
+            seq.tobytes()[::-1].translate(bytes.maketrans(b"ACGT", b"TGCA")), np.uint8
+        )
 
-    qry = {"qa": copy(ref["chr1"][200:2800]),
-           "qb": revcomp(copy(ref["chr2"][100:2900])),
-           "qc": np.concatenate([copy(ref["chr3"][0:1500]),
-                                 revcomp(copy(ref["chr4"][1000:2500]))])}
+    qry = {
+        "qa": copy(ref["chr1"][200:2800]),
+        "qb": revcomp(copy(ref["chr2"][100:2900])),
+        "qc": np.concatenate([copy(ref["chr3"][0:1500]), revcomp(copy(ref["chr4"][1000:2500]))]),
+    }
     write_fasta(d / "ref.fa", ref)
     write_fasta(d / "qry.fa", qry)
-    assert main(["run", "-r", str(d / "ref.fa"), "-q", str(d / "qry.fa"), "-o", str(d / "out"),
-                 "--backend", "cpu", "-B", "3000", "--query-block-size", "3000", "-H", "2000",
-                 "--dump-manifest", str(d / "manifest.txt")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(d / "ref.fa"),
+                "-q",
+                str(d / "qry.fa"),
+                "-o",
+                str(d / "out"),
+                "--backend",
+                "cpu",
+                "-B",
+                "3000",
+                "--query-block-size",
+                "3000",
+                "-H",
+                "2000",
+                "--dump-manifest",
+                str(d / "manifest.txt"),
+            ]
+        )
+        == 0
+    )
     return d, d / "ref.fa", d / "qry.fa", read_manifest(d / "manifest.txt")
 
 
 @pytest.mark.lastz
 @pytest.mark.skipif(shutil.which("lastz") is None, reason="lastz is not installed")
 @pytest.mark.parametrize("fmt", ["maf", "axt", "general"])
-def test_groups_gathered_in_order_are_the_bytes_of_one_run_over_all_files(
-        related, tmp_path, fmt):
+def test_groups_gathered_in_order_are_the_bytes_of_one_run_over_all_files(related, tmp_path, fmt):
     """Cut into groups of any size, extended one group at a time (the reference 2bit written
     once) and concatenated in group order: the bytes `run_gapped` writes over all files, which
     are the per-file outputs concatenated in emission order."""
@@ -158,8 +190,17 @@ def test_groups_gathered_in_order_are_the_bytes_of_one_run_over_all_files(
         parts = []
         for g, group in enumerate(groups):
             out = tmp_path / f"part{g}.{bound}.{fmt}"
-            gapped.extend_group(m, str(ref), str(qry), segs, group, g == 0, str(out),
-                                fmt=fmt, reference_2bit=str(ref2bit))
+            gapped.extend_group(
+                m,
+                str(ref),
+                str(qry),
+                segs,
+                group,
+                g == 0,
+                str(out),
+                fmt=fmt,
+                reference_2bit=str(ref2bit),
+            )
             parts.append(out.read_bytes())
         assert b"".join(parts) == expected, (bound, len(groups))
         if bound == 1:  # one file a group: the per-file outputs, header on the first only
@@ -171,28 +212,80 @@ def test_groups_gathered_in_order_are_the_bytes_of_one_run_over_all_files(
 
 @pytest.mark.lastz
 @pytest.mark.skipif(shutil.which("lastz") is None, reason="lastz is not installed")
-def test_the_cli_stages_split_extend_and_gather_to_the_bytes_of_stage_all(related, tmp_path,
-                                                                         capsys):
+def test_the_cli_stages_split_extend_and_gather_to_the_bytes_of_stage_all(
+    related, tmp_path, capsys
+):
     """`hspZ gapped` as the workflow's rules call it: --stage reference once, --stage split,
     --stage extend per group, the parts concatenated: the bytes of the default --stage all."""
     d, ref, qry, _ = related
     plan = tmp_path / "plan.txt"
-    assert main(["plan", "-r", str(ref), "-q", str(qry), "-o", str(plan), "--backend", "cpu",
-                 "-B", "3000", "--query-block-size", "3000", "-H", "2000"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "-r",
+                str(ref),
+                "-q",
+                str(qry),
+                "-o",
+                str(plan),
+                "--backend",
+                "cpu",
+                "-B",
+                "3000",
+                "--query-block-size",
+                "3000",
+                "-H",
+                "2000",
+            ]
+        )
+        == 0
+    )
     common = ["gapped", "--plan", str(plan), "--job", "1"]
     segs = str(d / "out")
     assert main([*common, "--format", "axt", "-o", str(tmp_path / "all.axt"), segs]) == 0
     assert main([*common, "--stage", "reference", "-o", str(tmp_path / "ref.2bit")]) == 0
-    assert main([*common, "--stage", "split", "--group-bytes", "120", "-o",
-                 str(tmp_path / "groups.txt"), segs]) == 0
+    assert (
+        main(
+            [
+                *common,
+                "--stage",
+                "split",
+                "--group-bytes",
+                "120",
+                "-o",
+                str(tmp_path / "groups.txt"),
+                segs,
+            ]
+        )
+        == 0
+    )
     groups = gapped.read_groups(tmp_path / "groups.txt")
     assert len(groups) > 1
     parts = []
     for g in range(len(groups)):
         out = tmp_path / f"part{g}.axt"
-        assert main([*common, "--stage", "extend", "--groups", str(tmp_path / "groups.txt"),
-                     "--group", str(g), "--reference-2bit", str(tmp_path / "ref.2bit"),
-                     "--format", "axt", "-o", str(out), segs]) == 0
+        assert (
+            main(
+                [
+                    *common,
+                    "--stage",
+                    "extend",
+                    "--groups",
+                    str(tmp_path / "groups.txt"),
+                    "--group",
+                    str(g),
+                    "--reference-2bit",
+                    str(tmp_path / "ref.2bit"),
+                    "--format",
+                    "axt",
+                    "-o",
+                    str(out),
+                    segs,
+                ]
+            )
+            == 0
+        )
         parts.append(out.read_bytes())
     assert b"".join(parts) == (tmp_path / "all.axt").read_bytes()
     assert plots.alignments(tmp_path / "all.axt") >= 4
@@ -201,13 +294,26 @@ def test_the_cli_stages_split_extend_and_gather_to_the_bytes_of_stage_all(relate
     # file of other files, an unknown format, no SEGMENTS
     (tmp_path / "other.txt").write_text("tmp9.block0.r0.plus.segments\n")
     for extra, message in (
-            (["--stage", "extend", segs], "--stage extend needs --groups"),
-            (["--stage", "extend", "--groups", str(tmp_path / "groups.txt"), "--group",
-              str(len(groups)), segs], f"--group: {len(groups)} must be at most"),
-            (["--stage", "extend", "--groups", str(tmp_path / "other.txt"), segs],
-             "does not list the files of SEGMENTS"),
-            (["--format", "sam", segs], "'sam' is not one of maf, maf-, axt, general"),
-            (["--stage", "split"], "--stage split needs the job's segments folder")):
+        (["--stage", "extend", segs], "--stage extend needs --groups"),
+        (
+            [
+                "--stage",
+                "extend",
+                "--groups",
+                str(tmp_path / "groups.txt"),
+                "--group",
+                str(len(groups)),
+                segs,
+            ],
+            f"--group: {len(groups)} must be at most",
+        ),
+        (
+            ["--stage", "extend", "--groups", str(tmp_path / "other.txt"), segs],
+            "does not list the files of SEGMENTS",
+        ),
+        (["--format", "sam", segs], "'sam' is not one of maf, maf-, axt, general"),
+        (["--stage", "split"], "--stage split needs the job's segments folder"),
+    ):
         assert main([*common, *extra, "-o", str(tmp_path / "refused")]) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1, err

@@ -70,8 +70,23 @@ def run_both(tmp: Path, ref: Path, qry: Path, *flags: str, env: dict | None = No
         saved = dict(os.environ)
         os.environ.update(env if backend == "gpu" and env else {})
         try:
-            assert main(["run", "-r", str(ref), "-q", str(qry), "-o", str(out),
-                         "--backend", backend, *flags]) == 0
+            assert (
+                main(
+                    [
+                        "run",
+                        "-r",
+                        str(ref),
+                        "-q",
+                        str(qry),
+                        "-o",
+                        str(out),
+                        "--backend",
+                        backend,
+                        *flags,
+                    ]
+                )
+                == 0
+            )
         finally:
             os.environ.clear()
             os.environ.update(saved)
@@ -122,8 +137,8 @@ def test_gpu_codes_equal_host_codes():
         seed, score = gpu._codes(SeedShape.from_pattern("1101"), buf[:n])
         assert np.array_equal(seed.get(), seed_codes(buf[:n]))
         padded = score.base.get()
-        assert np.array_equal(padded[gpu.PAD: gpu.PAD + n], score_codes(buf[:n]))
-        assert (padded[: gpu.PAD] == 7).all() and (padded[gpu.PAD + n:] == 7).all()
+        assert np.array_equal(padded[gpu.PAD : gpu.PAD + n], score_codes(buf[:n]))
+        assert (padded[: gpu.PAD] == 7).all() and (padded[gpu.PAD + n :] == 7).all()
         assert len(padded) == n + 2 * gpu.PAD and cp.shares_memory(score, score.base)
 
 
@@ -154,8 +169,9 @@ def test_gpu_equals_cpu_under_every_knob(tmp_path, examples, env):
 @pytest.mark.parametrize("threads", ["1", "4", "7"])
 def test_gpu_host_threads_never_change_bytes(tmp_path, examples, threads):
     """-t at, below and above gpu.HOST_THREADS (the host halves' threads while launching)."""
-    run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"], "-m", "300",
-             "-t", threads)
+    run_both(
+        tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"], "-m", "300", "-t", threads
+    )
 
 
 def test_gpu_physical_pieces_never_change_bytes(tmp_path, examples, monkeypatch):
@@ -211,12 +227,24 @@ def test_warm_compiles_what_a_later_run_needs(tmp_path):
     ref, qry = related_pair(rng, 30_000)
     r = write_fasta(tmp_path / "r.fa", [("chrA", ref), ("chrB", ref[::-1])])
     q = write_fasta(tmp_path / "q.fa", [("qA", qry)])
-    for args in (["run", "-r", str(r), "-q", str(q), "-o", str(tmp_path / "o1"), "-B", "40k"],
-                 ["index", "-r", str(r), "--index", str(tmp_path / "idx"), "-B", "25k"],
-                 ["run", "--index", str(tmp_path / "idx"), "-q", str(q), "-o",
-                  str(tmp_path / "o2"), "-B", "25k"]):
-        done = subprocess.run([*hspz, *args, "--backend", "gpu"], env=env, capture_output=True,
-                              text=True)
+    for args in (
+        ["run", "-r", str(r), "-q", str(q), "-o", str(tmp_path / "o1"), "-B", "40k"],
+        ["index", "-r", str(r), "--index", str(tmp_path / "idx"), "-B", "25k"],
+        [
+            "run",
+            "--index",
+            str(tmp_path / "idx"),
+            "-q",
+            str(q),
+            "-o",
+            str(tmp_path / "o2"),
+            "-B",
+            "25k",
+        ],
+    ):
+        done = subprocess.run(
+            [*hspz, *args, "--backend", "gpu"], env=env, capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr
     after = sorted(p.name for p in (tmp_path / "cache").rglob("*") if p.is_file())
     assert after == cached
@@ -235,15 +263,38 @@ def test_gpu_batch_groups_never_change_bytes(tmp_path, monkeypatch, group, seeds
     r = write_fasta(tmp_path / "r.fa", [("r1", ref), ("r2", ref[::-1])])
     q = write_fasta(tmp_path / "q.fa", [("q1", qry), ("q2", ref[3000:5000])])
     for m in ("60", "3000"):
-        run_both(tmp_path, r, q, "-H", "1800", "-C", "700", "-I", "4000", "-m", m,
-                 env={"HSPZ_DEVICE_SEEDS": seeds})
+        run_both(
+            tmp_path,
+            r,
+            q,
+            "-H",
+            "1800",
+            "-C",
+            "700",
+            "-I",
+            "4000",
+            "-m",
+            m,
+            env={"HSPZ_DEVICE_SEEDS": seeds},
+        )
 
 
-@pytest.mark.parametrize("flags", [
-    (), ("--notransition",), ("--step", "3"), ("--seed", "14of22"), ("--seed", "1110110111"),
-    ("--noentropy",), ("--strand", "minus"), ("-C", "700", "-I", "1500"), ("-m", "50"),
-    ("--ambiguous", "iupac,50,100"), ("-H", "1500", "-x", "400"),
-])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        (),
+        ("--notransition",),
+        ("--step", "3"),
+        ("--seed", "14of22"),
+        ("--seed", "1110110111"),
+        ("--noentropy",),
+        ("--strand", "minus"),
+        ("-C", "700", "-I", "1500"),
+        ("-m", "50"),
+        ("--ambiguous", "iupac,50,100"),
+        ("-H", "1500", "-x", "400"),
+    ],
+)
 def test_gpu_equals_cpu_for_each_option(tmp_path, flags):
     rng = np.random.default_rng(zlib.crc32(repr(flags).encode()))
     ref, qry = related_pair(rng)
@@ -280,15 +331,23 @@ def test_gpu_reference_order_is_the_seed_order_hits_sorted_by_window():
 
     rng = np.random.default_rng(5)
     unit = rng.choice(np.frombuffer(b"ACGT", np.uint8), 300)
-    seq = np.concatenate([rng.choice(np.frombuffer(b"ACGT", np.uint8), 2000) if i % 2 else unit
-                          for i in range(40)])  # 20 repeat copies: many hits per seed
+    seq = np.concatenate(
+        [rng.choice(np.frombuffer(b"ACGT", np.uint8), 2000) if i % 2 else unit for i in range(40)]
+    )  # 20 repeat copies: many hits per seed
     ctx = Context.from_options(Options())
     ref = prepare_reference(ctx, 0, [Record("r", seq)])
     qry = prepare_query(ctx, 0, [Record("q", seq[5000:30_000].copy())])
-    g = gpu._Group(ctx, gpu._device_ref(ctx, ref), qry, gpu._device_query(ctx, qry), "plus",
-                   [(0, 9000), (9000, qry.block_len)])
-    kmers, qpos, lo, counts = batch_hits(qry.seed["plus"], ctx.shape, 0, qry.block_len, True,
-                                         ref.table)
+    g = gpu._Group(
+        ctx,
+        gpu._device_ref(ctx, ref),
+        qry,
+        gpu._device_query(ctx, qry),
+        "plus",
+        [(0, 9000), (9000, qry.block_len)],
+    )
+    kmers, qpos, lo, counts = batch_hits(
+        qry.seed["plus"], ctx.shape, 0, qry.block_len, True, ref.table
+    )
     owner = np.repeat(np.arange(len(counts)), counts)
     j = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
     rpos = ref.table.pos_table[lo[owner] + j].astype(np.uint64)
@@ -332,8 +391,24 @@ def test_gpu_raw_dump_and_counts_equal_cpu_with_repeated_hsps(tmp_path, capsys):
     raw, counts = {}, {}
     for backend in ("cpu", "gpu"):
         capsys.readouterr()
-        assert main(["run", "-r", str(r), "-q", str(q), "-o", str(tmp_path / backend),
-                     "--backend", backend, "--dump-raw", str(tmp_path / f"{backend}.raw")]) == 0
+        assert (
+            main(
+                [
+                    "run",
+                    "-r",
+                    str(r),
+                    "-q",
+                    str(q),
+                    "-o",
+                    str(tmp_path / backend),
+                    "--backend",
+                    backend,
+                    "--dump-raw",
+                    str(tmp_path / f"{backend}.raw"),
+                ]
+            )
+            == 0
+        )
         counts[backend] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("#")]
         raw[backend] = (tmp_path / f"{backend}.raw").read_bytes()
     assert raw["gpu"] == raw["cpu"] and counts["gpu"] == counts["cpu"]
@@ -356,28 +431,47 @@ def test_gpu_sweep_equals_the_host_sweep(monkeypatch, chain_cap):
 
     monkeypatch.setattr(gpu, "CHAIN_CAP", chain_cap)
     rng = np.random.default_rng(13)
-    seq = rng.choice(np.frombuffer(b"ACGTacgt", np.uint8), 40_000, p=[.24] * 4 + [.01] * 4)
+    seq = rng.choice(np.frombuffer(b"ACGTacgt", np.uint8), 40_000, p=[0.24] * 4 + [0.01] * 4)
     q = seq[2000:32_000].copy()
     subs = rng.random(len(q)) < 0.03
     q[subs] = rng.choice(np.frombuffer(b"ACGTN", np.uint8), int(subs.sum()))
     ctx = Context.from_options(Options(hspthresh=1))  # keep nearly everything: compare all
     ref = prepare_reference(ctx, 0, [Record("r", seq)])
     qry = prepare_query(ctx, 0, [Record("q", q)])
-    g = gpu._Group(ctx, gpu._device_ref(ctx, ref), qry, gpu._device_query(ctx, qry), "plus",
-                   [(0, qry.block_len)])
-    Q = np.concatenate((rng.integers(0, len(q), 3000), rng.integers(0, 50, 20),
-                        len(q) - 1 - rng.integers(0, 50, 20), rng.integers(0, len(q), 200)))
+    g = gpu._Group(
+        ctx,
+        gpu._device_ref(ctx, ref),
+        qry,
+        gpu._device_query(ctx, qry),
+        "plus",
+        [(0, qry.block_len)],
+    )
+    Q = np.concatenate(
+        (
+            rng.integers(0, len(q), 3000),
+            rng.integers(0, 50, 20),
+            len(q) - 1 - rng.integers(0, 50, 20),
+            rng.integers(0, len(q), 200),
+        )
+    )
     Q[:3] = Q[3:6]  # the same hit twice
     R = Q + 2000
     R[-200:] = rng.integers(0, len(seq), 200)  # random diagonals, mostly single hits
     tags = cp.asarray(rng.integers(0, 5, len(R)).astype(np.uint32))
-    dR, dQ, dT = gpu.by_diagonal(gpu._pack(cp.asarray(R), cp.asarray(Q)), tags, g.dref.len,
-                                 g.qlen)
+    dR, dQ, dT = gpu.by_diagonal(gpu._pack(cp.asarray(R), cp.asarray(Q)), tags, g.dref.len, g.qlen)
     got = [x.get() for x in g.sweep(dR, dQ, dT)]
     Rs, Qs = dR.get(), dQ.get()
-    want = xdrop.extend_sorted(ref.score, qry.score["plus"], ref.packed.block_len,
-                               qry.packed["plus"].block_len, ctx.matrix, ctx.options.xdrop, Rs,
-                               Qs, xdrop.diagonal_starts(Rs - Qs))
+    want = xdrop.extend_sorted(
+        ref.score,
+        qry.score["plus"],
+        ref.packed.block_len,
+        qry.packed["plus"].block_len,
+        ctx.matrix,
+        ctx.options.xdrop,
+        Rs,
+        Qs,
+        xdrop.diagonal_starts(Rs - Qs),
+    )
     keep = want[0] >= 1
     assert keep.sum() > 3000
     for a, b in zip(got, [*want, dT.get()], strict=True):
@@ -394,13 +488,15 @@ def test_gpu_distinct_rows_and_copies():
     rs, qs = rng.integers(0, 2**32 - 1, 50)[rng.integers(0, 50, n)], rng.integers(0, 30, n)
     ln, tag = rng.integers(0, 3, n), rng.integers(0, 4, n)
     score = rs % 1000 + qs * 7 + ln  # a function of the row, as real scores are
-    cols, copies = gpu._distinct([cp.asarray(x) for x in (score, rs, qs, ln,
-                                                           tag.astype(np.uint32))])
+    cols, copies = gpu._distinct(
+        [cp.asarray(x) for x in (score, rs, qs, ln, tag.astype(np.uint32))]
+    )
     keys, counts = np.unique(np.stack((tag, rs, qs, ln)), axis=1, return_counts=True)
     got = [c.get() for c in cols]
     assert np.array_equal(np.stack((got[4], got[1], got[2], got[3])), keys)
-    assert np.array_equal(copies.get(), counts) and np.array_equal(got[0], keys[1] % 1000 +
-                                                                   keys[2] * 7 + keys[3])
+    assert np.array_equal(copies.get(), counts) and np.array_equal(
+        got[0], keys[1] % 1000 + keys[2] * 7 + keys[3]
+    )
 
 
 def test_gpu_run_loads_no_numba_and_equals_cpu(tmp_path):
@@ -415,15 +511,30 @@ def test_gpu_run_loads_no_numba_and_equals_cpu(tmp_path):
     q = write_fasta(tmp_path / "q.fa", [("qA", qry)])
     outs = {}
     for backend in ("gpu", "cpu"):
-        args = ["run", "-r", str(r), "-q", str(q), "-o", str(tmp_path / backend), "--backend",
-                backend, "--dump-raw", str(tmp_path / backend / "raw")]
+        args = [
+            "run",
+            "-r",
+            str(r),
+            "-q",
+            str(q),
+            "-o",
+            str(tmp_path / backend),
+            "--backend",
+            backend,
+            "--dump-raw",
+            str(tmp_path / backend / "raw"),
+        ]
         (tmp_path / backend).mkdir()
-        code = (f"import sys; from hspz.cli import main; assert main({args!r}) == 0; "
-                "print('numba' in sys.modules)")
+        code = (
+            f"import sys; from hspz.cli import main; assert main({args!r}) == 0; "
+            "print('numba' in sys.modules)"
+        )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
-        outs[backend] = (done.stdout.split()[-1],
-                         {p.name: p.read_bytes() for p in sorted((tmp_path / backend).iterdir())})
+        outs[backend] = (
+            done.stdout.split()[-1],
+            {p.name: p.read_bytes() for p in sorted((tmp_path / backend).iterdir())},
+        )
     assert outs["gpu"][0] == "False" and outs["cpu"][0] == "True"
     assert outs["gpu"][1] == outs["cpu"][1] and len(outs["gpu"][1]["raw"]) > 0
 
@@ -440,12 +551,14 @@ def test_gpu_chunk_walks_equal_the_host_walks():
         counts = rng.integers(0, 40, int(rng.integers(1, 4000)))
         counts[rng.random(len(counts)) < 0.01] = 5000
         cum = np.cumsum(counts)
-        slots = np.unique(np.concatenate(([0, len(cum)],
-                                          rng.integers(0, len(cum), int(rng.integers(0, 30))))))
+        slots = np.unique(
+            np.concatenate(([0, len(cum)], rng.integers(0, len(cum), int(rng.integers(0, 30)))))
+        )
         edges = np.concatenate(([0], cum))[slots]
         for max_hits in (997, 5000, 1 << 24):  # up to about 100 searches a batch
-            assert (chunk_walks(cp, cp.asarray(cum), slots, edges, max_hits)
-                    == chunk_walks(np, cum, slots, edges, max_hits))
+            assert chunk_walks(cp, cp.asarray(cum), slots, edges, max_hits) == chunk_walks(
+                np, cum, slots, edges, max_hits
+            )
 
 
 # --------------------------------------------------------------------------------------------
@@ -464,10 +577,41 @@ def indexed(tmp_path_factory):
     d = tmp_path_factory.mktemp("gpu-index")
     ref, qry = write_pair(d)
     for backend in ("gpu", "cpu"):
-        assert main(["index", "-r", str(ref), "--index", str(d / f"ix-{backend}"), "-s",
-                     "111011001011", "-B", "4000", "--backend", backend]) == 0
-    assert main(["run", "-r", str(ref), "-q", str(qry), "-o", str(d / "plain"), *FLAGS,
-                 "--backend", "cpu"]) == 0
+        assert (
+            main(
+                [
+                    "index",
+                    "-r",
+                    str(ref),
+                    "--index",
+                    str(d / f"ix-{backend}"),
+                    "-s",
+                    "111011001011",
+                    "-B",
+                    "4000",
+                    "--backend",
+                    backend,
+                ]
+            )
+            == 0
+        )
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(ref),
+                "-q",
+                str(qry),
+                "-o",
+                str(d / "plain"),
+                *FLAGS,
+                "--backend",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     return d, ref, qry, FLAGS, outputs(d / "plain"), outputs
 
 
@@ -493,8 +637,9 @@ def test_gpu_loaded_bins_equal_the_bins_the_device_builds(indexed):
     records = read_records(ref)
     for b, members in enumerate(idx.bins):
         loaded = gpu._device_ref(ctx, gpu.load_reference(ctx, idx, b))
-        built = gpu._device_ref(ctx, prepare_reference(ctx, b, [records[k] for k in members],
-                                                       False))
+        built = gpu._device_ref(
+            ctx, prepare_reference(ctx, b, [records[k] for k in members], False)
+        )
         assert loaded.len == built.len
         for name in ("index_table", "pos_table"):
             assert cp.array_equal(getattr(loaded, name), getattr(built, name))
@@ -508,8 +653,24 @@ def test_gpu_loaded_bins_equal_the_bins_the_device_builds(indexed):
 def test_gpu_run_with_the_index_writes_the_bytes_of_a_run_without(indexed, tmp_path, extra):
     d, ref, qry, flags, plain, outputs = indexed
     extra = [str(ref) if a == "REF" else a for a in extra]
-    assert main(["run", "--index", str(d / "ix-gpu"), "-q", str(qry), "-o", str(tmp_path / "o"),
-                 *flags, "--backend", "gpu", *extra]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--index",
+                str(d / "ix-gpu"),
+                "-q",
+                str(qry),
+                "-o",
+                str(tmp_path / "o"),
+                *flags,
+                "--backend",
+                "gpu",
+                *extra,
+            ]
+        )
+        == 0
+    )
     assert outputs(tmp_path / "o") == plain
 
 
@@ -517,28 +678,35 @@ def test_gpu_run_with_the_index_writes_the_bytes_of_a_run_without(indexed, tmp_p
 
 
 def _segment_lines(out: Path) -> list[list[str]]:
-    return [line.split("\t") for p in sorted(out.glob("*.segments"))
-            for line in p.read_text().splitlines()]
+    return [
+        line.split("\t")
+        for p in sorted(out.glob("*.segments"))
+        for line in p.read_text().splitlines()
+    ]
 
 
 def test_gpu_an_hsp_scoring_past_2_to_the_31_prints_whole_and_equals_cpu(tmp_path):
     seq = bytes(np.random.default_rng(3).choice(np.frombuffer(b"ACGT", np.uint8), 3000))
     r = write_fasta(tmp_path / "r.fa", [("s", seq)])
     (tmp_path / "scores.txt").write_text(MILLION)
-    run_both(tmp_path, r, r, "--scoring", str(tmp_path / "scores.txt"), "-x", "5000000", "-S",
-             "plus")
-    assert ["s", "1", "3000", "s", "1", "3000", "+", "3000000000"] in \
-        _segment_lines(tmp_path / "out-gpu")
+    run_both(
+        tmp_path, r, r, "--scoring", str(tmp_path / "scores.txt"), "-x", "5000000", "-S", "plus"
+    )
+    assert ["s", "1", "3000", "s", "1", "3000", "+", "3000000000"] in _segment_lines(
+        tmp_path / "out-gpu"
+    )
 
 
 def test_gpu_identical_long_pair_with_a_wide_score_equals_cpu(tmp_path):
     seq = bytes(np.random.default_rng(4).choice(np.frombuffer(b"ACGT", np.uint8), 150_000))
     r = write_fasta(tmp_path / "r.fa", [("s", seq)])
     (tmp_path / "scores.txt").write_text(MILLION.replace("1000000", "30000"))
-    run_both(tmp_path, r, r, "--scoring", str(tmp_path / "scores.txt"), "-x", "5000000", "-S",
-             "plus")
-    assert ["s", "1", "150000", "s", "1", "150000", "+", "4500000000"] in \
-        _segment_lines(tmp_path / "out-gpu")
+    run_both(
+        tmp_path, r, r, "--scoring", str(tmp_path / "scores.txt"), "-x", "5000000", "-S", "plus"
+    )
+    assert ["s", "1", "150000", "s", "1", "150000", "+", "4500000000"] in _segment_lines(
+        tmp_path / "out-gpu"
+    )
 
 
 @pytest.mark.parametrize("hspthresh", ["1000000", "2147483647"])
@@ -551,5 +719,14 @@ def test_gpu_largest_legal_scores_and_xdrop_equal_cpu(tmp_path, hspthresh):
         ref, qry = related_pair(rng, 6000)
         r = write_fasta(tmp_path / f"r{i}.fa", [("rA", ref[:3000]), ("rB", ref[3000:])])
         q = write_fasta(tmp_path / f"q{i}.fa", [("qA", qry[:2500]), ("qB", qry[2500:])])
-        run_both(tmp_path, r, q, "--scoring", str(tmp_path / "scores.txt"), "-x", "10000000",
-                 "-H", hspthresh)
+        run_both(
+            tmp_path,
+            r,
+            q,
+            "--scoring",
+            str(tmp_path / "scores.txt"),
+            "-x",
+            "10000000",
+            "-H",
+            hspthresh,
+        )

@@ -43,8 +43,10 @@ def _gate_rows(ref, qry, total, rs, qs, ln, thresh, entropy):
 
 
 def _as_rows(h):
-    return [(int(a), int(b), int(c), int(d)) for a, b, c, d in
-            zip(h["ref_start"], h["query_start"], h["len"], h["score"], strict=True)]
+    return [
+        (int(a), int(b), int(c), int(d))
+        for a, b, c, d in zip(h["ref_start"], h["query_start"], h["len"], h["score"], strict=True)
+    ]
 
 
 def _sequences(seed: int, n: int = 4000):
@@ -102,9 +104,22 @@ def test_gate_shares_entropy_across_duplicate_rows_exactly_as_computing_it_per_r
     ln = np.concatenate((ln, (ln[:50] + 1) % 400, ln[:50]))
     total = np.concatenate((total, total[:50], total[:50]))
     got = gate(ref, qry, total, rs, qs, ln, thresh, True)
-    one_by_one = [row for i in range(len(total))
-                  for row in _as_rows(gate(ref, qry, total[i:i + 1], rs[i:i + 1], qs[i:i + 1],
-                                           ln[i:i + 1], thresh, True))]
+    one_by_one = [
+        row
+        for i in range(len(total))
+        for row in _as_rows(
+            gate(
+                ref,
+                qry,
+                total[i : i + 1],
+                rs[i : i + 1],
+                qs[i : i + 1],
+                ln[i : i + 1],
+                thresh,
+                True,
+            )
+        )
+    ]
     assert _as_rows(got) == one_by_one
     assert _as_rows(got) == _gate_rows(ref, qry, total, rs, qs, ln, thresh, True)
     assert len(total) > 1000
@@ -131,19 +146,36 @@ def _run_of(n_match: int, n_total: int):
 
 def test_only_lowercase_free_acgt_matches_count_towards_entropy():
     ref = np.array([4] * 30 + [5] * 30, np.uint8)  # L and N matching themselves
-    got = gate(ref, ref.copy(), np.array([1500]), np.array([0]), np.array([0]), np.array([59]),
-               1000, True)
+    got = gate(
+        ref, ref.copy(), np.array([1500]), np.array([0]), np.array([0]), np.array([59]), 1000, True
+    )
     assert _as_rows(got) == [(0, 0, 59, 1500)]
 
 
 def test_entropy_applies_only_from_k_to_3k_inclusive():
     ref, qry = _run_of(60, 99)  # all-A matches: entropy 0 -> score 0 inside the range
     k = 1000
-    rows = gate(ref, qry, np.array([k - 1, k, 3 * k, 3 * k + 1]), np.zeros(4, np.int64),
-                np.zeros(4, np.int64), np.full(4, 99), k, True)
+    rows = gate(
+        ref,
+        qry,
+        np.array([k - 1, k, 3 * k, 3 * k + 1]),
+        np.zeros(4, np.int64),
+        np.zeros(4, np.int64),
+        np.full(4, 99),
+        k,
+        True,
+    )
     assert _as_rows(rows) == [(0, 0, 99, 3 * k + 1)]
-    rows = gate(ref, qry, np.array([k - 1, k, 3 * k, 3 * k + 1]), np.zeros(4, np.int64),
-                np.zeros(4, np.int64), np.full(4, 99), k, False)
+    rows = gate(
+        ref,
+        qry,
+        np.array([k - 1, k, 3 * k, 3 * k + 1]),
+        np.zeros(4, np.int64),
+        np.zeros(4, np.int64),
+        np.full(4, 99),
+        k,
+        False,
+    )
     assert [r[3] for r in _as_rows(rows)] == [k, 3 * k, 3 * k + 1]
 
 
@@ -172,8 +204,9 @@ def test_entropy_divides_by_ln4_rounded_to_float32():
     found = 0
     for t in range(5_000_000, 5_003_000):
         if math.trunc(t * s / LN4_F32) != math.trunc(t * s / math.log(4.0)):
-            got = gate(ref, ref, np.array([t]), np.array([0]), np.array([0]), np.array([39]),
-                       t // 2, True)
+            got = gate(
+                ref, ref, np.array([t]), np.array([0]), np.array([0]), np.array([39]), t // 2, True
+            )
             assert _as_rows(got) == [(0, 0, 39, math.trunc(t * ent32))]
             found += 1
     assert found > 10
@@ -255,8 +288,15 @@ def test_other_diagonals_never_count_as_containing():
 
 
 def test_diagonal_permutation_compares_the_wrapping_u32_diagonal_unsigned():
-    rows = [(0, 5, 10, 3000), (10, 0, 10, 3000), (3, 3, 10, 3000), (2**31 + 7, 0, 3, 3000),
-            (0, 2**31 + 7, 4, 3000), (7, 8, 1, 3000), (7, 8, 1, 3100)]
+    rows = [
+        (0, 5, 10, 3000),
+        (10, 0, 10, 3000),
+        (3, 3, 10, 3000),
+        (2**31 + 7, 0, 3, 3000),
+        (0, 2**31 + 7, 4, 3000),
+        (7, 8, 1, 3000),
+        (7, 8, 1, 3100),
+    ]
     got = _as_rows(_by_diagonal(_records(rows)))
     assert got == sorted(rows, key=lambda x: (_diag(x), x[0], x[2], -x[3]))
     assert got[0] == (3, 3, 10, 3000)  # diagonal 0 first
@@ -264,8 +304,15 @@ def test_diagonal_permutation_compares_the_wrapping_u32_diagonal_unsigned():
     assert got[-2:] == [(7, 8, 1, 3100), (7, 8, 1, 3000)]  # -1 last; score descending
     rng = random.Random(2)
     for _ in range(50):
-        rows = [(rng.randint(0, 2**32 - 1), rng.randint(0, 2**32 - 1), rng.randint(0, 9),
-                 rng.randint(0, 5)) for _ in range(30)]
+        rows = [
+            (
+                rng.randint(0, 2**32 - 1),
+                rng.randint(0, 2**32 - 1),
+                rng.randint(0, 9),
+                rng.randint(0, 5),
+            )
+            for _ in range(30)
+        ]
         got = _as_rows(_by_diagonal(_records(rows)))
         assert got == sorted(rows, key=lambda x: (_diag(x), x[0], x[2], -x[3]))
 
@@ -282,7 +329,7 @@ def _match_counts(ref, qry, total, rs, qs, ln, hspthresh):
     """What the GPU's match_counts kernel gives, the plain way."""
     counts = np.zeros((len(total), 4), np.int64)
     for i in np.flatnonzero((total >= hspthresh) & (total <= 3 * hspthresh)):
-        r, q = ref[rs[i]:rs[i] + ln[i] + 1], qry[qs[i]:qs[i] + ln[i] + 1]
+        r, q = ref[rs[i] : rs[i] + ln[i] + 1], qry[qs[i] : qs[i] + ln[i] + 1]
         counts[i] = np.bincount(r[(r < 4) & (r == q)], minlength=4)
     return counts
 
@@ -327,8 +374,9 @@ def test_collapsed_hits_settle_to_the_same_chunk_output():
     ln = rng.integers(1, 4, n).astype(np.int64) * 100
     total = (rs % 7) * 700 + ln * 10  # a function of (rs, qs, len), as real scores are
     chunk = (rs // 50 % 3 == 0) + 2 * (qs > 1000)  # chunks 0..3, none of 4; a function of the row
-    _, first, copies = np.unique(np.stack((chunk, rs, qs, ln)), axis=1, return_index=True,
-                                 return_counts=True)
+    _, first, copies = np.unique(
+        np.stack((chunk, rs, qs, ln)), axis=1, return_index=True, return_counts=True
+    )
     cols = [c[first] for c in (total, rs, qs, ln)]
     counts = _match_counts(ref, qry, *cols, 3000)
     assert len(first) < n // 4 and copies.sum() == n
@@ -339,8 +387,7 @@ def test_collapsed_hits_settle_to_the_same_chunk_output():
         assert len(folded) == 5 and folded[4][0] == 0 and len(folded[4][2]) == 0
         for c in range(4):
             mine = chunk == c
-            plain = settle(ctx, gate(ref, qry, *(x[mine] for x in (total, rs, qs, ln)), 3000,
-                                     True))
+            plain = settle(ctx, gate(ref, qry, *(x[mine] for x in (total, rs, qs, ln)), 3000, True))
             assert plain[0] == folded[c][0] > 0
             assert np.array_equal(plain[2], folded[c][2])
             if keep_raw:
@@ -369,8 +416,9 @@ def test_collapse_counts_identical_records_and_settles_like_the_records_themselv
         assert sorted(_as_rows(np.repeat(distinct, copies))) == sorted(_as_rows(h))
         cut = rng.randint(0, len(h))
         parts = [hsp.collapse(h[:cut]), hsp.collapse(h[cut:])]
-        again = hsp.collapse(np.concatenate([p[0] for p in parts]),
-                             np.concatenate([p[1] for p in parts]))
+        again = hsp.collapse(
+            np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        )
         for keep_raw in (False, True):
             ctx = Context.from_options(Options(), keep_raw=keep_raw)
             want = settle(ctx, h)

@@ -34,10 +34,27 @@ def built(tmp_path_factory):
     """The multibin pair, its index, and the segments of a run without the index."""
     d = tmp_path_factory.mktemp("index")
     ref, qry = write_pair(d)
-    assert main(["index", "-r", str(ref), "--index", str(d / "ix"), *INDEX_FLAGS,
-                 "--backend", "cpu"]) == 0
-    assert main(["run", "-r", str(ref), "-q", str(qry), "-o", str(d / "plain"), *FLAGS,
-                 "--backend", "cpu"]) == 0
+    assert (
+        main(["index", "-r", str(ref), "--index", str(d / "ix"), *INDEX_FLAGS, "--backend", "cpu"])
+        == 0
+    )
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(ref),
+                "-q",
+                str(qry),
+                "-o",
+                str(d / "plain"),
+                *FLAGS,
+                "--backend",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     return d, ref, qry, outputs(d / "plain")
 
 
@@ -49,11 +66,21 @@ def copy_index(src: Path, dst: Path) -> Path:
 def test_index_layout_has_manifest_ready_and_one_folder_per_bin(built):
     d = built[0]
     idx = ix.open_index(d / "ix")
-    assert sorted(p.name for p in (d / "ix").iterdir()) == \
-        ["000", "001", "002", "003", "004", ix.MANIFEST, ix.READY]
+    assert sorted(p.name for p in (d / "ix").iterdir()) == [
+        "000",
+        "001",
+        "002",
+        "003",
+        "004",
+        ix.MANIFEST,
+        ix.READY,
+    ]
     for b in range(len(idx.bins)):
-        assert sorted(p.name for p in (d / "ix" / ix.bin_folder(b)).iterdir()) == \
-            ["enc", "index_table", "pos_table"]
+        assert sorted(p.name for p in (d / "ix" / ix.bin_folder(b)).iterdir()) == [
+            "enc",
+            "index_table",
+            "pos_table",
+        ]
     assert not (d / "ix.tmp").exists() and not (d / "ix.tmp.lock").exists()
 
 
@@ -68,18 +95,33 @@ def test_indexed_arrays_are_the_tables_and_codes_the_engine_builds(built):
         assert np.array_equal(loaded.index_table, own.table.index_table)
         assert np.array_equal(loaded.pos_table, own.table.pos_table)
         assert np.array_equal(loaded.enc, own.score)
-        assert np.array_equal(ix.seed_codes_of(loaded.enc)[:-1],
-                              np.where(own.score < 4, own.score, 4)[:-1])
+        assert np.array_equal(
+            ix.seed_codes_of(loaded.enc)[:-1], np.where(own.score < 4, own.score, 4)[:-1]
+        )
 
 
 @pytest.mark.parametrize("gpus", ["1", "3"])
 @pytest.mark.parametrize("with_reference", [False, True])
-def test_run_with_the_index_writes_the_bytes_of_a_run_without(built, tmp_path, capsys, gpus,
-                                                              with_reference):
+def test_run_with_the_index_writes_the_bytes_of_a_run_without(
+    built, tmp_path, capsys, gpus, with_reference
+):
     d, ref, qry, plain = built
     before = snapshot(d / "ix")
-    argv = ["run", "--index", str(d / "ix"), "-q", str(qry), "-o", str(tmp_path / "out"),
-            *FLAGS, "--backend", "cpu", "--gpus", gpus, "--time"]
+    argv = [
+        "run",
+        "--index",
+        str(d / "ix"),
+        "-q",
+        str(qry),
+        "-o",
+        str(tmp_path / "out"),
+        *FLAGS,
+        "--backend",
+        "cpu",
+        "--gpus",
+        gpus,
+        "--time",
+    ]
     if with_reference:
         argv += ["-r", str(ref)]
     assert main(argv) == 0
@@ -106,10 +148,24 @@ def test_hits_estimate_with_the_index_counts_what_it_counts_without(built, capsy
 def test_every_indexed_bin_built_on_a_cpu_equals_a_second_build(built, tmp_path):
     """Building is deterministic: a second build's MANIFEST (every checksum) is the first's."""
     d, ref, _, _ = built
-    assert main(["index", "-r", str(ref), "--index", str(tmp_path / "again"), *INDEX_FLAGS,
-                 "--backend", "cpu", "-t", "1"]) == 0
-    assert (tmp_path / "again" / ix.MANIFEST).read_bytes() == \
-        (d / "ix" / ix.MANIFEST).read_bytes()
+    assert (
+        main(
+            [
+                "index",
+                "-r",
+                str(ref),
+                "--index",
+                str(tmp_path / "again"),
+                *INDEX_FLAGS,
+                "--backend",
+                "cpu",
+                "-t",
+                "1",
+            ]
+        )
+        == 0
+    )
+    assert (tmp_path / "again" / ix.MANIFEST).read_bytes() == (d / "ix" / ix.MANIFEST).read_bytes()
 
 
 # --------------------------------------------------------------------------------------------
@@ -124,19 +180,35 @@ def flip_byte(path: Path, at: int) -> None:
 
 
 def run_argv(index: Path, qry: Path, out: Path, *extra: str) -> list[str]:
-    return ["run", "--index", str(index), "-q", str(qry), "-o", str(out), *FLAGS,
-            "--backend", "cpu", *extra]
+    return [
+        "run",
+        "--index",
+        str(index),
+        "-q",
+        str(qry),
+        "-o",
+        str(out),
+        *FLAGS,
+        "--backend",
+        "cpu",
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize("array", ["index_table", "pos_table", "enc"])
-def test_a_flipped_byte_in_an_array_stops_the_run_before_it_is_used(built, tmp_path, capfd,
-                                                                   array):
+def test_a_flipped_byte_in_an_array_stops_the_run_before_it_is_used(built, tmp_path, capfd, array):
     d, _, qry, _ = built
     damaged = copy_index(d / "ix", tmp_path / "ix")
     path = damaged / "002" / array
     flip_byte(path, os.path.getsize(path) // 2)
-    assert_refused(capfd, run_argv(damaged, qry, tmp_path / "out"), 2,
-                   rf"bin 002 {array}: bytes .* fail their checksum", tmp_path, chatter=True)
+    assert_refused(
+        capfd,
+        run_argv(damaged, qry, tmp_path / "out"),
+        2,
+        rf"bin 002 {array}: bytes .* fail their checksum",
+        tmp_path,
+        chatter=True,
+    )
 
 
 def test_a_truncated_array_stops_the_run(built, tmp_path, capfd):
@@ -144,9 +216,14 @@ def test_a_truncated_array_stops_the_run(built, tmp_path, capfd):
     damaged = copy_index(d / "ix", tmp_path / "ix")
     path = damaged / "001" / "pos_table"
     os.truncate(path, os.path.getsize(path) - 4)
-    assert_refused(capfd, run_argv(damaged, qry, tmp_path / "out"), 2,
-                   r"bin 001 pos_table: \d+ bytes, the MANIFEST records \d+", tmp_path,
-                   chatter=True)
+    assert_refused(
+        capfd,
+        run_argv(damaged, qry, tmp_path / "out"),
+        2,
+        r"bin 001 pos_table: \d+ bytes, the MANIFEST records \d+",
+        tmp_path,
+        chatter=True,
+    )
 
 
 def test_a_flipped_byte_in_the_manifest_is_refused(built, tmp_path, capfd):
@@ -155,31 +232,40 @@ def test_a_flipped_byte_in_the_manifest_is_refused(built, tmp_path, capfd):
     text = (damaged / ix.MANIFEST).read_text()
     at = text.index("record 0 ") + len("record 0 ")
     flip_byte(damaged / ix.MANIFEST, at)  # a record length changes by one
-    assert_refused(capfd, run_argv(damaged, qry, tmp_path / "out"), 2,
-                   r"MANIFEST fails its checksum", tmp_path)
+    assert_refused(
+        capfd, run_argv(damaged, qry, tmp_path / "out"), 2, r"MANIFEST fails its checksum", tmp_path
+    )
 
 
 def test_an_index_without_ready_is_refused(built, tmp_path, capfd):
     d, _, qry, _ = built
     damaged = copy_index(d / "ix", tmp_path / "ix")
     (damaged / ix.READY).unlink()
-    assert_refused(capfd, run_argv(damaged, qry, tmp_path / "out"), 2,
-                   r"has no READY marker", tmp_path)
+    assert_refused(
+        capfd, run_argv(damaged, qry, tmp_path / "out"), 2, r"has no READY marker", tmp_path
+    )
 
 
 def test_an_index_of_another_format_is_refused(built, tmp_path, capfd):
     d, _, qry, _ = built
     damaged = copy_index(d / "ix", tmp_path / "ix")
     m = ix.open_index(damaged).manifest
-    body = "".join(f"{line}\n" for line in m.lines()).replace(f"hspz-index {ix.FORMAT}\n",
-                                                               "hspz-index 99\n")
+    body = "".join(f"{line}\n" for line in m.lines()).replace(
+        f"hspz-index {ix.FORMAT}\n", "hspz-index 99\n"
+    )
     (damaged / ix.MANIFEST).write_text(sealed(body))
-    assert_refused(capfd, run_argv(damaged, qry, tmp_path / "out"), 2,
-                   r"index format 99; this hspZ reads format 1", tmp_path)
+    assert_refused(
+        capfd,
+        run_argv(damaged, qry, tmp_path / "out"),
+        2,
+        r"index format 99; this hspZ reads format 1",
+        tmp_path,
+    )
 
 
-def test_a_same_size_edit_of_the_reference_is_caught_and_nothing_is_published(built, tmp_path,
-                                                                            capfd):
+def test_a_same_size_edit_of_the_reference_is_caught_and_nothing_is_published(
+    built, tmp_path, capfd
+):
     d, ref, qry, _ = built
     records = read_records(ref)
     seq = records[3].seq.copy()
@@ -187,9 +273,14 @@ def test_a_same_size_edit_of_the_reference_is_caught_and_nothing_is_published(bu
     records[3] = type(records[3])(records[3].name, seq)
     edited = tmp_path / "edited.2bit"
     write_2bit(edited, records)
-    assert_refused(capfd, run_argv(d / "ix", qry, tmp_path / "out", "-r", str(edited)), 2,
-                   r"edited\.2bit: the bases differ from those the index .* was built from",
-                   tmp_path, chatter=True)
+    assert_refused(
+        capfd,
+        run_argv(d / "ix", qry, tmp_path / "out", "-r", str(edited)),
+        2,
+        r"edited\.2bit: the bases differ from those the index .* was built from",
+        tmp_path,
+        chatter=True,
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -198,22 +289,28 @@ def test_a_reference_with_other_records_is_caught(built, tmp_path, capfd):
     records = read_records(ref)[:-1]
     fewer = tmp_path / "fewer.2bit"
     write_2bit(fewer, records)
-    assert_refused(capfd, run_argv(d / "ix", qry, tmp_path / "out", "-r", str(fewer)), 2,
-                   r"fewer\.2bit: its records \(5\) differ from those of the index", tmp_path,
-                   chatter=True)
+    assert_refused(
+        capfd,
+        run_argv(d / "ix", qry, tmp_path / "out", "-r", str(fewer)),
+        2,
+        r"fewer\.2bit: its records \(5\) differ from those of the index",
+        tmp_path,
+        chatter=True,
+    )
 
 
-@pytest.mark.parametrize("flags, pattern", [
-    (["-s", "12of19"], r"--seed is TTT0T00TT00T0T0TTTT here but the index .* was built with"),
-    (["-e", "2"], r"--step is 2 here but the index"),
-    (["-B", "5000"], r"--seq-block-size is 5000 here but the index .* built with 4000"),
-    (["--kegalign-bins"], r"--kegalign-bins is on here but the index .* built with off"),
-])
-def test_run_flags_that_differ_from_the_index_are_refused(built, tmp_path, capfd, flags,
-                                                          pattern):
+@pytest.mark.parametrize(
+    "flags, pattern",
+    [
+        (["-s", "12of19"], r"--seed is TTT0T00TT00T0T0TTTT here but the index .* was built with"),
+        (["-e", "2"], r"--step is 2 here but the index"),
+        (["-B", "5000"], r"--seq-block-size is 5000 here but the index .* built with 4000"),
+        (["--kegalign-bins"], r"--kegalign-bins is on here but the index .* built with off"),
+    ],
+)
+def test_run_flags_that_differ_from_the_index_are_refused(built, tmp_path, capfd, flags, pattern):
     d, _, qry, _ = built
-    assert_refused(capfd, run_argv(d / "ix", qry, tmp_path / "out", *flags), 2, pattern,
-                   tmp_path)
+    assert_refused(capfd, run_argv(d / "ix", qry, tmp_path / "out", *flags), 2, pattern, tmp_path)
 
 
 def test_a_plan_with_other_bins_than_the_index_is_refused(built):
@@ -223,27 +320,43 @@ def test_a_plan_with_other_bins_than_the_index_is_refused(built):
     idx = ix.open_index(d / "ix")
     ix.check_plan(idx, idx.bins)
     halved = planning.make_bins(idx.manifest.lengths, 2000, False)
-    with pytest.raises(UsageError, match=r"this run's plan has 6 reference bin\(s\) where the "
-                                         r"index .* has 5 \(the memory preflight shrank -B"):
+    with pytest.raises(
+        UsageError,
+        match=r"this run's plan has 6 reference bin\(s\) where the "
+        r"index .* has 5 \(the memory preflight shrank -B",
+    ):
         ix.check_plan(idx, halved)
 
 
-@pytest.mark.parametrize("argv, pattern", [
-    (["index", "-r", "{ref}", "--index", "{d}/new", "-T", "ref."],
-     r"--target-prefix belongs to run"),
-    (["index", "-r", "{ref}", "--index", "{d}/new", "-B", "0"], r"-B 0 .* cannot build"),
-    (["index", "-r", "{ref}", "--index", "{d}/ix"], r"already exists; an index is never "),
-    (["run", "--index", "{d}/ix", "-q", "{qry}", "-o", "{d}/o", "-B", "0"],
-     r"-B 0 .* cannot be combined with --index"),
-    (["run", "--index", "{d}/ix", "-q", "{qry}", "-o", "{d}/o", "--cpu-only"],
-     r"--cpu-only cannot be combined with --index"),
-    (["benchmark", "--index", "{d}/ix", "-r", "{ref}", "-q", "{qry}"],
-     r"benchmark cannot use --index"),
-    (["run", "--index", "{d}/missing", "-q", "{qry}", "-o", "{d}/o"],
-     r"missing is not an index folder"),
-    (["run", "--index", "{d}/ix", "-o", "{d}/o"], r"--query is required"),
-    (["run", "-q", "{qry}", "-o", "{d}/o"], r"--reference is required"),
-])
+@pytest.mark.parametrize(
+    "argv, pattern",
+    [
+        (
+            ["index", "-r", "{ref}", "--index", "{d}/new", "-T", "ref."],
+            r"--target-prefix belongs to run",
+        ),
+        (["index", "-r", "{ref}", "--index", "{d}/new", "-B", "0"], r"-B 0 .* cannot build"),
+        (["index", "-r", "{ref}", "--index", "{d}/ix"], r"already exists; an index is never "),
+        (
+            ["run", "--index", "{d}/ix", "-q", "{qry}", "-o", "{d}/o", "-B", "0"],
+            r"-B 0 .* cannot be combined with --index",
+        ),
+        (
+            ["run", "--index", "{d}/ix", "-q", "{qry}", "-o", "{d}/o", "--cpu-only"],
+            r"--cpu-only cannot be combined with --index",
+        ),
+        (
+            ["benchmark", "--index", "{d}/ix", "-r", "{ref}", "-q", "{qry}"],
+            r"benchmark cannot use --index",
+        ),
+        (
+            ["run", "--index", "{d}/missing", "-q", "{qry}", "-o", "{d}/o"],
+            r"missing is not an index folder",
+        ),
+        (["run", "--index", "{d}/ix", "-o", "{d}/o"], r"--query is required"),
+        (["run", "-q", "{qry}", "-o", "{d}/o"], r"--reference is required"),
+    ],
+)
 def test_index_refusals(built, tmp_path, capfd, argv, pattern):
     d, ref, qry, _ = built
     work = copy_index(d / "ix", tmp_path / "ix")
@@ -258,10 +371,13 @@ def test_index_refuses_record_names_with_whitespace(tmp_path, capfd):
     from hspz.io.records import Record
 
     write_2bit(tmp_path / "ref.2bit", [Record("chr 1", seq)])
-    assert_refused(capfd, ["index", "-r", str(tmp_path / "ref.2bit"), "--index",
-                           str(tmp_path / "ix")], 2,
-                   r"record name 'chr 1' holds ' '",
-                   tmp_path)
+    assert_refused(
+        capfd,
+        ["index", "-r", str(tmp_path / "ref.2bit"), "--index", str(tmp_path / "ix")],
+        2,
+        r"record name 'chr 1' holds ' '",
+        tmp_path,
+    )
 
 
 def test_bins_too_large_for_u32_positions_are_refused_before_building():
@@ -275,16 +391,19 @@ def test_a_killed_build_leaves_no_index_and_the_next_build_starts_clean(built, t
     is removed by the next build, which succeeds."""
     d, ref, _, _ = built
     dest = tmp_path / "ix"
-    code = (f"import os, signal\nfrom hspz.formats import index as ix\nreal = ix.write_bin\n"
-            f"def dying(*a, **k):\n    real(*a, **k)\n    os.kill(os.getpid(), signal.SIGKILL)\n"
-            f"ix.write_bin = dying\nfrom hspz.cli import main\n"
-            f"main(['index', '-r', {str(ref)!r}, '--index', {str(dest)!r}, '-s', "
-            f"'111011001011', '-B', '4000', '--backend', 'cpu'])\n")
+    code = (
+        f"import os, signal\nfrom hspz.formats import index as ix\nreal = ix.write_bin\n"
+        f"def dying(*a, **k):\n    real(*a, **k)\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"ix.write_bin = dying\nfrom hspz.cli import main\n"
+        f"main(['index', '-r', {str(ref)!r}, '--index', {str(dest)!r}, '-s', "
+        f"'111011001011', '-B', '4000', '--backend', 'cpu'])\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == -9, done.stderr
     assert not dest.exists() and (tmp_path / "ix.tmp").is_dir()
-    assert main(["index", "-r", str(ref), "--index", str(dest), *INDEX_FLAGS,
-                 "--backend", "cpu"]) == 0
+    assert (
+        main(["index", "-r", str(ref), "--index", str(dest), *INDEX_FLAGS, "--backend", "cpu"]) == 0
+    )
     assert not (tmp_path / "ix.tmp").exists()
     assert (dest / ix.MANIFEST).read_bytes() == (d / "ix" / ix.MANIFEST).read_bytes()
 
@@ -298,6 +417,15 @@ def test_a_slow_bin_load_warns(built, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(workers, "LOAD_WARN_S", 0.0)
     assert main(run_argv(d / "ix", qry, tmp_path / "out")) == 0
     err = capsys.readouterr().err
-    assert len(re.findall(r"^warning: loading reference bin \d of the index .* took [\d.]+ s; "
-                          r"keep the index on local storage$", err, re.M)) == 5
+    assert (
+        len(
+            re.findall(
+                r"^warning: loading reference bin \d of the index .* took [\d.]+ s; "
+                r"keep the index on local storage$",
+                err,
+                re.M,
+            )
+        )
+        == 5
+    )
     assert outputs(tmp_path / "out") == plain

@@ -21,8 +21,9 @@ from hspz.stages.hsp import HSP_DTYPE
 
 
 def _python(code: str, cwd=None) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, cwd=cwd)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=cwd
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
 
@@ -49,9 +50,14 @@ def _hsps(rng, n: int, ref, qry) -> np.ndarray:
 def test_segments_lines_and_digest_are_the_same_bytes_either_way(monkeypatch, n):
     rng = np.random.default_rng(n)
     zeros = np.zeros
-    ref = pack_bin([Record("chr1", zeros(999, np.uint8)),
-                    Record("a_long_name", zeros(5000, np.uint8)),
-                    Record("x", zeros(10**6, np.uint8))], "r.")
+    ref = pack_bin(
+        [
+            Record("chr1", zeros(999, np.uint8)),
+            Record("a_long_name", zeros(5000, np.uint8)),
+            Record("x", zeros(10**6, np.uint8)),
+        ],
+        "r.",
+    )
     qry = pack_bin([Record("q", zeros(10**7, np.uint8)), Record("q22", zeros(30, np.uint8))])
     h = _hsps(rng, n, ref, qry)
 
@@ -72,8 +78,12 @@ def test_sequence_codes_are_the_same_either_way(monkeypatch):
 
     def coded():
         both = packing.both_codes(seq)
-        return [packing.seed_codes(seq), packing.score_codes(seq), *both,
-                reverse_complement(packed).buf]
+        return [
+            packing.seed_codes(seq),
+            packing.score_codes(seq),
+            *both,
+            reverse_complement(packed).buf,
+        ]
 
     numpy_way, numba_way = _both_ways(monkeypatch, coded)
     for a, b in zip(numpy_way, numba_way, strict=True):
@@ -86,8 +96,9 @@ def test_2bit_blocks_read_the_same_either_way(monkeypatch, tmp_path, order):
     rng = np.random.default_rng(11)
     seqs = []
     for n in (1, 50, 3000, 20_000):
-        seq = rng.choice(np.frombuffer(b"ACGTacgtNn", np.uint8), n, p=[.2] * 4 + [.04] * 4 +
-                         [.02] * 2)
+        seq = rng.choice(
+            np.frombuffer(b"ACGTacgtNn", np.uint8), n, p=[0.2] * 4 + [0.04] * 4 + [0.02] * 2
+        )
         seq[: n // 3] = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, n // 3)]  # no blocks
         seqs.append(seq)
     path = tmp_path / "x.2bit"
@@ -101,7 +112,8 @@ def test_the_gpu_paths_host_work_loads_no_numba(tmp_path):
     """What the GPU backend's host does for a small run (query bins without host codes, the
     gate from match counts, dedup, the segments lines, the digest, reading 2bit) never imports
     numba; the CPU backend's first loop does."""
-    out = _python("""
+    out = _python(
+        """
         import sys
         import numpy as np
         from hspz.core import jit
@@ -134,14 +146,17 @@ def test_the_gpu_paths_host_work_loads_no_numba(tmp_path):
         z = np.zeros(4, np.uint8)
         xdrop.walk_right(z, z, 4, 4, np.ones(64, np.int32), 10, 0, 0)
         print("numba" in sys.modules, jit.loaded())
-    """, cwd=tmp_path)
+    """,
+        cwd=tmp_path,
+    )
     assert out == ["True", "True", "False", "False", "False", "True", "True"]
 
 
 def test_decorated_loops_call_compiled_callees(tmp_path):
     """A decorated loop that calls another, in a module of its own (numba caches need a file):
     the first call loads numba, compiles both and points the module's names at dispatchers."""
-    (tmp_path / "jitprobe.py").write_text(textwrap.dedent("""
+    (tmp_path / "jitprobe.py").write_text(
+        textwrap.dedent("""
         from hspz.core.jit import njit
 
         @njit(inline="always")
@@ -154,8 +169,10 @@ def test_decorated_loops_call_compiled_callees(tmp_path):
             for v in a:
                 s += twice(v)
             return s
-    """))
-    out = _python("""
+    """)
+    )
+    out = _python(
+        """
         import sys
         import numpy as np
         import jitprobe
@@ -163,7 +180,9 @@ def test_decorated_loops_call_compiled_callees(tmp_path):
         print("numba" in sys.modules, jit.loaded(), type(jitprobe.twice).__name__)
         print(jitprobe.total(np.arange(5)), jit.loaded(), type(jitprobe.twice).__name__)
         print(jitprobe.twice(21))
-    """, cwd=tmp_path)
+    """,
+        cwd=tmp_path,
+    )
     assert out == ["False", "False", "_Lazy", "20", "True", "CPUDispatcher", "42"]
 
 
@@ -171,7 +190,8 @@ def test_prefetch_in_a_decorated_loop_changes_no_result(tmp_path):
     """`jit.prefetch` is a stand-in until numba loads, then the intrinsic a compiled loop calls:
     asking for lines before and past the array's ends (as the walks do near a bin's ends) and
     with an unsigned index neither faults nor changes what the loop computes."""
-    (tmp_path / "prefetchprobe.py").write_text(textwrap.dedent("""
+    (tmp_path / "prefetchprobe.py").write_text(
+        textwrap.dedent("""
         import numpy as np
         from hspz.core.jit import njit, prefetch
 
@@ -184,14 +204,18 @@ def test_prefetch_in_a_decorated_loop_changes_no_result(tmp_path):
                 prefetch(a, np.uint32(i))
                 s += a[i]
             return s
-    """))
-    out = _python("""
+    """)
+    )
+    out = _python(
+        """
         import numpy as np
         import prefetchprobe
         from hspz.core import jit
         print(type(jit.prefetch).__name__, jit.loaded())
         print(prefetchprobe.total(np.arange(1000)), type(prefetchprobe.prefetch).__name__)
-    """, cwd=tmp_path)
+    """,
+        cwd=tmp_path,
+    )
     assert out == ["_Lazy", "False", "499500", "_Intrinsic"]
 
 

@@ -28,8 +28,10 @@ pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 def _launched() -> dict[str, set[str]]:
     """{kernel file: kernel names} of every `_kernel(shape, "file", "name")` call in gpu.py."""
     found: dict[str, set[str]] = {}
-    calls = re.findall(r'_kernel\(\s*(?:self\.)?(?:ctx\.)?shape\s*,\s*"(\w+)"\s*,\s*"(\w+)"\s*\)',
-                       GPU_PY.read_text())
+    calls = re.findall(
+        r'_kernel\(\s*(?:self\.)?(?:ctx\.)?shape\s*,\s*"(\w+)"\s*,\s*"(\w+)"\s*\)',
+        GPU_PY.read_text(),
+    )
     for module, name in calls:
         found.setdefault(module, set()).add(name)
     for name in re.findall(r'_launch\(\s*"(\w+)"', GPU_PY.read_text()):  # _Batch._launch: extend.cu
@@ -53,8 +55,12 @@ def ptx(tmp_path_factory) -> dict[tuple[str, str], str]:
 
     def compile_one(job):
         seed, stem, src, dst = job
-        proc = subprocess.run([NVCC, "--ptx", "-arch=sm_90", *cuda_source.OPTIONS, str(src),
-                               "-o", str(dst)], capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [NVCC, "--ptx", "-arch=sm_90", *cuda_source.OPTIONS, str(src), "-o", str(dst)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         return (seed, stem), proc, dst
 
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -66,8 +72,10 @@ def ptx(tmp_path_factory) -> dict[tuple[str, str], str]:
 
 def test_gpu_py_compiles_the_sources_cuda_source_builds():
     text = GPU_PY.read_text()
-    assert "cp.RawModule(code=cuda_source.source(name, size, care), options=cuda_source.OPTIONS)" \
+    assert (
+        "cp.RawModule(code=cuda_source.source(name, size, care), options=cuda_source.OPTIONS)"
         in text
+    )
     assert "cuda_source.SCRATCH * n" in text  # the sweep's scratch, as the preamble says
 
 
@@ -75,7 +83,8 @@ def test_the_preamble_names_the_care_positions_of_each_seed_and_the_scratch_layo
     shape = SeedShape.from_pattern(SHAPES["12of19"])
     assert cuda_source.preamble(shape.size, shape.care) == (
         "#define SEED_SIZE 19\n#define WEIGHT 12\n#define CARE_LIST 0,1,2,4,7,8,11,13,15,16,17,18\n"
-        "#define SCRATCH 11\n")
+        "#define SCRATCH 11\n"
+    )
 
 
 @pytest.mark.parametrize("seed", sorted(SHAPES))
@@ -96,7 +105,7 @@ def test_every_kernel_gpu_py_launches_is_an_extern_c_entry_of_its_module(ptx, se
         assert (seed, module) in ptx, f"gpu.py launches from missing kernels/{module}.cu"
         entries = set(re.findall(r"\.entry\s+(\w+)\s*\(", ptx[(seed, module)]))
         missing = names - entries
-        assert not missing, f"{module}.cu lacks extern \"C\" kernels {sorted(missing)}"
+        assert not missing, f'{module}.cu lacks extern "C" kernels {sorted(missing)}'
 
 
 def test_care_positions_reach_the_seed_kernels_constant_table(ptx):
@@ -107,5 +116,5 @@ def test_care_positions_reach_the_seed_kernels_constant_table(ptx):
         assert m and int(m.group(1)) == 4 * len(care), seed
         raw = [int(b) for b in m.group(2).split(",")]
         raw += [0] * (4 * len(care) - len(raw))  # PTX drops trailing zero bytes
-        ints = [int.from_bytes(bytes(raw[i:i + 4]), "little") for i in range(0, len(raw), 4)]
+        ints = [int.from_bytes(bytes(raw[i : i + 4]), "little") for i in range(0, len(raw), 4)]
         assert tuple(ints) == care, seed

@@ -45,8 +45,7 @@ def _needs_scipy():
 
 
 def _python(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return done.stdout.split()
 
 

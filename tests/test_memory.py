@@ -43,8 +43,9 @@ def test_the_host_budget_is_the_cgroup_limit_or_memtotal_never_the_free_memory(m
     monkeypatch.delenv("HSPZ_HOST_MEMORY_BYTES", raising=False)
     found, where = host_memory()
     total = _meminfo("MemTotal")
-    assert (found, where) == (total, "MemTotal") or \
-        (where == "the cgroup memory limit" and found < total)
+    assert (found, where) == (total, "MemTotal") or (
+        where == "the cgroup memory limit" and found < total
+    )
     assert host_budget() == (int(found * 0.9), where)
     monkeypatch.setenv("HSPZ_HOST_MEMORY_BYTES", "123456789")
     assert host_memory() == (123456789, "HSPZ_HOST_MEMORY_BYTES")
@@ -53,8 +54,9 @@ def test_the_host_budget_is_the_cgroup_limit_or_memtotal_never_the_free_memory(m
 def _peaks(err: str) -> tuple[list[float], list[float]]:
     """(peak RSS, estimate) in MiB, each as (main, largest process), from `--time`."""
     peak = re.search(r"^time: peak RSS ([\d.]+) MiB \(main\), ([\d.]+) MiB \(largest", err, re.M)
-    est = re.search(r"^time: memory estimate ([\d.]+) MiB \(main\), ([\d.]+) MiB \(largest",
-                    err, re.M)
+    est = re.search(
+        r"^time: memory estimate ([\d.]+) MiB \(main\), ([\d.]+) MiB \(largest", err, re.M
+    )
     assert peak and est, err
     return [float(x) for x in peak.groups()], [float(x) for x in est.groups()]
 
@@ -67,33 +69,69 @@ def mammal(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("mammal")
     ref, qry = d / "ref.2bit", d / "qry.2bit"
-    write_pair_2bit(PairSpec(ref_mbp=2.5, query_mbp=0.6, chromosomes=2, divergence=0.15,
-                             sine_fraction=0.10, line_fraction=0.15), ref, qry)
+    write_pair_2bit(
+        PairSpec(
+            ref_mbp=2.5,
+            query_mbp=0.6,
+            chromosomes=2,
+            divergence=0.15,
+            sine_fraction=0.10,
+            line_fraction=0.15,
+        ),
+        ref,
+        qry,
+    )
     return ref, qry
 
 
-@pytest.mark.parametrize("workload, extra, lowest", [
-    ("demo", ["-t", "1"], 0.8),
-    ("demo", ["-t", "2"], 0.8),
-    ("multibin", [*FLAGS, "-t", "2"], 0.8),
-    ("multibin", [*FLAGS, "-t", "2", "--gpus", "2"], 0.8),  # two worker processes
-    ("mammal", ["-t", "1"], 0.8),
-    ("mammal", ["-t", "8"], 0.7),  # per-thread buffers: the peak may not outgrow the estimate
-])
-def test_the_peak_rss_is_within_0_8_to_1_25x_the_cpu_estimate(pair, mammal, tmp_path, workload,
-                                                               extra, lowest):
+@pytest.mark.parametrize(
+    "workload, extra, lowest",
+    [
+        ("demo", ["-t", "1"], 0.8),
+        ("demo", ["-t", "2"], 0.8),
+        ("multibin", [*FLAGS, "-t", "2"], 0.8),
+        ("multibin", [*FLAGS, "-t", "2", "--gpus", "2"], 0.8),  # two worker processes
+        ("mammal", ["-t", "1"], 0.8),
+        ("mammal", ["-t", "8"], 0.7),  # per-thread buffers: the peak may not outgrow the estimate
+    ],
+)
+def test_the_peak_rss_is_within_0_8_to_1_25x_the_cpu_estimate(
+    pair, mammal, tmp_path, workload, extra, lowest
+):
     """The preflight may not underestimate: a layout's peak RSS above 1.25x its estimate
     fails (issue 24), whatever the threads; nor overestimate by more than 1/0.8 (measured
     0.83-0.91 on these, 2026-12-01), except for the small mammal-like pair on 8 threads
     (0.76): its six seed batches, of a 2.5 Mbp reference, hold fewer seeds with hits and
     hits than the model's per-thread share (BENCHMARKS.md, "CPU thread scaling and
     memory")."""
-    ref, qry = {"demo": (DEMO / "reference.fa.gz", DEMO / "query.2bit"), "multibin": pair,
-                "mammal": mammal}[workload]
+    ref, qry = {
+        "demo": (DEMO / "reference.fa.gz", DEMO / "query.2bit"),
+        "multibin": pair,
+        "mammal": mammal,
+    }[workload]
     env = {k: v for k, v in os.environ.items() if not k.startswith("HSPZ_")}
-    done = subprocess.run([sys.executable, "-m", "hspz", "run", "-r", str(ref), "-q", str(qry),
-                           *extra, "--backend", "cpu", "--time", "-o", str(tmp_path / "out")],
-                          env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hspz",
+            "run",
+            "-r",
+            str(ref),
+            "-q",
+            str(qry),
+            *extra,
+            "--backend",
+            "cpu",
+            "--time",
+            "-o",
+            str(tmp_path / "out"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     peak, est = _peaks(done.stderr)
     for measured, estimated in zip(peak, est, strict=True):
@@ -105,17 +143,39 @@ def test_the_peak_rss_time_prints_is_the_process_own_not_its_parents(pair, tmp_p
     hands the parent's RSS mark to ru_maxrss across exec, so the peak printed must come from
     the process's own high-water mark."""
     ref, qry = pair
-    script = ("import subprocess, sys\n"
-              "ballast = bytearray(600 << 20)\n"
-              "ballast[::4096] = b'x' * len(ballast[::4096])\n"
-              "done = subprocess.run([sys.executable, '-m', 'hspz', *sys.argv[1:]],"
-              " capture_output=True, text=True)\n"
-              "sys.stderr.write(done.stderr)\n")
+    script = (
+        "import subprocess, sys\n"
+        "ballast = bytearray(600 << 20)\n"
+        "ballast[::4096] = b'x' * len(ballast[::4096])\n"
+        "done = subprocess.run([sys.executable, '-m', 'hspz', *sys.argv[1:]],"
+        " capture_output=True, text=True)\n"
+        "sys.stderr.write(done.stderr)\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("HSPZ_")}
-    done = subprocess.run([sys.executable, "-c", script, "run", "-r", str(ref), "-q", str(qry),
-                           *FLAGS, "--backend", "cpu", "--gpus", "2", "--time", "-o",
-                           str(tmp_path / "out")], env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "run",
+            "-r",
+            str(ref),
+            "-q",
+            str(qry),
+            *FLAGS,
+            "--backend",
+            "cpu",
+            "--gpus",
+            "2",
+            "--time",
+            "-o",
+            str(tmp_path / "out"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     peak, _ = _peaks(done.stderr)
     assert peak[0] < 300 and peak[1] < 400, peak
 
@@ -132,9 +192,16 @@ def test_a_run_is_costed_on_the_workers_its_plan_has(pair, tmp_path, capsys, mon
     from hspz.planning.schedule import cpu_devices
     from hspz.run import freeze
 
-    five = memory.cpu_estimate(freeze.memory_model(freeze.Freeze(
-        Options(gpus=6, threads=10), cpu_devices(6), np.zeros((8, 8), np.int32)), 16711680, 5),
-        planning_bins.make_plan(*_lengths(pair), 4000, 7000), *_lengths(pair), 5).total
+    five = memory.cpu_estimate(
+        freeze.memory_model(
+            freeze.Freeze(Options(gpus=6, threads=10), cpu_devices(6), np.zeros((8, 8), np.int32)),
+            16711680,
+            5,
+        ),
+        planning_bins.make_plan(*_lengths(pair), 4000, 7000),
+        *_lengths(pair),
+        5,
+    ).total
     monkeypatch.setenv("HSPZ_HOST_MEMORY_BYTES", str(int(five / 0.9) + 1))
     capsys.readouterr()
     assert main(common + ["--gpus", "6", "-o", str(tmp_path / "many")]) == 0
@@ -158,11 +225,15 @@ def _pieces(counts: np.ndarray, s0: int, s1: int, piece: int):
     before = lo.copy(), counts.copy()
     got = []
     for q, lo_p, n_p in hit_pieces(qpos, lo, counts, cum, s0, s1, piece):
-        hits = [(int(qq), int(ll) + k) for qq, ll, nn in zip(q, lo_p, n_p, strict=True)
-                for k in range(int(nn))]
+        hits = [
+            (int(qq), int(ll) + k)
+            for qq, ll, nn in zip(q, lo_p, n_p, strict=True)
+            for k in range(int(nn))
+        ]
         got.append(hits)
-    want = [(int(qpos[i]), int(lo[i]) + k) for i in range(s0, s1 + 1)
-            for k in range(int(counts[i]))]
+    want = [
+        (int(qpos[i]), int(lo[i]) + k) for i in range(s0, s1 + 1) for k in range(int(counts[i]))
+    ]
     assert np.array_equal(lo, before[0]) and np.array_equal(counts, before[1])
     return got, want
 
@@ -178,8 +249,9 @@ def test_hit_pieces_hold_a_chunks_hits_once_in_order_and_leave_the_seeds_as_they
         assert all(0 < len(part) <= piece for part in got) or not want
 
 
-def test_a_unit_extended_in_small_pieces_writes_the_bytes_of_whole_chunks(pair, tmp_path,
-                                                                          monkeypatch):
+def test_a_unit_extended_in_small_pieces_writes_the_bytes_of_whole_chunks(
+    pair, tmp_path, monkeypatch
+):
     """Pieces of 37 hits (about 1,900 pieces) against the default: the same segments files
     and the same --dump-raw, at two semantic chunk sizes."""
     from hspz.engine import cpu
@@ -191,14 +263,32 @@ def test_a_unit_extended_in_small_pieces_writes_the_bytes_of_whole_chunks(pair, 
         for piece in (default, 37):
             monkeypatch.setattr(cpu, "PIECE", piece)
             out = tmp_path / f"out{hits}_{piece}"
-            assert main(["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-m", hits,
-                         "-o", str(out), "--dump-raw", str(tmp_path / f"raw{hits}_{piece}")]) == 0
+            assert (
+                main(
+                    [
+                        "run",
+                        "-r",
+                        ref,
+                        "-q",
+                        qry,
+                        *FLAGS,
+                        "--backend",
+                        "cpu",
+                        "-m",
+                        hits,
+                        "-o",
+                        str(out),
+                        "--dump-raw",
+                        str(tmp_path / f"raw{hits}_{piece}"),
+                    ]
+                )
+                == 0
+            )
             runs[piece] = (outputs(out), (tmp_path / f"raw{hits}_{piece}").read_bytes())
         assert runs[37] == runs[default]
 
 
-def test_pieces_shared_out_over_threads_write_the_one_thread_bytes(pair, tmp_path,
-                                                                  monkeypatch):
+def test_pieces_shared_out_over_threads_write_the_one_thread_bytes(pair, tmp_path, monkeypatch):
     """Pieces of 37 hits handed to 5 threads from one queue (`cpu.PieceQueue`: a batch's
     pieces run on any thread, its chunks settle out of order) against one thread at the
     default piece: the same segments files and the same --dump-raw."""
@@ -210,23 +300,57 @@ def test_pieces_shared_out_over_threads_write_the_one_thread_bytes(pair, tmp_pat
     for piece, threads in ((default, "1"), (37, "5")):
         monkeypatch.setattr(cpu, "PIECE", piece)
         out, raw = tmp_path / f"out{threads}", tmp_path / f"raw{threads}"
-        assert main(["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-m", "3000",
-                     "-t", threads, "-o", str(out), "--dump-raw", str(raw)]) == 0
+        assert (
+            main(
+                [
+                    "run",
+                    "-r",
+                    ref,
+                    "-q",
+                    qry,
+                    *FLAGS,
+                    "--backend",
+                    "cpu",
+                    "-m",
+                    "3000",
+                    "-t",
+                    threads,
+                    "-o",
+                    str(out),
+                    "--dump-raw",
+                    str(raw),
+                ]
+            )
+            == 0
+        )
         runs[threads] = (outputs(out), raw.read_bytes())
     assert runs["5"] == runs["1"] and len(runs["1"][1]) > 0
 
 
-def _advice(backend: str, gpus: int, threads: int, devices: int, bins: int,
-            frozen: bool = False, records_per_bin: int = 1, max_hits: int = 16711680) -> str:
+def _advice(
+    backend: str,
+    gpus: int,
+    threads: int,
+    devices: int,
+    bins: int,
+    frozen: bool = False,
+    records_per_bin: int = 1,
+    max_hits: int = 16711680,
+) -> str:
     from hspz.core.options import Options
     from hspz.planning.schedule import DeviceProfile, Devices
     from hspz.run.freeze import Freeze, advice
 
-    p = planning_bins.Plan(tuple(tuple(range(k * records_per_bin, (k + 1) * records_per_bin))
-                            for k in range(bins)), ((0,),))
+    p = planning_bins.Plan(
+        tuple(tuple(range(k * records_per_bin, (k + 1) * records_per_bin)) for k in range(bins)),
+        ((0,),),
+    )
     devs = Devices(backend, tuple(DeviceProfile(1, 1, 1) for _ in range(devices)))
-    f = Freeze(Options(gpus=gpus, threads=threads, backend=backend, max_hits=max_hits), devs,
-               np.zeros((8, 8), np.int32))
+    f = Freeze(
+        Options(gpus=gpus, threads=threads, backend=backend, max_hits=max_hits),
+        devs,
+        np.zeros((8, 8), np.int32),
+    )
     return advice(f, p, frozen)
 
 
@@ -237,8 +361,10 @@ def test_the_preflight_advice_names_only_the_flags_that_apply_to_the_backend():
     # --gpus 4 on a plan of one reference bin is one worker: never told to use fewer --gpus
     assert "--gpus" not in _advice("cpu", 4, 1, 4, 1)
     assert _advice("cpu", 2, 4, 2, 3) == " (try fewer --gpus or fewer --threads)"
-    assert _advice("cpu", 1, 2, 1, 3, records_per_bin=2) == \
-        " (try fewer --threads or a smaller -B/--query-block-size)"
+    assert (
+        _advice("cpu", 1, 2, 1, 3, records_per_bin=2)
+        == " (try fewer --threads or a smaller -B/--query-block-size)"
+    )
     assert _advice("cpu", 1, 2, 1, 3, frozen=True, max_hits=1000) == " (try fewer --threads)"
     # GPU: device memory, so never --threads; --gpus only while workers share a device
     assert _advice("gpu", 2, 8, 2, 3) == " (try a smaller --max-hits)"
@@ -268,16 +394,19 @@ def test_seedable_counts_bound_the_valid_windows_of_every_batch(seed, monkeypatc
     records = []
     for k in range(3):
         n = int(rng.integers(50, 3000))
-        seq = rng.choice(np.frombuffer(b"ACGTacgtN", np.uint8), n,
-                         p=[.2, .2, .2, .2, .04, .04, .04, .04, .04])
+        seq = rng.choice(
+            np.frombuffer(b"ACGTacgtN", np.uint8),
+            n,
+            p=[0.2, 0.2, 0.2, 0.2, 0.04, 0.04, 0.04, 0.04, 0.04],
+        )
         runs = rng.integers(0, n, 4)
         for a in runs:
-            seq[a:a + int(rng.integers(1, 200))] = ord("n" if k % 2 else "N")
+            seq[a : a + int(rng.integers(1, 200))] = ord("n" if k % 2 else "N")
         records.append(Record(f"r{k}", seq))
     side = seedable.Seedable(tuple(seedable.granule_counts(r.seq) for r in records))
     for r, counts in zip(records, side.counts, strict=True):
         flags = np.isin(r.seq, np.frombuffer(b"ACGT", np.uint8))
-        want = [int(flags[a:a + 64].sum()) for a in range(0, len(flags), 64)]
+        want = [int(flags[a : a + 64].sum()) for a in range(0, len(flags), 64)]
         assert counts.tolist() == want
     members, lengths = (0, 1, 2), [len(r) for r in records]
     packed = np.concatenate([np.concatenate((r.seq, [ord("&")])) for r in records])[:-1]
@@ -301,8 +430,10 @@ def test_the_estimate_counts_seedable_bases_never_more_than_lengths(mammal):
     from hspz.io.readers import read_records
     from hspz.planning import seedable
 
-    for ref_path, qry_path, lowest in ((*mammal, 0.0), (DEMO / "reference.fa.gz",
-                                                         DEMO / "query.2bit", 0.9)):
+    for ref_path, qry_path, lowest in (
+        (*mammal, 0.0),
+        (DEMO / "reference.fa.gz", DEMO / "query.2bit", 0.9),
+    ):
         ref, qry = read_records(str(ref_path)), read_records(str(qry_path))
         rl, ql = [len(r) for r in ref], [len(r) for r in qry]
         block = planning_bins.DEFAULT_BLOCK

@@ -17,14 +17,21 @@ def test_an_output_file_or_tree_inside_an_input_folder_is_refused(tmp_path):
 
     index = tmp_path / "index"
     (index / "000").mkdir(parents=True)
-    with pytest.raises(UsageError, match=r"^--dump-raw: .*/index/000/raw lies in .*/index, the "
-                                         r"--index input folder; an input is never written$"):
+    with pytest.raises(
+        UsageError,
+        match=r"^--dump-raw: .*/index/000/raw lies in .*/index, the "
+        r"--index input folder; an input is never written$",
+    ):
         check_disjoint({"--index": index}, {"--dump-raw": index / "000" / "raw"})
-    with pytest.raises(UsageError, match=r"^--output: .*/index lies in .*/index, the --index "
-                                         r"input folder"):
+    with pytest.raises(
+        UsageError,
+        match=r"^--output: .*/index lies in .*/index, the --index "
+        r"input folder",
+    ):
         check_disjoint({"--index": index}, {}, {"--output": Tree(index)})
-    check_disjoint({"--index": index}, {"--dump-raw": tmp_path / "raw"},
-                   {"--output": Tree(tmp_path / "out")})
+    check_disjoint(
+        {"--index": index}, {"--dump-raw": tmp_path / "raw"}, {"--output": Tree(tmp_path / "out")}
+    )
 
 
 def test_a_tree_that_claims_everything_refuses_any_input_inside_it(tmp_path):
@@ -34,8 +41,11 @@ def test_a_tree_that_claims_everything_refuses_any_input_inside_it(tmp_path):
     (tmp_path / "idx").mkdir()
     (tmp_path / "idx" / "notes.fa").write_text(">a\nACGT\n")
     everything = Tree(tmp_path / "idx", lambda name: True)
-    with pytest.raises(UsageError, match=r"^--index: publishing into .*/idx would replace or "
-                                         r"remove .*/idx/notes\.fa, the --reference input"):
+    with pytest.raises(
+        UsageError,
+        match=r"^--index: publishing into .*/idx would replace or "
+        r"remove .*/idx/notes\.fa, the --reference input",
+    ):
         check_disjoint({"--reference": tmp_path / "idx" / "notes.fa"}, {}, {"--index": everything})
 
 

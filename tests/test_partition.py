@@ -42,7 +42,7 @@ def script_split(lines: list[str], strand: str, chunk: int) -> list[list[str]]:
         if pair in skip:
             continue
         ordered = sorted(data[pair], key=lambda c: (c[1] + sign * c[0], c[0]))
-        out += [[c[2] for c in ordered[i:i + chunk]] for i in range(0, len(ordered), chunk)]
+        out += [[c[2] for c in ordered[i : i + chunk]] for i in range(0, len(ordered), chunk)]
     if skip:
         groups: list[list[tuple[str, str]]] = [[]]
         current = 0
@@ -90,11 +90,14 @@ def _file(rng, n: int, pairs: list[tuple[int, int]], names: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("strand", ["plus", "minus"])
-@pytest.mark.parametrize("pairs, chunk", [
-    ([(0, 0)], 700),  # one pair: always split when over the chunk
-    ([(0, 0), (1, 1), (2, 1), (0, 2), (3, 0)], 500),  # large and small pairs
-    ([(1, 2), (0, 0), (2, 1), (3, 3), (0, 1), (2, 2)], 1200),  # only small pairs: aggregated
-])
+@pytest.mark.parametrize(
+    "pairs, chunk",
+    [
+        ([(0, 0)], 700),  # one pair: always split when over the chunk
+        ([(0, 0), (1, 1), (2, 1), (0, 2), (3, 0)], 500),  # large and small pairs
+        ([(1, 2), (0, 0), (2, 1), (3, 3), (0, 1), (2, 2)], 1200),  # only small pairs: aggregated
+    ],
+)
 def test_split_matches_the_script(strand, pairs, chunk):
     rng = np.random.default_rng(len(pairs) + chunk)
     names = ["chrB", "chrA", "chr10", "chr2"]  # input order is not name order

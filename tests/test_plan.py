@@ -208,8 +208,9 @@ def _kegalign_walk(cum: list[int], max_hits: int) -> list[tuple[int, int]]:
 def _random_counts(rng: random.Random, max_hits: int) -> list[int]:
     n = rng.randint(1, 60)
     kinds = [0, 0, 1, 2, 3, max_hits - 1, max_hits, max_hits + 1, 3 * max_hits + 2]
-    return [rng.choice(kinds) if rng.random() < 0.7 else rng.randint(0, 2 * max_hits)
-            for _ in range(n)]
+    return [
+        rng.choice(kinds) if rng.random() < 0.7 else rng.randint(0, 2 * max_hits) for _ in range(n)
+    ]
 
 
 def test_chunk_walk_equals_kegalign_loop_on_random_counts_with_giant_seeds():
@@ -242,15 +243,17 @@ def test_chunk_walk_covers_every_seed_once_in_order_and_only_the_last_chunk_reac
         seeds = [s for a, b in chunks for s in range(a, b + 1)]
         assert seeds == list(range(len(counts)))  # never splits a seed, never repeats one
         for a, b in chunks[:-1]:
-            assert sum(counts[a:b + 1]) < max_hits
+            assert sum(counts[a : b + 1]) < max_hits
 
 
 def _walk_batch(cum: np.ndarray, s_a: int, s_b: int, max_hits: int) -> list[tuple[int, int]]:
     """One batch's semantic chunks as group hit ranges, by `chunk_walk` over its own sum."""
     h_a = int(cum[s_a - 1]) if s_a else 0
     local = cum[s_a:s_b] - h_a
-    return [(h_a + (int(local[a - 1]) if a else 0), h_a + int(local[b]))
-            for a, b in chunk_walk(local, max_hits)]
+    return [
+        (h_a + (int(local[a - 1]) if a else 0), h_a + int(local[b]))
+        for a, b in chunk_walk(local, max_hits)
+    ]
 
 
 def test_chunk_walks_of_a_group_equal_chunk_walk_of_each_batch():
@@ -268,14 +271,17 @@ def test_chunk_walks_of_a_group_equal_chunk_walk_of_each_batch():
         slots = np.array([0, *cuts, len(counts)], np.int64)
         edges = np.array([int(cum[s - 1]) if s else 0 for s in slots], np.int64)
         got = chunk_walks(np, cum, slots, edges, max_hits)
-        expected = [_walk_batch(cum, int(a), int(b), max_hits)
-                    for a, b in zip(slots[:-1], slots[1:], strict=True)]
+        expected = [
+            _walk_batch(cum, int(a), int(b), max_hits)
+            for a, b in zip(slots[:-1], slots[1:], strict=True)
+        ]
         assert got == expected, (counts, max_hits, slots)
         walked += sum(len(c) > 1 for c in got)
         most = rng.randint(0, 3)  # longer walks left to the caller, the rest unchanged
         searches = (edges[1:] - edges[:-1]) // max_hits * (slots[1:] > slots[:-1])
         assert chunk_walks(np, cum, slots, edges, max_hits, most) == [
-            c if k <= most else None for c, k in zip(expected, searches, strict=True)]
+            c if k <= most else None for c, k in zip(expected, searches, strict=True)
+        ]
         left += int((searches > most).sum())
     assert walked > 300 and left > 300
 
@@ -295,8 +301,13 @@ def test_chunk_walk_splits_exactly_at_lower_bound_minus_one():
 def _sort_sha(tmp_path, data: bytes) -> str:
     path = tmp_path / "all.segments"
     path.write_bytes(data)
-    out = subprocess.run(f"LC_ALL=C sort {path} | sha256sum", shell=True, check=True,
-                         capture_output=True, env={**os.environ, "LC_ALL": "C"})
+    out = subprocess.run(
+        f"LC_ALL=C sort {path} | sha256sum",
+        shell=True,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "LC_ALL": "C"},
+    )
     return out.stdout.decode().split()[0][:16]
 
 
@@ -304,12 +315,14 @@ def _segment_lines(seed: int, n: int) -> list[bytes]:
     rng = random.Random(seed)
     lines = []
     for _ in range(n):
-        r0 = rng.randint(1, 10**rng.randint(1, 9))
-        q0 = rng.randint(1, 10**rng.randint(1, 9))
+        r0 = rng.randint(1, 10 ** rng.randint(1, 9))
+        q0 = rng.randint(1, 10 ** rng.randint(1, 9))
         ln = rng.randint(0, 500)
-        lines.append(f"{rng.choice(['chr1', 'chr10', 'chr1_a', 'Chr2'])}\t{r0}\t{r0 + ln}\t"
-                     f"{rng.choice(['q', 'q1', 'qq'])}\t{q0}\t{q0 + ln}\t{rng.choice('+-')}\t"
-                     f"{rng.randint(3000, 40000)}\n".encode())
+        lines.append(
+            f"{rng.choice(['chr1', 'chr10', 'chr1_a', 'Chr2'])}\t{r0}\t{r0 + ln}\t"
+            f"{rng.choice(['q', 'q1', 'qq'])}\t{q0}\t{q0 + ln}\t{rng.choice('+-')}\t"
+            f"{rng.randint(3000, 40000)}\n".encode()
+        )
     lines += lines[: n // 10]  # duplicate lines count
     rng.shuffle(lines)
     return lines
@@ -321,7 +334,7 @@ def test_digest_of_equals_lc_all_c_sort_sha256sum(tmp_path, n):
     data = b"".join(lines)
     expected = _sort_sha(tmp_path, data)
     assert digest_of([data]) == expected
-    parts = [b"".join(lines[: n // 2]), b"".join(lines[n // 2:])]
+    parts = [b"".join(lines[: n // 2]), b"".join(lines[n // 2 :])]
     assert digest_of(parts) == expected  # one chunk per file, each newline-terminated
     cuts = sorted(random.Random(n).sample(range(len(lines) + 1), min(n, 9)))
     many = [b"".join(lines[a:b]) for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
@@ -349,8 +362,20 @@ def test_digest_merged_in_key_ranges_on_threads_equals_sort(tmp_path, ranges):
     assert d.hexdigest() == _sort_sha(tmp_path, b"".join(lines))
 
 
-NAMES = ["chr1", "chr10", "chr1_random", "chr2", "chrX", "a", "a\x01b", "ab", "scaffold_1",
-         "scaffold_10", "scaffold_100", "z" * 70]
+NAMES = [
+    "chr1",
+    "chr10",
+    "chr1_random",
+    "chr2",
+    "chrX",
+    "a",
+    "a\x01b",
+    "ab",
+    "scaffold_1",
+    "scaffold_10",
+    "scaffold_100",
+    "z" * 70,
+]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -369,12 +394,16 @@ def test_digest_by_groups_sealed_in_any_order_equals_sort(tmp_path, seed):
     groups[5] = [b"never"]  # no lines
     chunks = []
     for g, members in groups.items():
-        lines = [f"{rng.choice(members).decode()}\t{rng.randint(1, 10**rng.randint(1, 9))}\t+\t"
-                 f"{rng.randint(0, 99)}\n".encode() for _ in range(rng.randint(0, 900))]
+        lines = [
+            f"{rng.choice(members).decode()}\t{rng.randint(1, 10 ** rng.randint(1, 9))}\t+\t"
+            f"{rng.randint(0, 99)}\n".encode()
+            for _ in range(rng.randint(0, 900))
+        ]
         lines += [members[0] + b"\t5\n", members[0] + b"\t5\t\n"] * (g != 5)
         cuts = sorted(rng.sample(range(len(lines) + 1), 3))
-        chunks += [(g, b"".join(lines[a:b]))
-                   for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)]
+        chunks += [
+            (g, b"".join(lines[a:b])) for a, b in zip([0, *cuts], [*cuts, len(lines)], strict=True)
+        ]
     rng.shuffle(chunks)
     d = LineDigest(groups, threads=2, ranges=rng.choice([0, 1, 3]))
     left = {g: sum(c == g for c, _ in chunks) for g in groups}

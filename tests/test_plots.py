@@ -19,15 +19,23 @@ def test_segments_are_read_back_line_for_line(multibin_run):
     lines = b"".join(texts).splitlines()
     assert len(h["score"]) == len(lines) > 1000
     first = lines[0].split(b"\t")
-    assert (h["ref_name"][0], int(h["ref_start"][0]), h["strand"][0]) == \
-        (first[0].decode(), int(first[1]), first[6].decode())
+    assert (h["ref_name"][0], int(h["ref_start"][0]), h["strand"][0]) == (
+        first[0].decode(),
+        int(first[1]),
+        first[6].decode(),
+    )
 
 
 def test_a_dot_plot_is_a_png_of_every_hsp(multibin_run, tmp_path):
     d, _, _, m = multibin_run
     png = tmp_path / "q.png"
-    n = plots.dotplot(plots.segments_texts(d / "out"), (m.ref_names, m.ref_lengths),
-                      (m.qry_names, m.qry_lengths), png, "multibin")
+    n = plots.dotplot(
+        plots.segments_texts(d / "out"),
+        (m.ref_names, m.ref_lengths),
+        (m.qry_names, m.qry_lengths),
+        png,
+        "multibin",
+    )
     assert n == len(b"".join(plots.segments_texts(d / "out")).splitlines())
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
@@ -35,35 +43,62 @@ def test_a_dot_plot_is_a_png_of_every_hsp(multibin_run, tmp_path):
 
 def test_a_dot_plot_reads_a_tarball_too(multibin_run, tmp_path):
     d, ref, qry, m = multibin_run
-    assert main(["run", "-r", str(ref), "-q", str(qry), "-o", str(tmp_path / "z"), *FLAGS,
-                 "--backend", "cpu", "-Z"]) == 0
-    assert sorted(plots.segments_texts(tmp_path / "z" / "segments.tar.gz")) == \
-        sorted(plots.segments_texts(d / "out"))
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(ref),
+                "-q",
+                str(qry),
+                "-o",
+                str(tmp_path / "z"),
+                *FLAGS,
+                "--backend",
+                "cpu",
+                "-Z",
+            ]
+        )
+        == 0
+    )
+    assert sorted(plots.segments_texts(tmp_path / "z" / "segments.tar.gz")) == sorted(
+        plots.segments_texts(d / "out")
+    )
 
 
 def test_the_summary_joins_sheet_names_queries_and_ledger(tmp_path):
     (tmp_path / "queries.tsv").write_text(
         "job\tpath\tbytes\tsha256\tblocks\tunits\thsps\tdigest\tcompletion\n"
         "000001\t/a.fa\t10\tab\t1\t2\t5\tdd\tcomplete\n"
-        "000002\t/b.fa\t20\tcd\t1\t2\t7\tee\tcomplete\n")
-    (tmp_path / "names.tsv").write_text("name\tjob\tpath\nalpha\t000001\t/a.fa\n"
-                                        "beta\t000002\t/b.fa\n")
+        "000002\t/b.fa\t20\tcd\t1\t2\t7\tee\tcomplete\n"
+    )
+    (tmp_path / "names.tsv").write_text(
+        "name\tjob\tpath\nalpha\t000001\t/a.fa\nbeta\t000002\t/b.fa\n"
+    )
     (tmp_path / "ledger.tsv").write_text(
         "job\tordinal\tworker\tdevice\tref_bin\tquery_bin\tref_bp\tquery_bp\tgpu_ms\t"
         "host_start_ms\thost_end_ms\tseeds\thits\traw_hsps\thsps\n"
         "000001\t0\t0\tcpu0\t0\t0\t1\t1\t1500\t0\t0\t3\t4\t5\t2\n"
         "000001\t1\t0\tcpu0\t1\t0\t1\t1\t500\t0\t0\t3\t6\t5\t3\n"
-        "000002\t0\t1\tcpu1\t0\t0\t1\t1\t250\t0\t0\t1\t1\t7\t7\n")
-    plots.summarize(tmp_path / "queries.tsv", tmp_path / "names.tsv", tmp_path / "ledger.tsv",
-                    tmp_path / "summary.tsv")
+        "000002\t0\t1\tcpu1\t0\t0\t1\t1\t250\t0\t0\t1\t1\t7\t7\n"
+    )
+    plots.summarize(
+        tmp_path / "queries.tsv",
+        tmp_path / "names.tsv",
+        tmp_path / "ledger.tsv",
+        tmp_path / "summary.tsv",
+    )
     rows = [r.split("\t") for r in (tmp_path / "summary.tsv").read_text().splitlines()]
     head = rows[0]
     table = [dict(zip(head, r, strict=True)) for r in rows[1:]]
-    assert [(t["name"], t["job"], t["hits"], t["engine_s"]) for t in table] == \
-        [("alpha", "000001", "10", "2.0"), ("beta", "000002", "1", "0.25")]
+    assert [(t["name"], t["job"], t["hits"], t["engine_s"]) for t in table] == [
+        ("alpha", "000001", "10", "2.0"),
+        ("beta", "000002", "1", "0.25"),
+    ]
 
 
 # --- the dot plot's layout ------------------------------------------------------------------
+
 
 def test_query_contigs_are_ordered_by_their_best_hsps_reference_position():
     """Record 0's best HSP (score 90) lies at 500, record 1's at 100, record 3's best beats its
@@ -73,10 +108,15 @@ def test_query_contigs_are_ordered_by_their_best_hsps_reference_position():
     ref_pos = np.array([20, 500, 100, 50, 300, 100])
     assert plots.query_order(qidx, score, ref_pos, 5).tolist() == [1, 4, 3, 0, 2]
     # ties on position keep file order; no HSPs at all is file order
-    assert plots.query_order(np.array([1, 0]), np.array([5, 5]), np.array([7, 7]),
-                             2).tolist() == [0, 1]
-    assert plots.query_order(np.empty(0, np.int64), np.empty(0), np.empty(0), 3).tolist() == \
-        [0, 1, 2]
+    assert plots.query_order(np.array([1, 0]), np.array([5, 5]), np.array([7, 7]), 2).tolist() == [
+        0,
+        1,
+    ]
+    assert plots.query_order(np.empty(0, np.int64), np.empty(0), np.empty(0), 3).tolist() == [
+        0,
+        1,
+        2,
+    ]
 
 
 def test_record_starts_follow_the_plot_order():
@@ -119,8 +159,10 @@ def test_a_767_contig_query_plots_in_best_position_order(tmp_path):
     n = 767
     ref = (["ref"], [n * 1000])
     qry = ([f"contig{k}" for k in range(n)], [1000] * n)
-    lines = [f"ref\t{(n - 1 - k) * 1000 + 1}\t{(n - k) * 1000}\tcontig{k}\t1\t1000\t+\t90000\n"
-             for k in range(n)]
+    lines = [
+        f"ref\t{(n - 1 - k) * 1000 + 1}\t{(n - k) * 1000}\tcontig{k}\t1\t1000\t+\t90000\n"
+        for k in range(n)
+    ]
     texts = [("".join(lines)).encode()]
     h = plots.read_segments(texts)
     qidx = plots.record_index(h["query_name"], qry[0])
@@ -143,21 +185,31 @@ def test_the_summary_html_is_a_table_with_totals_and_escaped_names(tmp_path):
     (tmp_path / "queries.tsv").write_text(
         "job\tpath\tbytes\tsha256\tblocks\tunits\thsps\tdigest\tcompletion\n"
         "000001\t/d/a.fa\t1000\tab\t1\t2\t1500\tdd\tcomplete\n"
-        "000002\t/d/b.fa\t2000\tcd\t1\t2\t7\tee\tcomplete\n")
-    (tmp_path / "names.tsv").write_text("name\tjob\tpath\n<alpha>\t000001\t/d/a.fa\n"
-                                        "beta\t000002\t/d/b.fa\n")
+        "000002\t/d/b.fa\t2000\tcd\t1\t2\t7\tee\tcomplete\n"
+    )
+    (tmp_path / "names.tsv").write_text(
+        "name\tjob\tpath\n<alpha>\t000001\t/d/a.fa\nbeta\t000002\t/d/b.fa\n"
+    )
     (tmp_path / "ledger.tsv").write_text(
         "job\tordinal\tworker\tdevice\tref_bin\tquery_bin\tref_bp\tquery_bp\tgpu_ms\t"
         "host_start_ms\thost_end_ms\tseeds\thits\traw_hsps\thsps\n"
         "000001\t0\t0\tcpu0\t0\t0\t1\t1\t1500\t0\t0\t3\t4\t5\t2\n"
-        "000002\t0\t1\tcpu1\t0\t0\t1\t1\t250\t0\t0\t1\t1\t7\t7\n")
+        "000002\t0\t1\tcpu1\t0\t0\t1\t1\t250\t0\t0\t1\t1\t7\t7\n"
+    )
     maf = tmp_path / "000001.maf"
     maf.write_text("##maf version=1 scoring=lastz\na score=5\ns x\n\na score=7\ns y\n\n")
     axt = tmp_path / "000002.axt"
     axt.write_text("0 r 1 5 q 1 5 + 10\nACGTA\nACGTA\n\n")
     html = tmp_path / "summary.html"
-    plots.summarize(tmp_path / "queries.tsv", tmp_path / "names.tsv", tmp_path / "ledger.tsv",
-                    tmp_path / "summary.tsv", html, [maf, axt], "batch x")
+    plots.summarize(
+        tmp_path / "queries.tsv",
+        tmp_path / "names.tsv",
+        tmp_path / "ledger.tsv",
+        tmp_path / "summary.tsv",
+        html,
+        [maf, axt],
+        "batch x",
+    )
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<table>" in page
     assert "&lt;alpha&gt;" in page and "<alpha>" not in page
@@ -165,16 +217,21 @@ def test_the_summary_html_is_a_table_with_totals_and_escaped_names(tmp_path):
     assert "total (2 queries)" in page and "<td class='n'>1,507</td>" in page  # HSP total
     assert "<td>a.fa</td>" in page  # the file's name, not its folder
     tsv = (tmp_path / "summary.tsv").read_text().splitlines()
-    assert tsv[0].endswith("gapped_alignments") and tsv[1].split("\t")[-1] == "2" and \
-        tsv[2].split("\t")[-1] == "1"
+    assert (
+        tsv[0].endswith("gapped_alignments")
+        and tsv[1].split("\t")[-1] == "2"
+        and tsv[2].split("\t")[-1] == "1"
+    )
 
 
 def test_gapped_alignments_are_counted_per_format(tmp_path):
-    cases = {"q.maf": ("##maf version=1\na score=1\ns a\n\na score=2\ns b\n\n", 2),
-             "q.maf-": ("a score=1\ns a\n\n", 1),
-             "q.axt": ("0 r 1 2 q 1 2 + 5\nAC\nAC\n\n1 r 3 4 q 3 4 + 5\nGT\nGT\n\n", 2),
-             "q.general": ("#score\tname1\n5\tr\n6\tr\n7\tr\n", 3),
-             "q.general-": ("5\tr\n", 1)}
+    cases = {
+        "q.maf": ("##maf version=1\na score=1\ns a\n\na score=2\ns b\n\n", 2),
+        "q.maf-": ("a score=1\ns a\n\n", 1),
+        "q.axt": ("0 r 1 2 q 1 2 + 5\nAC\nAC\n\n1 r 3 4 q 3 4 + 5\nGT\nGT\n\n", 2),
+        "q.general": ("#score\tname1\n5\tr\n6\tr\n7\tr\n", 3),
+        "q.general-": ("5\tr\n", 1),
+    }
     for name, (text, count) in cases.items():
         (tmp_path / name).write_text(text)
         assert plots.alignments(tmp_path / name) == count, name

@@ -32,8 +32,23 @@ def pair(tmp_path_factory):
     it must write)."""
     d = tmp_path_factory.mktemp("faults")
     ref, qry = write_pair(d)
-    assert main(["run", "-r", str(ref), "-q", str(qry), *FLAGS, "--backend", "cpu",
-                 "-o", str(d / "out")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(ref),
+                "-q",
+                str(qry),
+                *FLAGS,
+                "--backend",
+                "cpu",
+                "-o",
+                str(d / "out"),
+            ]
+        )
+        == 0
+    )
     return ref, qry, segments(d / "out")
 
 
@@ -79,6 +94,7 @@ class Tagged:
         """SIGKILL every tagged process but the resource tracker, give the tracker SETTLE_S to
         unlink what they left and exit, then SIGKILL what is left (a test that fails must not
         leave segments in /dev/shm either)."""
+
         def kill(pids):
             for pid in pids:
                 try:
@@ -121,9 +137,28 @@ def shm_segments(pids: list[int]) -> set[str]:
 def hspz_run(pair, out: Path, tagged: Tagged, *extra: str) -> subprocess.Popen:
     ref, qry, _ = pair
     return subprocess.Popen(
-        [sys.executable, "-m", "hspz", "run", "-r", str(ref), "-q", str(qry), *FLAGS,
-         "--backend", "cpu", "-t", "1", "-o", str(out), *extra],
-        env=tagged.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "hspz",
+            "run",
+            "-r",
+            str(ref),
+            "-q",
+            str(qry),
+            *FLAGS,
+            "--backend",
+            "cpu",
+            "-t",
+            "1",
+            "-o",
+            str(out),
+            *extra,
+        ],
+        env=tagged.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def wait_for(proc: subprocess.Popen, condition, timeout: float = 120.0) -> bool:
@@ -155,7 +190,8 @@ POINTS = {
 
 @pytest.mark.parametrize("point", list(POINTS))
 def test_a_sigkilled_run_leaves_no_worker_and_no_shared_memory_and_reruns_the_same_bytes(
-        pair, tmp_path, point):
+    pair, tmp_path, point
+):
     out = tmp_path / "out"
     tagged = Tagged()
     proc = hspz_run(pair, out, tagged, "--gpus", "2")
@@ -175,8 +211,7 @@ def test_a_sigkilled_run_leaves_no_worker_and_no_shared_memory_and_reruns_the_sa
     assert segments(out) == pair[2]
 
 
-def test_gpus_1000_on_three_reference_bins_starts_exactly_three_worker_processes(pair,
-                                                                                  tmp_path):
+def test_gpus_1000_on_three_reference_bins_starts_exactly_three_worker_processes(pair, tmp_path):
     """Watched while it runs: the worker processes the run starts, each seen by its pid."""
     tagged = Tagged()
     layout = ["-B", "7000"]  # 3 reference bins x 2 query bins
@@ -195,8 +230,24 @@ def test_gpus_1000_on_three_reference_bins_starts_exactly_three_worker_processes
     assert len(seen) == 3
     ref, qry, _ = pair
     expected = tmp_path / "one"
-    assert main(["run", "-r", str(ref), "-q", str(qry), *FLAGS, *layout, "--backend", "cpu",
-                 "-o", str(expected)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(ref),
+                "-q",
+                str(qry),
+                *FLAGS,
+                *layout,
+                "--backend",
+                "cpu",
+                "-o",
+                str(expected),
+            ]
+        )
+        == 0
+    )
     assert segments(tmp_path / "out") == segments(expected)
 
 
@@ -204,14 +255,17 @@ def test_the_resource_tracker_unlinks_the_block_of_a_killed_run_before_workers_a
     """The window between `share` and the last worker's attach: the block is registered with
     multiprocessing's resource tracker, which unlinks it once its owner is gone."""
     tagged = Tagged()
-    script = ("import sys, time, numpy as np\n"
-              "from hspz.io.records import Record\n"
-              "from hspz.run.pool import share\n"
-              "shm, _ = share([[Record('a', np.zeros(4096, np.uint8))]])\n"
-              "print(shm.name, flush=True)\n"
-              "time.sleep(600)\n")
-    proc = subprocess.Popen([sys.executable, "-c", script], env=tagged.env(),
-                            stdout=subprocess.PIPE, text=True)
+    script = (
+        "import sys, time, numpy as np\n"
+        "from hspz.io.records import Record\n"
+        "from hspz.run.pool import share\n"
+        "shm, _ = share([[Record('a', np.zeros(4096, np.uint8))]])\n"
+        "print(shm.name, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], env=tagged.env(), stdout=subprocess.PIPE, text=True
+    )
     try:
         name = proc.stdout.readline().strip().lstrip("/")
         assert name and Path("/dev/shm", name).exists()
@@ -226,26 +280,34 @@ def test_the_resource_tracker_unlinks_the_block_of_a_killed_run_before_workers_a
 def test_a_worker_whose_parent_is_already_gone_exits_at_once():
     """The race `die_with_parent` closes: the parent died before the request was made (the
     process was reparented), so it exits with status 1 and says nothing."""
-    done = subprocess.run([sys.executable, "-c",
-                           "from hspz.run.libc import die_with_parent\n"
-                           "die_with_parent(-1)\n"
-                           "raise SystemExit(0)"], timeout=60, capture_output=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from hspz.run.libc import die_with_parent\ndie_with_parent(-1)\nraise SystemExit(0)",
+        ],
+        timeout=60,
+        capture_output=True,
+    )
     assert (done.returncode, done.stdout, done.stderr) == (1, b"", b"")
 
 
 def test_a_worker_is_killed_when_its_parent_dies():
     """PR_SET_PDEATHSIG: a process that asked, whose parent is SIGKILLed, is SIGKILLed too."""
     tagged = Tagged()
-    middle = ("import os, subprocess, sys, time\n"
-              "child = subprocess.Popen([sys.executable, '-c', "
-              "'import os, time\\nfrom hspz.run.libc import die_with_parent\\n"
-              "die_with_parent(int(os.environ[\"PARENT\"]))\\nprint(\"ready\", flush=True)\\n"
-              "time.sleep(600)'], env={**os.environ, 'PARENT': str(os.getpid())}, "
-              "stdout=subprocess.PIPE, text=True)\n"
-              "print(child.pid, child.stdout.readline().strip(), flush=True)\n"
-              "time.sleep(600)\n")
-    proc = subprocess.Popen([sys.executable, "-c", middle], env=tagged.env(),
-                            stdout=subprocess.PIPE, text=True)
+    middle = (
+        "import os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', "
+        "'import os, time\\nfrom hspz.run.libc import die_with_parent\\n"
+        'die_with_parent(int(os.environ["PARENT"]))\\nprint("ready", flush=True)\\n'
+        "time.sleep(600)'], env={**os.environ, 'PARENT': str(os.getpid())}, "
+        "stdout=subprocess.PIPE, text=True)\n"
+        "print(child.pid, child.stdout.readline().strip(), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", middle], env=tagged.env(), stdout=subprocess.PIPE, text=True
+    )
     try:
         pid, ready = proc.stdout.readline().split()
         assert ready == "ready" and int(pid) in tagged.pids()

@@ -13,10 +13,25 @@ import pytest
 from benchmarks import projection_fit as pf
 from hspz.planning.pricing import Pricing, features, fit
 
-TRUE = Pricing(ns_per_hit=0.09, unit_ms=40.0, worker_ms=400.0, ref_ms_per_mbp=2.0,
-               query_ms_per_mbp=1.5)
-HEAD = ("ordinal", "worker", "device", "ref_bin", "query_bin", "ref_bp", "query_bp", "gpu_ms",
-        "host_start_ms", "host_end_ms", "seeds", "hits", "raw_hsps", "hsps")
+TRUE = Pricing(
+    ns_per_hit=0.09, unit_ms=40.0, worker_ms=400.0, ref_ms_per_mbp=2.0, query_ms_per_mbp=1.5
+)
+HEAD = (
+    "ordinal",
+    "worker",
+    "device",
+    "ref_bin",
+    "query_bin",
+    "ref_bp",
+    "query_bp",
+    "gpu_ms",
+    "host_start_ms",
+    "host_end_ms",
+    "seeds",
+    "hits",
+    "raw_hsps",
+    "hsps",
+)
 
 
 def synthetic_log(path, ref_bins, query_bins, pricing=TRUE, noise=0.0, seed=0, hits_per=None):
@@ -31,8 +46,9 @@ def synthetic_log(path, ref_bins, query_bins, pricing=TRUE, noise=0.0, seed=0, h
             f[1] = float(not rows)
             f[2] = rbp / 1e6 if q == 0 else 0.0
             ms = float(pricing.cost(f[None])[0]) * (1 + noise * rng.standard_normal())
-            rows.append((r * len(query_bins) + q, 0, 0, r, q, rbp, qbp, ms * 0.9, t, t + ms, 1,
-                         hits, 0, 0))
+            rows.append(
+                (r * len(query_bins) + q, 0, 0, r, q, rbp, qbp, ms * 0.9, t, t + ms, 1, hits, 0, 0)
+            )
             t += ms
     text = ["time: wall  99.000 100.0%", "unit ledger:\t" + "\t".join(HEAD)]
     text += ["unit ledger:\t" + "\t".join(str(x) for x in row) for row in rows]
@@ -41,19 +57,35 @@ def synthetic_log(path, ref_bins, query_bins, pricing=TRUE, noise=0.0, seed=0, h
 
 
 def layouts(tmp_path, noise=0.0):
-    spec = {"50M": ([52e6, 60e6, 56e6, 61e6, 66e6, 85e6, 55e6, 65e6], [50e6, 50e6]),
-            "100M": ([117e6, 116e6, 116e6, 66e6, 85e6], [100e6]),
-            "175M": ([177e6, 181e6, 141e6], [100e6]),
-            "250M": ([253e6, 247e6], [100e6]),
-            "500M": ([500e6], [100e6])}
-    return [str(synthetic_log(tmp_path / f"run-B{k}-1.log", [int(x) for x in r],
-                              [int(x) for x in q], noise=noise, seed=i))
-            for i, (k, (r, q)) in enumerate(spec.items())]
+    spec = {
+        "50M": ([52e6, 60e6, 56e6, 61e6, 66e6, 85e6, 55e6, 65e6], [50e6, 50e6]),
+        "100M": ([117e6, 116e6, 116e6, 66e6, 85e6], [100e6]),
+        "175M": ([177e6, 181e6, 141e6], [100e6]),
+        "250M": ([253e6, 247e6], [100e6]),
+        "500M": ([500e6], [100e6]),
+    }
+    return [
+        str(
+            synthetic_log(
+                tmp_path / f"run-B{k}-1.log",
+                [int(x) for x in r],
+                [int(x) for x in q],
+                noise=noise,
+                seed=i,
+            )
+        )
+        for i, (k, (r, q)) in enumerate(spec.items())
+    ]
 
 
 def test_features_charge_a_workers_first_unit_and_each_visit_start():
-    f = features([100e6, 100e6, 200e6, 200e6], [10e6, 20e6, 10e6, 20e6], [1e6, 2e6, 3e6, 4e6],
-                 [0, 0, 1, 1], [[0, 1], [2, 3]])
+    f = features(
+        [100e6, 100e6, 200e6, 200e6],
+        [10e6, 20e6, 10e6, 20e6],
+        [1e6, 2e6, 3e6, 4e6],
+        [0, 0, 1, 1],
+        [[0, 1], [2, 3]],
+    )
     assert f[:, 1].tolist() == [1, 0, 1, 0]  # each worker's first unit
     assert f[:, 2].tolist() == [100, 0, 200, 0]  # each visit's first unit, ref Mbp
     assert f[:, 3].tolist() == [10, 20, 10, 20]
@@ -66,8 +98,13 @@ def test_features_charge_a_workers_first_unit_and_each_visit_start():
 def test_fit_recovers_known_costs_and_drops_a_negative_term():
     rng = np.random.default_rng(1)
     n = 40
-    f = features(rng.integers(50e6, 500e6, n), rng.integers(20e6, 100e6, n),
-                 rng.integers(1e8, 2e10, n), list(range(n)), [list(range(n))])
+    f = features(
+        rng.integers(50e6, 500e6, n),
+        rng.integers(20e6, 100e6, n),
+        rng.integers(1e8, 2e10, n),
+        list(range(n)),
+        [list(range(n))],
+    )
     got = fit(f, TRUE.cost(f))
     assert got.vector() == pytest.approx(TRUE.vector(), rel=1e-6)
     y = TRUE.cost(f) - 30.0 * f[:, 0] - 1000 * f[:, 1]  # a negative worker term would fit best
@@ -80,11 +117,26 @@ def test_fit_recovers_known_costs_and_drops_a_negative_term():
 def test_fit_on_two_layouts_projects_the_others(tmp_path, capsys):
     logs = layouts(tmp_path, noise=0.02)
     out = tmp_path / "pricing.json"
-    assert pf.main([*logs, "--fit", "50M,250M", "--pricing-out", str(out),
-                    "--json", str(tmp_path / "fit.jsonl")]) == 0
+    assert (
+        pf.main(
+            [
+                *logs,
+                "--fit",
+                "50M,250M",
+                "--pricing-out",
+                str(out),
+                "--json",
+                str(tmp_path / "fit.jsonl"),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
-    assert re.search(r"summary \(wall\): fitted on 250M,50M; 3 of 3 held-out layouts within "
-                     r"10%", text), text
+    assert re.search(
+        r"summary \(wall\): fitted on 250M,50M; 3 of 3 held-out layouts within "
+        r"10%",
+        text,
+    ), text
     got = Pricing(**json.loads(out.read_text()))
     assert got.ns_per_hit == pytest.approx(TRUE.ns_per_hit, rel=0.1)
     assert "hits-estimate flags: --ns-per-hit" in text
@@ -99,9 +151,17 @@ def test_a_model_without_bin_terms_misses_the_other_layouts(tmp_path, capsys):
     """The check can fail: hits and a constant alone, fitted on one layout, land outside 10%
     elsewhere when the bins carry a real cost."""
     spec = {"small": ([20e6] * 10, [50e6] * 2), "big": ([500e6], [100e6])}
-    logs = [str(synthetic_log(tmp_path / f"run-B{k}-1.log", [int(x) for x in r],
-                              [int(x) for x in q], hits_per=int(5e9)))
-            for k, (r, q) in spec.items()]
+    logs = [
+        str(
+            synthetic_log(
+                tmp_path / f"run-B{k}-1.log",
+                [int(x) for x in r],
+                [int(x) for x in q],
+                hits_per=int(5e9),
+            )
+        )
+        for k, (r, q) in spec.items()
+    ]
     assert pf.main([*logs, "--fit", "small", "--terms", "unit_ms,ns_per_hit"]) == 0
     text = capsys.readouterr().out
     assert "0 of 1 held-out layouts within 10%" in text, text
@@ -109,12 +169,27 @@ def test_a_model_without_bin_terms_misses_the_other_layouts(tmp_path, capsys):
 
 def test_a_per_hit_cost_growing_with_the_bin_is_fitted_when_asked(tmp_path, capsys):
     cache = Pricing(**{**TRUE.__dict__, "ns_per_hit_per_ref_gbp": 0.05})
-    logs = [str(synthetic_log(tmp_path / f"run-B{k}-1.log", r, q, pricing=cache))
-            for k, (r, q) in {"a": ([60_000_000, 50_000_000, 85_000_000], [50_000_000] * 2),
-                              "b": ([250_000_000, 200_000_000], [100_000_000]),
-                              "c": ([500_000_000], [100_000_000])}.items()]
-    assert pf.main([*logs, "--fit", "a,b", "--terms", "unit_ms,worker_ms,ref_ms_per_mbp,"
-                    "query_ms_per_mbp,ns_per_hit,ns_per_hit_per_ref_gbp"]) == 0
+    logs = [
+        str(synthetic_log(tmp_path / f"run-B{k}-1.log", r, q, pricing=cache))
+        for k, (r, q) in {
+            "a": ([60_000_000, 50_000_000, 85_000_000], [50_000_000] * 2),
+            "b": ([250_000_000, 200_000_000], [100_000_000]),
+            "c": ([500_000_000], [100_000_000]),
+        }.items()
+    ]
+    assert (
+        pf.main(
+            [
+                *logs,
+                "--fit",
+                "a,b",
+                "--terms",
+                "unit_ms,worker_ms,ref_ms_per_mbp,"
+                "query_ms_per_mbp,ns_per_hit,ns_per_hit_per_ref_gbp",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "1 of 1 held-out layouts within 10%" in text, text
     assert "--ns-per-hit-per-ref-gbp 0.05" in text
@@ -122,11 +197,15 @@ def test_a_per_hit_cost_growing_with_the_bin_is_fitted_when_asked(tmp_path, caps
 
 def test_a_ledger_tsv_reads_as_the_time_log(tmp_path):
     log = synthetic_log(tmp_path / "run-B1M-1.log", [10_000_000, 20_000_000], [5_000_000])
-    rows = [line.split("\t")[1:] for line in log.read_text().splitlines()
-            if line.startswith("unit ledger:\t")]
+    rows = [
+        line.split("\t")[1:]
+        for line in log.read_text().splitlines()
+        if line.startswith("unit ledger:\t")
+    ]
     tsv = tmp_path / "ledger.tsv"
-    tsv.write_text("".join("\t".join(["job" if i == 0 else "000000", *r]) + "\n"
-                           for i, r in enumerate(rows)))
+    tsv.write_text(
+        "".join("\t".join(["job" if i == 0 else "000000", *r]) + "\n" for i, r in enumerate(rows))
+    )
     assert pf.parse_run(f"1M={tsv}").units == pf.parse_run(str(log)).units
 
 
@@ -152,29 +231,58 @@ def test_a_real_cpu_ledger_fits_and_checks(tmp_path, capsys):
     for label, block in (("4k", "4000"), ("9k", "9000")):
         flags = list(FLAGS)
         flags[flags.index("-B") + 1] = block
-        assert main(["run", "-r", str(ref), "-q", str(qry), *flags, "--backend", "cpu",
-                     "--time", "-t", "1", "-o", str(tmp_path / label)]) == 0
+        assert (
+            main(
+                [
+                    "run",
+                    "-r",
+                    str(ref),
+                    "-q",
+                    str(qry),
+                    *flags,
+                    "--backend",
+                    "cpu",
+                    "--time",
+                    "-t",
+                    "1",
+                    "-o",
+                    str(tmp_path / label),
+                ]
+            )
+            == 0
+        )
         captured = capsys.readouterr()
         path = tmp_path / f"run-B{label}-1.log"
         path.write_text(captured.out + captured.err)
         logs.append(f"{label}={path}")
     pricing = tmp_path / "pricing.json"
-    assert pf.main([*logs, "--fit", "4k", "--terms", "unit_ms,ns_per_hit",
-                    "--pricing-out", str(pricing)]) == 0
+    assert (
+        pf.main(
+            [*logs, "--fit", "4k", "--terms", "unit_ms,ns_per_hit", "--pricing-out", str(pricing)]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert re.search(r"fit on 4k \(1 runs, 10 units, target wall\)", text), text
     assert re.search(r"total 9k: projected [\d.]+ s, measured [\d.]+ s", text)
     flags = list(FLAGS)
     flags[flags.index("-B") + 1] = "9000"
-    assert main(["hits-estimate", "-r", str(ref), "-q", str(qry), *flags, "--pricing",
-                 str(pricing)]) == 0
+    assert (
+        main(["hits-estimate", "-r", str(ref), "-q", str(qry), *flags, "--pricing", str(pricing)])
+        == 0
+    )
     est = tmp_path / "estimate.tsv"
     est.write_text(capsys.readouterr().out)
-    assert pf.main([*logs, "--fit", "4k", "--terms", "unit_ms,ns_per_hit", "--estimate",
-                    f"9k={est}"]) == 0
+    assert (
+        pf.main([*logs, "--fit", "4k", "--terms", "unit_ms,ns_per_hit", "--estimate", f"9k={est}"])
+        == 0
+    )
     text = capsys.readouterr().out
-    assert re.search(r"estimate 9k: \d+ units, hits equal to the ledger's: True; priced as the "
-                     r"fit prices the ledger: True", text), text
+    assert re.search(
+        r"estimate 9k: \d+ units, hits equal to the ledger's: True; priced as the "
+        r"fit prices the ledger: True",
+        text,
+    ), text
 
 
 def test_hits_estimate_prices_from_flags_or_a_file_alike(tmp_path, capsys):
@@ -184,8 +292,10 @@ def test_hits_estimate_prices_from_flags_or_a_file_alike(tmp_path, capsys):
 
     ref, qry = write_pair(tmp_path)
     args = ["hits-estimate", "-r", str(ref), "-q", str(qry), *FLAGS]
-    assert main([*args, "--ns-per-hit", "2", "--ref-ms-per-mbp", "1000",
-                 "--query-ms-per-mbp", "500"]) == 0
+    assert (
+        main([*args, "--ns-per-hit", "2", "--ref-ms-per-mbp", "1000", "--query-ms-per-mbp", "500"])
+        == 0
+    )
     flags_out, flags_err = capsys.readouterr()
     rows = [line.split("\t") for line in flags_out.splitlines()]
     nq = len({r[1] for r in rows})
@@ -195,21 +305,23 @@ def test_hits_estimate_prices_from_flags_or_a_file_alike(tmp_path, capsys):
         assert float(r[5]) == pytest.approx(want, abs=2e-3)
     assert nq == 2
     file = tmp_path / "p.json"
-    file.write_text(json.dumps({"ns_per_hit": 9, "ref_ms_per_mbp": 1000,
-                                "query_ms_per_mbp": 500}))
+    file.write_text(json.dumps({"ns_per_hit": 9, "ref_ms_per_mbp": 1000, "query_ms_per_mbp": 500}))
     assert main([*args, "--pricing", str(file), "--ns-per-hit", "2"]) == 0
     file_out, file_err = capsys.readouterr()
     assert file_out == flags_out
     assert "2 ns/hit + 1000 ms/ref Mbp a visit + 500 ms/query Mbp a unit" in file_err
 
 
-@pytest.mark.parametrize("content, message", [
-    ("{", r"--pricing \S+: not JSON"),
-    ('{"ns_per_hit": 1, "bogus": 2}', r"unknown term 'bogus'"),
-    ('{"ns_per_hit": 1, "unit_ms": -1}', r"unit_ms must be a number >= 0"),
-    ('{"unit_ms": 1}', r"has no ns_per_hit: give --ns-per-hit too"),
-    ("[1]", r"not a JSON object"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{", r"--pricing \S+: not JSON"),
+        ('{"ns_per_hit": 1, "bogus": 2}', r"unknown term 'bogus'"),
+        ('{"ns_per_hit": 1, "unit_ms": -1}', r"unit_ms must be a number >= 0"),
+        ('{"unit_ms": 1}', r"has no ns_per_hit: give --ns-per-hit too"),
+        ("[1]", r"not a JSON object"),
+    ],
+)
 def test_a_bad_pricing_file_is_one_line(tmp_path, capsys, content, message):
     from multibin import FLAGS, write_pair
 
@@ -218,7 +330,8 @@ def test_a_bad_pricing_file_is_one_line(tmp_path, capsys, content, message):
     ref, qry = write_pair(tmp_path)
     file = tmp_path / "p.json"
     file.write_text(content)
-    assert main(["hits-estimate", "-r", str(ref), "-q", str(qry), *FLAGS, "--pricing",
-                 str(file)]) == 2
+    assert (
+        main(["hits-estimate", "-r", str(ref), "-q", str(qry), *FLAGS, "--pricing", str(file)]) == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("hspZ: ") and re.search(message, err[0]), err

@@ -79,8 +79,14 @@ class Spawned:
             env["HSPZ_FAULT"] = fault
         self.out = tempfile.TemporaryFile("w+", dir=folder)
         self.err = kw.pop("stderr", None) or tempfile.TemporaryFile("w+", dir=folder)
-        self.proc = subprocess.Popen([sys.executable, "-m", "hspz", *map(str, args)], env=env,
-                                     stdout=self.out, stderr=self.err, text=True, **kw)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "hspz", *map(str, args)],
+            env=env,
+            stdout=self.out,
+            stderr=self.err,
+            text=True,
+            **kw,
+        )
         self.pid = self.proc.pid
 
     def wait(self, timeout: float = 300) -> tuple[int, str, str]:
@@ -145,15 +151,34 @@ def runs(pair, tmp_path_factory):
     ref, qry = pair
     got = {}
     for key, flags in (("earlier", EARLIER), ("new", FLAGS)):
-        status, out = in_process(["run", "-r", ref, "-q", qry, *flags, "--backend", "cpu", "-o",
-                                  d / key, "--dump-raw", d / f"{key}.raw"])
+        status, out = in_process(
+            [
+                "run",
+                "-r",
+                ref,
+                "-q",
+                qry,
+                *flags,
+                "--backend",
+                "cpu",
+                "-o",
+                d / key,
+                "--dump-raw",
+                d / f"{key}.raw",
+            ]
+        )
         assert status == 0
-        status, _ = in_process(["run", "-r", ref, "-q", qry, *flags, "--backend", "cpu", "-o",
-                                d / f"{key}-z", "-Z"])
+        status, _ = in_process(
+            ["run", "-r", ref, "-q", qry, *flags, "--backend", "cpu", "-o", d / f"{key}-z", "-Z"]
+        )
         assert status == 0
-        got[key] = dict(dir=d / key, files=segments(d / key), digest=printed_digest(out),
-                        raw=(d / f"{key}.raw").read_bytes(),
-                        tar=(d / f"{key}-z" / "segments.tar.gz").read_bytes())
+        got[key] = dict(
+            dir=d / key,
+            files=segments(d / key),
+            digest=printed_digest(out),
+            raw=(d / f"{key}.raw").read_bytes(),
+            tar=(d / f"{key}-z" / "segments.tar.gz").read_bytes(),
+        )
         assert digest(got[key]["files"]) == got[key]["digest"]
     assert got["earlier"]["digest"] != got["new"]["digest"]
     assert set(got["earlier"]["files"]) - set(got["new"]["files"])  # the publish removes some
@@ -174,18 +199,27 @@ def assert_whole(out: Path, result: dict, note: str = "") -> None:
 
 
 # (HSPZ_FAULT, what OUT holds once the next command has its lock)
-POINTS = [("unit:3", "earlier"), ("staged", "earlier"), ("journal", "new"),
-          ("publish:1", "new"), ("publish:17", "new"), ("published", "new"), ("done", "new")]
+POINTS = [
+    ("unit:3", "earlier"),
+    ("staged", "earlier"),
+    ("journal", "new"),
+    ("publish:1", "new"),
+    ("publish:17", "new"),
+    ("published", "new"),
+    ("done", "new"),
+]
 
 
 @pytest.mark.parametrize("gpus", ["1", "2"])
 @pytest.mark.parametrize("fault, survivor", POINTS, ids=[p[0] for p in POINTS])
 def test_a_run_killed_at_any_point_leaves_the_earlier_or_the_new_result_whole(
-        pair, runs, tmp_path, fault, survivor, gpus):
+    pair, runs, tmp_path, fault, survivor, gpus
+):
     out, raw = tmp_path / "out", tmp_path / "raw.txt"
     shutil.copytree(runs["earlier"]["dir"], out)
-    status, _, err = Spawned(run_args(pair, out, FLAGS, "--gpus", gpus, "--dump-raw", raw),
-                             fault).wait()
+    status, _, err = Spawned(
+        run_args(pair, out, FLAGS, "--gpus", gpus, "--dump-raw", raw), fault
+    ).wait()
     assert status == -signal.SIGKILL, err
     if survivor == "earlier":  # killed before its journal existed: OUT is untouched
         assert not (out / ".hspz-journal").exists()
@@ -201,17 +235,20 @@ def test_a_run_killed_at_any_point_leaves_the_earlier_or_the_new_result_whole(
     assert_whole(out, runs["new"])
 
 
-@pytest.mark.parametrize("fault, survivor", [("staged", "earlier"), ("journal", "new"),
-                                             ("done", "new")])
+@pytest.mark.parametrize(
+    "fault, survivor", [("staged", "earlier"), ("journal", "new"), ("done", "new")]
+)
 @pytest.mark.parametrize("where", ["in OUT", "elsewhere"])
 def test_a_killed_archive_run_leaves_the_earlier_or_the_new_archive_whole(
-        pair, runs, tmp_path, fault, survivor, where):
+    pair, runs, tmp_path, fault, survivor, where
+):
     out = tmp_path / "out"
     tar = out / "segments.tar.gz" if where == "in OUT" else tmp_path / "z" / "a.tar.gz"
     tar.parent.mkdir(parents=True)
     tar.write_bytes(runs["earlier"]["tar"])
-    status, _, err = Spawned(run_args(pair, out, FLAGS, "-Z",
-                                      *([] if where == "in OUT" else [tar])), fault).wait()
+    status, _, err = Spawned(
+        run_args(pair, out, FLAGS, "-Z", *([] if where == "in OUT" else [tar])), fault
+    ).wait()
     assert status == -signal.SIGKILL, err
     take_lock(out)
     assert tar.read_bytes() == runs[survivor]["tar"]
@@ -219,8 +256,7 @@ def test_a_killed_archive_run_leaves_the_earlier_or_the_new_archive_whole(
     assert [p.name for p in tar.parent.iterdir() if not p.name.startswith(".")] == [tar.name]
 
 
-def test_the_next_run_completes_an_interrupted_publish_and_says_so(pair, runs, tmp_path,
-                                                                     capfd):
+def test_the_next_run_completes_an_interrupted_publish_and_says_so(pair, runs, tmp_path, capfd):
     out = tmp_path / "out"
     shutil.copytree(runs["earlier"]["dir"], out)
     proc = Spawned(run_args(pair, out), "publish:5")
@@ -230,10 +266,13 @@ def test_the_next_run_completes_an_interrupted_publish_and_says_so(pair, runs, t
     err = capfd.readouterr().err
     done = [line for line in err.splitlines() if line.startswith("output: completed")]
     assert len(done) == 1, err
-    assert re.fullmatch(rf"output: completed the publish that an interrupted run \(pid "
-                        rf"{proc.pid} on \S+\) left in {re.escape(str(out))}: "
-                        rf"{len(runs['new']['files'])} file\(s\) moved in, "
-                        rf"\d+ removed, digest {runs['new']['digest']}", done[0])
+    assert re.fullmatch(
+        rf"output: completed the publish that an interrupted run \(pid "
+        rf"{proc.pid} on \S+\) left in {re.escape(str(out))}: "
+        rf"{len(runs['new']['files'])} file\(s\) moved in, "
+        rf"\d+ removed, digest {runs['new']['digest']}",
+        done[0],
+    )
     assert status == 0 and printed_digest(stdout) == runs["earlier"]["digest"]
     assert_whole(out, runs["earlier"])
 
@@ -250,8 +289,7 @@ def test_a_roll_forward_killed_half_way_is_completed_by_the_next_command(pair, r
     assert_whole(out, runs["new"])
 
 
-def test_a_run_killed_from_outside_at_a_random_moment_leaves_one_whole_result(pair, runs,
-                                                                               tmp_path):
+def test_a_run_killed_from_outside_at_a_random_moment_leaves_one_whole_result(pair, runs, tmp_path):
     rng = random.Random()
     for attempt in range(3):
         gpus, delay = str(1 + attempt % 2), rng.uniform(0.3, 4.0)
@@ -281,8 +319,7 @@ def test_a_stage_folder_another_process_named_by_our_pid_is_left_alone(pair, run
     assert segments(out) == runs["new"]["files"]
 
 
-def test_a_dump_raw_that_fails_while_publishing_leaves_the_earlier_result(pair, runs,
-                                                                          tmp_path):
+def test_a_dump_raw_that_fails_while_publishing_leaves_the_earlier_result(pair, runs, tmp_path):
     """A write of the --dump-raw file that fails (here the file-size limit, as a full disk
     would) fails the run before anything is published; it used to be written after the
     segments files were already in place."""
@@ -294,8 +331,9 @@ def test_a_dump_raw_that_fails_while_publishing_leaves_the_earlier_result(pair, 
     def small_files() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    status, _, err = Spawned(run_args(pair, out, FLAGS, "--dump-raw", raw), folder=out.parent,
-                             preexec_fn=small_files).wait()
+    status, _, err = Spawned(
+        run_args(pair, out, FLAGS, "--dump-raw", raw), folder=out.parent, preexec_fn=small_files
+    ).wait()
     lines = [line for line in err.splitlines() if line.startswith("hspZ: ")]
     assert status == 1, err
     assert lines == [f"hspZ: --dump-raw: cannot write {raw}: File too large"], err
@@ -318,9 +356,12 @@ def test_an_unreadable_journal_is_one_line_and_is_kept(pair, runs, tmp_path, cap
     capfd.readouterr()
     assert main([str(a) for a in run_args(pair, out)]) == 1
     err = capfd.readouterr().err
-    assert re.fullmatch(r"hspZ: .*/\.hspz-journal: an interrupted publish's journal cannot be "
-                        r"read \(.*\); OUT may hold a mixture of two results: remove the "
-                        r"journal and rerun\n", err), err
+    assert re.fullmatch(
+        r"hspZ: .*/\.hspz-journal: an interrupted publish's journal cannot be "
+        r"read \(.*\); OUT may hold a mixture of two results: remove the "
+        r"journal and rerun\n",
+        err,
+    ), err
     assert segments(out) == runs["earlier"]["files"] and (out / ".hspz-journal").exists()
 
 
@@ -330,13 +371,16 @@ def test_an_unreadable_journal_is_one_line_and_is_kept(pair, runs, tmp_path, cap
 
 
 def holder_line(pid: int, out: Path, command: str) -> str:
-    return (rf"^hspZ: --output: {re.escape(str(out))} is in use by pid {pid} on \S+ since "
-            rf"[0-9-]+ [0-9:]+ UTC \(hspZ {command} .*\); wait for it to finish, or pass "
-            rf"--wait$")
+    return (
+        rf"^hspZ: --output: {re.escape(str(out))} is in use by pid {pid} on \S+ since "
+        rf"[0-9-]+ [0-9:]+ UTC \(hspZ {command} .*\); wait for it to finish, or pass "
+        rf"--wait$"
+    )
 
 
-def test_a_second_run_into_a_held_out_is_refused_at_once_naming_the_holder(pair, runs,
-                                                                           tmp_path, capfd):
+def test_a_second_run_into_a_held_out_is_refused_at_once_naming_the_holder(
+    pair, runs, tmp_path, capfd
+):
     out = tmp_path / "out"
     first = Spawned(run_args(pair, out, EARLIER), "unit:1:stop")
     try:
@@ -360,8 +404,9 @@ def test_with_wait_two_runs_into_one_out_succeed_in_turn(pair, runs, tmp_path):
     first = Spawned(run_args(pair, out, EARLIER), "unit:1:stop")
     try:
         wait_stopped(first)
-        second = Spawned(run_args(pair, out, FLAGS, "--wait", "--gpus", "2"),
-                         stderr=subprocess.PIPE)
+        second = Spawned(
+            run_args(pair, out, FLAGS, "--wait", "--gpus", "2"), stderr=subprocess.PIPE
+        )
         line = second.proc.stderr.readline()
         assert line.startswith(f"output: waiting for {out}, in use by pid {first.pid} "), line
     finally:
@@ -381,12 +426,33 @@ def plans(pair, tmp_path_factory):
     got = {}
     for key, flags in (("earlier", EARLIER), ("new", FLAGS)):
         plan = d / f"{key}.plan"
-        assert in_process(["plan", "-r", ref, "-q", qry, *flags, "--backend", "cpu",
-                           "--gpus", "2", "-o", plan])[0] == 0
+        assert (
+            in_process(
+                [
+                    "plan",
+                    "-r",
+                    ref,
+                    "-q",
+                    qry,
+                    *flags,
+                    "--backend",
+                    "cpu",
+                    "--gpus",
+                    "2",
+                    "-o",
+                    plan,
+                ]
+            )[0]
+            == 0
+        )
         results = [d / f"{key}.w{k}" for k in range(2)]
         for k, path in enumerate(results):
-            assert in_process(["work", "--plan", plan, "--worker", k, "--backend", "cpu",
-                               "-o", path])[0] == 0
+            assert (
+                in_process(["work", "--plan", plan, "--worker", k, "--backend", "cpu", "-o", path])[
+                    0
+                ]
+                == 0
+            )
         got[key] = ["merge", "--plan", plan, *results]
     return got
 

@@ -30,15 +30,47 @@ def batch(tmp_path_factory):
     write_records(d / "q3.fa", qry[::-1])
     (d / "sub").mkdir()
     # comments, blank lines, a path relative to the list's folder and an absolute one
-    (d / "sub" / "list.txt").write_text(f"# three queries\n../q1.fa\n\n  ../q2.fa  \n"
-                                        f"{d / 'q3.fa'}\n# again\n../q1.fa\n")
+    (d / "sub" / "list.txt").write_text(
+        f"# three queries\n../q1.fa\n\n  ../q2.fa  \n{d / 'q3.fa'}\n# again\n../q1.fa\n"
+    )
     alone = {}
     for q in QUERIES:
-        assert main(["run", "-r", str(d / "ref.fa"), "-q", str(d / q), "-o",
-                     str(d / f"alone-{q}"), *FLAGS, "--backend", "cpu"]) == 0
+        assert (
+            main(
+                [
+                    "run",
+                    "-r",
+                    str(d / "ref.fa"),
+                    "-q",
+                    str(d / q),
+                    "-o",
+                    str(d / f"alone-{q}"),
+                    *FLAGS,
+                    "--backend",
+                    "cpu",
+                ]
+            )
+            == 0
+        )
         alone[q] = outputs(d / f"alone-{q}")
-    assert main(["index", "-r", str(d / "ref.fa"), "--index", str(d / "ix"), "-s",
-                 "111011001011", "-B", "4000", "--backend", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "-r",
+                str(d / "ref.fa"),
+                "--index",
+                str(d / "ix"),
+                "-s",
+                "111011001011",
+                "-B",
+                "4000",
+                "--backend",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     return d, alone
 
 
@@ -48,17 +80,33 @@ def listed(d: Path) -> list[str]:
 
 @pytest.mark.parametrize("index", [False, True])
 @pytest.mark.parametrize("gpus, partition", [("1", None), ("2", "0"), ("2", "1"), ("3", None)])
-def test_every_job_of_a_batch_writes_the_bytes_of_its_standalone_run(batch, tmp_path, capsys,
-                                                                     monkeypatch, index, gpus,
-                                                                     partition):
+def test_every_job_of_a_batch_writes_the_bytes_of_its_standalone_run(
+    batch, tmp_path, capsys, monkeypatch, index, gpus, partition
+):
     d, alone = batch
     monkeypatch.delenv("HSPZ_UNIT_PARTITION", raising=False)
     if partition is not None:
         monkeypatch.setenv("HSPZ_UNIT_PARTITION", partition)
     source = ["--index", str(d / "ix")] if index else ["-r", str(d / "ref.fa")]
     out = tmp_path / "out"
-    assert main(["run", *source, "--query-list", str(d / "sub" / "list.txt"), "-o", str(out),
-                 *FLAGS, "--backend", "cpu", "--gpus", gpus]) == 0
+    assert (
+        main(
+            [
+                "run",
+                *source,
+                "--query-list",
+                str(d / "sub" / "list.txt"),
+                "-o",
+                str(out),
+                *FLAGS,
+                "--backend",
+                "cpu",
+                "--gpus",
+                gpus,
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     for k, q in enumerate(listed(d), 1):
         assert outputs(out / bt.job_name(k)) == alone[q], (k, q)
@@ -66,25 +114,48 @@ def test_every_job_of_a_batch_writes_the_bytes_of_its_standalone_run(batch, tmp_
     rows = (out / "queries.tsv").read_text().splitlines()
     assert rows[0].split("\t") == list(bt.QUERIES_COLUMNS) and len(rows) == 5
     assert [r.split("\t")[1] for r in rows[1:]] == [str(d / q) for q in listed(d)]
-    assert sorted(p.name for p in out.iterdir()) == \
-        ["000001", "000002", "000003", "000004", "queries.tsv"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "000001",
+        "000002",
+        "000003",
+        "000004",
+        "queries.tsv",
+    ]
 
 
-def test_the_batch_schedule_spreads_every_job_over_the_workers_bin_major(batch, tmp_path,
-                                                                         capsys, monkeypatch):
+def test_the_batch_schedule_spreads_every_job_over_the_workers_bin_major(
+    batch, tmp_path, capsys, monkeypatch
+):
     """5 reference bins, jobs of 2 + 1 + 2 + 2 query bins: a 5 x 7 grid of 35 units; each
     reference bin is built once per visit, and the ledger's job column accounts for all."""
     d, _ = batch
     monkeypatch.setenv("HSPZ_UNIT_PARTITION", "1")
-    assert main(["run", "-r", str(d / "ref.fa"), "--query-list", str(d / "sub" / "list.txt"),
-                 "-o", str(tmp_path / "o"), *FLAGS, "--backend", "cpu", "--gpus", "2",
-                 "--time"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(d / "ref.fa"),
+                "--query-list",
+                str(d / "sub" / "list.txt"),
+                "-o",
+                str(tmp_path / "o"),
+                *FLAGS,
+                "--backend",
+                "cpu",
+                "--gpus",
+                "2",
+                "--time",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
-    units = re.findall(r"^schedule: worker \d device cpu\d: .* units=(\d+) visits=\d+$", err,
-                       re.M)
+    units = re.findall(r"^schedule: worker \d device cpu\d: .* units=(\d+) visits=\d+$", err, re.M)
     assert sum(map(int, units)) == 35
-    visits = int(re.search(r"^schedule: policy=unit-partition W=2 visits=(\d+)", err,
-                           re.M).group(1))
+    visits = int(
+        re.search(r"^schedule: policy=unit-partition W=2 visits=(\d+)", err, re.M).group(1)
+    )
     assert f"lifecycle: 5 ref bins, 35 work units, {visits} builds, {visits} uploads" in err
     rows = [line.split("\t") for line in err.splitlines() if line.startswith("unit ledger:\t")]
     assert rows[0][1:3] == ["job", "ordinal"] and len(rows) == 36
@@ -97,29 +168,74 @@ def test_the_batch_schedule_spreads_every_job_over_the_workers_bin_major(batch, 
 def test_a_batch_tarball_and_dumps_are_one_per_job(batch, tmp_path, capsys):
     d, _ = batch
     for q in ("q1.fa", "q2.fa"):
-        assert main(["run", "-r", str(d / "ref.fa"), "-q", str(d / q), "-o",
-                     str(tmp_path / f"solo-{q}"), *FLAGS, "--backend", "cpu", "-Z",
-                     "--dump-plan", str(tmp_path / f"plan-{q}.tsv"), "--dump-manifest",
-                     str(tmp_path / f"manifest-{q}.txt"), "--dump-raw",
-                     str(tmp_path / f"raw-{q}.txt")]) == 0
+        assert (
+            main(
+                [
+                    "run",
+                    "-r",
+                    str(d / "ref.fa"),
+                    "-q",
+                    str(d / q),
+                    "-o",
+                    str(tmp_path / f"solo-{q}"),
+                    *FLAGS,
+                    "--backend",
+                    "cpu",
+                    "-Z",
+                    "--dump-plan",
+                    str(tmp_path / f"plan-{q}.tsv"),
+                    "--dump-manifest",
+                    str(tmp_path / f"manifest-{q}.txt"),
+                    "--dump-raw",
+                    str(tmp_path / f"raw-{q}.txt"),
+                ]
+            )
+            == 0
+        )
     (tmp_path / "two.txt").write_text(f"{d / 'q1.fa'}\n{d / 'q2.fa'}\n")
     out = tmp_path / "out"
-    assert main(["run", "-r", str(d / "ref.fa"), "--query-list", str(tmp_path / "two.txt"),
-                 "-o", str(out), *FLAGS, "--backend", "cpu", "-Z", str(tmp_path / "x.tgz"),
-                 "--dump-plan", str(tmp_path / "plan.tsv"), "--dump-manifest",
-                 str(tmp_path / "manifest.txt"), "--dump-raw", str(tmp_path / "raw.txt")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(d / "ref.fa"),
+                "--query-list",
+                str(tmp_path / "two.txt"),
+                "-o",
+                str(out),
+                *FLAGS,
+                "--backend",
+                "cpu",
+                "-Z",
+                str(tmp_path / "x.tgz"),
+                "--dump-plan",
+                str(tmp_path / "plan.tsv"),
+                "--dump-manifest",
+                str(tmp_path / "manifest.txt"),
+                "--dump-raw",
+                str(tmp_path / "raw.txt"),
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert f"note: --tarball {tmp_path / 'x.tgz'} is ignored with --query-list" in err
-    assert sorted(p.name for p in out.iterdir()) == \
-        ["000001.tar.gz", "000002.tar.gz", "queries.tsv"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "000001.tar.gz",
+        "000002.tar.gz",
+        "queries.tsv",
+    ]
     assert not (tmp_path / "x.tgz").exists()
     for k, q in enumerate(("q1.fa", "q2.fa"), 1):
         name = bt.job_name(k)
-        assert (out / f"{name}.tar.gz").read_bytes() == \
-            (tmp_path / f"solo-{q}" / "segments.tar.gz").read_bytes()
+        assert (out / f"{name}.tar.gz").read_bytes() == (
+            tmp_path / f"solo-{q}" / "segments.tar.gz"
+        ).read_bytes()
         for dump in ("plan.tsv", "raw.txt"):
-            assert (tmp_path / f"{dump}.{name}").read_bytes() == \
-                (tmp_path / f"{dump.split('.')[0]}-{q}.{dump.split('.')[1]}").read_bytes()
+            assert (tmp_path / f"{dump}.{name}").read_bytes() == (
+                tmp_path / f"{dump.split('.')[0]}-{q}.{dump.split('.')[1]}"
+            ).read_bytes()
         frozen = (tmp_path / f"manifest.txt.{name}").read_text()
         assert frozen == (tmp_path / f"manifest-{q}.txt").read_text()
 
@@ -128,36 +244,84 @@ def test_queries_tsv_is_written_last_and_a_rerun_replaces_it(batch, tmp_path):
     d, _ = batch
     out = tmp_path / "out"
     (tmp_path / "one.txt").write_text(f"{d / 'q2.fa'}\n")
-    assert main(["run", "-r", str(d / "ref.fa"), "--query-list", str(tmp_path / "one.txt"),
-                 "-o", str(out), *FLAGS, "--backend", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(d / "ref.fa"),
+                "--query-list",
+                str(tmp_path / "one.txt"),
+                "-o",
+                str(out),
+                *FLAGS,
+                "--backend",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     first = (out / "queries.tsv").read_text()
     assert first.splitlines()[1].startswith("000001\t" + str(d / "q2.fa") + "\t")
     # a rerun that fails leaves the earlier queries.tsv alone
     (tmp_path / "bad.txt").write_text(f"{d / 'q2.fa'}\n{tmp_path / 'missing.fa'}\n")
-    assert main(["run", "-r", str(d / "ref.fa"), "--query-list", str(tmp_path / "bad.txt"),
-                 "-o", str(out), *FLAGS, "--backend", "cpu"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(d / "ref.fa"),
+                "--query-list",
+                str(tmp_path / "bad.txt"),
+                "-o",
+                str(out),
+                *FLAGS,
+                "--backend",
+                "cpu",
+            ]
+        )
+        == 2
+    )
     assert (out / "queries.tsv").read_text() == first
     # a rerun that succeeds replaces it
     (tmp_path / "two.txt").write_text(f"{d / 'q1.fa'}\n{d / 'q2.fa'}\n")
-    assert main(["run", "-r", str(d / "ref.fa"), "--query-list", str(tmp_path / "two.txt"),
-                 "-o", str(out), *FLAGS, "--backend", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(d / "ref.fa"),
+                "--query-list",
+                str(tmp_path / "two.txt"),
+                "-o",
+                str(out),
+                *FLAGS,
+                "--backend",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     rows = (out / "queries.tsv").read_text().splitlines()
     assert len(rows) == 3 and rows[2].startswith("000002\t" + str(d / "q2.fa"))
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 
-@pytest.mark.parametrize("extra, text, pattern", [
-    (["-B", "0"], None, r"-B 0 cannot be combined with --query-list"),
-    (["--kegalign-bins"], None, r"--kegalign-bins cannot be combined with --query-list"),
-    (["--from-manifest", "{d}/m.txt"], None, r"--from-manifest cannot be combined with "),
-    (["--cpu-only"], None, r"--cpu-only cannot be combined with --query-list"),
-    (["-q", "{d}/q1.fa"], None, r"--query and --query-list cannot be combined"),
-    ([], "# nothing\n\n", r"lists no queries"),
-    ([], "q1.fa\nmissing.fa\n", r"job 000002 \(.*missing\.fa\): cannot read .*missing\.fa"),
-    ([], "q1.fa\nnot-fasta.fa\n", r"job 000002 \(.*not-fasta\.fa\): .*no FASTA records"),
-    ([], "q1.fa\nempty.fa\n", r"job 000002 \(.*empty\.fa\): .*empty file"),
-    ([], "q1.fa\nsub\n", r"job 000002 \(.*sub\): cannot read"),
-])
+@pytest.mark.parametrize(
+    "extra, text, pattern",
+    [
+        (["-B", "0"], None, r"-B 0 cannot be combined with --query-list"),
+        (["--kegalign-bins"], None, r"--kegalign-bins cannot be combined with --query-list"),
+        (["--from-manifest", "{d}/m.txt"], None, r"--from-manifest cannot be combined with "),
+        (["--cpu-only"], None, r"--cpu-only cannot be combined with --query-list"),
+        (["-q", "{d}/q1.fa"], None, r"--query and --query-list cannot be combined"),
+        ([], "# nothing\n\n", r"lists no queries"),
+        ([], "q1.fa\nmissing.fa\n", r"job 000002 \(.*missing\.fa\): cannot read .*missing\.fa"),
+        ([], "q1.fa\nnot-fasta.fa\n", r"job 000002 \(.*not-fasta\.fa\): .*no FASTA records"),
+        ([], "q1.fa\nempty.fa\n", r"job 000002 \(.*empty\.fa\): .*empty file"),
+        ([], "q1.fa\nsub\n", r"job 000002 \(.*sub\): cannot read"),
+    ],
+)
 def test_batch_refusals(batch, tmp_path, capfd, extra, text, pattern):
     d, _ = batch
     for q in ("ref.fa", "q1.fa"):
@@ -166,32 +330,73 @@ def test_batch_refusals(batch, tmp_path, capfd, extra, text, pattern):
     (tmp_path / "empty.fa").write_bytes(b"")
     (tmp_path / "sub").mkdir()
     (tmp_path / "list.txt").write_text(text or "q1.fa\n")
-    argv = ["run", "-r", str(tmp_path / "ref.fa"), "--query-list", str(tmp_path / "list.txt"),
-            "-o", str(tmp_path / "out"), *FLAGS, "--backend", "cpu"]
-    assert_refused(capfd, argv + [a.format(d=tmp_path) for a in extra], 2, pattern, tmp_path,
-                   chatter=True)
+    argv = [
+        "run",
+        "-r",
+        str(tmp_path / "ref.fa"),
+        "--query-list",
+        str(tmp_path / "list.txt"),
+        "-o",
+        str(tmp_path / "out"),
+        *FLAGS,
+        "--backend",
+        "cpu",
+    ]
+    assert_refused(
+        capfd, argv + [a.format(d=tmp_path) for a in extra], 2, pattern, tmp_path, chatter=True
+    )
 
 
 def test_benchmark_refuses_a_query_list(batch, tmp_path, capfd):
     d, _ = batch
-    assert_refused(capfd, ["benchmark", "-r", str(d / "ref.fa"), "-q", str(d / "q1.fa"),
-                           "--query-list", str(d / "sub" / "list.txt")], 2,
-                   r"benchmark cannot use --query-list", tmp_path)
+    assert_refused(
+        capfd,
+        [
+            "benchmark",
+            "-r",
+            str(d / "ref.fa"),
+            "-q",
+            str(d / "q1.fa"),
+            "--query-list",
+            str(d / "sub" / "list.txt"),
+        ],
+        2,
+        r"benchmark cannot use --query-list",
+        tmp_path,
+    )
 
 
 def test_a_job_the_memory_budget_refuses_is_named(batch, tmp_path, capfd, monkeypatch):
     d, _ = batch
     (tmp_path / "list.txt").write_text(f"{d / 'q2.fa'}\n{d / 'q3.fa'}\n")
     monkeypatch.setenv("HSPZ_HOST_MEMORY_BYTES", str(10 << 20))
-    assert_refused(capfd, ["run", "-r", str(d / "ref.fa"), "--query-list",
-                           str(tmp_path / "list.txt"), "-o", str(tmp_path / "out"), *FLAGS,
-                           "--backend", "cpu"], 2,
-                   r"job 000001 \(.*q2\.fa\): memory preflight: ", tmp_path, chatter=True)
+    assert_refused(
+        capfd,
+        [
+            "run",
+            "-r",
+            str(d / "ref.fa"),
+            "--query-list",
+            str(tmp_path / "list.txt"),
+            "-o",
+            str(tmp_path / "out"),
+            *FLAGS,
+            "--backend",
+            "cpu",
+        ],
+        2,
+        r"job 000001 \(.*q2\.fa\): memory preflight: ",
+        tmp_path,
+        chatter=True,
+    )
 
 
 def test_jobs_with_other_reference_bins_are_refused():
-    with pytest.raises(Exception, match=r"job 000002 \(b\.fa\) plans 2 reference bin\(s\) where "
-                                        r"job 000001 plans 1"):
+    with pytest.raises(
+        Exception,
+        match=r"job 000002 \(b\.fa\) plans 2 reference bin\(s\) where "
+        r"job 000001 plans 1",
+    ):
         bt.check_same_reference_bins([((0, 1),), ((0,), (1,))], ["a.fa", "b.fa"])
 
 
@@ -200,10 +405,12 @@ def peak_rss_kib(argv: list[str]) -> int:
     import subprocess
     import sys
 
-    probe = ("import resource, subprocess, sys\n"
-             "done = subprocess.run(sys.argv[1:], capture_output=True)\n"
-             "assert done.returncode == 0, done.stderr.decode()[-2000:]\n"
-             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    probe = (
+        "import resource, subprocess, sys\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True)\n"
+        "assert done.returncode == 0, done.stderr.decode()[-2000:]\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
     out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return int(out.stdout)
@@ -225,14 +432,27 @@ def test_a_thousand_job_batch_needs_the_memory_of_its_largest_job(tmp_path):
     for k in range(1000):
         n = 2000 if k == 500 else int(rng.integers(1000, 1800))
         at = int(rng.integers(0, len(ref) - n))
-        write_fasta(tmp_path / f"q{k}.fa", [(f"q{k}", mutate(rng, ref[at:at + n], 0.1))])
+        write_fasta(tmp_path / f"q{k}.fa", [(f"q{k}", mutate(rng, ref[at : at + n], 0.1))])
         lines.append(f"q{k}.fa")
     (tmp_path / "list.txt").write_text("\n".join(lines) + "\n")
-    hspz = [sys.executable, "-m", "hspz", "run", "-r", str(tmp_path / "ref.fa"), "--backend",
-            "cpu", "-s", "111011001011", "-H", "1500"]
+    hspz = [
+        sys.executable,
+        "-m",
+        "hspz",
+        "run",
+        "-r",
+        str(tmp_path / "ref.fa"),
+        "--backend",
+        "cpu",
+        "-s",
+        "111011001011",
+        "-H",
+        "1500",
+    ]
     alone = peak_rss_kib(hspz + ["-q", str(tmp_path / "q500.fa"), "-o", str(tmp_path / "a")])
-    batch = peak_rss_kib(hspz + ["--query-list", str(tmp_path / "list.txt"), "-o",
-                                 str(tmp_path / "b")])
+    batch = peak_rss_kib(
+        hspz + ["--query-list", str(tmp_path / "list.txt"), "-o", str(tmp_path / "b")]
+    )
     assert len((tmp_path / "b" / "queries.tsv").read_text().splitlines()) == 1001
     assert outputs(tmp_path / "b" / "000501") == outputs(tmp_path / "a")
     assert batch <= 1.5 * alone, (batch, alone)

@@ -33,8 +33,11 @@ def job_entries(out: Path) -> dict[str, object]:
     for p in sorted(out.iterdir()):
         if p.name.startswith(".") or p.name == bt.QUERIES_TSV:
             continue
-        found[p.name] = ({f.name: f.read_bytes() for f in sorted(p.iterdir())
-                          if not f.name.startswith(".")} if p.is_dir() else p.read_bytes())
+        found[p.name] = (
+            {f.name: f.read_bytes() for f in sorted(p.iterdir()) if not f.name.startswith(".")}
+            if p.is_dir()
+            else p.read_bytes()
+        )
     return found
 
 
@@ -65,14 +68,67 @@ def data(tmp_path_factory):
     (d / "old.txt").write_text("tq1.fa\ntq2.fa\ntq3.fa\n")
     (d / "new.txt").write_text("tq2.fa\ntq1.fa\n")
     for name in ("old", "new"):
-        assert main(["run", "-r", str(d / "tr.fa"), "--query-list", str(d / f"{name}.txt"),
-                     "-o", str(d / f"clean-{name}"), *CPU]) == 0
-        assert main(["run", "-r", str(d / "tr.fa"), "--query-list", str(d / f"{name}.txt"),
-                     "-o", str(d / f"clean-{name}-Z"), "-Z", *CPU]) == 0
-    assert main(["plan", "-r", str(d / "tr.fa"), "--query-list", str(d / "new.txt"), "-o",
-                 str(d / "new.plan"), *CPU]) == 0
-    assert main(["work", "--plan", str(d / "new.plan"), "--worker", "0", "-o",
-                 str(d / "w0.result"), *CPU]) == 0
+        assert (
+            main(
+                [
+                    "run",
+                    "-r",
+                    str(d / "tr.fa"),
+                    "--query-list",
+                    str(d / f"{name}.txt"),
+                    "-o",
+                    str(d / f"clean-{name}"),
+                    *CPU,
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "run",
+                    "-r",
+                    str(d / "tr.fa"),
+                    "--query-list",
+                    str(d / f"{name}.txt"),
+                    "-o",
+                    str(d / f"clean-{name}-Z"),
+                    "-Z",
+                    *CPU,
+                ]
+            )
+            == 0
+        )
+    assert (
+        main(
+            [
+                "plan",
+                "-r",
+                str(d / "tr.fa"),
+                "--query-list",
+                str(d / "new.txt"),
+                "-o",
+                str(d / "new.plan"),
+                *CPU,
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "work",
+                "--plan",
+                str(d / "new.plan"),
+                "--worker",
+                "0",
+                "-o",
+                str(d / "w0.result"),
+                *CPU,
+            ]
+        )
+        == 0
+    )
     return d
 
 
@@ -82,8 +138,17 @@ def older(data: Path, out: Path) -> Path:
 
 
 def run_new(data: Path, out: Path, *extra: str) -> list[str]:
-    return ["run", "-r", str(data / "tr.fa"), "--query-list", str(data / "new.txt"), "-o",
-            str(out), *CPU, *extra]
+    return [
+        "run",
+        "-r",
+        str(data / "tr.fa"),
+        "--query-list",
+        str(data / "new.txt"),
+        "-o",
+        str(out),
+        *CPU,
+        *extra,
+    ]
 
 
 def merge_new(data: Path, out: Path) -> list[str]:
@@ -92,17 +157,32 @@ def merge_new(data: Path, out: Path) -> list[str]:
 
 # (HSPZ_FAULT, signal): every publish step of a batch (the retiring of the older queries.tsv is
 # a publish of its own: the first journal/published/done; each job's publish comes next)
-KILLS = [(p, signal.SIGKILL) for p in (
-    "unit", "staged", "journal", "journal:2", "publish", "published", "published:2", "done",
-    "done:2", "batch-retired", "batch-swept", "journal:4", "publish:3", "done:4")] + \
-    [(p, signal.SIGTERM) for p in ("unit", "journal:2", "publish", "batch-retired",
-                                   "batch-swept")]
+KILLS = [
+    (p, signal.SIGKILL)
+    for p in (
+        "unit",
+        "staged",
+        "journal",
+        "journal:2",
+        "publish",
+        "published",
+        "published:2",
+        "done",
+        "done:2",
+        "batch-retired",
+        "batch-swept",
+        "journal:4",
+        "publish:3",
+        "done:4",
+    )
+] + [(p, signal.SIGTERM) for p in ("unit", "journal:2", "publish", "batch-retired", "batch-swept")]
 
 
 @pytest.mark.parametrize("command", ["run", "merge"])
 @pytest.mark.parametrize("fault, sig", KILLS, ids=[f"{p}-{s.name}" for p, s in KILLS])
-def test_a_batch_killed_at_any_publish_step_leaves_one_consistent_out(data, tmp_path, command,
-                                                                     fault, sig):
+def test_a_batch_killed_at_any_publish_step_leaves_one_consistent_out(
+    data, tmp_path, command, fault, sig
+):
     if command == "merge" and fault in ("unit", "journal:4", "publish:3", "done:4"):
         pytest.skip("covered by run: merge publishes the same steps")
     out = older(data, tmp_path / "out")
@@ -178,14 +258,40 @@ def test_a_list_entry_is_the_file_the_os_opens_through_a_symlinked_folder(data, 
     (tmp_path / "real" / "sub" / "list.txt").write_text("../q.fa\n")
     (tmp_path / "link").symlink_to(tmp_path / "real" / "sub")
     out = tmp_path / "out"
-    assert main(["run", "-r", str(data / "tr.fa"), "--query-list",
-                 str(tmp_path / "link" / "list.txt"), "-o", str(out), *CPU]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(data / "tr.fa"),
+                "--query-list",
+                str(tmp_path / "link" / "list.txt"),
+                "-o",
+                str(out),
+                *CPU,
+            ]
+        )
+        == 0
+    )
     row = (out / bt.QUERIES_TSV).read_text().splitlines()[1].split("\t")
     assert hashlib.sha256(Path(row[1]).read_bytes()).hexdigest() == row[3]
     assert row[3] == hashlib.sha256(Q2).hexdigest()
     alone = tmp_path / "alone"
-    assert main(["run", "-r", str(data / "tr.fa"), "-q", str(tmp_path / "real" / "q.fa"), "-o",
-                 str(alone), *CPU]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-r",
+                str(data / "tr.fa"),
+                "-q",
+                str(tmp_path / "real" / "q.fa"),
+                "-o",
+                str(alone),
+                *CPU,
+            ]
+        )
+        == 0
+    )
     assert job_entries(out)["000001"] == job_entries(alone)
 
 
@@ -214,8 +320,7 @@ def test_job_entries_whose_queries_tsv_a_workflow_deleted_are_still_hspzs(data, 
 
 
 @pytest.mark.parametrize("command", ["run", "merge"])
-def test_a_users_file_in_an_older_jobs_folder_is_refused_and_kept(data, tmp_path, capfd,
-                                                                  command):
+def test_a_users_file_in_an_older_jobs_folder_is_refused_and_kept(data, tmp_path, capfd, command):
     """The older batch's 000003/ is stale for the new batch and removed with all it holds: a
     file of the user's in it is refused before any work, never removed (found by the
     adversarial pass: it went with the folder)."""
@@ -244,8 +349,7 @@ def test_a_query_list_read_from_a_pipe_is_read_once(data, tmp_path):
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     out = tmp_path / "out"
-    code = main(["run", "-r", str(data / "tr.fa"), "--query-list", str(fifo), "-o", str(out),
-                 *CPU])
+    code = main(["run", "-r", str(data / "tr.fa"), "--query-list", str(fifo), "-o", str(out), *CPU])
     os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # let the feeder's second open end
     feeder.join(10)
     assert code == 0

@@ -41,8 +41,10 @@ def _pair() -> tuple[bytes, bytes]:
     descriptions and 60-base lines: a few HSPs at the default settings."""
     rng = np.random.default_rng(15)
     ref = [random_dna(rng, 3000), random_dna(rng, 2500)]
-    qry = [np.concatenate([random_dna(rng, 300), mutate(rng, ref[0][500:2500], 0.05)]),
-           mutate(rng, ref[1][::-1].copy(), 0.05)]
+    qry = [
+        np.concatenate([random_dna(rng, 300), mutate(rng, ref[0][500:2500], 0.05)]),
+        mutate(rng, ref[1][::-1].copy(), 0.05),
+    ]
 
     def fasta(prefix: str, seqs) -> bytes:
         return fasta_bytes([(f"{prefix}{i} description {i}", s) for i, s in enumerate(seqs)], 60)
@@ -97,7 +99,8 @@ def pair_files(tmp_path_factory) -> tuple[Path, Path, dict[str, tuple[Path, Path
 
 @pytest.mark.parametrize("variant", list(_variants(b"")))
 def test_every_way_of_writing_a_fasta_gives_the_records_and_the_digest_of_the_lf_file(
-        pair_files, variant, tmp_path, capsys):
+    pair_files, variant, tmp_path, capsys
+):
     ref, qry, files = pair_files
     vref, vqry = files[variant]
     assert read_records(vref) == read_records(ref)
@@ -115,8 +118,12 @@ def test_lastz_reads_crlf_and_blanks_before_gt_as_lf(pair_files, tmp_path):
 
     def lines(r: Path) -> list[str]:
         fmt = "--format=general-:name1,start1,end1,name2,start2,end2,strand2,score"
-        done = subprocess.run([lastz, f"{r}[multiple]", str(qry), "--nogapped", fmt],
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [lastz, f"{r}[multiple]", str(qry), "--nogapped", fmt],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return sorted(done.stdout.splitlines())
 
     plain = lines(ref)
@@ -124,13 +131,16 @@ def test_lastz_reads_crlf_and_blanks_before_gt_as_lf(pair_files, tmp_path):
     assert lines(files["blanks-before-gt"][0]) == plain
 
 
-@pytest.mark.parametrize("seq", [
-    b"ACGTN" * 40 + b"N" * 800,  # mostly N: a gap-filled scaffold
-    b"ACGT" * 60 + b"RYKMSWBDHV" * 20,  # 45% IUPAC codes
-    b"acgtACGT" * 30 + b"X" * 300,  # X hard-masked (RepeatMasker -x)
-    b"ACGU" * 50 + b"acgu" * 50,  # RNA
-    b"ACGT" * 10 + b"EFILPQ" * 6 + b"*-EF",  # exactly half nucleotides
-])
+@pytest.mark.parametrize(
+    "seq",
+    [
+        b"ACGTN" * 40 + b"N" * 800,  # mostly N: a gap-filled scaffold
+        b"ACGT" * 60 + b"RYKMSWBDHV" * 20,  # 45% IUPAC codes
+        b"acgtACGT" * 30 + b"X" * 300,  # X hard-masked (RepeatMasker -x)
+        b"ACGU" * 50 + b"acgu" * 50,  # RNA
+        b"ACGT" * 10 + b"EFILPQ" * 6 + b"*-EF",  # exactly half nucleotides
+    ],
+)
 def test_dna_with_many_n_iupac_codes_or_x_masking_passes_the_protein_rule(seq):
     records = read_fasta_bytes(b">dna\n" + seq + b"\n", "dna.fa")
     assert records[0].seq.tobytes() == seq
@@ -162,21 +172,24 @@ def _identical(tmp: Path, n: int, seed: int = 3) -> Path:
 
 
 def _segments(out: Path) -> list[list[str]]:
-    return [line.split("\t") for p in sorted(out.glob("*.segments"))
-            for line in p.read_text().splitlines()]
+    return [
+        line.split("\t")
+        for p in sorted(out.glob("*.segments"))
+        for line in p.read_text().splitlines()
+    ]
 
 
 def _score_flags(tmp: Path, scores: str = MILLION) -> list[str]:
     (tmp / "scores.txt").write_text(scores)
-    return ["--scoring", str(tmp / "scores.txt"), "-x", "5000000", "-S", "plus", "--backend",
-            "cpu"]
+    return ["--scoring", str(tmp / "scores.txt"), "-x", "5000000", "-S", "plus", "--backend", "cpu"]
 
 
 def test_an_hsp_scoring_past_2_to_the_31_prints_whole(tmp_path):
     seq = _identical(tmp_path, 3000)
     out = tmp_path / "out"
-    assert main(["run", "-r", str(seq), "-q", str(seq), "-o", str(out),
-                 *_score_flags(tmp_path)]) == 0
+    assert (
+        main(["run", "-r", str(seq), "-q", str(seq), "-o", str(out), *_score_flags(tmp_path)]) == 0
+    )
     lines = _segments(out)
     assert ["s", "1", "3000", "s", "1", "3000", "+", "3000000000"] in lines  # was -1294967296
     assert all(int(line[7]) > 0 for line in lines)
@@ -186,8 +199,12 @@ def test_an_identical_long_pair_scores_its_length_times_the_match_score(tmp_path
     seq = _identical(tmp_path, 150_000, seed=4)
     scores = MILLION.replace("1000000", "30000")  # +-30000: 150 kbp make 4.5e9
     out = tmp_path / "out"
-    assert main(["run", "-r", str(seq), "-q", str(seq), "-o", str(out),
-                 *_score_flags(tmp_path, scores)]) == 0
+    assert (
+        main(
+            ["run", "-r", str(seq), "-q", str(seq), "-o", str(out), *_score_flags(tmp_path, scores)]
+        )
+        == 0
+    )
     assert ["s", "1", "150000", "s", "1", "150000", "+", "4500000000"] in _segments(out)
 
 
@@ -196,8 +213,10 @@ def test_a_wide_score_survives_a_results_file_from_work_to_merge(tmp_path, capsy
     flags = _score_flags(tmp_path)
     plan, result, out = tmp_path / "plan.txt", tmp_path / "r0.npz", tmp_path / "merged"
     assert main(["plan", "-r", str(seq), "-q", str(seq), "-o", str(plan), *flags]) == 0
-    assert main(["work", "--plan", str(plan), "--worker", "0", "-o", str(result),
-                 "--backend", "cpu"]) == 0
+    assert (
+        main(["work", "--plan", str(plan), "--worker", "0", "-o", str(result), "--backend", "cpu"])
+        == 0
+    )
     assert main(["merge", "--plan", str(plan), "-o", str(out), str(result)]) == 0
     assert ["s", "1", "3000", "s", "1", "3000", "+", "3000000000"] in _segments(out)
 
@@ -211,9 +230,21 @@ def test_big_legal_scores_equal_lastz_up_to_its_int32_scores(tmp_path):
     flags = _score_flags(tmp_path)
     assert main(["run", "-r", str(seq), "-q", str(seq), "-o", str(out), *flags]) == 0
     fmt = "--format=general-:name1,start1,end1,name2,start2,end2,strand2,score"
-    done = subprocess.run([lastz, str(seq), str(seq), "--nogapped", "--strand=plus",
-                           f"--scores={tmp_path / 'scores.txt'}", "--xdrop=5000000", fmt],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [
+            lastz,
+            str(seq),
+            str(seq),
+            "--nogapped",
+            "--strand=plus",
+            f"--scores={tmp_path / 'scores.txt'}",
+            "--xdrop=5000000",
+            fmt,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     theirs = sorted(line.split("\t") for line in done.stdout.splitlines())
     assert ["s", "1", "2000", "s", "1", "2000", "+", "2000000000"] in theirs
     assert sorted(_segments(out)) == theirs

@@ -12,12 +12,13 @@ from catalogues import outputs, trust
 
 @pytest.mark.parametrize("argv, pattern", outputs.params("compare"))
 def test_an_output_that_would_clobber_an_input_or_cannot_be_written_is_refused_before_any_work(
-        outputs_dir, capfd, monkeypatch, argv, pattern):
+    outputs_dir, capfd, monkeypatch, argv, pattern
+):
     outputs.check(outputs_dir, capfd, monkeypatch, argv, pattern)
 
 
 @pytest.mark.parametrize("setup, pattern", trust.params("compare"))
-def test_a_derived_reserved_or_foreign_path_is_refused_and_nothing_changes(tmp_path, capfd,
-                                                                         monkeypatch, setup,
-                                                                         pattern):
+def test_a_derived_reserved_or_foreign_path_is_refused_and_nothing_changes(
+    tmp_path, capfd, monkeypatch, setup, pattern
+):
     trust.check(tmp_path, capfd, monkeypatch, setup, pattern, "compare")

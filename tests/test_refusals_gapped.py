@@ -12,7 +12,7 @@ from catalogues import trust
 
 
 @pytest.mark.parametrize("setup, pattern", trust.params("gapped"))
-def test_a_derived_reserved_or_foreign_path_is_refused_and_nothing_changes(tmp_path, capfd,
-                                                                         monkeypatch, setup,
-                                                                         pattern):
+def test_a_derived_reserved_or_foreign_path_is_refused_and_nothing_changes(
+    tmp_path, capfd, monkeypatch, setup, pattern
+):
     trust.check(tmp_path, capfd, monkeypatch, setup, pattern, "gapped")

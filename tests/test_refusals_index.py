@@ -20,9 +20,9 @@ from hspz.cli import main
 
 
 @pytest.mark.parametrize("setup, pattern", trust.params("index"))
-def test_a_derived_reserved_or_foreign_path_is_refused_and_nothing_changes(tmp_path, capfd,
-                                                                         monkeypatch, setup,
-                                                                         pattern):
+def test_a_derived_reserved_or_foreign_path_is_refused_and_nothing_changes(
+    tmp_path, capfd, monkeypatch, setup, pattern
+):
     trust.check(tmp_path, capfd, monkeypatch, setup, pattern, "index")
 
 
@@ -36,8 +36,12 @@ def test_a_killed_index_build_is_removed_by_the_next_build_and_a_users_folder_is
     c = Case(tmp_path)
     argv = ["index", "-r", c["tr.fa"], "--index", c["ix"], "-B", "1000", *CPU]
     env = {**os.environ, "HSPZ_FAULT": "index-built"}
-    assert subprocess.run([sys.executable, "-m", "hspz", *argv], env=env,
-                          capture_output=True).returncode == -9
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "hspz", *argv], env=env, capture_output=True
+        ).returncode
+        == -9
+    )
     assert (tmp_path / "ix.tmp" / ".hspz-made").is_file() and (tmp_path / "ix.tmp.lock").exists()
     assert main(argv) == 0
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ix")) == ["ix"]
@@ -53,11 +57,20 @@ def test_a_killed_build_folder_holding_the_reference_is_kept(tmp_path, capfd):
     c = Case(tmp_path)
     argv = ["index", "-r", c["tr.fa"], "--index", c["ix"], "-B", "1000", *CPU]
     env = {**os.environ, "HSPZ_FAULT": "index-built"}
-    assert subprocess.run([sys.executable, "-m", "hspz", *argv], env=env,
-                          capture_output=True).returncode == -9
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "hspz", *argv], env=env, capture_output=True
+        ).returncode
+        == -9
+    )
     shutil.copy(c["tr.fa"], c["ix.tmp/ref.fa"])
-    assert_refused(capfd, ["index", "-r", c["ix.tmp/ref.fa"], "--index", c["ix"], "-B", "1000",
-                           *CPU], 2, r"^hspZ: .*/ix\.tmp holds .*ref\.fa", tmp_path)
+    assert_refused(
+        capfd,
+        ["index", "-r", c["ix.tmp/ref.fa"], "--index", c["ix"], "-B", "1000", *CPU],
+        2,
+        r"^hspZ: .*/ix\.tmp holds .*ref\.fa",
+        tmp_path,
+    )
 
 
 def test_an_index_build_past_a_file_size_limit_is_one_line_naming_the_file(tmp_path):
@@ -69,9 +82,24 @@ def test_an_index_build_past_a_file_size_limit_is_one_line_naming_the_file(tmp_p
 
     c = Case(tmp_path)
     limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # noqa: E731
-    done = subprocess.run([sys.executable, "-m", "hspz", "index", "-r", c["tr.fa"], "--index",
-                           c["ix"], "-B", "1000", *CPU], capture_output=True, text=True,
-                          preexec_fn=limit)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hspz",
+            "index",
+            "-r",
+            c["tr.fa"],
+            "--index",
+            c["ix"],
+            "-B",
+            "1000",
+            *CPU,
+        ],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+    )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 1 and len(lines) == 1, done.stderr  # the run failed: 1
     assert re.match(r"^hspZ: .*/ix\.tmp/000/\w+: cannot write it", lines[0]), lines

@@ -16,14 +16,16 @@ from catalogues import flags, frozen, inputs, outputs, trust
 
 
 @pytest.mark.parametrize("case", inputs.params("run"))
-def test_a_bad_input_or_number_is_one_line_and_exit_2_with_nothing_written(case, case_dir, capfd,
-                                                                           monkeypatch):
+def test_a_bad_input_or_number_is_one_line_and_exit_2_with_nothing_written(
+    case, case_dir, capfd, monkeypatch
+):
     inputs.check(case, case_dir, capfd, monkeypatch)
 
 
 @pytest.mark.parametrize("extra, env, message", flags.run_params())
-def test_bad_run_values_are_one_line_exit_2_and_write_nothing(flag_inputs, capfd, monkeypatch,
-                                                             extra, env, message):
+def test_bad_run_values_are_one_line_exit_2_and_write_nothing(
+    flag_inputs, capfd, monkeypatch, extra, env, message
+):
     flags.check_run(flag_inputs, capfd, monkeypatch, extra, env, message)
 
 
@@ -35,14 +37,16 @@ def test_output_that_cannot_be_written_is_one_line_exit_1(flag_inputs, capfd, gp
 
 
 @pytest.mark.parametrize("case", frozen.params("run"))
-def test_a_damaged_or_mismatched_frozen_file_is_refused_in_one_line(frozen_files, tmp_path, capfd,
-                                                                    monkeypatch, case):
+def test_a_damaged_or_mismatched_frozen_file_is_refused_in_one_line(
+    frozen_files, tmp_path, capfd, monkeypatch, case
+):
     frozen.check(case, frozen_files, tmp_path, capfd, monkeypatch)
 
 
 @pytest.mark.parametrize("argv, pattern", outputs.params("run"))
 def test_an_output_that_would_clobber_an_input_or_cannot_be_written_is_refused_before_any_work(
-        outputs_dir, capfd, monkeypatch, argv, pattern):
+    outputs_dir, capfd, monkeypatch, argv, pattern
+):
     outputs.check(outputs_dir, capfd, monkeypatch, argv, pattern)
 
 
@@ -61,7 +65,7 @@ def test_lock_an_out_held_by_another_process_is_refused_naming_it(outputs_dir, c
 
 
 @pytest.mark.parametrize("setup, pattern", trust.params("run"))
-def test_a_derived_reserved_or_foreign_path_is_refused_and_nothing_changes(tmp_path, capfd,
-                                                                         monkeypatch, setup,
-                                                                         pattern):
+def test_a_derived_reserved_or_foreign_path_is_refused_and_nothing_changes(
+    tmp_path, capfd, monkeypatch, setup, pattern
+):
     trust.check(tmp_path, capfd, monkeypatch, setup, pattern, "run")

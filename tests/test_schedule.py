@@ -35,42 +35,60 @@ def test_lpt_gives_the_largest_bins_to_the_lightest_workers():
     assert assign_bins([4, 4, 4], 3) == [[0], [1], [2]]
 
 
-@pytest.mark.parametrize("r, q, w", [(r, q, w) for r, q, w in
-                                      itertools.product(range(1, 8), range(1, 6), range(1, 6))
-                                      if w <= r])
+@pytest.mark.parametrize(
+    "r, q, w",
+    [(r, q, w) for r, q, w in itertools.product(range(1, 8), range(1, 6), range(1, 6)) if w <= r],
+)
 def test_unit_partition_covers_every_unit_once_with_count_quotas(r, q, w):
     bp = [(7 * b) % 5 + 10 for b in range(r)]
     part = unit_partition(bp, q, w)
     units = [units_of(v, q) for v in part]
     assert sorted(u for us in units for u in us) == list(range(r * q))
-    assert sorted(len(u) for u in units) == sorted((r * q) // w + (k < (r * q) % w)
-                                                   for k in range(w))
+    assert sorted(len(u) for u in units) == sorted(
+        (r * q) // w + (k < (r * q) % w) for k in range(w)
+    )
     for visits in part:  # whole bins first, then as few split bins as the quotas force
         assert [v.ref_bin for v in visits] == sorted({v.ref_bin for v in visits})
     split = {v.ref_bin for vs in part for v in vs if v.units < q}
     assert sum(len(vs) for vs in part) - r == sum(
-        len({k for k, vs in enumerate(part) if any(v.ref_bin == b for v in vs)}) - 1
-        for b in split)
+        len({k for k, vs in enumerate(part) if any(v.ref_bin == b for v in vs)}) - 1 for b in split
+    )
 
 
 def test_unit_partition_splits_one_bin_when_the_quota_needs_it():
-    assert unit_partition([10, 10, 10], 2, 2) == [[Visit(0, 0, 2), Visit(2, 0, 1)],
-                                                  [Visit(1, 0, 2), Visit(2, 1, 2)]]
+    assert unit_partition([10, 10, 10], 2, 2) == [
+        [Visit(0, 0, 2), Visit(2, 0, 1)],
+        [Visit(1, 0, 2), Visit(2, 1, 2)],
+    ]
 
 
-@pytest.mark.parametrize("knob, workers, devices, use, reason", [
-    (None, 1, gpus(H200), False, "auto: W=1"),
-    (None, 2, gpus(H200, H200), True, "auto: 2 matching devices (132 SMs, 1980 MHz, 60 MiB L2"),
-    (None, 3, gpus(H200, H200), False, "auto: 3 workers time-slice 2 devices"),
-    (None, 2, gpus(H200), False, "auto: 2 workers time-slice 1 device"),
-    (None, 2, gpus(H200, DeviceProfile(128, 72 << 20, 2_520_000)), False,
-     "auto: device 1 differs from device 0 (128 vs 132 SMs"),
-    (None, 2, gpus(H200, DeviceProfile(132, 60 << 20, 1_800_000)), True, "auto: 2 matching"),
-    (None, 2, gpus(H200, DeviceProfile(132, 60 << 20, 1_700_000)), False, "auto: device 1 differs"),
-    (True, 2, gpus(H200), True, "forced by HSPZ_UNIT_PARTITION=1"),
-    (False, 2, gpus(H200, H200), False, "forced by HSPZ_UNIT_PARTITION=0"),
-    (None, 3, cpu_devices(3), True, "auto: 3 CPU devices of one class"),
-])
+@pytest.mark.parametrize(
+    "knob, workers, devices, use, reason",
+    [
+        (None, 1, gpus(H200), False, "auto: W=1"),
+        (None, 2, gpus(H200, H200), True, "auto: 2 matching devices (132 SMs, 1980 MHz, 60 MiB L2"),
+        (None, 3, gpus(H200, H200), False, "auto: 3 workers time-slice 2 devices"),
+        (None, 2, gpus(H200), False, "auto: 2 workers time-slice 1 device"),
+        (
+            None,
+            2,
+            gpus(H200, DeviceProfile(128, 72 << 20, 2_520_000)),
+            False,
+            "auto: device 1 differs from device 0 (128 vs 132 SMs",
+        ),
+        (None, 2, gpus(H200, DeviceProfile(132, 60 << 20, 1_800_000)), True, "auto: 2 matching"),
+        (
+            None,
+            2,
+            gpus(H200, DeviceProfile(132, 60 << 20, 1_700_000)),
+            False,
+            "auto: device 1 differs",
+        ),
+        (True, 2, gpus(H200), True, "forced by HSPZ_UNIT_PARTITION=1"),
+        (False, 2, gpus(H200, H200), False, "forced by HSPZ_UNIT_PARTITION=0"),
+        (None, 3, cpu_devices(3), True, "auto: 3 CPU devices of one class"),
+    ],
+)
 def test_policy_and_reason(knob, workers, devices, use, reason):
     got = choose_policy(knob, workers, devices)
     assert got[0] == use and got[1].startswith(reason), got
@@ -100,5 +118,7 @@ def test_never_more_workers_than_reference_bins_and_gpu_lines():
     ]
     sliced = make_schedule(Plan(((0,), (1,), (2,)), ((0,),)), [1, 2, 3], 3, gpus(H200), None)
     assert sliced.devices == [0, 0, 0] and sliced.policy == "whole-bin"
-    assert schedule_lines(sliced)[-1] == \
-        "schedule: device mapping: worker0->device0 worker1->device0 worker2->device0"
+    assert (
+        schedule_lines(sliced)[-1]
+        == "schedule: device mapping: worker0->device0 worker1->device0 worker2->device0"
+    )

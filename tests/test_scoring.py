@@ -136,23 +136,27 @@ def test_columns_and_rows_are_matched_by_symbol_not_by_position(tmp_path):
 """
     block = read_score_file(_write(tmp_path, text))
     header = "TNGCA"
-    rows = {"C": [11, -1, 12, 13, 14], "A": [21, -1, 22, 23, 24], "T": [31, -1, 32, 33, 34],
-            "G": [41, -1, 42, 43, 44]}
+    rows = {
+        "C": [11, -1, 12, 13, 14],
+        "A": [21, -1, 22, 23, 24],
+        "T": [31, -1, 32, 33, 34],
+        "G": [41, -1, 42, 43, 44],
+    }
     for i, a in enumerate("ACGT"):
         for j, b in enumerate("ACGT"):
             assert block[i, j] == rows[a][header.index(b)], (a, b)
 
 
 def test_a_score_file_reaches_the_run_matrix(tmp_path):
-    text = "fill_score = -3\n   A   C   G   T\nA  1  2  3  4\nC 5 6 7 8\nG 9 10 11 12\n" \
-           "T 13 14 15 16\n"
+    text = (
+        "fill_score = -3\n   A   C   G   T\nA  1  2  3  4\nC 5 6 7 8\nG 9 10 11 12\nT 13 14 15 16\n"
+    )
     m = resolve_matrix(50, str(_write(tmp_path, text)), None)
     assert m[:4, :4].tolist() == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]]
     assert m[7, 0] == -500 and m[4, 0] == -1000
 
 
-def test_rows_without_labels_take_the_column_labels_in_order_as_lastz_reads_blastz_files(
-        tmp_path):
+def test_rows_without_labels_take_the_column_labels_in_order_as_lastz_reads_blastz_files(tmp_path):
     text = "   T  G  C  A\n 1  2  3  4\n 5  6  7  8\n 9 10 11 12\n13 14 15 16\n"
     block = read_score_file(_write(tmp_path, text))
     rows = {"T": [1, 2, 3, 4], "G": [5, 6, 7, 8], "C": [9, 10, 11, 12], "A": [13, 14, 15, 16]}
@@ -163,26 +167,38 @@ def test_rows_without_labels_take_the_column_labels_in_order_as_lastz_reads_blas
 
 def test_labels_may_be_two_hex_digits_as_in_lastz(tmp_path):
     text = "   41 43 47 54\n41 1 2 3 4\n43 5 6 7 8\n47 9 10 11 12\n54 13 14 15 16\n"
-    assert read_score_file(_write(tmp_path, text)).tolist() == \
-        [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]]
+    assert read_score_file(_write(tmp_path, text)).tolist() == [
+        [1, 2, 3, 4],
+        [5, 6, 7, 8],
+        [9, 10, 11, 12],
+        [13, 14, 15, 16],
+    ]
 
 
 def test_gap_settings_and_a_largest_legal_entry_are_accepted(tmp_path):
-    text = ("gap_open_penalty = -10\nE = 30\ny_drop = 9400\ngapped_threshold = 3000\n"
-            "bad_score = X:-1000\n" + FULL.replace("91  -114", "1000000  -114", 1))
+    text = (
+        "gap_open_penalty = -10\nE = 30\ny_drop = 9400\ngapped_threshold = 3000\n"
+        "bad_score = X:-1000\n" + FULL.replace("91  -114", "1000000  -114", 1)
+    )
     assert read_score_file(_write(tmp_path, text))[0, 0] == 1_000_000
 
 
-@pytest.mark.parametrize("text, message", [
-    (FULL.replace("-114   -31  -123", "1.5   -31  -123"), r"line 2: score '1\.5' is not an int"),
-    (FULL.replace("91\n", "4e1\n"), r"line 5: score '4e1' is not an integer"),
-    ("fill_score = -1.5\n" + FULL, r"line 1: fill_score '-1\.5' is not an integer"),
-    ("bad_score = X:-2.5\n" + FULL, r"line 1: bad_score 'X:-2\.5' is not an integer"),
-    ("# only settings\nfill_score = -5\ngap_open_penalty = 400\n", r"has no score matrix"),
-    ("", r"has no score matrix"),
-    ("   A   C  G  T\nA 1 2\n", r"line 2: 3 fields; a row has 5 .* or 4"),
-    ("   A   C  G  T\n", r"column labels but no score rows"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            FULL.replace("-114   -31  -123", "1.5   -31  -123"),
+            r"line 2: score '1\.5' is not an int",
+        ),
+        (FULL.replace("91\n", "4e1\n"), r"line 5: score '4e1' is not an integer"),
+        ("fill_score = -1.5\n" + FULL, r"line 1: fill_score '-1\.5' is not an integer"),
+        ("bad_score = X:-2.5\n" + FULL, r"line 1: bad_score 'X:-2\.5' is not an integer"),
+        ("# only settings\nfill_score = -5\ngap_open_penalty = 400\n", r"has no score matrix"),
+        ("", r"has no score matrix"),
+        ("   A   C  G  T\nA 1 2\n", r"line 2: 3 fields; a row has 5 .* or 4"),
+        ("   A   C  G  T\n", r"column labels but no score rows"),
+    ],
+)
 def test_malformed_score_files_are_input_errors(tmp_path, text, message):
     with pytest.raises(InputError, match=message):
         read_score_file(_write(tmp_path, text))

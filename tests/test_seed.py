@@ -27,7 +27,7 @@ def _care(pattern: str) -> list[int]:
 
 def _kmer(buf: bytes, j: int, pattern: str) -> int | None:
     """The packed k-mer of the window at j, or None when any byte under it is not ACGT."""
-    window = buf[j:j + len(pattern)]
+    window = buf[j : j + len(pattern)]
     if len(window) < len(pattern) or any(b not in BASE for b in window):
         return None
     k = 0
@@ -74,13 +74,16 @@ def _brute_table(buf: bytes, block_len: int, pattern: str, step: int):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("pattern, size, care", [
-    (P12OF19, 19, (0, 1, 2, 4, 7, 8, 11, 13, 15, 16, 17, 18)),
-    (P14OF22, 22, (0, 1, 2, 4, 6, 7, 10, 11, 14, 16, 18, 19, 20, 21)),
-    ("1x01T", 5, (0, 3, 4)),
-    ("1t1t", 4, (0, 2)),  # only '1' and uppercase 'T' are care positions
-    ("0110", 4, (1, 2)),
-])
+@pytest.mark.parametrize(
+    "pattern, size, care",
+    [
+        (P12OF19, 19, (0, 1, 2, 4, 7, 8, 11, 13, 15, 16, 17, 18)),
+        (P14OF22, 22, (0, 1, 2, 4, 6, 7, 10, 11, 14, 16, 18, 19, 20, 21)),
+        ("1x01T", 5, (0, 3, 4)),
+        ("1t1t", 4, (0, 2)),  # only '1' and uppercase 'T' are care positions
+        ("0110", 4, (1, 2)),
+    ],
+)
 def test_from_pattern_takes_1_and_T_as_care_and_everything_else_as_dont_care(pattern, size, care):
     shape = SeedShape.from_pattern(pattern)
     assert shape.size == size
@@ -97,14 +100,15 @@ def test_from_pattern_takes_1_and_T_as_care_and_everything_else_as_dont_care(pat
 @pytest.mark.parametrize("step", [1, 2, 3])
 @pytest.mark.parametrize("pattern", [P12OF19] + SHORT_PATTERNS)
 def test_seed_table_equals_brute_force_cumulative_index_and_grouped_positions(pattern, step):
-    packed = _buffer(seed=len(pattern) * 10 + step, alphabet=b"ACGT" if len(pattern) > 10
-                     else b"AACGT")
+    packed = _buffer(
+        seed=len(pattern) * 10 + step, alphabet=b"ACGT" if len(pattern) > 10 else b"AACGT"
+    )
     buf = packed.buf.tobytes()
     shape = SeedShape.from_pattern(pattern)
     table = build_seed_table(seed_codes(packed.buf), packed.block_len, shape, step)
     index, pos, groups = _brute_table(buf, packed.block_len, pattern, step)
     assert table.index_table.dtype == np.uint32 and table.pos_table.dtype == np.uint32
-    assert len(table.index_table) == 4 ** shape.weight
+    assert len(table.index_table) == 4**shape.weight
     assert np.array_equal(table.index_table.astype(np.int64), index)
     assert np.array_equal(table.pos_table.astype(np.int64), pos)
     assert len(pos) > 100  # the input really exercises the table
@@ -116,8 +120,9 @@ def test_seed_table_equals_brute_force_cumulative_index_and_grouped_positions(pa
 def test_step_one_never_indexes_position_zero_even_when_its_window_is_valid(pattern):
     packed = pack_bin([Record("r", b"ACGT" * 40)])
     assert _kmer(packed.buf.tobytes(), 0, pattern) is not None
-    table = build_seed_table(seed_codes(packed.buf), packed.block_len,
-                             SeedShape.from_pattern(pattern), 1)
+    table = build_seed_table(
+        seed_codes(packed.buf), packed.block_len, SeedShape.from_pattern(pattern), 1
+    )
     assert 0 not in set(table.pos_table.tolist())
     # ...while every other window start up to block_len - size is indexed
     assert sorted(table.pos_table.tolist()) == list(range(1, packed.block_len - len(pattern) + 1))
@@ -129,8 +134,9 @@ def test_any_window_touching_a_non_ACGT_byte_is_not_indexed(bad):
     seq = bytearray(b"ACGTTGCAAC" * 6)
     seq[30:31] = bad
     packed = pack_bin([Record("r", bytes(seq))])
-    table = build_seed_table(seed_codes(packed.buf), packed.block_len,
-                             SeedShape.from_pattern(pattern), 1)
+    table = build_seed_table(
+        seed_codes(packed.buf), packed.block_len, SeedShape.from_pattern(pattern), 1
+    )
     indexed = set(table.pos_table.tolist())
     touching = set(range(30 - len(pattern) + 1, 31))
     assert not indexed & touching
@@ -141,8 +147,9 @@ def test_any_window_touching_a_non_ACGT_byte_is_not_indexed(bad):
 def test_step_grid_starts_at_step_minus_size_plus_one_mod_step(step):
     pattern = "1111"  # size 4: offset = 5 % step
     packed = pack_bin([Record("r", b"ACGT" * 30)])
-    table = build_seed_table(seed_codes(packed.buf), packed.block_len,
-                             SeedShape.from_pattern(pattern), step)
+    table = build_seed_table(
+        seed_codes(packed.buf), packed.block_len, SeedShape.from_pattern(pattern), step
+    )
     got = sorted(table.pos_table.tolist())
     start = step - 5 % step
     assert got[0] == start
@@ -175,11 +182,13 @@ def _brute_stream(buf: bytes, pattern: str, first: int, end: int, transition: bo
 @pytest.mark.parametrize("pattern", [P12OF19, "1111", "1x01T", "T0T0T0T"])
 @pytest.mark.parametrize("first, end", [(0, 2200), (13, 400), (1500, 10_000), (700, 705)])
 def test_query_stream_is_exact_kmer_then_transitions_t0_to_k_minus_1_per_window(
-        pattern, transition, first, end):
+    pattern, transition, first, end
+):
     packed = _buffer(seed=3)
     buf = packed.buf.tobytes()
-    kmers, qpos = query_seeds(seed_codes(packed.buf), SeedShape.from_pattern(pattern), first, end,
-                              transition)
+    kmers, qpos = query_seeds(
+        seed_codes(packed.buf), SeedShape.from_pattern(pattern), first, end, transition
+    )
     exp_k, exp_q = _brute_stream(buf, pattern, first, end, transition)
     assert kmers.tolist() == exp_k
     assert qpos.tolist() == exp_q
@@ -213,7 +222,7 @@ def test_batch_hits_is_the_query_stream_with_table_lo_and_counts(pattern, transi
         index = table.index_table.astype(np.int64)
         assert lo.tolist() == [int(index[k - 1]) if k > 0 else 0 for k in exp_k]
         for k, a, c in zip(exp_k[:200], lo[:200].tolist(), counts[:200].tolist(), strict=True):
-            assert table.pos_table[a:a + c].tolist() == groups.get(k, [])
+            assert table.pos_table[a : a + c].tolist() == groups.get(k, [])
         total_hits += int(counts.sum())
     assert total_hits > 1000  # the stream really hits
 
@@ -251,11 +260,19 @@ def test_occupancy_bits_are_the_k_mers_with_positions():
     assert np.array_equal(bits.astype(bool), has) and 0 < has.sum() < shape.n_kmers
 
 
-@pytest.mark.parametrize("pattern, step, threads", [
-    (P12OF19, 1, 2), (P12OF19, 3, 3), ("1x01T", 1, 4), ("110100111", 2, 7), ("1111", 5, 2),
-])
-def test_table_built_on_threads_is_the_one_thread_table_byte_for_byte(monkeypatch, pattern, step,
-                                                                      threads):
+@pytest.mark.parametrize(
+    "pattern, step, threads",
+    [
+        (P12OF19, 1, 2),
+        (P12OF19, 3, 3),
+        ("1x01T", 1, 4),
+        ("110100111", 2, 7),
+        ("1111", 5, 2),
+    ],
+)
+def test_table_built_on_threads_is_the_one_thread_table_byte_for_byte(
+    monkeypatch, pattern, step, threads
+):
     """The parallel build (k-mer column, then each thread's share of the k-mer space) gives the
     same index and position tables, whatever the thread count, step and N runs; with more
     threads than windows too."""
@@ -272,10 +289,10 @@ def test_table_built_on_threads_is_the_one_thread_table_byte_for_byte(monkeypatc
     assert np.array_equal(many.pos_table, one.pos_table) and len(one.pos_table) > 0
     assert np.array_equal(many.occupied, one.occupied)
     tiny = pack_bin([Record("t", b"ACGTACGTACGTACGTACGTAC")])
-    assert np.array_equal(build_seed_table(seed_codes(tiny.buf), tiny.block_len, shape, step,
-                                           64).pos_table,
-                          build_seed_table(seed_codes(tiny.buf), tiny.block_len, shape,
-                                           step).pos_table)
+    assert np.array_equal(
+        build_seed_table(seed_codes(tiny.buf), tiny.block_len, shape, step, 64).pos_table,
+        build_seed_table(seed_codes(tiny.buf), tiny.block_len, shape, step).pos_table,
+    )
 
 
 @pytest.mark.parametrize("threads", [3, 16])

@@ -49,19 +49,28 @@ def _random_hsps(rng, table, count: int) -> np.ndarray:
 
 def _expected(h, rnames, rtable, qnames, qtable, strand: str) -> bytes:
     out = []
-    for rs, qs, ln, score in zip(h["ref_start"].tolist(), h["query_start"].tolist(),
-                                 h["len"].tolist(), h["score"].tolist(), strict=True):
+    for rs, qs, ln, score in zip(
+        h["ref_start"].tolist(),
+        h["query_start"].tolist(),
+        h["len"].tolist(),
+        h["score"].tolist(),
+        strict=True,
+    ):
         ri, r0 = _owner(rtable, rs)
         qi, q0 = _owner(qtable, qs)
-        out.append(f"{rnames[ri]}\t{rs + 1 - r0}\t{rs + ln + 1 - r0}\t{qnames[qi]}\t"
-                   f"{qs + 1 - q0}\t{qs + ln + 1 - q0}\t{'+' if strand == 'plus' else '-'}\t"
-                   f"{score}\n")
+        out.append(
+            f"{rnames[ri]}\t{rs + 1 - r0}\t{rs + ln + 1 - r0}\t{qnames[qi]}\t"
+            f"{qs + 1 - q0}\t{qs + ln + 1 - q0}\t{'+' if strand == 'plus' else '-'}\t"
+            f"{score}\n"
+        )
     return "".join(out).encode()
 
 
 def _records(rng, prefix: str, lengths) -> list[Record]:
-    return [Record(f"{prefix}{i}_{'x' * i}", rng.choice(list(b"ACGTacgtN"), n).astype(np.uint8))
-            for i, n in enumerate(lengths)]
+    return [
+        Record(f"{prefix}{i}_{'x' * i}", rng.choice(list(b"ACGTacgtN"), n).astype(np.uint8))
+        for i, n in enumerate(lengths)
+    ]
 
 
 @pytest.mark.parametrize("strand", ["plus", "minus"])
@@ -112,8 +121,13 @@ def test_coordinates_beyond_2_to_the_31_print_exactly():
     starts = np.array([0, lengths[0] + 1, lengths[0] + lengths[1] + 2], np.int64)
     block_len = int(starts[-1] + lengths[-1])
     assert block_len < 2**32
-    big = PackedBin(np.zeros(1, np.uint8), block_len, ("huge", "tiny", "big"), starts,
-                    np.array(lengths, np.int64))
+    big = PackedBin(
+        np.zeros(1, np.uint8),
+        block_len,
+        ("huge", "tiny", "big"),
+        starts,
+        np.array(lengths, np.int64),
+    )
     h = np.zeros(4, HSP_DTYPE)
     h[0] = (2**31 + 4, 2**31 - 1, 0, 2**31 - 1)
     h[1] = (int(starts[2]) + 2**31 - 150, int(starts[2]), 49, 4000)
@@ -137,8 +151,11 @@ def test_format_raw_writes_the_dump_raw_columns_like_python_formatting():
     h["query_start"] = rng.integers(0, 2**31, 500)
     h["len"] = rng.integers(0, 10**6, 500)
     h["score"] = rng.integers(3000, 2**31 - 1, 500)
-    want = "".join(f"minus\t{a}\t{b}\t{c}\t{d}\n" for a, b, c, d in
-                   zip(*(h[k].tolist() for k in ("ref_start", "query_start", "len", "score")),
-                       strict=True))
+    want = "".join(
+        f"minus\t{a}\t{b}\t{c}\t{d}\n"
+        for a, b, c, d in zip(
+            *(h[k].tolist() for k in ("ref_start", "query_start", "len", "score")), strict=True
+        )
+    )
     assert format_raw(h, "minus") == want.encode()
     assert format_raw(h[:0], "plus") == b""

@@ -602,8 +602,10 @@ def test_packed_bins_and_base_free_tables_take_one_set_of_offsets(lengths):
     """`record_offsets` is the one definition: a packed bin's table, its reverse complement's and
     the emitter's base-free table (`table_from`) are the same starts, lengths and order."""
     rng = np.random.default_rng(len(lengths))
-    records = [Record(f"r{i}", rng.choice(np.frombuffer(b"ACGT", np.uint8), n))
-               for i, n in enumerate(lengths)]
+    records = [
+        Record(f"r{i}", rng.choice(np.frombuffer(b"ACGT", np.uint8), n))
+        for i, n in enumerate(lengths)
+    ]
     plus = pack_bin(records, "p.")
     minus = reverse_complement(plus)
     names, sizes = [r.name for r in records], [len(r) for r in records]

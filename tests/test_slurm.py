@@ -44,8 +44,13 @@ def workflow_inputs(workdir: Path) -> Path:
 
 # every final output but the report's summary, which holds the engine's timings
 # (a pattern ending in "**" matches folders only)
-COMPARED = ("results/sheet/**/*", "results/listed/**/*", "results/single/**/*",
-            "results/gapped/**/*", "results/reports/**/*.png")
+COMPARED = (
+    "results/sheet/**/*",
+    "results/listed/**/*",
+    "results/single/**/*",
+    "results/gapped/**/*",
+    "results/reports/**/*.png",
+)
 
 # The plugin's settings for a cluster without slurmdbd: job states from squeue (sacct would
 # never learn them and Snakemake would wait forever), the first check after one second.
@@ -59,9 +64,11 @@ def skip_unless_startable() -> None:
         pytest.skip(reason)
     if missing := slurm.missing():
         if os.environ.get("HSPZ_SLURM_INSTALL") != "1":
-            pytest.skip(f"SLURM is not installed ({', '.join(missing)} missing): "
-                        "`python3 tests/slurm.py install` installs it, or set "
-                        "HSPZ_SLURM_INSTALL=1 to let the test do so")
+            pytest.skip(
+                f"SLURM is not installed ({', '.join(missing)} missing): "
+                "`python3 tests/slurm.py install` installs it, or set "
+                "HSPZ_SLURM_INSTALL=1 to let the test do so"
+            )
         slurm.install()
 
 
@@ -73,8 +80,9 @@ def cluster() -> slurm.Cluster:
         yield running
 
 
-def snakemake(workdir: Path, config: Path, profiles: list[Path], env: dict[str, str],
-              *args: str) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, config: Path, profiles: list[Path], env: dict[str, str], *args: str
+) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile")]
     cmd += ["--directory", str(workdir), "--configfile", str(config), *args]
     for profile in profiles:
@@ -94,8 +102,9 @@ def slurm_profile(cluster: slurm.Cluster, folder: Path, work_minutes: int | None
     several --profile options."""
     profile = yaml.safe_load((PROFILES / "slurm" / "config.v8+.yaml").read_text())
     if work_minutes is not None:
-        profile.setdefault("set-resources", {}).setdefault("hspz_work", {})["runtime"] = \
+        profile.setdefault("set-resources", {}).setdefault("hspz_work", {})["runtime"] = (
             work_minutes
+        )
         profile["retries"] = 0  # the time limit is the test: no second attempt with more
     profile.update(TEST_SETTINGS)
     folder.mkdir()
@@ -131,8 +140,9 @@ def slurm_jobs(cluster: slurm.Cluster) -> list[tuple[str, str, str, int]]:
     """(rule, state, TRES per job, CPUs) of each SLURM job the plugin submitted, from the
     `--comment rule_NAME[_wildcards_...]` it gives each; a group job's NAME is its group's
     (the plugin writes GROUP_RULE_RULE...)."""
-    table = cluster.run("squeue", "-h", "--states=all", "-O",
-                        "Comment:|,State:|,tres-per-job:|,NumCPUs:")
+    table = cluster.run(
+        "squeue", "-h", "--states=all", "-O", "Comment:|,State:|,tres-per-job:|,NumCPUs:"
+    )
     rows = [line.split("|") for line in table.stdout.split() if line.startswith("rule_")]
     jobs = []
     for comment, state, tres, cpus in rows:
@@ -155,8 +165,9 @@ def test_stopping_the_cluster_leaves_no_process_and_no_file() -> None:
         job = cluster.run("sbatch", "--parsable", "--output=/dev/null", "--wrap", "sleep 600")
         assert job.returncode == 0, job.stderr
         deadline = time.monotonic() + 30
-        while b"sleep\x00600\x00" not in map(cmdline, processes := slurm.cluster_processes(
-                cluster.root)):
+        while b"sleep\x00600\x00" not in map(
+            cmdline, processes := slurm.cluster_processes(cluster.root)
+        ):
             assert time.monotonic() < deadline, "the job's sleep never started"
             time.sleep(0.2)
         assert set(cluster.pids.values()) <= set(processes)
@@ -168,24 +179,40 @@ def test_stopping_the_cluster_leaves_no_process_and_no_file() -> None:
 
 def test_two_concurrent_gpu_jobs_see_devices_0_and_1(cluster: slurm.Cluster, tmp_path: Path):
     # Each job writes the device it was given, then waits for the other's file: both ran at once.
-    script = (f'echo "$CUDA_VISIBLE_DEVICES" > {tmp_path}/gpu.$SLURM_JOB_ID; '
-              f'for i in $(seq 300); do [ $(ls {tmp_path} | wc -l) -ge 2 ] && exit 0; sleep 0.1; '
-              "done; exit 1")
-    steps = [subprocess.Popen(["srun", "--gpus=1", "bash", "-c", script], env=cluster.env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(2)]
+    script = (
+        f'echo "$CUDA_VISIBLE_DEVICES" > {tmp_path}/gpu.$SLURM_JOB_ID; '
+        f"for i in $(seq 300); do [ $(ls {tmp_path} | wc -l) -ge 2 ] && exit 0; sleep 0.1; "
+        "done; exit 1"
+    )
+    steps = [
+        subprocess.Popen(
+            ["srun", "--gpus=1", "bash", "-c", script],
+            env=cluster.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outputs = [step.communicate(timeout=60)[0] for step in steps]
     assert [step.returncode for step in steps] == [0, 0], outputs
     assert sorted(p.read_text().strip() for p in tmp_path.iterdir()) == ["0", "1"]
 
 
-def test_workflow_on_slurm_writes_the_local_profiles_bytes(cluster: slurm.Cluster,
-                                                           tmp_path: Path) -> None:
+def test_workflow_on_slurm_writes_the_local_profiles_bytes(
+    cluster: slurm.Cluster, tmp_path: Path
+) -> None:
     # Both runs work in the same folder, so no output may differ by an absolute path: first the
     # local one, whose folder is then moved aside, then the SLURM one in a fresh copy.
     workdir, local = tmp_path / "run", tmp_path / "local"
-    local_run = snakemake(workdir, workflow_inputs(workdir), [PROFILES / "local"],
-                          with_bin(dict(os.environ)), "--cores", "2")
+    local_run = snakemake(
+        workdir,
+        workflow_inputs(workdir),
+        [PROFILES / "local"],
+        with_bin(dict(os.environ)),
+        "--cores",
+        "2",
+    )
     assert local_run.returncode == 0, local_run.stderr[-4000:]
     workdir.rename(local)
     expected = files(local, COMPARED)
@@ -203,12 +230,14 @@ def test_workflow_on_slurm_writes_the_local_profiles_bytes(cluster: slurm.Cluste
     submitted = [(rule, gpus) for kind, rule, gpus in ran if not kind]
     on_slurm = slurm_jobs(cluster)
     assert {state for _, state, _, _ in on_slurm} == {"COMPLETED"}
-    given = [(rule, int(tres.split(":")[-1]) if "gpu" in tres else 0)
-             for rule, _, tres, _ in on_slurm]
+    given = [
+        (rule, int(tres.split(":")[-1]) if "gpu" in tres else 0) for rule, _, tres, _ in on_slurm
+    ]
     assert submitted and sorted(given) == sorted(submitted)
     local_jobs = snakemake_jobs(local_run.stderr)
-    assert sorted(rule for _, rule, _ in ran if rule != "hspz_report") == \
-        sorted(rule for _, rule, _ in local_jobs)
+    assert sorted(rule for _, rule, _ in ran if rule != "hspz_report") == sorted(
+        rule for _, rule, _ in local_jobs
+    )
 
     # The profile's group: each batch's merge and its dot plots ran inside one SLURM job (none
     # was submitted alone), which asked for one CPU: its jobs one after another, on a 2-CPU node
@@ -221,14 +250,19 @@ def test_workflow_on_slurm_writes_the_local_profiles_bytes(cluster: slurm.Cluste
 
 
 def test_a_work_job_its_time_limit_ends_is_rerun_and_computes_only_its_missing_units(
-        cluster: slurm.Cluster, tmp_path: Path) -> None:
+    cluster: slurm.Cluster, tmp_path: Path
+) -> None:
     """A SLURM time limit: the work job stops itself after its second unit (HSPZ_FAULT's
     `stop`), its one-minute limit passes and SLURM ends it (TIMEOUT); the rerun resumes from
     its two unit files, computes the third, and merges the bytes of an unbroken run."""
     config = make_workdir(tmp_path / "run", [{**JOBS[2], "workers": 1, "gpus": False}])
     profiles = [slurm_profile(cluster, tmp_path / "p", work_minutes=1)]
-    stopped = snakemake(tmp_path / "run", config, profiles,
-                        {**with_bin(cluster.env), "HSPZ_FAULT": "work-unit:2:stop"})
+    stopped = snakemake(
+        tmp_path / "run",
+        config,
+        profiles,
+        {**with_bin(cluster.env), "HSPZ_FAULT": "work-unit:2:stop"},
+    )
     assert stopped.returncode != 0
     states = [state for rule, state, _, _ in slurm_jobs(cluster) if rule == "hspz_work"]
     assert "TIMEOUT" in states, states
@@ -238,10 +272,24 @@ def test_a_work_job_its_time_limit_ends_is_rerun_and_computes_only_its_missing_u
     assert "work: worker 0 resumes: 2 of 3 unit(s) already done" in log, log
     listing = tmp_path / "one.list"
     listing.write_text(f"{tmp_path / 'run' / 'q2.fa'}\n")
-    ref = subprocess.run([str(BIN / "hspZ"), "run", "-r", str(tmp_path / "run" / "ref.fa"),
-                          "--query-list", str(listing), "-o", str(tmp_path / "ref"),
-                          "--backend", "cpu", "--seq-block-size=3000", "--hspthresh=2000"],
-                         capture_output=True, text=True)
+    ref = subprocess.run(
+        [
+            str(BIN / "hspZ"),
+            "run",
+            "-r",
+            str(tmp_path / "run" / "ref.fa"),
+            "--query-list",
+            str(listing),
+            "-o",
+            str(tmp_path / "ref"),
+            "--backend",
+            "cpu",
+            "--seq-block-size=3000",
+            "--hspthresh=2000",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert ref.returncode == 0, ref.stderr
     got = files(tmp_path / "run" / "results" / "single", ("**/*",))
     got.pop("names.tsv")

@@ -37,8 +37,11 @@ def baseline(pair, tmp_path_factory):
     common = [str(a) for a in ("run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu")]
     assert main(common + ["-o", str(out / "plain"), "--dump-raw", str(out / "raw.txt")]) == 0
     assert main(common + ["-o", str(out / "dz"), "-D", "-Z", str(out / "dz.tar.gz")]) == 0
-    return dict(files=outputs(out / "plain"), tar=(out / "dz.tar.gz").read_bytes(),
-                raw=(out / "raw.txt").read_bytes())
+    return dict(
+        files=outputs(out / "plain"),
+        tar=(out / "dz.tar.gz").read_bytes(),
+        raw=(out / "raw.txt").read_bytes(),
+    )
 
 
 def ledger(err: str) -> list[dict]:
@@ -51,22 +54,45 @@ def count(err: str, name: str) -> int:
     return int(re.search(rf"^#{name}: (\d+)$", err, re.M).group(1))
 
 
-@pytest.mark.parametrize("gpus, env, policy", [
-    (2, {"HSPZ_UNIT_PARTITION": "0"}, "whole-bin"),
-    (2, {"HSPZ_UNIT_PARTITION": "1"}, "unit-partition"),
-    (3, {}, "unit-partition"),  # auto: 3 CPU devices of one class
-    (3, {"HSPZ_CPU_DEVICES": "1"}, "whole-bin"),  # time-sliced: 3 workers on one device
-])
-def test_several_workers_write_the_bytes_of_one(pair, baseline, tmp_path, capsys, monkeypatch,
-                                                gpus, env, policy):
+@pytest.mark.parametrize(
+    "gpus, env, policy",
+    [
+        (2, {"HSPZ_UNIT_PARTITION": "0"}, "whole-bin"),
+        (2, {"HSPZ_UNIT_PARTITION": "1"}, "unit-partition"),
+        (3, {}, "unit-partition"),  # auto: 3 CPU devices of one class
+        (3, {"HSPZ_CPU_DEVICES": "1"}, "whole-bin"),  # time-sliced: 3 workers on one device
+    ],
+)
+def test_several_workers_write_the_bytes_of_one(
+    pair, baseline, tmp_path, capsys, monkeypatch, gpus, env, policy
+):
     ref, qry = pair
-    args = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "--gpus", gpus, "-y",
-            "-o", tmp_path / "out", "-D", "-Z", tmp_path / "dz.tar.gz", "-t", "2"]
+    args = [
+        "run",
+        "-r",
+        ref,
+        "-q",
+        qry,
+        *FLAGS,
+        "--backend",
+        "cpu",
+        "--gpus",
+        gpus,
+        "-y",
+        "-o",
+        tmp_path / "out",
+        "-D",
+        "-Z",
+        tmp_path / "dz.tar.gz",
+        "-t",
+        "2",
+    ]
     status, _, err = hspz(capsys, monkeypatch, args, env)
     assert status == 0, err
     assert (tmp_path / "dz.tar.gz").read_bytes() == baseline["tar"]
-    head = re.search(r"^schedule: policy=(\S+) W=(\d+) visits=(\d+) extra_replicas=(\d+)",
-                     err, re.M)
+    head = re.search(
+        r"^schedule: policy=(\S+) W=(\d+) visits=(\d+) extra_replicas=(\d+)", err, re.M
+    )
     assert head.group(1) == policy and int(head.group(2)) == gpus
     rows = ledger(err)
     assert [int(r["ordinal"]) for r in rows] == list(range(10))
@@ -75,19 +101,42 @@ def test_several_workers_write_the_bytes_of_one(pair, baseline, tmp_path, capsys
         assert {r["device"] for r in rows} == {"cpu0"}
         assert "time-slice 1 device" in err
     assert sum(int(r["hits"]) for r in rows) == count(err, "seed hits")
-    life = re.search(r"^lifecycle: 5 ref bins, 10 work units, (\d+) builds, (\d+) uploads, "
-                     r"(\d+) query swaps$", err, re.M)
+    life = re.search(
+        r"^lifecycle: 5 ref bins, 10 work units, (\d+) builds, (\d+) uploads, "
+        r"(\d+) query swaps$",
+        err,
+        re.M,
+    )
     assert life.group(1) == life.group(2) == head.group(3)
     assert int(head.group(3)) - 5 == int(head.group(4))
-    assert len(re.findall(r"^unit ledger: worker \d+ finished at [\d.]+ ms, busy [\d.]+ ms",
-                          err, re.M)) == gpus
+    assert (
+        len(
+            re.findall(r"^unit ledger: worker \d+ finished at [\d.]+ ms, busy [\d.]+ ms", err, re.M)
+        )
+        == gpus
+    )
 
 
-def test_two_workers_plain_files_and_raw_dump_match_one(pair, baseline, tmp_path, capsys,
-                                                        monkeypatch):
+def test_two_workers_plain_files_and_raw_dump_match_one(
+    pair, baseline, tmp_path, capsys, monkeypatch
+):
     ref, qry = pair
-    args = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "--gpus", "2",
-            "-o", tmp_path / "out", "--dump-raw", tmp_path / "raw.txt"]
+    args = [
+        "run",
+        "-r",
+        ref,
+        "-q",
+        qry,
+        *FLAGS,
+        "--backend",
+        "cpu",
+        "--gpus",
+        "2",
+        "-o",
+        tmp_path / "out",
+        "--dump-raw",
+        tmp_path / "raw.txt",
+    ]
     status, out, err = hspz(capsys, monkeypatch, args)
     assert status == 0, err
     assert outputs(tmp_path / "out") == baseline["files"]
@@ -96,42 +145,74 @@ def test_two_workers_plain_files_and_raw_dump_match_one(pair, baseline, tmp_path
 
 
 @pytest.mark.parametrize("threads", ["1", "2"])
-def test_thread_counts_write_the_same_bytes(pair, baseline, tmp_path, capsys, monkeypatch,
-                                            threads):
+def test_thread_counts_write_the_same_bytes(pair, baseline, tmp_path, capsys, monkeypatch, threads):
     ref, qry = pair
-    args = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-t", threads,
-            "-o", tmp_path / "out"]
+    args = [
+        "run",
+        "-r",
+        ref,
+        "-q",
+        qry,
+        *FLAGS,
+        "--backend",
+        "cpu",
+        "-t",
+        threads,
+        "-o",
+        tmp_path / "out",
+    ]
     assert hspz(capsys, monkeypatch, args)[0] == 0
     assert outputs(tmp_path / "out") == baseline["files"]
 
 
 def test_schedule_lines_have_the_specified_shape(pair, tmp_path, capsys, monkeypatch):
     ref, qry = pair
-    args = ["plan", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "--gpus", "2",
-            "-o", tmp_path / "plan.txt"]
+    args = [
+        "plan",
+        "-r",
+        ref,
+        "-q",
+        qry,
+        *FLAGS,
+        "--backend",
+        "cpu",
+        "--gpus",
+        "2",
+        "-o",
+        tmp_path / "plan.txt",
+    ]
     status, _, err = hspz(capsys, monkeypatch, args, {"HSPZ_UNIT_PARTITION": "1"})
     assert status == 0, err
     lines = [line for line in err.splitlines() if line.startswith("schedule:")]
-    assert re.fullmatch(r"schedule: policy=unit-partition W=2 visits=6 extra_replicas=1 "
-                        r"\(forced by HSPZ_UNIT_PARTITION=1\)", lines[0])
+    assert re.fullmatch(
+        r"schedule: policy=unit-partition W=2 visits=6 extra_replicas=1 "
+        r"\(forced by HSPZ_UNIT_PARTITION=1\)",
+        lines[0],
+    )
     visit = r"R\d+\[\d+\.\.\d+\)"
     for k, line in enumerate(lines[1:3]):
-        assert re.fullmatch(rf"schedule: worker {k} device cpu{k}: {visit}( {visit})* "
-                            rf"units=5 visits=\d+", line), line
+        assert re.fullmatch(
+            rf"schedule: worker {k} device cpu{k}: {visit}( {visit})* "
+            rf"units=5 visits=\d+",
+            line,
+        ), line
     assert lines[3] == "schedule: device mapping: worker0->cpu0 worker1->cpu1"
 
 
 def test_hit_stats_count_every_seed_and_hit(pair, tmp_path, capsys, monkeypatch):
     ref, qry = pair
-    args = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-d",
-            "-o", tmp_path / "out"]
+    args = ["run", "-r", ref, "-q", qry, *FLAGS, "--backend", "cpu", "-d", "-o", tmp_path / "out"]
     status, _, err = hspz(capsys, monkeypatch, args)
     assert status == 0, err
     rows = re.findall(r"^hit-stats: (\S+) +(\d+) +[\d.]+%$", err, re.M)
     assert [label for label, _ in rows] == ["0", "1", "2-4", "5-32", "33-256", ">256"]
     assert sum(int(n) for _, n in rows) == count(err, "seeds")
-    assert re.search(r"^hit-stats: non-empty seeds: mean [\d.]+  median \d+  p95 \d+  p99 \d+  "
-                     r"max \d+$", err, re.M)
+    assert re.search(
+        r"^hit-stats: non-empty seeds: mean [\d.]+  median \d+  p95 \d+  p99 \d+  "
+        r"max \d+$",
+        err,
+        re.M,
+    )
 
 
 def _bin_jobs(pair, engine):
@@ -164,8 +245,7 @@ def test_a_failing_worker_process_fails_the_run_with_one_line(pair, tmp_path, mo
         run_workers(jobs, ref, qry, lambda result, extras: None)
 
 
-def test_a_pool_larger_than_the_jobs_runs_them_unlinks_the_shared_block_and_leaves_nothing(
-        pair):
+def test_a_pool_larger_than_the_jobs_runs_them_unlinks_the_shared_block_and_leaves_nothing(pair):
     """The pool returns its workers' reports; the shared block's name is gone as soon as every
     worker has attached (its memory stays mapped until the pool's `with` ends), and then no
     process is left."""
@@ -222,13 +302,25 @@ def test_a_closed_pool_frees_its_queue_and_pipes_at_once(pair):
         gc.enable()
 
 
-def test_bad_input_with_several_workers_is_one_line_and_leaves_no_worker(
-        pair, tmp_path, capsys):
+def test_bad_input_with_several_workers_is_one_line_and_leaves_no_worker(pair, tmp_path, capsys):
     import multiprocessing
 
     ref, qry = pair
-    status = main(["run", "-r", str(tmp_path / "missing.fa"), "-q", str(qry), "--backend", "cpu",
-                   "--gpus", "3", "-o", str(tmp_path / "out")])
+    status = main(
+        [
+            "run",
+            "-r",
+            str(tmp_path / "missing.fa"),
+            "-q",
+            str(qry),
+            "--backend",
+            "cpu",
+            "--gpus",
+            "3",
+            "-o",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and "missing.fa" in err[0]
     assert not multiprocessing.active_children() and not (tmp_path / "out").exists()
@@ -271,9 +363,29 @@ def test_the_command_exits_without_teardown_and_loses_nothing(pair, baseline, tm
     ref, qry = pair
     env = {k: v for k, v in os.environ.items() if not k.startswith("HSPZ_")}
     proc = subprocess.run(
-        [sys.executable, "-m", "hspz", "run", "-r", ref, "-q", qry, *map(str, FLAGS),
-         "--backend", "cpu", "--gpus", "2", "--time", "-o", str(tmp_path / "out")],
-        env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "hspz",
+            "run",
+            "-r",
+            ref,
+            "-q",
+            qry,
+            *map(str, FLAGS),
+            "--backend",
+            "cpu",
+            "--gpus",
+            "2",
+            "--time",
+            "-o",
+            str(tmp_path / "out"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert outputs(tmp_path / "out") == baseline["files"]
     assert re.search(r"^digest: [0-9a-f]{16}$", proc.stdout + proc.stderr, re.M)
@@ -290,8 +402,7 @@ def _one_worker_job(pair, visits):
 
     ref, qry = (read_records(p) for p in pair)
     plan = Plan(((0,), (1,)), ((0,), (1,)))
-    job = WorkerJob(0, 0, visits, Context.from_options(Options()), plan, CPU, 1,
-                    0.0)
+    job = WorkerJob(0, 0, visits, Context.from_options(Options()), plan, CPU, 1, 0.0)
     return job, ref, qry
 
 
@@ -374,16 +485,26 @@ def test_only_plans_with_a_bin_of_small_bytes_or_more_ask_for_numba():
 
     def manifest(query_lengths: list[int]) -> Manifest:
         plan = Plan(((0,), (1,)), ((0, 1),))
-        return Manifest(Options(), np.zeros((8, 8), np.int32), plan, ["a", "b"], [1000, 2000],
-                        ["c", "d"], query_lengths, "-", "-")
+        return Manifest(
+            Options(),
+            np.zeros((8, 8), np.int32),
+            plan,
+            ["a", "b"],
+            [1000, 2000],
+            ["c", "d"],
+            query_lengths,
+            "-",
+            "-",
+        )
 
     half = SMALL_BYTES // 2
     assert not holds_large_bins(manifest([half - 1, half - 2]))  # packed: SMALL_BYTES - 1
     assert holds_large_bins(manifest([half - 1, half - 1]))  # two separators: SMALL_BYTES
 
 
-def test_a_rerun_with_another_layout_leaves_only_its_own_files(pair, baseline, tmp_path, capsys,
-                                                               monkeypatch):
+def test_a_rerun_with_another_layout_leaves_only_its_own_files(
+    pair, baseline, tmp_path, capsys, monkeypatch
+):
     """Two workers writing into an OUT that holds a finer layout's files: the earlier run's
     files that this layout does not write are removed, with one `output:` line, and OUT equals
     a fresh run's."""
@@ -396,8 +517,12 @@ def test_a_rerun_with_another_layout_leaves_only_its_own_files(pair, baseline, t
     assert earlier  # names only the finer layout writes (more reference bins)
     status, _, err = hspz(capsys, monkeypatch, [*args, *FLAGS, "--gpus", "2"])
     assert status == 0 and outputs(out) == baseline["files"]
-    assert re.search(rf"^output: removed {len(earlier)} segments file\(s\) that an earlier run "
-                     rf"left in .*out and this run did not write \(first: tmp", err, re.M)
+    assert re.search(
+        rf"^output: removed {len(earlier)} segments file\(s\) that an earlier run "
+        rf"left in .*out and this run did not write \(first: tmp",
+        err,
+        re.M,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -427,9 +552,28 @@ def test_sigterm_stops_the_workers_and_leaves_nothing(longer_pair, tmp_path, gpu
     tag = uuid.uuid4().hex  # found in the environment of every process this run starts
     env = {k: v for k, v in os.environ.items() if not k.startswith("HSPZ_")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hspz", "run", "-r", ref, "-q", qry, "-B", "1500000", "--backend",
-         "cpu", "--gpus", str(gpus), "-o", tmp_path / "out"],
-        env={**env, "HSPZ_TEST_TAG": tag}, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "hspz",
+            "run",
+            "-r",
+            ref,
+            "-q",
+            qry,
+            "-B",
+            "1500000",
+            "--backend",
+            "cpu",
+            "--gpus",
+            str(gpus),
+            "-o",
+            tmp_path / "out",
+        ],
+        env={**env, "HSPZ_TEST_TAG": tag},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for line in proc.stderr:
         if line.startswith("schedule: device mapping"):
             break

@@ -29,13 +29,34 @@ HAVE_LASTZ = shutil.which("lastz") is not None
 OPTIONS = {"seq_block_size": 3000, "hspthresh": 2000}
 SHEET = [("alpha", "q1.fa"), ("beta", "q2.fa"), ("gamma", "q3.fa")]
 JOBS = [
-    {"name": "sheet", "reference": "ref.fa", "queries": "queries.tsv", "workers": 2,
-     "index": True, "gapped": HAVE_LASTZ, "options": OPTIONS},
-    {"name": "listed", "reference": "ref.fa", "query_list": "lists/queries.txt", "workers": 5,
-     "index": False, "diagonal_partition": True, "tarball": True, "report": False,
-     "options": {**OPTIONS, "xdrop": 800}},
-    {"name": "single", "reference": "ref.fa", "query": "q2.fa", "index": False,
-     "report": False, "options": OPTIONS},
+    {
+        "name": "sheet",
+        "reference": "ref.fa",
+        "queries": "queries.tsv",
+        "workers": 2,
+        "index": True,
+        "gapped": HAVE_LASTZ,
+        "options": OPTIONS,
+    },
+    {
+        "name": "listed",
+        "reference": "ref.fa",
+        "query_list": "lists/queries.txt",
+        "workers": 5,
+        "index": False,
+        "diagonal_partition": True,
+        "tarball": True,
+        "report": False,
+        "options": {**OPTIONS, "xdrop": 800},
+    },
+    {
+        "name": "single",
+        "reference": "ref.fa",
+        "query": "q2.fa",
+        "index": False,
+        "report": False,
+        "options": OPTIONS,
+    },
 ]
 # job -> (its queries in job order, the hspZ flags that reproduce it)
 EXPECTED = {
@@ -45,8 +66,9 @@ EXPECTED = {
 }
 
 
-def snakemake(workdir: Path, config: Path, *args: str, profile: str | None = "local",
-              env: dict | None = None) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, config: Path, *args: str, profile: str | None = "local", env: dict | None = None
+) -> subprocess.CompletedProcess:
     """Snakemake on the repository's workflow, working in `workdir` so the checkout stays clean."""
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile")]
     cmd += ["--directory", str(workdir), "--configfile", str(config), *args]
@@ -76,10 +98,15 @@ def make_workdir(workdir: Path, jobs: list[dict] | None = None, sheet=SHEET) -> 
     bases = np.frombuffer(b"ACGT", dtype=np.uint8)
     ref = {f"chr{i}": bases[rng.integers(0, 4, 3000)] for i in (1, 2, 3)}
     queries = {
-        "q1.fa": {"q1a": mutate(rng, ref["chr1"][400:2600], 0.04),
-                  "q1b": revcomp(mutate(rng, ref["chr3"][100:2300], 0.07))},
-        "q2.fa": {"q2a": np.concatenate([mutate(rng, ref["chr2"][0:1500], 0.05),
-                                         bases[rng.integers(0, 4, 800)]])},
+        "q1.fa": {
+            "q1a": mutate(rng, ref["chr1"][400:2600], 0.04),
+            "q1b": revcomp(mutate(rng, ref["chr3"][100:2300], 0.07)),
+        },
+        "q2.fa": {
+            "q2a": np.concatenate(
+                [mutate(rng, ref["chr2"][0:1500], 0.05), bases[rng.integers(0, 4, 800)]]
+            )
+        },
         "q3.fa": {"q3a": mutate(rng, ref["chr3"][500:2900], 0.03)},
     }
     workdir.mkdir(parents=True, exist_ok=True)
@@ -88,8 +115,9 @@ def make_workdir(workdir: Path, jobs: list[dict] | None = None, sheet=SHEET) -> 
         write_fasta(workdir / name, records)
     write_sheet(workdir, sheet)
     (workdir / "lists").mkdir(exist_ok=True)
-    (workdir / "lists" / "queries.txt").write_text("# relative to this list\n../q2.fa\n\n"
-                                                   "../q1.fa\n")
+    (workdir / "lists" / "queries.txt").write_text(
+        "# relative to this list\n../q2.fa\n\n../q1.fa\n"
+    )
     jobs = [{**job, "backend": "cpu", "threads": 1} for job in (jobs or JOBS)]
     config = workdir / "config.yaml"
     config.write_text(yaml.safe_dump({"jobs": jobs}, sort_keys=False))
@@ -106,8 +134,11 @@ def run_flags(job: dict) -> list[str]:
 
 def tree(directory: Path) -> dict[str, bytes]:
     """Every file below `directory` by relative path, but Snakemake's timestamps."""
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
-            if p.is_file() and p.name != ".snakemake_timestamp"}
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name != ".snakemake_timestamp"
+    }
 
 
 def dry_run_jobs(done: subprocess.CompletedProcess, rule: str) -> list[str]:
@@ -122,8 +153,9 @@ def test_snakemake_lint_passes() -> None:
 
 
 def test_the_rules_are_snakefmt_clean() -> None:
-    done = subprocess.run([str(BIN / "snakefmt"), "--check",
-                           str(ROOT / "workflow")], capture_output=True, text=True)
+    done = subprocess.run(
+        [str(BIN / "snakefmt"), "--check", str(ROOT / "workflow")], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -133,8 +165,9 @@ def test_dry_run_resolves_under_local_and_slurm_profiles(tmp_path: Path) -> None
         done = snakemake(tmp_path, config, "-n", profile=profile)
         assert done.returncode == 0, done.stdout + done.stderr
         plans = dry_run_jobs(done, "hspz_plan")
-        assert sorted(job.split("wildcards: batch=")[1].split()[0] for job in plans) == \
-            sorted(EXPECTED)
+        assert sorted(job.split("wildcards: batch=")[1].split()[0] for job in plans) == sorted(
+            EXPECTED
+        )
         assert len(dry_run_jobs(done, "hspz_index")) == 1  # one reference, one layout
         assert all("gpu=0" in job for job in plans)  # backend cpu: no GPU asked for
     slurm = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.v8+.yaml").read_text())
@@ -150,18 +183,33 @@ def test_backend_gpu_asks_a_gpu_for_plan_and_work_jobs(tmp_path: Path) -> None:
     assert all("gpu=1" in job for job in dry_run_jobs(done, "hspz_plan"))
 
 
-@pytest.mark.parametrize("job, message", [
-    ({**JOBS[2], "options": {"max_hitz": 5}}, r"config\.jobs\[0\]\.options: Additional "
-                                              r"properties are not allowed \('max_hitz'"),
-    ({**JOBS[2], "workers": 0}, r"config\.jobs\[0\]\.workers: 0 is less than the minimum"),
-    ({"name": "x", "reference": "ref.fa"}, r"config: jobs\[0\] \(x\) needs exactly one of "
-                                           r"query, queries and query_list"),
-    ({**JOBS[2], "name": "reports"}, r"config\.jobs\[0\]\.name: 'reports' should not be"),
-    ({**JOBS[2], "gapped": True, "tarball": True}, r"config: job single: gapped: true needs "
-                                                  r"the segments folders"),
-    ({**JOBS[2], "gapped_format": "sam"}, r"config\.jobs\[0\]\.gapped_format: 'sam' is not "
-                                          r"one of \['maf', 'maf-', 'axt'"),
-])
+@pytest.mark.parametrize(
+    "job, message",
+    [
+        (
+            {**JOBS[2], "options": {"max_hitz": 5}},
+            r"config\.jobs\[0\]\.options: Additional "
+            r"properties are not allowed \('max_hitz'",
+        ),
+        ({**JOBS[2], "workers": 0}, r"config\.jobs\[0\]\.workers: 0 is less than the minimum"),
+        (
+            {"name": "x", "reference": "ref.fa"},
+            r"config: jobs\[0\] \(x\) needs exactly one of "
+            r"query, queries and query_list",
+        ),
+        ({**JOBS[2], "name": "reports"}, r"config\.jobs\[0\]\.name: 'reports' should not be"),
+        (
+            {**JOBS[2], "gapped": True, "tarball": True},
+            r"config: job single: gapped: true needs "
+            r"the segments folders",
+        ),
+        (
+            {**JOBS[2], "gapped_format": "sam"},
+            r"config\.jobs\[0\]\.gapped_format: 'sam' is not "
+            r"one of \['maf', 'maf-', 'axt'",
+        ),
+    ],
+)
 def test_a_bad_config_is_one_clear_line(tmp_path: Path, job: dict, message: str) -> None:
     make_workdir(tmp_path)  # the inputs exist: each case fails on its own fault alone
     bad = tmp_path / "bad.yaml"
@@ -174,13 +222,16 @@ def test_a_bad_config_is_one_clear_line(tmp_path: Path, job: dict, message: str)
 
 def test_sheet_rows_with_their_own_options_form_batches_of_their_own(tmp_path: Path) -> None:
     config = make_workdir(tmp_path, [JOBS[0]])
-    (tmp_path / "queries.tsv").write_text("name\tpath\thspthresh\nalpha\tq1.fa\t\n"
-                                          "beta\tq2.fa\t2500\ngamma\tq3.fa\t\n")
+    (tmp_path / "queries.tsv").write_text(
+        "name\tpath\thspthresh\nalpha\tq1.fa\t\nbeta\tq2.fa\t2500\ngamma\tq3.fa\t\n"
+    )
     done = snakemake(tmp_path, config, "-n")
     assert done.returncode == 0, done.stdout + done.stderr
     plans = dry_run_jobs(done, "hspz_plan")
-    assert sorted(job.split("wildcards: batch=")[1].split()[0] for job in plans) == \
-        ["sheet/g1", "sheet/g2"]
+    assert sorted(job.split("wildcards: batch=")[1].split()[0] for job in plans) == [
+        "sheet/g1",
+        "sheet/g2",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -201,8 +252,19 @@ def test_results_are_byte_identical_to_run_query_list(workflow_run: Path, name: 
     listing = workflow_run / f"{name}.list"
     listing.write_text("".join(f"{workflow_run / q}\n" for q in queries))
     out = workflow_run / "run" / name
-    done = hspz("run", "--reference", str(workflow_run / "ref.fa"), "--query-list",
-                str(listing), "--output", str(out), "--backend", "cpu", *run_flags(job), *flags)
+    done = hspz(
+        "run",
+        "--reference",
+        str(workflow_run / "ref.fa"),
+        "--query-list",
+        str(listing),
+        "--output",
+        str(out),
+        "--backend",
+        "cpu",
+        *run_flags(job),
+        *flags,
+    )
     assert done.returncode == 0, done.stderr
     expected = tree(out)
     assert len(expected) > len(queries), "the test pair should produce HSPs"
@@ -213,8 +275,7 @@ def test_results_are_byte_identical_to_run_query_list(workflow_run: Path, name: 
 
 def test_names_tsv_maps_sheet_names_to_job_numbers(workflow_run: Path) -> None:
     rows = (workflow_run / "results" / "sheet" / "names.tsv").read_text().splitlines()
-    assert rows[1:] == [f"{n}\t{k:06d}\t{workflow_run / p}" for k, (n, p) in
-                        enumerate(SHEET, 1)]
+    assert rows[1:] == [f"{n}\t{k:06d}\t{workflow_run / p}" for k, (n, p) in enumerate(SHEET, 1)]
 
 
 def test_work_jobs_are_the_planned_workers_not_more_than_reference_bins(workflow_run: Path):
@@ -222,21 +283,35 @@ def test_work_jobs_are_the_planned_workers_not_more_than_reference_bins(workflow
         results = sorted(p.name for p in (workflow_run / "work" / name).glob("*.result"))
         assert results == [f"worker{k}.result" for k in range(expected)]
     assert len(list((workflow_run / "work" / "index").iterdir())) == 1
-    for rule in ("hspz_index", "hspz_plan", "hspz_work", "hspz_merge", "hspz_dotplot",
-                 "hspz_summary"):
+    for rule in (
+        "hspz_index",
+        "hspz_plan",
+        "hspz_work",
+        "hspz_merge",
+        "hspz_dotplot",
+        "hspz_summary",
+    ):
         assert any((workflow_run / "logs" / rule).rglob("*.log")), f"no log for {rule}"
 
 
 def test_the_report_holds_a_summary_and_a_dot_plot_per_query(workflow_run: Path) -> None:
     reports = workflow_run / "results" / "reports" / "sheet"
-    assert sorted(p.name for p in reports.iterdir()) == \
-        ["000001.dotplot.png", "000001.hsps.png", "000002.dotplot.png", "000002.hsps.png",
-         "000003.dotplot.png", "000003.hsps.png", "summary.html", "summary.tsv"]
+    assert sorted(p.name for p in reports.iterdir()) == [
+        "000001.dotplot.png",
+        "000001.hsps.png",
+        "000002.dotplot.png",
+        "000002.hsps.png",
+        "000003.dotplot.png",
+        "000003.hsps.png",
+        "summary.html",
+        "summary.tsv",
+    ]
     rows = [r.split("\t") for r in (reports / "summary.tsv").read_text().splitlines()]
     assert [r[0] for r in rows[1:]] == ["alpha", "beta", "gamma"]
     assert rows[0][:3] == ["name", "job", "path"] and "hits" in rows[0]
-    done = snakemake(workflow_run, workflow_run / "config.yaml", "--report",
-                     str(workflow_run / "report.html"))
+    done = snakemake(
+        workflow_run, workflow_run / "config.yaml", "--report", str(workflow_run / "report.html")
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (workflow_run / "report.html").stat().st_size > 10_000
 
@@ -245,7 +320,7 @@ def report_results(html: str) -> dict:
     """The report's items: path -> name, labels, caption, data URI (its `var results`)."""
     import json
 
-    return json.JSONDecoder().raw_decode(html[html.index("var results = {") + 14:])[0]
+    return json.JSONDecoder().raw_decode(html[html.index("var results = {") + 14 :])[0]
 
 
 def test_the_report_names_the_run_and_shows_tables_plots_and_alignments(workflow_run: Path):
@@ -261,12 +336,20 @@ def test_the_report_names_the_run_and_shows_tables_plots_and_alignments(workflow
         done = snakemake(workflow_run, workflow_run / "config.yaml", "--report", str(html))
         assert done.returncode == 0, done.stdout + done.stderr
     text = html.read_text()
-    landing = text[text.index("var workflow_desc"):][:20_000]
-    total = sum(int(r.split("\t")[6]) for r in
-                (workflow_run / "results" / "sheet" / "queries.tsv").read_text().splitlines()[1:])
-    for fact in ("Batch <tt class=\\\"docutils literal\\\">sheet", "ref.fa",
-                 "3 (alpha, beta, gamma)", f"<td>{total:,}</td>", "--hspthresh",
-                 f"<td>{__version__}</td>", "Batch <tt class=\\\"docutils literal\\\">listed"):
+    landing = text[text.index("var workflow_desc") :][:20_000]
+    total = sum(
+        int(r.split("\t")[6])
+        for r in (workflow_run / "results" / "sheet" / "queries.tsv").read_text().splitlines()[1:]
+    )
+    for fact in (
+        'Batch <tt class=\\"docutils literal\\">sheet',
+        "ref.fa",
+        "3 (alpha, beta, gamma)",
+        f"<td>{total:,}</td>",
+        "--hspthresh",
+        f"<td>{__version__}</td>",
+        'Batch <tt class=\\"docutils literal\\">listed',
+    ):
         assert fact in landing, fact
     results = report_results(text)
     summary = results["results/reports/sheet/summary.html"]
@@ -275,11 +358,13 @@ def test_the_report_names_the_run_and_shows_tables_plots_and_alignments(workflow
     assert all(f"<td>{name}</td>" in page for name in ("alpha", "beta", "gamma"))
     plots = {k: v for k, v in results.items() if k.endswith(".png")}
     assert len(plots) == 6
-    assert sorted(v["labels"]["query"] for v in plots.values()) == \
-        sorted(["alpha", "beta", "gamma"] * 2)
+    assert sorted(v["labels"]["query"] for v in plots.values()) == sorted(
+        ["alpha", "beta", "gamma"] * 2
+    )
     gapped = sorted(k for k in results if k.startswith("results/gapped/"))
-    assert gapped == ([f"results/gapped/sheet/00000{k}.maf" for k in (1, 2, 3)]
-                      if HAVE_LASTZ else [])
+    assert gapped == (
+        [f"results/gapped/sheet/00000{k}.maf" for k in (1, 2, 3)] if HAVE_LASTZ else []
+    )
     assert all(len(v["caption"]) > 200 for v in results.values())
 
 
@@ -291,17 +376,28 @@ def test_the_gapped_stage_writes_one_maf_per_query_with_lastz(workflow_run: Path
     gapped = workflow_run / "results" / "gapped" / "sheet"
     mafs = sorted(gapped.iterdir())
     assert [p.name for p in mafs] == ["000001.maf", "000002.maf", "000003.maf"]
-    groups = [(workflow_run / "work" / "sheet" / "gapped" / p.stem / "groups.txt")
-              .read_text().splitlines() for p in mafs]
+    groups = [
+        (workflow_run / "work" / "sheet" / "gapped" / p.stem / "groups.txt")
+        .read_text()
+        .splitlines()
+        for p in mafs
+    ]
     assert all(len(g.split()) == 1 for group in groups for g in group)
     assert max(len(g) for g in groups) > 1, "a query should have several files"
     for maf in mafs:
         text = maf.read_text()
         assert text.startswith("##maf version=1") and "\na score=" in text
         whole = workflow_run / f"whole.{maf.name}"
-        done = hspz("gapped", "--plan", str(workflow_run / "work" / "sheet" / "plan.txt"),
-                    "--job", maf.stem, "--output", str(whole),
-                    str(workflow_run / "results" / "sheet" / maf.stem))
+        done = hspz(
+            "gapped",
+            "--plan",
+            str(workflow_run / "work" / "sheet" / "plan.txt"),
+            "--job",
+            maf.stem,
+            "--output",
+            str(whole),
+            str(workflow_run / "results" / "sheet" / maf.stem),
+        )
         assert done.returncode == 0, done.stderr
         assert whole.read_bytes() == maf.read_bytes()
 
@@ -326,20 +422,22 @@ def test_adding_and_reordering_sheet_rows_recomputes_nothing_that_was_done(tmp_p
     fresh = make_workdir(tmp_path / "fresh", [JOBS[0]], [SHEET[2], SHEET[1], SHEET[0]])
     assert snakemake(tmp_path / "fresh", fresh, "--cores", "2").returncode == 0
     names = ("names.tsv", "queries.tsv")  # hold the folders' own paths
-    got, want = tree(tmp_path / "results" / "sheet"), tree(tmp_path / "fresh" / "results" /
-                                                          "sheet")
-    assert {k: v for k, v in got.items() if k not in names} == \
-        {k: v for k, v in want.items() if k not in names}
+    got, want = tree(tmp_path / "results" / "sheet"), tree(tmp_path / "fresh" / "results" / "sheet")
+    assert {k: v for k, v in got.items() if k not in names} == {
+        k: v for k, v in want.items() if k not in names
+    }
 
 
 def test_a_killed_work_job_is_rerun_and_computes_only_its_missing_units(tmp_path: Path):
     """A work job SIGKILLed after its second unit (HSPZ_FAULT) fails the run; the rerun
     (--rerun-incomplete) finds those two units and computes the rest, and the merged result is
     the bytes of an unbroken run."""
-    config = make_workdir(tmp_path, [{**JOBS[2], "workers": 1, "options": {
-        **OPTIONS, "seq_block_size": 1000}}])
-    killed = snakemake(tmp_path, config, "--cores", "1", "--retries", "0",
-                       env={**ENV, "HSPZ_FAULT": "work-unit:2"})
+    config = make_workdir(
+        tmp_path, [{**JOBS[2], "workers": 1, "options": {**OPTIONS, "seq_block_size": 1000}}]
+    )
+    killed = snakemake(
+        tmp_path, config, "--cores", "1", "--retries", "0", env={**ENV, "HSPZ_FAULT": "work-unit:2"}
+    )
     assert killed.returncode != 0
     assert not (tmp_path / "results" / "single" / "queries.tsv").exists()
     done = snakemake(tmp_path, config, "--cores", "1")
@@ -349,9 +447,19 @@ def test_a_killed_work_job_is_rerun_and_computes_only_its_missing_units(tmp_path
     assert "ran 1 unit(s)" in log
     listing = tmp_path / "one.list"
     listing.write_text(f"{tmp_path / 'q2.fa'}\n")
-    ref = hspz("run", "-r", str(tmp_path / "ref.fa"), "--query-list", str(listing), "-o",
-               str(tmp_path / "ref-run"), "--backend", "cpu", "--seq-block-size=1000",
-               "--hspthresh=2000")
+    ref = hspz(
+        "run",
+        "-r",
+        str(tmp_path / "ref.fa"),
+        "--query-list",
+        str(listing),
+        "-o",
+        str(tmp_path / "ref-run"),
+        "--backend",
+        "cpu",
+        "--seq-block-size=1000",
+        "--hspthresh=2000",
+    )
     assert ref.returncode == 0, ref.stderr
     got = tree(tmp_path / "results" / "single")
     got.pop("names.tsv")
@@ -359,6 +467,7 @@ def test_a_killed_work_job_is_rerun_and_computes_only_its_missing_units(tmp_path
 
 
 # --- issue 23: sheets and configs checked at parse time, no text reaches a shell unquoted ----
+
 
 def parse_error(tmp_path: Path, config: Path) -> str:
     """A dry run that must be refused at parse time: its one-line error, no traceback."""
@@ -369,31 +478,53 @@ def parse_error(tmp_path: Path, config: Path) -> str:
     return out
 
 
-@pytest.mark.parametrize("header, row, message", [
-    # class 3: column names are never flags; reserved and repeated columns are refused
-    ("name\tpath\tx||touch${IFS}PWNED||true", "alpha\tq1.fa\t1",
-     r"queries\.tsv: column 'x\|\|touch\$\{IFS\}PWNED\|\|true' is not a run option"),
-    ("name\tpath\tquery_list", "alpha\tq1.fa\tlists/queries.txt",
-     r"queries\.tsv: column 'query_list' is reserved"),
-    ("name\tpath\tpath", "alpha\tq1.fa\tq2.fa", r"queries\.tsv: column 'path' is given twice"),
-    ("name\tpath\tseq_block_size", "alpha\tq1.fa\t5000",
-     r"queries\.tsv: column 'seq_block_size' decides the reference bins"),
-    # class 4: cells typed by the options' schema, empty and unknown cells named by row
-    ("name\tpath\txdrop", "alpha\tq1.fa\tabc",
-     r"queries\.tsv: row 2, column xdrop: 'abc' is not of type 'integer'"),
-    ("name\tpath\tstrand", "alpha\tq1.fa\tboth;ls", r"queries\.tsv: row 2, column strand: "),
-    ("name\tpath\thspthresh", "alpha\tq1.fa\t-5", r"queries\.tsv: row 2, column hspthresh: "),
-    ("name\tpath\txdorp", "alpha\tq1.fa\t5",
-     r"queries\.tsv: column 'xdorp' is not a run option \(did you mean 'xdrop'\?\)"),
-    ("name\tpath", "alpha\t", r"queries\.tsv: row 2, column path: empty"),
-    ("name\tpath", "\tq1.fa", r"queries\.tsv: row 2, column name: empty"),
-    ("name\tpath", "alpha\tq1.fa\nalpha\tq2.fa",
-     r"queries\.tsv: row 3, column name: 'alpha' is used twice \(first on row 2\)"),
-    ("name\tpath", "alpha\tmissing.fa", r"queries\.tsv: row 2, column path: .*missing\.fa"),
-    ("name", "alpha", r"queries\.tsv: the sheet needs the columns name and path"),
-])
-def test_a_bad_sheet_is_one_line_naming_row_and_column(tmp_path: Path, header: str, row: str,
-                                                       message: str) -> None:
+@pytest.mark.parametrize(
+    "header, row, message",
+    [
+        # class 3: column names are never flags; reserved and repeated columns are refused
+        (
+            "name\tpath\tx||touch${IFS}PWNED||true",
+            "alpha\tq1.fa\t1",
+            r"queries\.tsv: column 'x\|\|touch\$\{IFS\}PWNED\|\|true' is not a run option",
+        ),
+        (
+            "name\tpath\tquery_list",
+            "alpha\tq1.fa\tlists/queries.txt",
+            r"queries\.tsv: column 'query_list' is reserved",
+        ),
+        ("name\tpath\tpath", "alpha\tq1.fa\tq2.fa", r"queries\.tsv: column 'path' is given twice"),
+        (
+            "name\tpath\tseq_block_size",
+            "alpha\tq1.fa\t5000",
+            r"queries\.tsv: column 'seq_block_size' decides the reference bins",
+        ),
+        # class 4: cells typed by the options' schema, empty and unknown cells named by row
+        (
+            "name\tpath\txdrop",
+            "alpha\tq1.fa\tabc",
+            r"queries\.tsv: row 2, column xdrop: 'abc' is not of type 'integer'",
+        ),
+        ("name\tpath\tstrand", "alpha\tq1.fa\tboth;ls", r"queries\.tsv: row 2, column strand: "),
+        ("name\tpath\thspthresh", "alpha\tq1.fa\t-5", r"queries\.tsv: row 2, column hspthresh: "),
+        (
+            "name\tpath\txdorp",
+            "alpha\tq1.fa\t5",
+            r"queries\.tsv: column 'xdorp' is not a run option \(did you mean 'xdrop'\?\)",
+        ),
+        ("name\tpath", "alpha\t", r"queries\.tsv: row 2, column path: empty"),
+        ("name\tpath", "\tq1.fa", r"queries\.tsv: row 2, column name: empty"),
+        (
+            "name\tpath",
+            "alpha\tq1.fa\nalpha\tq2.fa",
+            r"queries\.tsv: row 3, column name: 'alpha' is used twice \(first on row 2\)",
+        ),
+        ("name\tpath", "alpha\tmissing.fa", r"queries\.tsv: row 2, column path: .*missing\.fa"),
+        ("name", "alpha", r"queries\.tsv: the sheet needs the columns name and path"),
+    ],
+)
+def test_a_bad_sheet_is_one_line_naming_row_and_column(
+    tmp_path: Path, header: str, row: str, message: str
+) -> None:
     config = make_workdir(tmp_path, [JOBS[0]])
     (tmp_path / "queries.tsv").write_text(f"{header}\n{row}\n")
     out = parse_error(tmp_path, config)
@@ -401,24 +532,44 @@ def test_a_bad_sheet_is_one_line_naming_row_and_column(tmp_path: Path, header: s
     assert not (tmp_path / "PWNED").exists()
 
 
-@pytest.mark.parametrize("jobs, message, extra", [
-    ([JOBS[2]], r"config\.work: 'w o;rk' does not match", {"work": "w o;rk"}),
-    ([{**JOBS[2], "lastz": "lastz;ls"}],
-     r"config\.jobs\[0\]\.lastz: 'lastz;ls' does not match", {}),
-    ([JOBS[2], {**JOBS[2], "query": "q1.fa"}],
-     r"config\.jobs\[1\]\.name: 'single' is used twice \(first by jobs\[0\]\)", {}),
-    ([{**JOBS[2], "name": "index"}], r"config\.jobs\[0\]\.name: 'index' should not be", {}),
-    ([{**JOBS[2], "name": "gapped"}], r"config\.jobs\[0\]\.name: 'gapped' should not be", {}),
-    ([{**JOBS[2], "name": "a;b"}], r"config\.jobs\[0\]\.name: 'a;b' does not match", {}),
-    ([{**JOBS[2], "reference": ""}], r"config\.jobs\[0\]\.reference: .*empty|"
-                                     r"config\.jobs\[0\]\.reference: '' should be non-empty", {}),
-    ([{**JOBS[2], "query": "nothere.fa"}],
-     r"config\.jobs\[0\]\.query: nothere\.fa is not a file", {}),
-    ([{**JOBS[2], "reference": "nothere.fa"}],
-     r"config\.jobs\[0\]\.reference: nothere\.fa is not a file", {}),
-])
-def test_a_bad_job_list_is_one_line_before_any_job_runs(tmp_path: Path, jobs: list[dict],
-                                                        message: str, extra: dict) -> None:
+@pytest.mark.parametrize(
+    "jobs, message, extra",
+    [
+        ([JOBS[2]], r"config\.work: 'w o;rk' does not match", {"work": "w o;rk"}),
+        (
+            [{**JOBS[2], "lastz": "lastz;ls"}],
+            r"config\.jobs\[0\]\.lastz: 'lastz;ls' does not match",
+            {},
+        ),
+        (
+            [JOBS[2], {**JOBS[2], "query": "q1.fa"}],
+            r"config\.jobs\[1\]\.name: 'single' is used twice \(first by jobs\[0\]\)",
+            {},
+        ),
+        ([{**JOBS[2], "name": "index"}], r"config\.jobs\[0\]\.name: 'index' should not be", {}),
+        ([{**JOBS[2], "name": "gapped"}], r"config\.jobs\[0\]\.name: 'gapped' should not be", {}),
+        ([{**JOBS[2], "name": "a;b"}], r"config\.jobs\[0\]\.name: 'a;b' does not match", {}),
+        (
+            [{**JOBS[2], "reference": ""}],
+            r"config\.jobs\[0\]\.reference: .*empty|"
+            r"config\.jobs\[0\]\.reference: '' should be non-empty",
+            {},
+        ),
+        (
+            [{**JOBS[2], "query": "nothere.fa"}],
+            r"config\.jobs\[0\]\.query: nothere\.fa is not a file",
+            {},
+        ),
+        (
+            [{**JOBS[2], "reference": "nothere.fa"}],
+            r"config\.jobs\[0\]\.reference: nothere\.fa is not a file",
+            {},
+        ),
+    ],
+)
+def test_a_bad_job_list_is_one_line_before_any_job_runs(
+    tmp_path: Path, jobs: list[dict], message: str, extra: dict
+) -> None:
     config = make_workdir(tmp_path, jobs)
     config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), **extra}))
     out = parse_error(tmp_path, config)
@@ -435,13 +586,31 @@ def hostile_workdir(workdir: Path) -> Path:
     (workdir / f"{odd}ref.fa").write_bytes((workdir / "ref.fa").read_bytes())
     (workdir / f"{odd}q1.fa").write_bytes((workdir / "q1.fa").read_bytes())
     sheet = f"{odd}sheet.tsv"
-    (workdir / sheet).write_text(f"name\tpath\txdrop\n{odd}alpha\t{odd}q1.fa\t900\n"
-                                 "beta$(touch PWNED)\tq2.fa\t900\n")
-    jobs = [{"name": "odd", "reference": f"{odd}ref.fa", "queries": sheet, "workers": 2,
-             "backend": "cpu", "threads": 1, "index": True, "options": OPTIONS},
-            {"name": "plain", "reference": f"{odd}ref.fa", "query": f"{odd}q1.fa",
-             "backend": "cpu", "threads": 1, "index": False, "report": False,
-             "options": OPTIONS}]
+    (workdir / sheet).write_text(
+        f"name\tpath\txdrop\n{odd}alpha\t{odd}q1.fa\t900\nbeta$(touch PWNED)\tq2.fa\t900\n"
+    )
+    jobs = [
+        {
+            "name": "odd",
+            "reference": f"{odd}ref.fa",
+            "queries": sheet,
+            "workers": 2,
+            "backend": "cpu",
+            "threads": 1,
+            "index": True,
+            "options": OPTIONS,
+        },
+        {
+            "name": "plain",
+            "reference": f"{odd}ref.fa",
+            "query": f"{odd}q1.fa",
+            "backend": "cpu",
+            "threads": 1,
+            "index": False,
+            "report": False,
+            "options": OPTIONS,
+        },
+    ]
     config = workdir / "config.yaml"
     config.write_text(yaml.safe_dump({"jobs": jobs}, sort_keys=False))
     return config
@@ -454,14 +623,24 @@ def test_hostile_names_reach_no_shell_and_give_run_query_lists_bytes(tmp_path: P
     assert done.returncode == 0, out[-4000:]
     assert not list(tmp_path.rglob("PWNED*")), "a shell ran text from the config or sheet"
     names = (tmp_path / "results" / "odd" / "names.tsv").read_text().splitlines()
-    assert [row.split("\t")[0] for row in names[1:]] == \
-        ["-x ;$(touch PWNED) 'q\" `touch PWNED2`alpha", "beta$(touch PWNED)"]
+    assert [row.split("\t")[0] for row in names[1:]] == [
+        "-x ;$(touch PWNED) 'q\" `touch PWNED2`alpha",
+        "beta$(touch PWNED)",
+    ]
     listing = tmp_path / "odd.list"
     odd = "-x ;$(touch PWNED) 'q\" `touch PWNED2`"
     listing.write_text(f"{tmp_path / (odd + 'q1.fa')}\n")
-    ref = hspz("run", f"--reference={tmp_path / (odd + 'ref.fa')}", "--query-list",
-               str(listing), "-o", str(tmp_path / "ref-run"), "--backend", "cpu",
-               *run_flags({"options": OPTIONS}))
+    ref = hspz(
+        "run",
+        f"--reference={tmp_path / (odd + 'ref.fa')}",
+        "--query-list",
+        str(listing),
+        "-o",
+        str(tmp_path / "ref-run"),
+        "--backend",
+        "cpu",
+        *run_flags({"options": OPTIONS}),
+    )
     assert ref.returncode == 0, ref.stderr
     got = tree(tmp_path / "results" / "plain")
     got.pop("names.tsv")
@@ -469,6 +648,7 @@ def test_hostile_names_reach_no_shell_and_give_run_query_lists_bytes(tmp_path: P
 
 
 # --- the batch contract for results/<job>/ and its reports --------------------------------
+
 
 def test_a_smaller_rerun_leaves_no_stale_job_folder_or_dot_plot(tmp_path: Path) -> None:
     job = {**JOBS[0], "workers": 1, "index": False, "gapped": False}
@@ -479,11 +659,20 @@ def test_a_smaller_rerun_leaves_no_stale_job_folder_or_dot_plot(tmp_path: Path) 
     done = snakemake(tmp_path, config, "--cores", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     results = tmp_path / "results"
-    assert sorted(p.name for p in (results / "sheet").iterdir()) == \
-        ["000001", "000002", "names.tsv", "queries.tsv"]
-    assert sorted(p.name for p in (results / "reports" / "sheet").iterdir()) == \
-        ["000001.dotplot.png", "000001.hsps.png", "000002.dotplot.png", "000002.hsps.png",
-         "summary.html", "summary.tsv"]
+    assert sorted(p.name for p in (results / "sheet").iterdir()) == [
+        "000001",
+        "000002",
+        "names.tsv",
+        "queries.tsv",
+    ]
+    assert sorted(p.name for p in (results / "reports" / "sheet").iterdir()) == [
+        "000001.dotplot.png",
+        "000001.hsps.png",
+        "000002.dotplot.png",
+        "000002.hsps.png",
+        "summary.html",
+        "summary.tsv",
+    ]
 
 
 def test_a_deleted_job_folder_is_rebuilt(tmp_path: Path) -> None:
@@ -504,6 +693,7 @@ def test_a_deleted_job_folder_is_rebuilt(tmp_path: Path) -> None:
 
 # --- issue 25: jobs sized from their plan, cores used, resume, deployment ------------------
 
+
 def test_work_jobs_ask_for_their_plans_memory_and_time(workflow_run: Path) -> None:
     """`hspZ plan --sizes` gives every worker its memory (and with --sizes-hits, which the
     local profile leaves out, its seed hits and runtime); hspz_work's resources are those
@@ -516,11 +706,13 @@ def test_work_jobs_ask_for_their_plans_memory_and_time(workflow_run: Path) -> No
     assert sum(int(r["units"]) for r in rows) == 3 * 4  # 3 reference bins x 4 query bins
     assert all(100 < int(r["mem_mb"]) < 2000 and r["runtime_s"] == "-" for r in rows)
     # the local profile's config (size_runtime off): under another the plans would be redone
-    done = snakemake(workflow_run, workflow_run / "config.yaml", "-n", "--forcerun",
-                     "hspz_work")
+    done = snakemake(workflow_run, workflow_run / "config.yaml", "-n", "--forcerun", "hspz_work")
     assert done.returncode == 0, done.stdout + done.stderr
-    work = [job for job in dry_run_jobs(done, "hspz_work")
-            if re.search(r"^ +wildcards: (.*)$", job, re.M)[1].startswith("batch=sheet,")]
+    work = [
+        job
+        for job in dry_run_jobs(done, "hspz_work")
+        if re.search(r"^ +wildcards: (.*)$", job, re.M)[1].startswith("batch=sheet,")
+    ]
     assert len(work) == 2
     for job in work:
         k = int(re.search(r"wildcards: batch=sheet, k=(\d+)", job)[1])
@@ -528,14 +720,31 @@ def test_work_jobs_ask_for_their_plans_memory_and_time(workflow_run: Path) -> No
         assert mem == -(-int(rows[k]["mem_mb"]) * 3 // 2), job  # x 1.5 on the first attempt
         assert int(re.search(r"\bruntime=(\d+)", job)[1]) == 360  # no hits counted: 240 x 1.5
     sized = workflow_run / "sized.tsv"
-    plan = hspz("plan", "--index", str(next((workflow_run / "work" / "index").iterdir())),
-                "-r", str(workflow_run / "ref.fa"), "--query-list",
-                str(workflow_run / "work" / "sheet" / "queries.txt"), "--gpus", "2",
-                "--backend", "cpu", "-t", "1", "--sizes", str(sized), "--sizes-hits", "-o",
-                str(workflow_run / "sized.plan"), *run_flags({"options": OPTIONS}))
+    plan = hspz(
+        "plan",
+        "--index",
+        str(next((workflow_run / "work" / "index").iterdir())),
+        "-r",
+        str(workflow_run / "ref.fa"),
+        "--query-list",
+        str(workflow_run / "work" / "sheet" / "queries.txt"),
+        "--gpus",
+        "2",
+        "--backend",
+        "cpu",
+        "-t",
+        "1",
+        "--sizes",
+        str(sized),
+        "--sizes-hits",
+        "-o",
+        str(workflow_run / "sized.plan"),
+        *run_flags({"options": OPTIONS}),
+    )
     assert plan.returncode == 0, plan.stderr
-    counted = [dict(zip(head, r.split("\t"), strict=True))
-               for r in sized.read_text().splitlines()[1:]]
+    counted = [
+        dict(zip(head, r.split("\t"), strict=True)) for r in sized.read_text().splitlines()[1:]
+    ]
     assert [r["mem_mb"] for r in counted] == [r["mem_mb"] for r in rows]
     assert all(int(r["hits"]) > 0 and int(r["runtime_s"]) >= 5 for r in counted)
 
@@ -554,9 +763,11 @@ def test_threads_default_to_the_cores_over_the_concurrent_work_jobs(tmp_path: Pa
 def test_workers_above_the_reference_bins_is_one_warning_line(workflow_run: Path) -> None:
     done = snakemake(workflow_run, workflow_run / "config.yaml", "-n")
     lines = [line for line in (done.stdout + done.stderr).splitlines() if "workers: 5" in line]
-    assert lines == ["hspZ workflow: job listed: workers: 5, but its plan makes 3 work job(s): "
-                     "the reference has 3 bin(s) at this layout (-B), and a worker needs a bin "
-                     "of its own"]
+    assert lines == [
+        "hspZ workflow: job listed: workers: 5, but its plan makes 3 work job(s): "
+        "the reference has 3 bin(s) at this layout (-B), and a worker needs a bin "
+        "of its own"
+    ]
 
 
 def test_a_work_jobs_log_shows_its_progress(workflow_run: Path) -> None:
@@ -564,8 +775,7 @@ def test_a_work_jobs_log_shows_its_progress(workflow_run: Path) -> None:
     assert re.search(r"^progress: \d+% \(", log, re.M), log
 
 
-def test_merge_summary_and_dot_plots_never_import_cupy(workflow_run: Path,
-                                                       tmp_path: Path) -> None:
+def test_merge_summary_and_dot_plots_never_import_cupy(workflow_run: Path, tmp_path: Path) -> None:
     """A `cupy` that records its import, first on the path: the merge, summary and dot-plot
     commands never touch it."""
     fake = tmp_path / "fake"
@@ -576,18 +786,38 @@ def test_merge_summary_and_dot_plots_never_import_cupy(workflow_run: Path,
     sheet = workflow_run / "results" / "sheet"
     plan = str(workflow_run / "work" / "sheet" / "plan.txt")
     commands = [
-        ["merge", "--plan", plan, "--output", str(tmp_path / "m"),
-         *map(str, sorted((workflow_run / "work" / "sheet").glob("*.result")))],
-        ["summarize", "--queries", str(sheet / "queries.tsv"), "--names",
-         str(sheet / "names.tsv"), "--ledger", str(workflow_run / "work" / "sheet" /
-                                                    "ledger.tsv"),
-         "--output", str(tmp_path / "s.tsv")],
-        ["dotplot", "--plan", plan, "--job", "000001", "--output", str(tmp_path / "d.png"),
-         str(sheet / "000001")],
+        [
+            "merge",
+            "--plan",
+            plan,
+            "--output",
+            str(tmp_path / "m"),
+            *map(str, sorted((workflow_run / "work" / "sheet").glob("*.result"))),
+        ],
+        [
+            "summarize",
+            "--queries",
+            str(sheet / "queries.tsv"),
+            "--names",
+            str(sheet / "names.tsv"),
+            "--ledger",
+            str(workflow_run / "work" / "sheet" / "ledger.tsv"),
+            "--output",
+            str(tmp_path / "s.tsv"),
+        ],
+        [
+            "dotplot",
+            "--plan",
+            plan,
+            "--job",
+            "000001",
+            "--output",
+            str(tmp_path / "d.png"),
+            str(sheet / "000001"),
+        ],
     ]
     for args in commands:
-        done = subprocess.run([str(BIN / "hspZ"), *args], capture_output=True, text=True,
-                              env=env)
+        done = subprocess.run([str(BIN / "hspZ"), *args], capture_output=True, text=True, env=env)
         assert done.returncode == 0, done.stderr
     assert not marker.exists()
 
@@ -599,9 +829,19 @@ def test_the_workflow_runs_as_a_module_with_use_rule_star(tmp_path: Path) -> Non
     (tmp_path / "Snakefile").write_text(
         f'configfile: "{config.name}"\n\n\nmodule hspz:\n    snakefile:\n'
         f'        "{ROOT / "workflow" / "Snakefile"}"\n    config:\n        config\n\n\n'
-        "use rule * from hspz\n")
-    cmd = [sys.executable, "-m", "snakemake", "--directory", str(tmp_path), "--snakefile",
-           str(tmp_path / "Snakefile"), "--cores", "2"]
+        "use rule * from hspz\n"
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--directory",
+        str(tmp_path),
+        "--snakefile",
+        str(tmp_path / "Snakefile"),
+        "--cores",
+        "2",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "results" / "single" / "queries.tsv").is_file()
@@ -615,12 +855,12 @@ def module_snakefile(tmp_path: Path, config: Path, snakefile: str) -> Path:
     path.write_text(
         f'import os\n\nconfigfile: "{config.name}"\n\n\nmodule hspz:\n    snakefile:\n'
         f'        "{snakefile}"\n    config:\n        config\n\n\nuse rule * from hspz\n\n\n'
-        'open("source.txt", "w").write(os.environ["HSPZ_INSTALL_SOURCE"])\n')
+        'open("source.txt", "w").write(os.environ["HSPZ_INSTALL_SOURCE"])\n'
+    )
     return path
 
 
-def test_a_module_from_a_git_repository_resolves_and_installs_hspz_from_it(
-        tmp_path: Path) -> None:
+def test_a_module_from_a_git_repository_resolves_and_installs_hspz_from_it(tmp_path: Path) -> None:
     """The workflow as a module from a git repository at a commit (`git+file://`, the code path
     of a GitHub module: Snakemake reads every file through its source cache, none from a
     folder): it parses and its DAG resolves, and its conda env would pip-install hspZ from that
@@ -632,27 +872,45 @@ def test_a_module_from_a_git_repository_resolves_and_installs_hspz_from_it(
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
     for step in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "workflow"]):
         subprocess.run(git + step, check=True, capture_output=True)
-    commit = subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True,
-                            text=True).stdout.strip()
+    commit = subprocess.run(
+        git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     run = tmp_path / "run"
     config = make_workdir(run, [JOBS[2]])
     env = {k: v for k, v in ENV.items() if k != "HSPZ_INSTALL_SOURCE"}
-    cases = {f"git+file://{repo}/workflow/Snakefile@{commit}":
-             f"hspz[workflow] @ git+file://{repo}@{commit}",
-             str(ROOT / "workflow" / "Snakefile"): f"hspz[workflow] @ {ROOT.as_uri()}"}
+    cases = {
+        f"git+file://{repo}/workflow/Snakefile@{commit}": f"hspz[workflow] @ git+file://{repo}@{commit}",
+        str(ROOT / "workflow" / "Snakefile"): f"hspz[workflow] @ {ROOT.as_uri()}",
+    }
     for snakefile, source in cases.items():
-        cmd = [sys.executable, "-m", "snakemake", "--directory", str(run), "--snakefile",
-               str(module_snakefile(run, config, snakefile)), "--cores", "2", "-n"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--directory",
+            str(run),
+            "--snakefile",
+            str(module_snakefile(run, config, snakefile)),
+            "--cores",
+            "2",
+            "-n",
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "hspz_plan" in done.stdout
         assert (run / "source.txt").read_text() == source
         if shutil.which("conda"):  # not installable here (neither PyPI nor Debian has it)
-            conda = subprocess.run(cmd + ["--sdm", "conda"], capture_output=True, text=True,
-                                   env=env, timeout=300)
+            conda = subprocess.run(
+                cmd + ["--sdm", "conda"], capture_output=True, text=True, env=env, timeout=300
+            )
             assert conda.returncode == 0, conda.stdout + conda.stderr
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          env={**env, "HSPZ_INSTALL_SOURCE": "hspz==0.1.0"})
+    done = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "HSPZ_INSTALL_SOURCE": "hspz==0.1.0"},
+    )
     assert done.returncode == 0 and (run / "source.txt").read_text() == "hspz==0.1.0"
 
 

@@ -46,10 +46,22 @@ def test_diagonal_sweep_equals_plain_walk_on_dense_anchors(rate):
     a, b = _related(rng, 5000, rate)
     ref, qry = _codes(a), _codes(b)
     # every position of the main diagonal, a shifted diagonal, random anchors and duplicates
-    R = np.concatenate((np.arange(0, 5000, 3), np.arange(10, 4000, 7), rng.integers(0, 5001, 2000),
-                        np.full(5, 2500)))
-    Q = np.concatenate((np.arange(0, 5000, 3), np.arange(0, 3990, 7), rng.integers(0, 5001, 2000),
-                        np.full(5, 2500)))
+    R = np.concatenate(
+        (
+            np.arange(0, 5000, 3),
+            np.arange(10, 4000, 7),
+            rng.integers(0, 5001, 2000),
+            np.full(5, 2500),
+        )
+    )
+    Q = np.concatenate(
+        (
+            np.arange(0, 5000, 3),
+            np.arange(0, 3990, 7),
+            rng.integers(0, 5001, 2000),
+            np.full(5, 2500),
+        )
+    )
     got = extend_hits(ref, qry, 5000, 5000, MAT, 910, R, Q)
     want = _plain(ref, qry, R.astype(np.int64), Q.astype(np.int64))
     for g, w in zip(got, want, strict=True):
@@ -65,8 +77,16 @@ def test_diagonal_sweep_equals_plain_walk_with_small_xdrop_and_separators():
     Q = np.clip(R + rng.integers(-3, 4, 4000), 0, len(b))
     for xdrop in (5, 100, 910, 5000):
         got = extend_hits(ref, qry, len(a), len(b), build_matrix(xdrop), xdrop, R, Q)
-        want = extend_plain(ref, qry, len(a), len(b), build_matrix(xdrop).ravel().astype(np.int32),
-                            xdrop, R.astype(np.int64), Q.astype(np.int64))
+        want = extend_plain(
+            ref,
+            qry,
+            len(a),
+            len(b),
+            build_matrix(xdrop).ravel().astype(np.int32),
+            xdrop,
+            R.astype(np.int64),
+            Q.astype(np.int64),
+        )
         for g, w in zip(got, want, strict=True):
             assert np.array_equal(g, w)
 
@@ -82,10 +102,23 @@ def test_capped_first_pass_plus_sweep_equals_plain_walk_for_every_kept_hit():
     counts = np.minimum(counts, 30_000 - lo)
     qpos = rng.integers(0, 19_000, 500).astype(np.int64)
     size, keep_from = 19, 300
-    score, rs, qs, ln = extend_seeds(ref, qry, 20_000, 20_000, build_matrix(910), 910, pos_table,
-                                     lo, qpos, counts, size, keep_from)
-    R = np.concatenate([pos_table[lo[s]:lo[s] + counts[s]].astype(np.int64) + size
-                        for s in range(500)])
+    score, rs, qs, ln = extend_seeds(
+        ref,
+        qry,
+        20_000,
+        20_000,
+        build_matrix(910),
+        910,
+        pos_table,
+        lo,
+        qpos,
+        counts,
+        size,
+        keep_from,
+    )
+    R = np.concatenate(
+        [pos_table[lo[s] : lo[s] + counts[s]].astype(np.int64) + size for s in range(500)]
+    )
     Q = np.repeat(qpos + size, counts)
     p = _plain(ref, qry, R, Q)
     keep = p[0] >= keep_from
@@ -148,14 +181,30 @@ def test_chain_walks_resolved_equal_plain_walks(rate):
     a, b = _related(rng, 3000, rate)
     a = a[:1200] + b"nnnNN" + a[1205:]
     ref, qry = _codes(a), _codes(b)
-    R = np.concatenate((np.arange(0, 3000, 2), np.arange(10, 2000, 5), rng.integers(0, 3000, 500),
-                        np.full(4, 1500), [0, 2999]))
-    Q = np.concatenate((np.arange(0, 3000, 2), np.arange(0, 1990, 5), rng.integers(0, 3000, 500),
-                        np.full(4, 1500), [0, 2999]))
+    R = np.concatenate(
+        (
+            np.arange(0, 3000, 2),
+            np.arange(10, 2000, 5),
+            rng.integers(0, 3000, 500),
+            np.full(4, 1500),
+            [0, 2999],
+        )
+    )
+    Q = np.concatenate(
+        (
+            np.arange(0, 3000, 2),
+            np.arange(0, 1990, 5),
+            rng.integers(0, 3000, 500),
+            np.full(4, 1500),
+            [0, 2999],
+        )
+    )
     order = diagonal_order(R, Q)
     R, Q = R[order].astype(np.int64), Q[order].astype(np.int64)
-    walks = [_chain_walks(ref, qry, 3000, 3000, MAT, 910, r, q, step)
-             for r, q, step in ((R, Q, 1), (R[::-1], Q[::-1], -1))]
+    walks = [
+        _chain_walks(ref, qry, 3000, 3000, MAT, 910, r, q, step)
+        for r, q, step in ((R, Q, 1), (R[::-1], Q[::-1], -1))
+    ]
     (mr, at_r), (ml, at_l) = (resolve_chains(np, *w) for w in walks)
     ml, at_l = ml[::-1], at_l[::-1]
     pr, pl = at_r - R, R - at_l
@@ -166,6 +215,7 @@ def test_chain_walks_resolved_equal_plain_walks(rate):
 
 
 # ---------------------------------------------------------------- the bound that rejects hits
+
 
 def _bases(draw_bytes, n: int) -> bytes:
     """ACGT mostly, with lowercase, N, other bytes and record separators sprinkled in."""
@@ -189,8 +239,11 @@ def _plain_side(ref, qry, ref_len, qry_len, mat, xdrop, r, q, step):
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), xdrop=st.sampled_from([1, 40, 200, 910, 3000]),
-       rate=st.sampled_from([0.0, 0.05, 0.3, 0.75]))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    xdrop=st.sampled_from([1, 40, 200, 910, 3000]),
+    rate=st.sampled_from([0.0, 0.05, 0.3, 0.75]),
+)
 def test_block_bound_stops_only_where_the_walk_has_stopped_and_bounds_its_best(seed, xdrop, rate):
     """`_bound` (two-base blocks, x-drop tested at block ends) claims a stop only when the plain
     walk has stopped at or before that block's last base, and then never under-states its best:
@@ -199,8 +252,11 @@ def test_block_bound_stops_only_where_the_walk_has_stopped_and_bounds_its_best(s
     rng = np.random.default_rng(seed)
     a = _bases(rng.bytes(400), 400)
     mutate = rng.random(400) < rate
-    b = bytes(np.where(mutate, np.frombuffer(_bases(rng.bytes(400), 400), np.uint8),
-                       np.frombuffer(a, np.uint8)))
+    b = bytes(
+        np.where(
+            mutate, np.frombuffer(_bases(rng.bytes(400), 400), np.uint8), np.frombuffer(a, np.uint8)
+        )
+    )
     ref, qry = _codes(a), _codes(b[: 300 + int(rng.integers(0, 100))])
     ref_len, qry_len = len(ref) - 1, len(qry) - 1
     mat = build_matrix(xdrop).ravel().astype(np.int32)
@@ -208,8 +264,10 @@ def test_block_bound_stops_only_where_the_walk_has_stopped_and_bounds_its_best(s
     rp, qp = pair_view(ref), pair_view(qry)
     for r in range(ref_len + 1):
         q = min(max(r + int(rng.integers(-3, 4)), 0), qry_len)
-        for step, tc, r0, q0, lim in ((2, tcr, r, q, min(ref_len - r, qry_len - q)),
-                                      (-2, tcl, r - 2, q - 2, min(r, q))):
+        for step, tc, r0, q0, lim in (
+            (2, tcr, r, q, min(ref_len - r, qry_len - q)),
+            (-2, tcl, r - 2, q - 2, min(r, q)),
+        ):
             blocks = min(lim // 2, 32)
             stopped, bound = _bound(rp, qp, ts, tc, xdrop, r0, q0, step, blocks)
             best, stop_at = _plain_side(ref, qry, ref_len, qry_len, mat, xdrop, r, q, step)
@@ -230,10 +288,15 @@ def test_pair_tables_hold_each_two_base_blocks_score_and_drawdowns():
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), xdrop=st.sampled_from([50, 910, 2000]),
-       keep_from=st.sampled_from([0, 150, 1000, 3000]), rate=st.sampled_from([0.0, 0.03, 0.2]))
-def test_extend_seeds_keeps_exactly_the_plain_walks_hits_at_or_over_keep_from(seed, xdrop,
-                                                                              keep_from, rate):
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    xdrop=st.sampled_from([50, 910, 2000]),
+    keep_from=st.sampled_from([0, 150, 1000, 3000]),
+    rate=st.sampled_from([0.0, 0.03, 0.2]),
+)
+def test_extend_seeds_keeps_exactly_the_plain_walks_hits_at_or_over_keep_from(
+    seed, xdrop, keep_from, rate
+):
     """The bound, the exact capped walk and the sweep together keep every hit whose plain walks
     score at least keep_from, with the plain walk's score and extent, and no other: hits at
     both ends of both sequences, inside long HSPs, around separators and N runs."""
@@ -251,15 +314,16 @@ def test_extend_seeds_keeps_exactly_the_plain_walks_hits_at_or_over_keep_from(se
     qpos = rng.integers(0, 2900 - 19 + 1, n).astype(np.int64)
     qpos[:3] = [0, 1, 2900 - 19]
     mat = build_matrix(xdrop)
-    got = extend_seeds(ref, qry, 3000, 2900, mat, xdrop, pos_table, lo, qpos, counts, 19,
-                       keep_from)
-    R = np.concatenate([pos_table[lo[s]:lo[s] + counts[s]].astype(np.int64) + 19
-                        for s in range(n)])
+    got = extend_seeds(ref, qry, 3000, 2900, mat, xdrop, pos_table, lo, qpos, counts, 19, keep_from)
+    R = np.concatenate(
+        [pos_table[lo[s] : lo[s] + counts[s]].astype(np.int64) + 19 for s in range(n)]
+    )
     Q = np.repeat(qpos + 19, counts)
     p = extend_plain(ref, qry, 3000, 2900, mat.ravel().astype(np.int32), xdrop, R, Q)
     keep = p[0] >= keep_from
-    assert sorted(zip(*(x.tolist() for x in got), strict=True)) == \
-        sorted(zip(*(x[keep].tolist() for x in p), strict=True))
+    assert sorted(zip(*(x.tolist() for x in got), strict=True)) == sorted(
+        zip(*(x[keep].tolist() for x in p), strict=True)
+    )
 
 
 @pytest.mark.parametrize("ambiguous", [None, "n,5,1", "iupac,7,100"])
@@ -281,7 +345,7 @@ def test_seed_bound_is_at_least_every_left_walks_best_over_the_seeds_bases(ambig
                 m = max(m, s)
             assert m <= bound[q - size]
         best = np.maximum(mat.reshape(8, 8).max(axis=0), 0)
-        assert bound[q - size] == best[qry[q - size:q]].sum()  # the tightest such bound
+        assert bound[q - size] == best[qry[q - size : q]].sum()  # the tightest such bound
 
 
 @pytest.mark.parametrize("first, last", [(19, 1990), (19, 19), (500, 1999), (30, 29)])
@@ -322,15 +386,21 @@ def test_extend_seeds_of_a_real_seed_stream_equals_the_plain_walk(rate):
     table = build_seed_table(seed_codes(buf_a), len(a), shape, 1)
     _, qpos, lo, counts, _ = hit_seeds(seed_codes(buf_b), shape, 0, len(b), True, table)
     mat = build_matrix(910)
-    got = extend_seeds(ref, qry, len(a), len(b), mat, 910, table.pos_table, lo, qpos, counts,
-                       shape.size, 3000)
-    R = np.concatenate([table.pos_table[x:x + c].astype(np.int64)
-                        for x, c in zip(lo, counts, strict=True)]) + shape.size
+    got = extend_seeds(
+        ref, qry, len(a), len(b), mat, 910, table.pos_table, lo, qpos, counts, shape.size, 3000
+    )
+    R = (
+        np.concatenate(
+            [table.pos_table[x : x + c].astype(np.int64) for x, c in zip(lo, counts, strict=True)]
+        )
+        + shape.size
+    )
     Q = np.repeat(qpos + shape.size, counts)
     p = extend_plain(ref, qry, len(a), len(b), mat.ravel().astype(np.int32), 910, R, Q)
     keep = p[0] >= 3000
-    assert sorted(zip(*(x.tolist() for x in got), strict=True)) == \
-        sorted(zip(*(x[keep].tolist() for x in p), strict=True))
+    assert sorted(zip(*(x.tolist() for x in got), strict=True)) == sorted(
+        zip(*(x[keep].tolist() for x in p), strict=True)
+    )
     diag = R - Q
     order = np.lexsort((Q, diag))
     follows = (np.diff(diag[order]) == 0) & (np.diff(Q[order]) <= 128)

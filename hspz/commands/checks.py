@@ -26,5 +26,10 @@ def plan_job(ns: argparse.Namespace) -> tuple[PlanFile, PlanJob]:
 def plan_inputs(ns: argparse.Namespace, pf: PlanFile) -> dict:
     """What a report command reads or must never write: its plan, its segments and every input
     the plan names (the reference, every job's query)."""
-    return {"--plan": ns.plan, "SEGMENTS": ns.segments, "the reference of --plan": pf.reference,
-            "the index of --plan": pf.index, "a query of --plan": [j.path for j in pf.jobs]}
+    return {
+        "--plan": ns.plan,
+        "SEGMENTS": ns.segments,
+        "the reference of --plan": pf.reference,
+        "the index of --plan": pf.index,
+        "a query of --plan": [j.path for j in pf.jobs],
+    }

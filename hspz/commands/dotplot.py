@@ -27,8 +27,14 @@ def dotplot_command(ns: argparse.Namespace) -> int:
     title = plots.job_title(job.name, job.path, ns.names)
     reference = os.path.basename(pf.reference or pf.index or "reference")
     texts = plots.segments_texts(ns.segments)
-    n = plots.dotplot(texts, (m.ref_names, m.ref_lengths), (m.qry_names, m.qry_lengths),
-                      ns.output, title, (reference, os.path.basename(job.path)))
+    n = plots.dotplot(
+        texts,
+        (m.ref_names, m.ref_lengths),
+        (m.qry_names, m.qry_lengths),
+        ns.output,
+        title,
+        (reference, os.path.basename(job.path)),
+    )
     if ns.distribution is not None:
         plots.distribution(texts, ns.distribution, title)
     print(f"dotplot: {n} HSPs -> {', '.join(outputs.values())}", file=sys.stderr)

@@ -18,8 +18,10 @@ def gapped_command(ns: argparse.Namespace) -> int:
     pf, job = plan_job(ns)
     reference = pf.reference
     if reference is None:
-        raise UsageError(f"{ns.plan}: planned from an index without --reference: the gapped "
-                         f"stage needs the reference's bases")
+        raise UsageError(
+            f"{ns.plan}: planned from an index without --reference: the gapped "
+            f"stage needs the reference's bases"
+        )
     gapped.check_format(ns.format)
     inputs = plan_inputs(ns, pf)
     for flag, value in (("--groups", ns.groups), ("--reference-2bit", ns.reference_2bit)):
@@ -42,8 +44,10 @@ def gapped_command(ns: argparse.Namespace) -> int:
         bound = parse_int("--group-bytes", ns.group_bytes, 1, 2**62)
         groups = gapped.split_groups([(f, (segments / f).stat().st_size) for f in files], bound)
         gapped.write_groups(ns.output, groups)
-        print(f"gapped: {len(files)} segments file(s) in {len(groups)} group(s) -> {ns.output}",
-              file=sys.stderr)
+        print(
+            f"gapped: {len(files)} segments file(s) in {len(groups)} group(s) -> {ns.output}",
+            file=sys.stderr,
+        )
         return 0
     first, chosen = True, files
     if ns.stage == "extend":
@@ -53,10 +57,22 @@ def gapped_command(ns: argparse.Namespace) -> int:
         g = parse_int("--group", ns.group, 0, len(groups) - 1)
         chosen, first = groups[g], g == 0
         if [f for group in groups for f in group] != files:
-            raise UsageError(f"--groups: {ns.groups} does not list the files of SEGMENTS in "
-                             f"emission order (a rerun of --stage split makes it anew)")
-    n = gapped.extend_group(job.manifest, reference, job.path, segments, chosen, first,
-                            ns.output, ns.lastz, ns.format, ns.lastz_flags, ns.reference_2bit)
-    print(f"gapped: {n} segments file(s) extended by {ns.lastz} -> {ns.output}",
-          file=sys.stderr)
+            raise UsageError(
+                f"--groups: {ns.groups} does not list the files of SEGMENTS in "
+                f"emission order (a rerun of --stage split makes it anew)"
+            )
+    n = gapped.extend_group(
+        job.manifest,
+        reference,
+        job.path,
+        segments,
+        chosen,
+        first,
+        ns.output,
+        ns.lastz,
+        ns.format,
+        ns.lastz_flags,
+        ns.reference_2bit,
+    )
+    print(f"gapped: {n} segments file(s) extended by {ns.lastz} -> {ns.output}", file=sys.stderr)
     return 0

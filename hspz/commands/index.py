@@ -30,14 +30,17 @@ from hspz.run.report import say
 from hspz.stages.seed import SeedShape
 
 
-def index_command(options: Options, reference: str, dest: str, select: Callable[[], Backend],
-                  show_time: bool) -> int:
+def index_command(
+    options: Options, reference: str, dest: str, select: Callable[[], Backend], show_time: bool
+) -> int:
     """Build the index of `reference` at `dest` (which must not exist)."""
     t0 = time.perf_counter()
     path = Path(dest)
     if path.exists() or path.is_symlink():
-        raise UsageError(f"--index: {path} already exists; an index is never overwritten "
-                         f"(remove it or name another folder)")
+        raise UsageError(
+            f"--index: {path} already exists; an index is never overwritten "
+            f"(remove it or name another folder)"
+        )
     phases: dict[str, float] = {}
     with ix.building(path) as tmp:
         with timed(phases, "input"), ThreadPoolExecutor(2) as pool:
@@ -51,17 +54,29 @@ def index_command(options: Options, reference: str, dest: str, select: Callable[
         engine = select()
         with timed(phases, "build + write"):
             arrays = build_bins(options, records, bins, engine, tmp)
-        m = ix.IndexManifest(options.pattern, options.step, options.seq_block_size,
-                             options.kegalign_bins, [r.name for r in records], lengths,
-                             records_digest(records), size, sha, bins, arrays)
+        m = ix.IndexManifest(
+            options.pattern,
+            options.step,
+            options.seq_block_size,
+            options.kegalign_bins,
+            [r.name for r in records],
+            lengths,
+            records_digest(records),
+            size,
+            sha,
+            bins,
+            arrays,
+        )
         ix.write_text_synced(tmp / ix.MANIFEST, m.to_text())
         ix.write_text_synced(tmp / ix.READY, "")
     on_disk = sum(e.length * ix.ARRAYS[name].itemsize for (_, name), e in arrays.items())
     wall = time.perf_counter() - t0
-    say(f"index: built {path}: {len(bins)} bin(s) of {len(records)} record(s), "
+    say(
+        f"index: built {path}: {len(bins)} bin(s) of {len(records)} record(s), "
         f"{sum(lengths)} bp, {on_disk / 2**30:.2f} GiB; seed {options.seed}, step "
         f"{options.step}, -B {options.seq_block_size}"
-        f"{', --kegalign-bins' if options.kegalign_bins else ''}; {wall:.1f} s")
+        f"{', --kegalign-bins' if options.kegalign_bins else ''}; {wall:.1f} s"
+    )
     if show_time:
         for name, seconds in phases.items():
             print(f"time: {name:<28} {seconds:>9.3f}", file=sys.stderr)
@@ -69,8 +84,9 @@ def index_command(options: Options, reference: str, dest: str, select: Callable[
     return 0
 
 
-def build_bins(options: Options, records: list[Record], bins: planning.Bins, engine: Backend,
-               tmp: Path) -> dict[tuple[int, str], ix.ArrayEntry]:
+def build_bins(
+    options: Options, records: list[Record], bins: planning.Bins, engine: Backend, tmp: Path
+) -> dict[tuple[int, str], ix.ArrayEntry]:
     """Every bin's arrays, built a few at a time and written (with their piece checksums) on a
     thread of their own as they come: their manifest entries."""
     shape = SeedShape.from_pattern(options.pattern)
@@ -82,10 +98,13 @@ def build_bins(options: Options, records: list[Record], bins: planning.Bins, eng
         def make(b: int) -> ix.BuiltBin:
             packed = pack_bin(members[b])
             return ix.BuiltBin(b, *gpu.index_arrays(shape, options.step, packed.buf))
+
         builders = 2  # the next bin is packed on the host while the device builds one
     else:
+
         def make(b: int) -> ix.BuiltBin:
             return ix.build_bin_host(b, members[b], shape, options.step)
+
         builders = _host_builders(threads, max(sum(len(r) for r in m) for m in members))
     entries: dict[tuple[int, str], ix.ArrayEntry] = {}
     with ThreadPoolExecutor(1) as writer:

@@ -22,9 +22,16 @@ from hspz.run.outdir import OutLock, Tree, batch_claims, check_disjoint, publish
 from hspz.run.report import write_ledger
 
 
-def merge_command(plan_path: str, outdir: str, tarball: str | None, diagonal: bool,
-                  result_paths: list[str], wait: bool = False, command: str = "",
-                  ledger: str | None = None) -> int:
+def merge_command(
+    plan_path: str,
+    outdir: str,
+    tarball: str | None,
+    diagonal: bool,
+    result_paths: list[str],
+    wait: bool = False,
+    command: str = "",
+    ledger: str | None = None,
+) -> int:
     """`hspZ merge`: replay every worker's results in ordinal order into the outputs.  Its
     outputs are checked against its inputs, and every results file is checked (`check_arguments`)
     before OUT is locked and anything is published."""
@@ -33,12 +40,16 @@ def merge_command(plan_path: str, outdir: str, tarball: str | None, diagonal: bo
 
     pf = read_plan(plan_path)
     claims = batch_claims if pf.batch else publish_claims
-    check_disjoint({"--plan": plan_path, "RESULT": result_paths,
-                    "the reference of --plan": pf.reference,
-                    "a query of --plan": [j.path for j in pf.jobs]},
-                   {"--tarball": tarball if not pf.batch else None, "--ledger": ledger},
-                   {"--output": Tree(outdir, claims,
-                                     writes=(tarball,) if tarball and not pf.batch else ())})
+    check_disjoint(
+        {
+            "--plan": plan_path,
+            "RESULT": result_paths,
+            "the reference of --plan": pf.reference,
+            "a query of --plan": [j.path for j in pf.jobs],
+        },
+        {"--tarball": tarball if not pf.batch else None, "--ledger": ledger},
+        {"--output": Tree(outdir, claims, writes=(tarball,) if tarball and not pf.batch else ())},
+    )
     workers = check_arguments(pf, plan_path, result_paths)  # before any byte is published
     with OutLock(outdir, "--output", wait, command, keep_empty=tarball is None):
         summary = Summary(batch=pf.batch)
@@ -76,8 +87,10 @@ def check_arguments(pf: PlanFile, plan_path: str, result_paths: list[str]) -> di
         seen[_worker_of(results_header(path), pf, path, plan_path, seen)] = path
     missing = [str(k) for k in range(pf.schedule.workers) if k not in seen]
     if missing:
-        raise InputError(f"no results of worker(s) {', '.join(missing)} of {plan_path} "
-                         f"were given (`hspZ work --worker K` writes each)")
+        raise InputError(
+            f"no results of worker(s) {', '.join(missing)} of {plan_path} "
+            f"were given (`hspZ work --worker K` writes each)"
+        )
     return {path: k for k, path in seen.items()}
 
 
@@ -91,8 +104,7 @@ def _replay(pf: PlanFile, workers: dict[str, int], emitters: Emitters) -> None:
             emitters.add(result)
 
 
-def _worker_of(header: dict, pf: PlanFile, path: str, plan_path: str,
-               seen: dict[int, str]) -> int:
+def _worker_of(header: dict, pf: PlanFile, path: str, plan_path: str, seen: dict[int, str]) -> int:
     """The worker whose results `header` describes, checked against the plan file."""
     if header.get("plan") != pf.digest:
         raise InputError(f"{path}: these results belong to another plan than {plan_path}")
@@ -100,13 +112,14 @@ def _worker_of(header: dict, pf: PlanFile, path: str, plan_path: str,
     if not isinstance(k, int) or not 0 <= k < sched.workers:
         raise InputError(f"{path}: worker {k!r} is not a worker of {plan_path}")
     if k in seen:
-        raise InputError(f"{path}: the results of worker {k} were given twice (also "
-                         f"{seen[k]})")
+        raise InputError(f"{path}: the results of worker {k} were given twice (also {seen[k]})")
     planned = sorted(pf.worker_units(k))
     held = sorted(tuple(u) for u in header["units"])
     if held != planned:
-        raise InputError(f"{path}: holds units {_shown(held, pf)} but worker {k} of "
-                         f"{plan_path} runs units {_shown(planned, pf)}")
+        raise InputError(
+            f"{path}: holds units {_shown(held, pf)} but worker {k} of "
+            f"{plan_path} runs units {_shown(planned, pf)}"
+        )
     return k
 
 

@@ -27,8 +27,9 @@ def warming(backend: str) -> Iterator[None]:
             thread.join()
 
 
-def run_in_out(req: Request, wait: bool, holder: str, select: Callable,
-               ready: Callable[[], None]) -> int:
+def run_in_out(
+    req: Request, wait: bool, holder: str, select: Callable, ready: Callable[[], None]
+) -> int:
     """Take OUT's lock (`wait` as --wait gives it; `holder`: the command line the lock
     records), run `ready` once OUT exists (the checks of files that may lie in it), then the
     run or the query list.  -u: `ready`, then the counts, without the lock."""

@@ -24,8 +24,9 @@ if TYPE_CHECKING:
     from hspz.planning.schedule import Devices
 
 
-def plan_command(req: Request, select: Callable[[], Backend], sizes: str | None = None,
-                 sizes_hits: bool = False) -> int:
+def plan_command(
+    req: Request, select: Callable[[], Backend], sizes: str | None = None, sizes_hits: bool = False
+) -> int:
     """`hspZ plan`: freeze the plan and the schedule for --gpus workers into one file; with
     `sizes`, each work job's memory, and with `sizes_hits` its expected runtime from its
     units' seed hits too (`sizing`)."""
@@ -37,18 +38,23 @@ def plan_command(req: Request, select: Callable[[], Backend], sizes: str | None 
     if sizes:
         from hspz.commands import sizing
 
-        rows = sizing.size_rows(pf, req.options, devices, ref, idx,
-                                lambda path: read_side(path, "query"), sizes_hits)
+        rows = sizing.size_rows(
+            pf, req.options, devices, ref, idx, lambda path: read_side(path, "query"), sizes_hits
+        )
         sizing.write_sizes(sizes, rows)
     m = pf.manifest
-    print(f"plan: {len(pf.jobs)} job(s), {len(m.plan.ref_bins)} reference bins, "
-          f"{pf.axis.total} query bins, {len(pf.grid().units)} units, "
-          f"{pf.schedule.workers} workers -> {req.output}", file=sys.stderr)
+    print(
+        f"plan: {len(pf.jobs)} job(s), {len(m.plan.ref_bins)} reference bins, "
+        f"{pf.axis.total} query bins, {len(pf.grid().units)} units, "
+        f"{pf.schedule.workers} workers -> {req.output}",
+        file=sys.stderr,
+    )
     return 0
 
 
-def _single_plan(req: Request, select: Callable[[], Backend]
-                 ) -> tuple[PlanFile, list, ix.Index | None, Devices]:
+def _single_plan(
+    req: Request, select: Callable[[], Backend]
+) -> tuple[PlanFile, list, ix.Index | None, Devices]:
     """One query, planned as `run` plans it (from an index's records when given one)."""
     idx = verify = None
     ref: list  # the records, or an index's KnownRecords
@@ -75,13 +81,19 @@ def _single_plan(req: Request, select: Callable[[], Backend]
     sched = schedule_for(m, req.options.gpus, devices)
     size, sha = ix.file_sha256(req.query)
     job = PlanJob(1, os.path.abspath(req.query), size, sha, m)
-    pf = PlanFile(sched, os.path.abspath(req.reference) if req.reference else None,
-                  os.path.abspath(req.index) if req.index else None, [job], False)
+    pf = PlanFile(
+        sched,
+        os.path.abspath(req.reference) if req.reference else None,
+        os.path.abspath(req.index) if req.index else None,
+        [job],
+        False,
+    )
     return pf, ref, idx, devices
 
 
-def _batch_plan(req: Request, select: Callable[[], Backend]
-                ) -> tuple[PlanFile, list, ix.Index | None, Devices]:
+def _batch_plan(
+    req: Request, select: Callable[[], Backend]
+) -> tuple[PlanFile, list, ix.Index | None, Devices]:
     """The jobs of a query list, as `run --query-list` plans them (its reference verified
     against the index first when both are given)."""
     from hspz.commands.query_list import plan_batch

@@ -57,8 +57,9 @@ class QueryList(Work):
         self.listed, notes = joblist.read_query_list(req.query_list)
         say(notes)
         if req.index:
-            self.index, self.ref, self.verify = ix.open_checked(req.index, req.options,
-                                                                req.reference)
+            self.index, self.ref, self.verify = ix.open_checked(
+                req.index, req.options, req.reference
+            )
         else:
             assert req.reference is not None  # the CLI requires -r without --index
             self.ref = HashedRecords(read_side(req.reference, "reference"))
@@ -71,13 +72,13 @@ class QueryList(Work):
         write_job_dumps(req, self.jobs)
         return batch_jobs(self.jobs, Path(req.output), bool(req.tarball), req.dump_raw)
 
-    def schedule(self, req: Request, jobs: list[Job], devices: Devices,
-                 summary: Summary) -> Schedule:
+    def schedule(
+        self, req: Request, jobs: list[Job], devices: Devices, summary: Summary
+    ) -> Schedule:
         m0 = self.jobs[0].manifest
         axis = joblist.BatchAxis(tuple(len(j.manifest.plan.query_bins) for j in self.jobs))
         ref_bp = [sum(m0.ref_lengths[k] for k in b) for b in m0.plan.ref_bins]
-        self.sched = run_schedule(axis.plan(m0.plan.ref_bins), ref_bp, req.options.gpus,
-                                  devices)
+        self.sched = run_schedule(axis.plan(m0.plan.ref_bins), ref_bp, req.options.gpus, devices)
         say(schedule_lines(self.sched))
         return self.sched
 
@@ -92,9 +93,15 @@ class QueryList(Work):
     def execution(self, req: Request, jobs: list[Job], summary: Summary) -> Execution:
         progress = Progress(sum(len(p.manifest.plan.units) for p in self.jobs), len(self.jobs))
         summary.batch = True
-        return Execution(req.options.diagonal_partition, bool(req.dump_raw), req.hit_stats,
-                         progress, index=req.index, verify=self.verify,
-                         on_job=lambda job: progress.job_done(job_line(job)))
+        return Execution(
+            req.options.diagonal_partition,
+            bool(req.dump_raw),
+            req.hit_stats,
+            progress,
+            index=req.index,
+            verify=self.verify,
+            on_job=lambda job: progress.job_done(job_line(job)),
+        )
 
     def time_lines(self, summary: Summary, wall: float) -> None:
         report.print_batch(summary, self.jobs, wall)
@@ -121,8 +128,9 @@ def plan_batch(req: Request, select: Callable[[], Backend]) -> QueryList:
     return work
 
 
-def plan_jobs(req: Request, listed: list[joblist.ListedQuery], devices: Devices,
-              ref: list) -> list[PlanJob]:
+def plan_jobs(
+    req: Request, listed: list[joblist.ListedQuery], devices: Devices, ref: list
+) -> list[PlanJob]:
     """Every listed query read and planned as a standalone run with these flags plans it; a
     job the memory preflight would replan is refused, and every job must share the first
     job's reference bins."""
@@ -141,20 +149,24 @@ def plan_jobs(req: Request, listed: list[joblist.ListedQuery], devices: Devices,
         except HspzError as exc:
             raise type(exc)(f"job {name} ({q.path}): {exc}") from None
         if f.notes:
-            raise UsageError(f"job {name} ({q.path}): the memory preflight would replan it "
-                             f"({f.notes[0].removeprefix('note: ')}); a batch refuses rather "
-                             f"than replans: give a smaller -B or --query-block-size")
+            raise UsageError(
+                f"job {name} ({q.path}): the memory preflight would replan it "
+                f"({f.notes[0].removeprefix('note: ')}); a batch refuses rather "
+                f"than replans: give a smaller -B or --query-block-size"
+            )
         out.append(PlanJob(q.number, q.path, size, sha, m))
         del records
-    joblist.check_same_reference_bins([j.manifest.plan.ref_bins for j in out],
-                                      [j.path for j in out])
+    joblist.check_same_reference_bins(
+        [j.manifest.plan.ref_bins for j in out], [j.path for j in out]
+    )
     return out
 
 
 def spec_of(job: PlanJob) -> QuerySpec:
     """How a worker reads a batch job's query: its file, checked against its records hash."""
-    return QuerySpec(job.number - 1, job.manifest.plan.query_bins, job.path,
-                     job.manifest.qry_digest)
+    return QuerySpec(
+        job.number - 1, job.manifest.plan.query_bins, job.path, job.manifest.qry_digest
+    )
 
 
 def suffixed(path: str, job: PlanJob) -> str:
@@ -170,19 +182,35 @@ def write_job_dumps(req: Request, jobs: list[PlanJob]) -> None:
             write_text(suffixed(req.dump_manifest, job), job.manifest.to_text(), "--dump-manifest")
 
 
-def batch_jobs(planned: list[PlanJob], out: Path, tarball: bool,
-               raw: str | None = None) -> list[Job]:
+def batch_jobs(
+    planned: list[PlanJob], out: Path, tarball: bool, raw: str | None = None
+) -> list[Job]:
     """Each planned job as an execution's Job: OUT/000001/ (or OUT/000001.tar.gz with -Z)."""
-    return [Job(p.manifest, out if tarball else out / p.name,
-                out / f"{p.name}.tar.gz" if tarball else None, spec_of(p), p.number,
-                raw=suffixed(raw, p) if raw else None)
-            for p in planned]
+    return [
+        Job(
+            p.manifest,
+            out if tarball else out / p.name,
+            out / f"{p.name}.tar.gz" if tarball else None,
+            spec_of(p),
+            p.number,
+            raw=suffixed(raw, p) if raw else None,
+        )
+        for p in planned
+    ]
 
 
 def queries_row(p: PlanJob, summary: Summary) -> dict:
-    return dict(job=p.name, path=p.path, bytes=p.size, sha256=p.sha256,
-                blocks=len(p.manifest.plan.query_bins), units=len(p.manifest.plan.units),
-                hsps=summary.hsps, digest=summary.digest, completion="complete")
+    return dict(
+        job=p.name,
+        path=p.path,
+        bytes=p.size,
+        sha256=p.sha256,
+        blocks=len(p.manifest.plan.query_bins),
+        units=len(p.manifest.plan.units),
+        hsps=summary.hsps,
+        digest=summary.digest,
+        completion="complete",
+    )
 
 
 def entry_names(planned: list[PlanJob], tarball: bool) -> list[str]:
@@ -194,8 +222,12 @@ def finish_batch(out: Path, planned: list[PlanJob], jobs: list[Job], tarball: bo
     """Once every job is published: the older batch's other job entries (and the other form)
     removed, then queries.tsv written (atomically), and each job's `digest:` line."""
     job_entries.sweep_stale(out, entry_names(planned, tarball))
-    job_entries.complete_batch(out, joblist.queries_tsv([queries_row(p, j.summary)
-                                           for p, j in zip(planned, jobs, strict=True)]))
+    job_entries.complete_batch(
+        out,
+        joblist.queries_tsv(
+            [queries_row(p, j.summary) for p, j in zip(planned, jobs, strict=True)]
+        ),
+    )
     for job in jobs:
         print(f"digest: {joblist.job_name(job.number)} {job.summary.digest}")
     say(f"batch: {len(jobs)} job(s) complete -> {out / joblist.QUERIES_TSV}")
@@ -203,8 +235,10 @@ def finish_batch(out: Path, planned: list[PlanJob], jobs: list[Job], tarball: bo
 
 def job_line(job: Job) -> str:
     assert job.spec is not None  # a batch job reads its own query
-    return (f"progress: job {joblist.job_name(job.number)} complete: {job.summary.hsps} HSPs, "
-            f"digest {job.summary.digest} ({job.spec.path})")
+    return (
+        f"progress: job {joblist.job_name(job.number)} complete: {job.summary.hsps} HSPs, "
+        f"digest {job.summary.digest} ({job.spec.path})"
+    )
 
 
 def batch_command(req: Request, select: Callable[[], Backend]) -> int:
@@ -216,6 +250,8 @@ def batch_command(req: Request, select: Callable[[], Backend]) -> int:
 def tarball_note(req: Request) -> str | None:
     """-Z PATH in batch mode: the path is ignored (one archive per job), said once."""
     if req.tarball and req.tarball != os.path.join(req.output, "segments.tar.gz"):
-        return (f"note: --tarball {req.tarball} is ignored with --query-list: each job gets "
-                f"OUT/000001.tar.gz, ...")
+        return (
+            f"note: --tarball {req.tarball} is ignored with --query-list: each job gets "
+            f"OUT/000001.tar.gz, ..."
+        )
     return None

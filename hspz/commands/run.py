@@ -48,8 +48,9 @@ class OneQuery(Work):
 
     def read(self, req: Request) -> None:
         if req.index:
-            self.index, self.ref, self.verify = ix.open_checked(req.index, req.options,
-                                                                req.reference)
+            self.index, self.ref, self.verify = ix.open_checked(
+                req.index, req.options, req.reference
+            )
             self.qry = read_side(req.query, "query")
         else:
             assert req.reference is not None  # the CLI requires -r without --index
@@ -70,8 +71,9 @@ class OneQuery(Work):
         assert self.qry is not None  # read in this process
         cpu_only(context_of(m), m.plan, self.ref, self.qry)
 
-    def schedule(self, req: Request, jobs: list[Job], devices: Devices,
-                 summary: Summary) -> Schedule:
+    def schedule(
+        self, req: Request, jobs: list[Job], devices: Devices, summary: Summary
+    ) -> Schedule:
         m = jobs[0].manifest
         sched = schedule_for(m, req.options.gpus, devices)
         if req.time:  # printed by --time only: it counts the records' seedable bases again
@@ -79,8 +81,9 @@ class OneQuery(Work):
             summary.memory = memory_estimate(req.options, devices, m, self.ref, self.qry)
         return sched
 
-    def workers(self, sched: Schedule, engine: Backend,
-                jobs: list[Job]) -> Pool | nullcontext[None]:
+    def workers(
+        self, sched: Schedule, engine: Backend, jobs: list[Job]
+    ) -> Pool | nullcontext[None]:
         return worker_pool(sched, engine, jobs[0].manifest)
 
     def ready(self, req: Request, jobs: list[Job]) -> None:
@@ -101,20 +104,25 @@ def holds_large_bins(m: Manifest) -> bool:
     to prepare: worker processes then load it while the parent shares the records (a GPU
     worker otherwise loads it when its first large query bin is reverse-complemented)."""
     p = m.plan
-    packed = [bp + len(b) for bins, lengths in ((p.ref_bins, m.ref_lengths),
-                                                 (p.query_bins, m.qry_lengths))
-              for bp, b in zip(planning.bin_bp(bins, lengths), bins, strict=True)]
+    packed = [
+        bp + len(b)
+        for bins, lengths in ((p.ref_bins, m.ref_lengths), (p.query_bins, m.qry_lengths))
+        for bp, b in zip(planning.bin_bp(bins, lengths), bins, strict=True)
+    ]
     return max(packed, default=0) >= SMALL_BYTES
 
 
-def cpu_only(ctx: Context, plan: planning.Plan, ref_records: Sequence[Record],
-             qry_records: Sequence[Record]) -> int:
+def cpu_only(
+    ctx: Context, plan: planning.Plan, ref_records: Sequence[Record], qry_records: Sequence[Record]
+) -> int:
     """`-u`: seed and hit counts after CPU preprocessing, without extending."""
     from hspz.engine.cpu import count_unit
 
     seeds = hits = 0
-    queries = [prepare_query(ctx, q, [qry_records[i] for i in members])
-               for q, members in enumerate(plan.query_bins)]
+    queries = [
+        prepare_query(ctx, q, [qry_records[i] for i in members])
+        for q, members in enumerate(plan.query_bins)
+    ]
     for r, members in enumerate(plan.ref_bins):
         ref = prepare_reference(ctx, r, [ref_records[i] for i in members])
         for qry in queries:

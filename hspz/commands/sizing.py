@@ -63,9 +63,15 @@ def host_bytes(m: Manifest, options: Options, devices: Devices) -> int:
     return planning.CPU_PROCESS + (1 + planning.READ_COPIES) * inputs + GPU_HOST_BYTES
 
 
-def size_rows(pf: PlanFile, options: Options, devices: Devices, ref: list[Record],
-              idx: Index | None, read_query: Callable[[str], list[Record]],
-              count_hits: bool = True) -> list[tuple]:
+def size_rows(
+    pf: PlanFile,
+    options: Options,
+    devices: Devices,
+    ref: list[Record],
+    idx: Index | None,
+    read_query: Callable[[str], list[Record]],
+    count_hits: bool = True,
+) -> list[tuple]:
     """(worker, backend, units, hits, mem_mb, runtime_s) of every worker of a plan file;
     `read_query(path)` reads a job's query records.  Without `count_hits` (the histograms
     cost seconds and a few hundred MB a job) hits and runtime_s are "-"."""
@@ -79,8 +85,7 @@ def size_rows(pf: PlanFile, options: Options, devices: Devices, ref: list[Record
         if not count_hits:
             continue
         qry = read_query(job.path)
-        rows, _ = estimate_rows(context_of(job.manifest), job.manifest.plan, ref, qry,
-                                STRIDE, idx)
+        rows, _ = estimate_rows(context_of(job.manifest), job.manifest.plan, ref, qry, STRIDE, idx)
         hits.append([row[4] for row in rows])
         del qry
     gpu = devices.backend == "gpu"
@@ -97,8 +102,9 @@ def size_rows(pf: PlanFile, options: Options, devices: Devices, ref: list[Record
         if gpu:
             seconds = GPU_START_S + len(units) * GPU_UNIT_S + n_hits * GPU_NS_PER_HIT / 1e9
         else:
-            seconds = CPU_START_S + len(units) * CPU_UNIT_S + \
-                n_hits * CPU_NS_PER_HIT / 1e9 / threads
+            seconds = (
+                CPU_START_S + len(units) * CPU_UNIT_S + n_hits * CPU_NS_PER_HIT / 1e9 / threads
+            )
         out.append((k, "gpu" if gpu else "cpu", len(units), n_hits, mem, math.ceil(seconds)))
     return out
 

@@ -11,8 +11,12 @@ from hspz.tools import plots
 
 
 def summarize_command(ns: argparse.Namespace) -> int:
-    inputs = {"--queries": ns.queries, "--names": ns.names, "--ledger": ns.ledger,
-              "a query of --queries": plots.listed_queries(ns.queries)}
+    inputs = {
+        "--queries": ns.queries,
+        "--names": ns.names,
+        "--ledger": ns.ledger,
+        "a query of --queries": plots.listed_queries(ns.queries),
+    }
     inputs.update({f"--gapped {p}": p for p in ns.gapped})
     outputs = {"--output": ns.output, **({"--html": ns.html} if ns.html else {})}
     outdir.check_disjoint(inputs, outputs)

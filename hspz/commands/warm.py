@@ -44,12 +44,13 @@ def warm_pair(seed: int = 27) -> tuple[bytes, bytes]:
     ref = BASES[rng.integers(0, 4, 160_000)]
     repeat = BASES[rng.integers(0, 4, 300)]
     for at in range(2_000, 150_000, 3_000):  # a repeat family: many hits per seed
-        ref[at:at + 300] = _mutated(rng, repeat, 0.05)
+        ref[at : at + 300] = _mutated(rng, repeat, 0.05)
     ref = ref.copy()
     soft = ref[100_000:101_000].tobytes().lower()
     ref_text = ref.tobytes()
-    ref_text = ref_text[:100_000] + soft + ref_text[101_000:120_000] + b"N" * 500 + \
-        ref_text[120_500:]
+    ref_text = (
+        ref_text[:100_000] + soft + ref_text[101_000:120_000] + b"N" * 500 + ref_text[120_500:]
+    )
     parts = [
         ref[10_000:40_000].tobytes(),  # identical for 30 kbp: long HSPs, late hits, sweeps
         _mutated(rng, ref[50_000:60_000], 0.1).tobytes(),  # short HSPs
@@ -57,8 +58,10 @@ def warm_pair(seed: int = 27) -> tuple[bytes, bytes]:
         BASES[rng.integers(0, 4, 20_000)].tobytes(),
     ]
     query = b"".join(parts)
-    return (b">w1\n" + ref_text[:90_000] + b"\n>w2\n" + ref_text[90_000:] + b"\n",
-            b">q1\n" + query + b"\n")
+    return (
+        b">w1\n" + ref_text[:90_000] + b"\n>w2\n" + ref_text[90_000:] + b"\n",
+        b">q1\n" + query + b"\n",
+    )
 
 
 # The FASTA run again with each switch that sends a unit down another path, so that every path
@@ -67,13 +70,17 @@ def warm_pair(seed: int = 27) -> tuple[bytes, bytes]:
 # --max-hits walk on the host; chain walks capped at 3 bases, so diagonals go to the serial
 # sweep) and environment knobs (the CPU seeder).
 PATHS: tuple[dict[str, int | str], ...] = (
-    {"FEW_LATE": 0}, {"PIECE": 4096}, {"DEVICE_STEPS": 0}, {"CHAIN_CAP": 3},
-    {"env:HSPZ_DEVICE_SEEDS": "0"})
+    {"FEW_LATE": 0},
+    {"PIECE": 4096},
+    {"DEVICE_STEPS": 0},
+    {"CHAIN_CAP": 3},
+    {"env:HSPZ_DEVICE_SEEDS": "0"},
+)
 
 
 def _again(argv: list[str], d: Path, k: int) -> list[str]:
     out = argv.index("-o") + 1
-    return argv[:out] + [str(d / f"path{k}")] + argv[out + 1:]
+    return argv[:out] + [str(d / f"path{k}")] + argv[out + 1 :]
 
 
 @contextlib.contextmanager
@@ -137,21 +144,38 @@ def warm_command(main: Callable[[list[str]], int], seed: str | None = None) -> i
         (d / "qry.fa").write_bytes(qry)
         seeded = [] if seed is None else ["--seed", seed]
         common = ["-q", str(d / "qry.fa"), "--backend", "gpu", "-B", "100k", *seeded]
-        steps = [["run", "-r", str(d / "ref.fa"), "-o", str(d / "fasta"), *common],
-                 ["index", "-r", str(d / "ref.fa"), "--index", str(d / "idx"), "-B", "100k",
-                  "--backend", "gpu", *seeded],
-                 ["run", "--index", str(d / "idx"), "-o", str(d / "indexed"), *common]]
+        steps = [
+            ["run", "-r", str(d / "ref.fa"), "-o", str(d / "fasta"), *common],
+            [
+                "index",
+                "-r",
+                str(d / "ref.fa"),
+                "--index",
+                str(d / "idx"),
+                "-B",
+                "100k",
+                "--backend",
+                "gpu",
+                *seeded,
+            ],
+            ["run", "--index", str(d / "idx"), "-o", str(d / "indexed"), *common],
+        ]
         runs: list[tuple[list[str], dict]] = [(argv, {}) for argv in steps]
         runs += [(_again(steps[0], d, k), switches) for k, switches in enumerate(PATHS)]
         for argv, switches in runs:
             said = io.StringIO()
-            with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()), \
-                    _path(switches):
+            with (
+                contextlib.redirect_stderr(said),
+                contextlib.redirect_stdout(io.StringIO()),
+                _path(switches),
+            ):
                 status = main(argv)
             if status:  # the step's own one-line message, then its status
                 print(said.getvalue().rstrip().splitlines()[-1], file=sys.stderr)
                 return status
     _reductions()
-    print(f"warm: GPU kernels compiled into CuPy's cache in {time.perf_counter() - t0:.1f} s",
-          file=sys.stderr)
+    print(
+        f"warm: GPU kernels compiled into CuPy's cache in {time.perf_counter() - t0:.1f} s",
+        file=sys.stderr,
+    )
     return 0

@@ -39,21 +39,35 @@ if TYPE_CHECKING:
     from hspz.io.records import Record
 
 
-def work_command(plan_path: str, worker: int, output: str, select: Callable[[], Backend],
-                 threads: int,
-                 device: int | None = None, index: str | None = None,
-                 units: str | None = None, device_lock: str | None = None) -> int:
+def work_command(
+    plan_path: str,
+    worker: int,
+    output: str,
+    select: Callable[[], Backend],
+    threads: int,
+    device: int | None = None,
+    index: str | None = None,
+    units: str | None = None,
+    device_lock: str | None = None,
+) -> int:
     """`hspZ work`: run worker `worker`'s units of a plan file into one results file."""
     pf = read_plan(plan_path)
     index = index or pf.index
     folder = units or f"{output}.units"
-    check_disjoint({"--plan": plan_path, "the reference of --plan": pf.reference,
-                    "--index": index, "a query of --plan": [j.path for j in pf.jobs]},
-                   {"--output": output, "--units": folder})
+    check_disjoint(
+        {
+            "--plan": plan_path,
+            "the reference of --plan": pf.reference,
+            "--index": index,
+            "a query of --plan": [j.path for j in pf.jobs],
+        },
+        {"--output": output, "--units": folder},
+    )
     sched = pf.schedule
     if not 0 <= worker < sched.workers:
-        raise UsageError(f"--worker: {worker} is not a worker of {plan_path} "
-                         f"(0..{sched.workers - 1})")
+        raise UsageError(
+            f"--worker: {worker} is not a worker of {plan_path} (0..{sched.workers - 1})"
+        )
     for job in pf.jobs:
         check_version(job.manifest, plan_path)
     ref, qry = _inputs(pf, index, plan_path)
@@ -61,8 +75,11 @@ def work_command(plan_path: str, worker: int, output: str, select: Callable[[], 
     lock = None
     if device is None:
         count = devices_for(engine, sched.workers).count
-        device, lock = free_device(device_lock, worker, count) if device_lock and \
-            engine.capabilities.on_device else (worker % count, None)
+        device, lock = (
+            free_device(device_lock, worker, count)
+            if device_lock and engine.capabilities.on_device
+            else (worker % count, None)
+        )
     try:
         return _work(pf, worker, output, engine, threads, device, index, folder, ref, qry)
     finally:
@@ -70,8 +87,7 @@ def work_command(plan_path: str, worker: int, output: str, select: Callable[[], 
             os.close(lock)
 
 
-def _inputs(pf: PlanFile, index: str | None, source: str
-            ) -> tuple[list[Record], list[Record]]:
+def _inputs(pf: PlanFile, index: str | None, source: str) -> tuple[list[Record], list[Record]]:
     """The reference records (none with an index: its bins are loaded) and, for one query,
     the query's; every one checked against the frozen plan."""
     m = pf.manifest
@@ -101,17 +117,31 @@ def check_queries(pf: PlanFile) -> None:
         try:
             size, sha = ix.file_sha256(job.path)
         except OSError as exc:
-            raise InputError(f"job {job.name} ({job.path}): cannot read it: "
-                             f"{exc.strerror or exc}") from None
-        if (job.size is not None and size != job.size) or (job.sha256 not in ("", "-")
-                                                             and sha != job.sha256):
-            raise InputError(f"job {job.name} ({job.path}): the file changed since the batch "
-                             f"was planned ({size} bytes, sha256 {sha[:16]}… here; {job.size} "
-                             f"bytes, {job.sha256[:16]}… planned)")
+            raise InputError(
+                f"job {job.name} ({job.path}): cannot read it: {exc.strerror or exc}"
+            ) from None
+        if (job.size is not None and size != job.size) or (
+            job.sha256 not in ("", "-") and sha != job.sha256
+        ):
+            raise InputError(
+                f"job {job.name} ({job.path}): the file changed since the batch "
+                f"was planned ({size} bytes, sha256 {sha[:16]}… here; {job.size} "
+                f"bytes, {job.sha256[:16]}… planned)"
+            )
 
 
-def _work(pf: PlanFile, worker: int, output: str, engine: Backend, threads: int, device: int,
-          index: str | None, folder: str, ref: list[Record], qry: list[Record]) -> int:
+def _work(
+    pf: PlanFile,
+    worker: int,
+    output: str,
+    engine: Backend,
+    threads: int,
+    device: int,
+    index: str | None,
+    folder: str,
+    ref: list[Record],
+    qry: list[Record],
+) -> int:
     keys = [unit_key(j.manifest) for j in pf.jobs]
     planned = pf.worker_units(worker)
     done: list[UnitResult] = []
@@ -120,16 +150,28 @@ def _work(pf: PlanFile, worker: int, output: str, engine: Backend, threads: int,
         if found is not None:
             done.append(found)
     if done:
-        say(f"work: worker {worker} resumes: {len(done)} of {len(planned)} unit(s) already "
-            f"done in {folder}; computing {len(planned) - len(done)}")
+        say(
+            f"work: worker {worker} resumes: {len(done)} of {len(planned)} unit(s) already "
+            f"done in {folder}; computing {len(planned) - len(done)}"
+        )
     Path(folder).mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     m = pf.manifest
     plan = pf.grid() if pf.batch else m.plan
     specs = [spec_of(j) for j in pf.jobs] if pf.batch else None
-    job = WorkerJob(worker, device, pf.schedule.visits[worker], context_of(m), plan,
-                    engine, threads, t0, index=index, queries=specs,
-                    skip=frozenset((r.job, r.ordinal) for r in done))
+    job = WorkerJob(
+        worker,
+        device,
+        pf.schedule.visits[worker],
+        context_of(m),
+        plan,
+        engine,
+        threads,
+        t0,
+        index=index,
+        queries=specs,
+        skip=frozenset((r.job, r.ordinal) for r in done),
+    )
     results: list[UnitResult] = []
     # `progress:` lines in the job's log, as `run` prints them (a tenth of the units at a time)
     progress = Progress(len(planned) - len(done), len({j for j, _ in planned}) or 1)
@@ -144,13 +186,27 @@ def _work(pf: PlanFile, worker: int, output: str, engine: Backend, threads: int,
         rep = run_worker(job, ref, qry, keep, progress.advance)
     finally:
         progress.close()
-    write_results(output, done + results,
-                  dict(plan=pf.digest, worker=worker, workers=pf.schedule.workers,
-                       busy_ms=rep.busy_ms, finished_ms=rep.finished_ms))
-    say(f"work: worker {worker} ran {len(results)} unit(s) in {rep.finished_ms / 1e3:.3f} s "
+    write_results(
+        output,
+        done + results,
+        dict(
+            plan=pf.digest,
+            worker=worker,
+            workers=pf.schedule.workers,
+            busy_ms=rep.busy_ms,
+            finished_ms=rep.finished_ms,
+        ),
+    )
+    say(
+        f"work: worker {worker} ran {len(results)} unit(s) in {rep.finished_ms / 1e3:.3f} s "
         f"on device {device}"
-        + (f" (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']})"
-           if "CUDA_VISIBLE_DEVICES" in os.environ else "") + f" -> {output}")
+        + (
+            f" (CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']})"
+            if "CUDA_VISIBLE_DEVICES" in os.environ
+            else ""
+        )
+        + f" -> {output}"
+    )
     return 0
 
 
@@ -169,7 +225,9 @@ def free_device(folder: str, worker: int, count: int) -> tuple[int, int]:
         except BlockingIOError:
             os.close(fd)
     fd = durable.open_lock(Path(folder) / f"device{order[0]}.lock", "--device-lock")
-    print(f"work: every device lock in {folder} is taken; waiting for device {order[0]}",
-          file=sys.stderr)
+    print(
+        f"work: every device lock in {folder} is taken; waiting for device {order[0]}",
+        file=sys.stderr,
+    )
     fcntl.flock(fd, fcntl.LOCK_EX)
     return order[0], fd

@@ -96,12 +96,15 @@ def guard(flag: str, path: PathArg) -> None:
     if hit is not None:
         label, q = hit
         also = "" if os.fspath(path) == q else f" {q}"
-        raise UsageError(f"{flag}: {os.fspath(path)} is {input_label(label)}{also}; an "
-                         f"input is never written")
+        raise UsageError(
+            f"{flag}: {os.fspath(path)} is {input_label(label)}{also}; an input is never written"
+        )
     for folder, label, q in _folders:
         if real == folder or real.startswith(folder.rstrip(os.sep) + os.sep):
-            raise UsageError(f"{flag}: {os.fspath(path)} lies in {q}, {input_label(label)} "
-                             f"folder; an input is never written")
+            raise UsageError(
+                f"{flag}: {os.fspath(path)} lies in {q}, {input_label(label)} "
+                f"folder; an input is never written"
+            )
 
 
 def _paths(paths: PathArg | Sequence[PathArg] | None) -> list[PathArg]:
@@ -155,17 +158,23 @@ def open_lock(path: PathArg, flag: str) -> int:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise UsageError(f"{flag}: {os.fspath(path)} is a symbolic link; hspZ writes its "
-                             f"lock there only as a file of its own") from None
-        raise UsageError(f"{flag}: cannot write {os.fspath(path)}: {exc.strerror or exc}") \
-            from None
+            raise UsageError(
+                f"{flag}: {os.fspath(path)} is a symbolic link; hspZ writes its "
+                f"lock there only as a file of its own"
+            ) from None
+        raise UsageError(f"{flag}: cannot write {os.fspath(path)}: {exc.strerror or exc}") from None
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
         os.close(fd)
-        what = "not a regular file" if not stat.S_ISREG(st.st_mode) else \
-            f"a file with {st.st_nlink - 1} other hard link(s)"
-        raise UsageError(f"{flag}: {os.fspath(path)} is {what}; hspZ writes its lock there "
-                         f"only as a file of its own")
+        what = (
+            "not a regular file"
+            if not stat.S_ISREG(st.st_mode)
+            else f"a file with {st.st_nlink - 1} other hard link(s)"
+        )
+        raise UsageError(
+            f"{flag}: {os.fspath(path)} is {what}; hspZ writes its lock there "
+            f"only as a file of its own"
+        )
     return fd
 
 
@@ -185,8 +194,10 @@ def check_lock(fd: int, path: PathArg, flag: str) -> None:
         record = None
     if isinstance(record, dict) and "pid" in record and "host" in record:
         return
-    raise UsageError(f"{flag}: {os.fspath(path)} exists and is not a lock hspZ wrote; hspZ "
-                     f"never truncates a file it did not make (move it away)")
+    raise UsageError(
+        f"{flag}: {os.fspath(path)} exists and is not a lock hspZ wrote; hspZ "
+        f"never truncates a file it did not make (move it away)"
+    )
 
 
 def write_lock(fd: int, record: bytes) -> None:
@@ -228,8 +239,9 @@ def ensure_marked(path: PathArg) -> Path:
         return make_marked(p, parents=True)
     except FileExistsError:
         if not is_marked(p):
-            raise UsageError(f"{p} exists and was not made by hspZ; it is never written into "
-                             f"(move it away)") from None
+            raise UsageError(
+                f"{p} exists and was not made by hspZ; it is never written into (move it away)"
+            ) from None
         return p
 
 
@@ -252,8 +264,10 @@ def check_holds_no_input(path: PathArg) -> None:
     inside = os.path.realpath(path).rstrip(os.sep) + os.sep
     for label, q in _inputs:
         if os.path.realpath(q).startswith(inside):
-            raise UsageError(f"{os.fspath(path)} holds {q}, {input_label(label)}; a folder "
-                             f"holding an input is never removed (move the input away)")
+            raise UsageError(
+                f"{os.fspath(path)} holds {q}, {input_label(label)}; a folder "
+                f"holding an input is never removed (move the input away)"
+            )
 
 
 def remove_marked(path: PathArg) -> bool:
@@ -285,8 +299,7 @@ def mark(path: PathArg) -> None:
 def write_new(path: PathArg, data: bytes | memoryview | Callable[[BinaryIO], None]) -> None:
     """Create file `path` (which must not exist: O_EXCL, no link followed) with `data` (or
     what `data(fh)` writes), fsynced."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         with os.fdopen(fd, "wb") as fh:
             if callable(data):
@@ -298,16 +311,18 @@ def write_new(path: PathArg, data: bytes | memoryview | Callable[[BinaryIO], Non
     except OSError as exc:  # numpy's tofile says only "N requested and M written"
         if exc.filename is not None or exc.strerror is not None:
             raise  # the OS's own words (File too large) are worded by the caller
-        raise OSError(exc.errno or errno.EIO, f"cannot write it ({exc.strerror or exc}; a "
-                      f"full disk or a file size limit?)", os.fspath(path)) from exc
+        raise OSError(
+            exc.errno or errno.EIO,
+            f"cannot write it ({exc.strerror or exc}; a full disk or a file size limit?)",
+            os.fspath(path),
+        ) from exc
 
 
 @contextmanager
 def new_file(path: PathArg) -> Iterator:
     """A binary file object on a new file `path` (O_EXCL, no link followed), fsynced when the
     block ends."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     with os.fdopen(fd, "wb") as fh:
         yield fh
         fh.flush()

@@ -28,8 +28,9 @@ class _Lazy:
     """A function that becomes `numba.njit(fn)` when anything decorated here is first called
     (or, given `make`, whatever `make()` returns then: a numba intrinsic)."""
 
-    def __init__(self, fn: Callable[..., Any], options: dict,
-                 make: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], options: dict, make: Callable[[], Any] | None = None
+    ) -> None:
         functools.update_wrapper(self, fn)
         self.py_func = fn
         self.options = {**_OPTIONS, **options}
@@ -73,10 +74,19 @@ def _make_prefetch():
             ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [at], wraparound=False)
             i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
             fn = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
-                "llvm.prefetch.p0i8")
-            builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
-                              ir.Constant(i32, 3), ir.Constant(i32, 1)])
+                builder.module,
+                ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                "llvm.prefetch.p0i8",
+            )
+            builder.call(
+                fn,
+                [
+                    builder.bitcast(ptr, i8p),
+                    ir.Constant(i32, 0),
+                    ir.Constant(i32, 3),
+                    ir.Constant(i32, 1),
+                ],
+            )
             return context.get_dummy_value()
 
         return types.void(array, index), codegen

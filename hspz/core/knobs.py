@@ -66,8 +66,9 @@ def _shift(env: Mapping[str, str]) -> int:
     if text is None or text == "":
         return DEFAULT_BUCKET_SHIFT
     if not (text.isascii() and text.isdigit() and len(text) <= 2 and 16 <= int(text) <= 31):
-        raise UsageError(f"HSPZ_REF_BUCKET_SHIFT={shown(text)[1:-1]} must be an integer from 16 "
-                         "to 31")
+        raise UsageError(
+            f"HSPZ_REF_BUCKET_SHIFT={shown(text)[1:-1]} must be an integer from 16 to 31"
+        )
     return int(text)
 
 

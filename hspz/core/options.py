@@ -158,8 +158,10 @@ def parse_pattern(flag: str, text: str) -> str:
     if not pattern or not (pattern.isascii() and pattern.isprintable()) or " " in pattern:
         raise UsageError(f"{flag}: {shown(text)} is not a seed pattern")
     if len(pattern) > MAX_SEED_SPAN:
-        raise UsageError(f"{flag}: {shown(text)} spans {len(pattern)} bases; a seed spans at "
-                         f"most {MAX_SEED_SPAN}")
+        raise UsageError(
+            f"{flag}: {shown(text)} spans {len(pattern)} bases; a seed spans at "
+            f"most {MAX_SEED_SPAN}"
+        )
     care = sum(c in "1T" for c in pattern)
     if not 4 <= care <= 15:
         raise UsageError(f"{flag}: {shown(text)} has {care} care positions; a seed needs 4 to 15")

@@ -22,8 +22,9 @@ from typing import TextIO
 
 
 class Progress:
-    def __init__(self, units: int, jobs: int = 1, stream: TextIO | None = None,
-                 terminal: bool | None = None) -> None:
+    def __init__(
+        self, units: int, jobs: int = 1, stream: TextIO | None = None, terminal: bool | None = None
+    ) -> None:
         self.units, self.jobs = max(units, 1), jobs
         self.stream = stream or sys.stderr
         self.terminal = _is_terminal(self.stream) if terminal is None else terminal
@@ -38,10 +39,16 @@ class Progress:
         if self.terminal:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=self.units, unit="unit", file=self.stream, leave=True,
-                            dynamic_ncols=True, mininterval=0.5,
-                            bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} units "
-                                       "[{elapsed}<{remaining}{postfix}]")
+            self.bar = tqdm(
+                total=self.units,
+                unit="unit",
+                file=self.stream,
+                leave=True,
+                dynamic_ncols=True,
+                mininterval=0.5,
+                bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt} units "
+                "[{elapsed}<{remaining}{postfix}]",
+            )
 
     def advance(self, key: object, share: float, hits: int) -> None:
         """A unit in flight has done `share` of its seed batches, holding `hits` seed hits."""
@@ -83,8 +90,9 @@ class Progress:
         elapsed = max(time.perf_counter() - self.t0, 1e-9)
         if self.bar is not None:
             self.bar.n = units
-            self.bar.set_postfix_str(f"{self.finished_jobs}/{self.jobs} jobs, "
-                                     f"{hits / elapsed:.3g} hits/s", refresh=False)
+            self.bar.set_postfix_str(
+                f"{self.finished_jobs}/{self.jobs} jobs, {hits / elapsed:.3g} hits/s", refresh=False
+            )
             self.bar.refresh()
             return
         tenths = int(10 * units / self.units + 1e-9)
@@ -96,9 +104,11 @@ class Progress:
         share = units / self.units
         eta = elapsed * (1 - share) / share if share > 0 else 0.0
         jobs = f", {self.finished_jobs}/{self.jobs} jobs" if self.jobs > 1 else ""
-        return (f"progress: {100 * share:.0f}% ({units:.1f}/{self.units} units{jobs}), "
-                f"{hits:.3g} seed hits, {hits / elapsed:.3g} hits/s, "
-                f"ETA {timedelta(seconds=round(eta))}")
+        return (
+            f"progress: {100 * share:.0f}% ({units:.1f}/{self.units} units{jobs}), "
+            f"{hits:.3g} seed hits, {hits / elapsed:.3g} hits/s, "
+            f"ETA {timedelta(seconds=round(eta))}"
+        )
 
 
 def _is_terminal(stream: TextIO) -> bool:

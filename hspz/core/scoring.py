@@ -21,9 +21,7 @@ HOXD70 = np.array(
 )
 
 
-def build_matrix(
-    xdrop: int, acgt: np.ndarray = HOXD70, ambiguous: str | None = None
-) -> np.ndarray:
+def build_matrix(xdrop: int, acgt: np.ndarray = HOXD70, ambiguous: str | None = None) -> np.ndarray:
     """The 8x8 int32 matrix of docs/algorithm.md ("Scoring") for this x-drop, ACGT block and
     ambiguity mode."""
     m = np.full((8, 8), -1000, dtype=np.int32)
@@ -66,8 +64,14 @@ _SETTINGS = {
 _ALIAS = {alias: key for key, aliases in _SETTINGS.items() for alias in aliases}
 # Settings LASTZ applies to the HSP stage: hspZ takes them from flags only, so a file holding
 # one would give other HSPs than LASTZ gives with it; refused, naming the flag.
-_HSP_SETTINGS = {"hsp_threshold": "--hspthresh", "x_drop": "--xdrop", "step": "--step",
-                 "seed": "--seed", "ball": None, "bottleneck": None}
+_HSP_SETTINGS = {
+    "hsp_threshold": "--hspthresh",
+    "x_drop": "--xdrop",
+    "step": "--step",
+    "seed": "--seed",
+    "ball": None,
+    "bottleneck": None,
+}
 # Row and column alphabets LASTZ takes for DNA (is_dna_alphabet); lowercase rows and columns
 # copy the uppercase ones, N's are replaced by hspZ's own N rules (§3).
 _DNA_ALPHABETS = ({*"ACGT"}, {*"ACGTN"}, {*"ACGTacgt"}, {*"ACGTacgtN"})
@@ -157,16 +161,22 @@ def _is_integer(text: str) -> bool:
 
 def _check_gaps(path: str | Path, settings: dict) -> None:
     """LASTZ's gap checks: extend >= 0, open + extend > 0 (open may be negative)."""
+
     def value(key: str, default: int) -> int:
-        return _setting_value(path, settings[key][0], key, settings[key][1]) \
-            if key in settings else default
+        return (
+            _setting_value(path, settings[key][0], key, settings[key][1])
+            if key in settings
+            else default
+        )
 
     open_, extend = value("gap_open_penalty", 400), value("gap_extend_penalty", 30)
     if "gap_extend_penalty" in settings and extend < 0:
         raise InputError(f"--scoring: {path}: gap_extend_penalty {extend} is negative")
     if "gap_open_penalty" in settings and open_ + extend <= 0:
-        raise InputError(f"--scoring: {path}: gap_open_penalty {open_} plus gap_extend_penalty "
-                         f"{extend} is not positive")
+        raise InputError(
+            f"--scoring: {path}: gap_open_penalty {open_} plus gap_extend_penalty "
+            f"{extend} is not positive"
+        )
 
 
 def _label(path: str | Path, number: int, cell: str, kind: str) -> str:
@@ -178,16 +188,19 @@ def _label(path: str | Path, number: int, cell: str, kind: str) -> str:
     elif len(cell) == 1:
         return cell
     hint = " (no header of column labels?)" if kind == "column" else ""
-    raise InputError(f"--scoring: {path} line {number}: {shown(cell)} is not a {kind} label "
-                     f"(one character, or two hex digits){hint}")
+    raise InputError(
+        f"--scoring: {path} line {number}: {shown(cell)} is not a {kind} label "
+        f"(one character, or two hex digits){hint}"
+    )
 
 
 def _no_repeats(path: str | Path, number: int, labels: list[str], kind: str) -> None:
     seen = set()
     for label in labels:
         if label in seen:
-            raise InputError(f"--scoring: {path} line {number}: {kind} {shown(label)} appears "
-                             "twice")
+            raise InputError(
+                f"--scoring: {path} line {number}: {kind} {shown(label)} appears twice"
+            )
         seen.add(label)
 
 
@@ -199,26 +212,31 @@ def _read_rows(path: str | Path, lines: list, cols: list[str]) -> tuple[list[str
         raise InputError(f"--scoring: {path} has column labels but no score rows")
     width = len(lines[0][1].split())
     if width not in (len(cols), len(cols) + 1):
-        raise InputError(f"--scoring: {path} line {lines[0][0]}: {width} fields; a row has "
-                         f"{len(cols) + 1} (its label, then one score per column) or "
-                         f"{len(cols)}")
+        raise InputError(
+            f"--scoring: {path} line {lines[0][0]}: {width} fields; a row has "
+            f"{len(cols) + 1} (its label, then one score per column) or "
+            f"{len(cols)}"
+        )
     labelled = width == len(cols) + 1
     rows, scores = [], {}
     for i, (number, line) in enumerate(lines):
         cells = line.split()
         if len(cells) != width:
-            raise InputError(f"--scoring: {path} line {number}: {len(cells)} fields where the "
-                             f"first row has {width}")
+            raise InputError(
+                f"--scoring: {path} line {number}: {len(cells)} fields where the "
+                f"first row has {width}"
+            )
         if not labelled and i >= len(cols):
             raise InputError(f"--scoring: {path} line {number}: more rows than columns")
         row = _label(path, number, cells.pop(0), "row") if labelled else cols[i]
         rows.append(row)
         _no_repeats(path, number, rows, "row")
-        scores[row] = {c: _integer(path, number, cell, f"score {shown(cell)}", SCORE_MAX)
-                       for c, cell in zip(cols, cells, strict=True)}
+        scores[row] = {
+            c: _integer(path, number, cell, f"score {shown(cell)}", SCORE_MAX)
+            for c, cell in zip(cols, cells, strict=True)
+        }
     if not labelled and len(rows) < len(cols):
-        raise InputError(f"--scoring: {path}: {len(rows)} unlabelled rows for {len(cols)} "
-                         "columns")
+        raise InputError(f"--scoring: {path}: {len(rows)} unlabelled rows for {len(cols)} columns")
     return rows, scores
 
 
@@ -238,13 +256,15 @@ def _check_bad_labels(path: str | Path, settings: dict, rows: list[str], cols: l
     number, value = settings["bad_score"]
     parts = value.split(":")[:-1]
     if len(parts) > 2:
-        raise InputError(f"--scoring: {path} line {number}: bad_score {shown(value)} has more "
-                         "than two labels")
+        raise InputError(
+            f"--scoring: {path} line {number}: bad_score {shown(value)} has more than two labels"
+        )
     labels = [_label(path, number, part, "bad_score") for part in parts]
     col, row = (labels + labels)[:2] if labels else (None, None)
     if col in cols or row in rows:
-        raise InputError(f"--scoring: {path} line {number}: bad_score's label is also a "
-                         "matrix label")
+        raise InputError(
+            f"--scoring: {path} line {number}: bad_score's label is also a matrix label"
+        )
 
 
 def resolve_matrix(xdrop: int, scoring: str | None, ambiguous: str | None) -> np.ndarray:

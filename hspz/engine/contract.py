@@ -90,8 +90,9 @@ class RefBin:
             self._table = self.source.table(self.index)
         if self._table is None:
             codes = seed_codes(self.packed.buf)
-            self._table = build_seed_table(codes, self.packed.block_len, self.shape, self.step,
-                                           threads)
+            self._table = build_seed_table(
+                codes, self.packed.block_len, self.shape, self.step, threads
+            )
         return self._table
 
 
@@ -119,11 +120,11 @@ class QueryBin:
         return self.packed["plus"].block_len
 
 
-def prepare_reference(ctx: Context, index: int, records: list[Record],
-                      host_codes: bool = True) -> RefBin:
+def prepare_reference(
+    ctx: Context, index: int, records: list[Record], host_codes: bool = True
+) -> RefBin:
     """The reference bin of these records; `host_codes` makes its score codes now."""
-    ref = RefBin(index, pack_bin(records, ctx.options.target_prefix), ctx.shape,
-                 ctx.options.step)
+    ref = RefBin(index, pack_bin(records, ctx.options.target_prefix), ctx.shape, ctx.options.step)
     if host_codes:
         ref.score  # noqa: B018
     return ref
@@ -134,8 +135,14 @@ def load_reference(ctx: Context, index: Index, b: int, threads: int = 0) -> RefB
     codes and seed table, every piece checksum-verified as it is read (the CPU engine's load;
     the GPU engine loads straight to the device)."""
     loaded = index.load_host(b, threads)
-    ref = RefBin(b, bases_free_bin(len(loaded.enc) - 1), ctx.shape, ctx.options.step,
-                 SeedTable(loaded.index_table, loaded.pos_table), index)
+    ref = RefBin(
+        b,
+        bases_free_bin(len(loaded.enc) - 1),
+        ctx.shape,
+        ctx.options.step,
+        SeedTable(loaded.index_table, loaded.pos_table),
+        index,
+    )
     ref.__dict__["score"] = loaded.enc  # the cached_property's value
     return ref
 
@@ -143,12 +150,14 @@ def load_reference(ctx: Context, index: Index, b: int, threads: int = 0) -> RefB
 def bases_free_bin(block_len: int) -> PackedBin:
     """A PackedBin standing for a loaded bin: its block length alone (the engine needs no more;
     the emitter takes record tables from the frozen plan)."""
-    return PackedBin(np.empty(0, np.uint8), block_len, (), np.zeros(0, np.int64),
-                     np.zeros(0, np.int64))
+    return PackedBin(
+        np.empty(0, np.uint8), block_len, (), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    )
 
 
-def prepare_query(ctx: Context, index: int, records: list[Record],
-                  host_codes: bool = True) -> QueryBin:
+def prepare_query(
+    ctx: Context, index: int, records: list[Record], host_codes: bool = True
+) -> QueryBin:
     """The query bin of these records, both strands where the run needs them; `host_codes`
     makes their codes now (on the thread that prepares the bin)."""
     plus = pack_bin(records, ctx.options.query_prefix)
@@ -262,8 +271,14 @@ class Backend(Protocol):
         """Reference bin b of an index, every piece verified as it is read."""
         ...
 
-    def run_unit(self, ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
-                 progress: Progress | None = None) -> UnitResult:
+    def run_unit(
+        self,
+        ctx: Context,
+        ref: RefBin,
+        qry: QueryBin,
+        ordinal: int,
+        progress: Progress | None = None,
+    ) -> UnitResult:
         """One work unit: every seed batch of the query bin against the reference bin."""
         ...
 
@@ -290,8 +305,9 @@ class BatchTally:
 def unit_batches(ctx: Context, qry: QueryBin) -> list[tuple[int, str, tuple[int, int]]]:
     """(interval number, strand, chunk) of every seed batch of a unit, in plan order."""
     o = ctx.options
-    return plan.seed_batches(qry.block_len, ctx.shape.size, o.interval_size, o.wga_chunk_size,
-                             ctx.strands)
+    return plan.seed_batches(
+        qry.block_len, ctx.shape.size, o.interval_size, o.wga_chunk_size, ctx.strands
+    )
 
 
 def batch_groups(jobs: list, max_bases: int) -> list[list[int]]:
@@ -336,8 +352,9 @@ def settle(ctx: Context, raw: np.ndarray) -> tuple:
     return settle_chunks(ctx, raw, np.ones(n, np.int64), np.zeros(n, np.int64), 1)[0]
 
 
-def settle_chunks(ctx: Context, raw: np.ndarray, copies: np.ndarray, chunk: np.ndarray,
-                  n_chunks: int) -> list[tuple]:
+def settle_chunks(
+    ctx: Context, raw: np.ndarray, copies: np.ndarray, chunk: np.ndarray, n_chunks: int
+) -> list[tuple]:
     """`settle` of n_chunks chunks at once, each record given with its chunk and its copies
     (the GPU backend collapses identical records, `engine.gpu._distinct`: the dump repeats
     them, and dedup keeps one either way).  Whole arrays, not a Python call per chunk: the GPU
@@ -373,8 +390,19 @@ def finish_chunk(ctx: Context, raw: np.ndarray, out: BatchOut, strand: str) -> N
 
 
 _META_FIELDS = (
-    "ordinal", "ref_bin", "query_bin", "seeds", "hits", "raw_hsps", "hsps", "engine_ms",
-    "host_start_ms", "host_end_ms", "worker", "device", "job",
+    "ordinal",
+    "ref_bin",
+    "query_bin",
+    "seeds",
+    "hits",
+    "raw_hsps",
+    "hsps",
+    "engine_ms",
+    "host_start_ms",
+    "host_end_ms",
+    "worker",
+    "device",
+    "job",
 )
 _FLOAT_FIELDS = {"engine_ms", "host_start_ms", "host_end_ms"}
 

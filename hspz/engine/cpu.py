@@ -105,41 +105,68 @@ def workspace() -> Workspace:
     return work
 
 
-def chunk_hsps(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, qpos: np.ndarray,
-               lo: np.ndarray, counts: np.ndarray, clock: PhaseClock | None = None
-               ) -> np.ndarray:
+def chunk_hsps(
+    ctx: Context,
+    ref: RefBin,
+    qry: QueryBin,
+    strand: str,
+    qpos: np.ndarray,
+    lo: np.ndarray,
+    counts: np.ndarray,
+    clock: PhaseClock | None = None,
+) -> np.ndarray:
     """Extend every hit of one semantic chunk's seeds and gate them: raw HSP records
     (`xdrop.extend_seeds`: the first pass, then the diagonal sweep of the hits it left)."""
     o, clock = ctx.options, clock or PhaseClock()
     r, q = ref.score, qry.score[strand]
     r_len, q_len = ref.packed.block_len, qry.packed[strand].block_len
     with clock("first pass"):
-        done, (late_r, late_q) = first_pass(r, q, r_len, q_len, ctx.matrix, o.xdrop,
-                                            ref.table.pos_table, lo, qpos, counts,
-                                            ctx.shape.size, o.hspthresh, workspace())
+        done, (late_r, late_q) = first_pass(
+            r,
+            q,
+            r_len,
+            q_len,
+            ctx.matrix,
+            o.xdrop,
+            ref.table.pos_table,
+            lo,
+            qpos,
+            counts,
+            ctx.shape.size,
+            o.hspthresh,
+            workspace(),
+        )
     with clock("sweep"):
         swept = extend_hits(r, q, r_len, q_len, ctx.matrix, o.xdrop, late_r, late_q)
         keep = swept[0] >= o.hspthresh
-        total, rs, qs, ln = (np.concatenate((a, b[keep])) for a, b in zip(done, swept,
-                                                                            strict=True))
+        total, rs, qs, ln = (np.concatenate((a, b[keep])) for a, b in zip(done, swept, strict=True))
     with clock("gate"):
         return hsp.gate(r, q, total, rs, qs, ln, o.hspthresh, o.entropy)
 
 
-def run_batch(ctx: Context, ref: RefBin, qry: QueryBin, strand: str, chunk: tuple[int, int],
-              clock: PhaseClock | None = None) -> BatchOut:
+def run_batch(
+    ctx: Context,
+    ref: RefBin,
+    qry: QueryBin,
+    strand: str,
+    chunk: tuple[int, int],
+    clock: PhaseClock | None = None,
+) -> BatchOut:
     """One seed batch (wga chunk): seeds, hits, semantic chunks, each extended and deduped."""
     o, clock = ctx.options, clock or PhaseClock()
     with clock("seed"):
         n_seeds, qpos, lo, counts, at = hit_seeds(
-            qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition, ref.table,
-            workspace())
+            qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition, ref.table, workspace()
+        )
         cum = np.cumsum(counts, out=workspace().take("cum", len(counts)))  # seeds with hits
         chunks = semantic_chunks(n_seeds, counts, at, o.max_hits, cum)
     out = BatchOut(seeds=n_seeds, hits=int(cum[-1]) if len(cum) else 0)
     for a, b in chunks:
-        pieces = (hit_pieces(qpos, lo, counts, cum, a, b - 1, PIECE) if b > a
-                  else [(qpos[a:b], lo[a:b], counts[a:b])])  # settled, empty: gated once
+        pieces = (
+            hit_pieces(qpos, lo, counts, cum, a, b - 1, PIECE)
+            if b > a
+            else [(qpos[a:b], lo[a:b], counts[a:b])]
+        )  # settled, empty: gated once
         parts = []
         for piece in pieces:
             raw = chunk_hsps(ctx, ref, qry, strand, *piece, clock=clock)
@@ -162,13 +189,21 @@ def settled_chunk(ctx: Context, parts: list) -> tuple:
     if len(parts) == 1:
         raw, copies = parts[0]
     else:
-        raw, copies = hsp.collapse(np.concatenate([p[0] for p in parts]),
-                                   np.concatenate([p[1] for p in parts]))
+        raw, copies = hsp.collapse(
+            np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        )
     return settle_chunks(ctx, raw, copies, np.zeros(len(raw), np.int64), 1)[0]
 
 
-def hit_pieces(qpos: np.ndarray, lo: np.ndarray, counts: np.ndarray, cum: np.ndarray, s0: int,
-               s1: int, piece: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def hit_pieces(
+    qpos: np.ndarray,
+    lo: np.ndarray,
+    counts: np.ndarray,
+    cum: np.ndarray,
+    s0: int,
+    s1: int,
+    piece: int,
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The hits of seeds s0..s1 (one semantic chunk) as (qpos, lo, counts) pieces of at most
     `piece` hits each, in hit order (`piece_bounds`); a seed whose hits straddle a piece
     boundary is split (its first index into `pos_table` moved, its count cut).  `cum` is the
@@ -182,14 +217,15 @@ def hit_pieces(qpos: np.ndarray, lo: np.ndarray, counts: np.ndarray, cum: np.nda
         counts[i] -= skip
         counts[j] -= cut
         try:
-            yield qpos[i:j + 1], lo[i:j + 1], counts[i:j + 1]
+            yield qpos[i : j + 1], lo[i : j + 1], counts[i : j + 1]
         finally:  # in reverse: when i == j, both saved counts are the seed's own
             counts[j] = saved[2]
             lo[i], counts[i] = saved[0], saved[1]
 
 
-def piece_bounds(cum: np.ndarray, counts: np.ndarray, s0: int, s1: int, piece: int
-                 ) -> list[tuple[int, int, int, int]]:
+def piece_bounds(
+    cum: np.ndarray, counts: np.ndarray, s0: int, s1: int, piece: int
+) -> list[tuple[int, int, int, int]]:
     """`hit_pieces`'s pieces as (first seed i, last seed j, hits of seed i before the piece,
     hits of seed j after it); a chunk without hits is one piece of its seeds, nothing cut."""
     first, last = (int(cum[s0 - 1]) if s0 else 0), int(cum[s1])
@@ -204,26 +240,31 @@ def piece_bounds(cum: np.ndarray, counts: np.ndarray, s0: int, s1: int, piece: i
     return out
 
 
-def piece_copy(qpos: np.ndarray, lo: np.ndarray, counts: np.ndarray,
-               bounds: tuple[int, int, int, int], work: Workspace
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def piece_copy(
+    qpos: np.ndarray,
+    lo: np.ndarray,
+    counts: np.ndarray,
+    bounds: tuple[int, int, int, int],
+    work: Workspace,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One piece of `piece_bounds` as (qpos view, lo, counts), its split seeds edited in copies
     in this thread's `work`space (`lo` and `counts` stay as they are: other threads read them
     for the batch's other pieces)."""
     i, j, skip, cut = bounds
     n = j + 1 - i
     mine_lo, mine_counts = work.take("piece_lo", n), work.take("piece_counts", n)
-    mine_lo[:] = lo[i:j + 1]
-    mine_counts[:] = counts[i:j + 1]
+    mine_lo[:] = lo[i : j + 1]
+    mine_counts[:] = counts[i : j + 1]
     if n:
         mine_lo[0] += skip
         mine_counts[0] -= skip
         mine_counts[n - 1] -= cut
-    return qpos[i:j + 1], mine_lo, mine_counts
+    return qpos[i : j + 1], mine_lo, mine_counts
 
 
-def semantic_chunks(n_seeds: int, counts: np.ndarray, at: np.ndarray, max_hits: int,
-                    cum: np.ndarray | None = None) -> list[tuple[int, int]]:
+def semantic_chunks(
+    n_seeds: int, counts: np.ndarray, at: np.ndarray, max_hits: int, cum: np.ndarray | None = None
+) -> list[tuple[int, int]]:
     """`plan.chunk_walk` over a batch's whole stream of n_seeds seeds, given only the seeds with
     hits (`counts`, their places `at`; `cum`, the prefix sums of `counts`, where at hand): each
     chunk as a range of those seeds.  The others add nothing to a chunk, and a chunk of them
@@ -245,12 +286,15 @@ def semantic_chunks(n_seeds: int, counts: np.ndarray, at: np.ndarray, max_hits: 
         if start <= end:
             walk.append((start, end))
         start = max(start, end + 1)
-    return [(int(np.searchsorted(at, s0)), int(np.searchsorted(at, s1, side="right")))
-            for s0, s1 in walk]
+    return [
+        (int(np.searchsorted(at, s0)), int(np.searchsorted(at, s1, side="right")))
+        for s0, s1 in walk
+    ]
 
 
-def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
-             progress: Progress | None = None) -> UnitResult:
+def run_unit(
+    ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int, progress: Progress | None = None
+) -> UnitResult:
     """Every interval of the query bin against the reference bin, plus then minus per interval.
 
     Batches are independent, so they run on `--threads` threads (the numba kernels release the
@@ -282,8 +326,14 @@ class InFlight:
     no other batch until this one is done), its semantic chunks' pieces still out, and each
     chunk's collapsed parts in piece order."""
 
-    def __init__(self, strand: str, n_seeds: int, hits: int,
-                 seeds: tuple[np.ndarray, np.ndarray, np.ndarray], chunks: list):
+    def __init__(
+        self,
+        strand: str,
+        n_seeds: int,
+        hits: int,
+        seeds: tuple[np.ndarray, np.ndarray, np.ndarray],
+        chunks: list,
+    ):
         self.strand, self.seeds = strand, seeds
         self.out = BatchOut(seeds=n_seeds, hits=hits)
         self.parts: list = [[None] * len(bounds) for bounds in chunks]
@@ -303,8 +353,15 @@ class PieceQueue:
     one batch's seeds and one piece per thread.  The bytes are the one-thread run's: each
     chunk's parts are collapsed in piece order, each batch's chunks recorded in order."""
 
-    def __init__(self, ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, clock: PhaseClock,
-                 tally: BatchTally):
+    def __init__(
+        self,
+        ctx: Context,
+        ref: RefBin,
+        qry: QueryBin,
+        jobs: list,
+        clock: PhaseClock,
+        tally: BatchTally,
+    ):
         self.ctx, self.ref, self.qry, self.jobs = ctx, ref, qry, jobs
         self.clock, self.tally = clock, tally
         self.outs: list = [None] * len(jobs)
@@ -369,33 +426,44 @@ class PieceQueue:
         with clock("seed"):
             work = workspace()
             n_seeds, qpos, lo, counts, at = hit_seeds(
-                self.qry.seed[strand], self.ctx.shape, chunk[0], chunk[1], o.transition,
-                self.ref.table, work)
+                self.qry.seed[strand],
+                self.ctx.shape,
+                chunk[0],
+                chunk[1],
+                o.transition,
+                self.ref.table,
+                work,
+            )
             cum = np.cumsum(counts, out=work.take("cum", len(counts)))
             chunks = semantic_chunks(n_seeds, counts, at, o.max_hits, cum)
-            bounds = [piece_bounds(cum, counts, a, b - 1, PIECE) if b > a
-                      else [(a, a - 1, 0, 0)] for a, b in chunks]
-        batch = InFlight(strand, n_seeds, int(cum[-1]) if len(cum) else 0, (qpos, lo, counts),
-                         bounds)
+            bounds = [
+                piece_bounds(cum, counts, a, b - 1, PIECE) if b > a else [(a, a - 1, 0, 0)]
+                for a, b in chunks
+            ]
+        batch = InFlight(
+            strand, n_seeds, int(cum[-1]) if len(cum) else 0, (qpos, lo, counts), bounds
+        )
         with self.cond:
             self.seeding -= 1
             if chunks:
                 mine[0] = batch
-                self.queue.extend(("piece", index, batch, c, k, b)
-                                  for c, chunk_bounds in enumerate(bounds)
-                                  for k, b in enumerate(chunk_bounds))
+                self.queue.extend(
+                    ("piece", index, batch, c, k, b)
+                    for c, chunk_bounds in enumerate(bounds)
+                    for k, b in enumerate(chunk_bounds)
+                )
             else:
                 self.outs[index] = batch.out
             self.cond.notify_all()
         if not chunks:
             self.tally(batch.out)
 
-    def piece(self, index: int, batch: InFlight, c: int, k: int,
-              bounds: tuple[int, int, int, int]) -> None:
+    def piece(
+        self, index: int, batch: InFlight, c: int, k: int, bounds: tuple[int, int, int, int]
+    ) -> None:
         clock = self.clock
         qpos, lo, counts = piece_copy(*batch.seeds, bounds, workspace())
-        raw = chunk_hsps(self.ctx, self.ref, self.qry, batch.strand, qpos, lo, counts,
-                         clock=clock)
+        raw = chunk_hsps(self.ctx, self.ref, self.qry, batch.strand, qpos, lo, counts, clock=clock)
         with clock("dedup"):
             part = hsp.collapse(raw)
         with self.cond:
@@ -460,8 +528,14 @@ class CpuBackend:
     def load_reference(self, ctx: Context, index: Index, b: int, threads: int = 0) -> RefBin:
         return load_reference(ctx, index, b, threads)
 
-    def run_unit(self, ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
-                 progress: Progress | None = None) -> UnitResult:
+    def run_unit(
+        self,
+        ctx: Context,
+        ref: RefBin,
+        qry: QueryBin,
+        ordinal: int,
+        progress: Progress | None = None,
+    ) -> UnitResult:
         return run_unit(ctx, ref, qry, ordinal, progress)
 
 

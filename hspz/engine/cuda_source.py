@@ -13,8 +13,10 @@ SCRATCH = 11  # int64 scratch arrays per hit of sweep_diagonals: its nine, then 
 
 def preamble(size: int, care: tuple[int, ...]) -> str:
     """The #defines every kernel file is compiled with."""
-    return (f"#define SEED_SIZE {size}\n#define WEIGHT {len(care)}\n"
-            f"#define CARE_LIST {','.join(map(str, care))}\n#define SCRATCH {SCRATCH}\n")
+    return (
+        f"#define SEED_SIZE {size}\n#define WEIGHT {len(care)}\n"
+        f"#define CARE_LIST {','.join(map(str, care))}\n#define SCRATCH {SCRATCH}\n"
+    )
 
 
 def source(name: str, size: int, care: tuple[int, ...]) -> str:

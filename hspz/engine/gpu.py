@@ -112,9 +112,13 @@ HOST_THREADS = 4  # host threads for the host halves while groups are being laun
 # every thread takes them
 # HSPZ_GPU_FILTER (experimental, docs/knobs.md): the filter kernel and the hits a thread takes;
 # every one rejects the same hits exactly (extend.cu, "Experimental filter variants")
-FILTERS = {"pass": ("filter_pass", 1), "hits2": ("filter_hits2", 2),
-           "hits4": ("filter_hits4", 4), "lane": ("filter_lane", 1),
-           "lane4": ("filter_lane4", 4)}
+FILTERS = {
+    "pass": ("filter_pass", 1),
+    "hits2": ("filter_hits2", 2),
+    "hits4": ("filter_hits4", 4),
+    "lane": ("filter_lane", 1),
+    "lane4": ("filter_lane4", 4),
+}
 DEFAULT_FILTER = "lane"  # simM 0.1256 vs filter_pass 0.1375 ns/hit, same digest (BENCHMARKS.md)
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
@@ -134,8 +138,14 @@ def device_properties() -> list[dict]:
     out = []
     for d in range(cp.cuda.runtime.getDeviceCount()):
         p = cp.cuda.runtime.getDeviceProperties(d)
-        out.append(dict(sm_count=p["multiProcessorCount"], l2_bytes=p["l2CacheSize"],
-                        clock_khz=p.get("clockRate", 0), name=p["name"].decode()))
+        out.append(
+            dict(
+                sm_count=p["multiProcessorCount"],
+                l2_bytes=p["l2CacheSize"],
+                clock_khz=p.get("clockRate", 0),
+                name=p["name"].decode(),
+            )
+        )
     return out
 
 
@@ -177,9 +187,18 @@ def _codes(shape: SeedShape, packed: np.ndarray) -> tuple:
     n = len(packed)
     seed, score = cp.empty(n, cp.uint8), cp.empty(n + 2 * PAD, cp.uint8)
     _kernel(shape, "seed", "codes_of")(
-        _grid(max(n, PAD)), (BLOCK,),
-        (cp.asarray(packed), np.int64(n), cp.asarray(SEED_TABLE), cp.asarray(SCORE_TABLE),
-         np.int32(PAD), seed, score))
+        _grid(max(n, PAD)),
+        (BLOCK,),
+        (
+            cp.asarray(packed),
+            np.int64(n),
+            cp.asarray(SEED_TABLE),
+            cp.asarray(SCORE_TABLE),
+            np.int32(PAD),
+            seed,
+            score,
+        ),
+    )
     return seed, score[PAD:]
 
 
@@ -189,15 +208,19 @@ class DeviceRef:
     def __init__(self, ctx: Context, ref: RefBin):
         codes, self.score = _codes(ctx.shape, ref.packed.buf)
         self.len = ref.packed.block_len
-        self.index_table, self.pos_table = build_table(ctx.shape, ctx.options.step, codes,
-                                                       self.len)
+        self.index_table, self.pos_table = build_table(ctx.shape, ctx.options.step, codes, self.len)
 
     @classmethod
-    def from_arrays(cls, score: cp.ndarray, index_table: cp.ndarray, pos_table: cp.ndarray,
-                    block_len: int) -> DeviceRef:
+    def from_arrays(
+        cls, score: cp.ndarray, index_table: cp.ndarray, pos_table: cp.ndarray, block_len: int
+    ) -> DeviceRef:
         dev = cls.__new__(cls)
-        dev.score, dev.index_table, dev.pos_table, dev.len = score, index_table, pos_table, \
-            block_len
+        dev.score, dev.index_table, dev.pos_table, dev.len = (
+            score,
+            index_table,
+            pos_table,
+            block_len,
+        )
         return dev
 
 
@@ -213,16 +236,26 @@ def load_reference(ctx: Context, index: Index, b: int, threads: int = 0) -> RefB
         score = cp.full(n + 2 * PAD, 7, cp.uint8)  # E around the codes, as `_codes` pads them
         index_table = cp.empty(arrays[(b, "index_table")].length, cp.uint32)
         pos_table = cp.empty(arrays[(b, "pos_table")].length, cp.uint32)
-        for name, dst in (("enc", score[PAD:PAD + n]), ("index_table", index_table),
-                          ("pos_table", pos_table)):
+        for name, dst in (
+            ("enc", score[PAD : PAD + n]),
+            ("index_table", index_table),
+            ("pos_table", pos_table),
+        ):
             # a lambda binding dst per loop, which mypy cannot type
-            index.read_array(b, name, lambda first, piece, dst=dst:  # type: ignore[misc]
-                             dst[first:first + len(piece)].set(piece, stream=stream), threads)
+            index.read_array(
+                b,
+                name,
+                lambda first, piece, dst=dst: (  # type: ignore[misc]
+                    dst[first : first + len(piece)].set(piece, stream=stream)
+                ),
+                threads,
+            )
         stream.synchronize()
     ref = RefBin(b, bases_free_bin(n - 1), ctx.shape, ctx.options.step, source=index)
     # the device copy rides on the host bin (an attribute RefBin does not declare)
     ref._device = DeviceRef.from_arrays(  # type: ignore[attr-defined]
-        score[PAD:], index_table, pos_table, n - 1)
+        score[PAD:], index_table, pos_table, n - 1
+    )
     return ref
 
 
@@ -231,11 +264,12 @@ def index_arrays(shape: SeedShape, step: int, buf: np.ndarray) -> tuple[np.ndarr
     `hspZ index`: the same bytes as `hspz.formats.index.build_bin_host`."""
     codes, score = _codes(shape, buf)
     index_table, pos_table = build_table(shape, step, codes, len(buf) - 1)
-    return index_table.get(), pos_table.get(), score[:len(buf)].get()
+    return index_table.get(), pos_table.get(), score[: len(buf)].get()
 
 
-def build_table(shape: SeedShape, step: int, codes: cp.ndarray, block_len: int
-                ) -> tuple[cp.ndarray, cp.ndarray]:
+def build_table(
+    shape: SeedShape, step: int, codes: cp.ndarray, block_len: int
+) -> tuple[cp.ndarray, cp.ndarray]:
     """(index_table, pos_table) on the device, equal to `hspz.stages.seed.build_seed_table`."""
     offset = (shape.size + 1) % step
     start = step - offset
@@ -244,17 +278,21 @@ def build_table(shape: SeedShape, step: int, codes: cp.ndarray, block_len: int
     keys = cp.empty(count, cp.uint64)
     if count:
         _kernel(shape, "seed", "ref_keys")(
-            _grid(count), (BLOCK,), (codes, np.int64(start), np.int64(step), np.int64(count), keys))
+            _grid(count), (BLOCK,), (codes, np.int64(start), np.int64(step), np.int64(count), keys)
+        )
     keys.sort()
     index_table = cp.empty(shape.n_kmers, cp.uint32)
     _kernel(shape, "seed", "table_index")(
-        _grid(shape.n_kmers), (BLOCK,), (keys, np.int64(count), np.int64(shape.n_kmers),
-                                         index_table))
+        _grid(shape.n_kmers),
+        (BLOCK,),
+        (keys, np.int64(count), np.int64(shape.n_kmers), index_table),
+    )
     n_valid = int(index_table[-1])
     pos_table = cp.empty(n_valid, cp.uint32)
     if n_valid:
         _kernel(shape, "seed", "table_positions")(
-            _grid(n_valid), (BLOCK,), (keys, np.int64(n_valid), pos_table))
+            _grid(n_valid), (BLOCK,), (keys, np.int64(n_valid), pos_table)
+        )
     return index_table, pos_table
 
 
@@ -289,16 +327,27 @@ def _device_seeds(ctx: Context, dref: DeviceRef, codes, first: int, end: int):
     valid = cp.empty(n, cp.uint8)
     if n:
         _kernel(ctx.shape, "seed", "query_seeds")(
-            _grid(n), (BLOCK,),
-            (codes, np.int64(first), np.int64(n), dref.index_table, np.int32(variants), lo,
-             counts, valid))
+            _grid(n),
+            (BLOCK,),
+            (
+                codes,
+                np.int64(first),
+                np.int64(n),
+                dref.index_table,
+                np.int32(variants),
+                lo,
+                counts,
+                valid,
+            ),
+        )
     return lo, counts, None, variants, valid
 
 
 def _host_seeds(ctx: Context, table: SeedTable, qry: QueryBin, strand: str, chunk):
     """The CPU seeder's compact stream of one batch (runs on a host thread)."""
-    return batch_hits(qry.seed[strand], ctx.shape, chunk[0], chunk[1], ctx.options.transition,
-                      table)
+    return batch_hits(
+        qry.seed[strand], ctx.shape, chunk[0], chunk[1], ctx.options.transition, table
+    )
 
 
 def _prefetched(fn, items: list, depth: int):
@@ -318,8 +367,13 @@ def _stacked(host_seeds: list):
     each batch's first slot then the end)."""
     lo, counts, qpos = (np.concatenate([s[i] for s in host_seeds]) for i in (2, 3, 1))
     slots = np.concatenate(([0], np.cumsum([len(s[0]) for s in host_seeds])))
-    return (cp.asarray(lo.astype(np.uint32)), cp.asarray(counts.astype(np.uint32)),
-            cp.asarray(qpos), 1, slots)
+    return (
+        cp.asarray(lo.astype(np.uint32)),
+        cp.asarray(counts.astype(np.uint32)),
+        cp.asarray(qpos),
+        1,
+        slots,
+    )
 
 
 def _sums_before(cum, idx: np.ndarray):
@@ -364,7 +418,8 @@ class _Group:
             seen = None
         else:
             self.lo, self.counts, self.qpos, self.variants, valid = _device_seeds(
-                ctx, dref, self.qcodes, first, end)
+                ctx, dref, self.qcodes, first, end
+            )
             starts = np.array([min(max(c[0], first), end) - first for c in chunks] + [end - first])
             self.slots = starts * self.variants
             seen = _sums_before(cp.cumsum(valid, dtype=cp.int64), starts)
@@ -372,7 +427,7 @@ class _Group:
         edges = _sums_before(self.cum, self.slots)
         both = (edges if seen is None else cp.concatenate((edges, seen))).get()
         self.hit_edges = both[: len(chunks) + 1]
-        windows = np.diff(self.slots) if seen is None else np.diff(both[len(chunks) + 1:])
+        windows = np.diff(self.slots) if seen is None else np.diff(both[len(chunks) + 1 :])
         self.n_seeds = (windows * self.variants).tolist()
         self.total = int(self.hit_edges[-1])
 
@@ -382,15 +437,20 @@ class _Group:
         the chunks' ends come back); a longer walk (a small --max-hits), or every walk with
         HSPZ_CHUNK_WALK=full, copies the batch's counts and walks them on the host
         (`plan.chunk_walk`, the one definition of the walk)."""
-        walks = [None] * (len(self.slots) - 1) if full else plan.chunk_walks(
-            cp, self.cum, self.slots, self.hit_edges, max_hits, DEVICE_STEPS)
+        walks = (
+            [None] * (len(self.slots) - 1)
+            if full
+            else plan.chunk_walks(cp, self.cum, self.slots, self.hit_edges, max_hits, DEVICE_STEPS)
+        )
         return [self._host_walk(b, max_hits) if w is None else w for b, w in enumerate(walks)]
 
     def _host_walk(self, b: int, max_hits: int) -> list[tuple[int, int]]:
         s_a, s_b, h_a = int(self.slots[b]), int(self.slots[b + 1]), int(self.hit_edges[b])
         cum = self.cum[s_a:s_b].get() - h_a
-        return [(h_a + (int(cum[s0 - 1]) if s0 else 0), h_a + int(cum[s1]))
-                for s0, s1 in plan.chunk_walk(cum, max_hits)]
+        return [
+            (h_a + (int(cum[s0 - 1]) if s0 else 0), h_a + int(cum[s1]))
+            for s0, s1 in plan.chunk_walk(cum, max_hits)
+        ]
 
     def use_chunks(self, starts: list[int]) -> None:
         """The first hit of every semantic chunk of the group, in order (the tags' table)."""
@@ -420,8 +480,10 @@ class _Group:
                 again, left, left_tag = self.walk(_pack(R[short], Q[short]), T[short], CAP2, 0)
                 parts.append(again)
                 long_ = ~short
-                R, Q, T = (cp.concatenate((x[long_], y)) for x, y in zip(
-                    (R, Q, T), (*_unpack(left), left_tag), strict=True))
+                R, Q, T = (
+                    cp.concatenate((x[long_], y))
+                    for x, y in zip((R, Q, T), (*_unpack(left), left_tag), strict=True)
+                )
         return parts, (R, Q, T)
 
     def first_pass(self, h0: int, h1: int, shift: int | None):
@@ -432,17 +494,49 @@ class _Group:
         cand, tag = self.filter(pairs, tags, h0, h1 - h0, self.ctx.shape.size)
         return self.walk(cand, tag, CAP, 0)
 
-    def _launch(self, kernel: str, pairs, tags, h0: int, n: int, cap: int, size: int, *out,
-                per_thread: int = 1):
+    def _launch(
+        self,
+        kernel: str,
+        pairs,
+        tags,
+        h0: int,
+        n: int,
+        cap: int,
+        size: int,
+        *out,
+        per_thread: int = 1,
+    ):
         o, d = self.ctx.options, self.dref
         _kernel(self.ctx.shape, "extend", kernel)(
-            (-(-_grid(n)[0] // per_thread),), (BLOCK,),
-            (d.score, self.qscore, np.int64(d.len), np.int64(self.qlen), self.mat,
-             np.int32(o.xdrop), np.int32(o.hspthresh), np.int32(cap), d.pos_table, self.lo,
-             self.cum, self.counts, self._block_seeds(h0, n) if pairs is None else _ptr(None),
-             _ptr(self.qpos), _ptr(pairs), _ptr(tags), self.chunk_start,
-             np.int32(len(self.chunk_start)), np.int64(h0), np.int64(n), np.int64(self.first),
-             np.int32(self.variants), np.int32(size), *out))
+            (-(-_grid(n)[0] // per_thread),),
+            (BLOCK,),
+            (
+                d.score,
+                self.qscore,
+                np.int64(d.len),
+                np.int64(self.qlen),
+                self.mat,
+                np.int32(o.xdrop),
+                np.int32(o.hspthresh),
+                np.int32(cap),
+                d.pos_table,
+                self.lo,
+                self.cum,
+                self.counts,
+                self._block_seeds(h0, n) if pairs is None else _ptr(None),
+                _ptr(self.qpos),
+                _ptr(pairs),
+                _ptr(tags),
+                self.chunk_start,
+                np.int32(len(self.chunk_start)),
+                np.int64(h0),
+                np.int64(n),
+                np.int64(self.first),
+                np.int32(self.variants),
+                np.int32(size),
+                *out,
+            ),
+        )
 
     def _block_seeds(self, h0: int, n: int):
         """bseed[b]: the seed owning block b's first hit, then the last hit's seed (see
@@ -459,8 +553,9 @@ class _Group:
         count = cp.zeros(1, cp.uint32)
         if n:
             kernel, per_thread = FILTERS[_state.get("filter") or DEFAULT_FILTER]
-            self._launch(kernel, pairs, tags, h0, n, CAP, size, cand, cand_tag, count,
-                         per_thread=per_thread)
+            self._launch(
+                kernel, pairs, tags, h0, n, CAP, size, cand, cand_tag, count, per_thread=per_thread
+            )
         k = int(count.get()[0])
         return cand[:k], cand_tag[:k]
 
@@ -473,8 +568,24 @@ class _Group:
         late, late_tag = cp.empty(n, cp.uint64), cp.empty(n, cp.uint32)
         counters = cp.zeros(2, cp.uint32)
         if n:
-            self._launch("first_pass", pairs, tags, 0, n, cap, size, out[1], out[2], out[3],
-                         out[0], out[4], counters[0:1], late, late_tag, counters[1:2])
+            self._launch(
+                "first_pass",
+                pairs,
+                tags,
+                0,
+                n,
+                cap,
+                size,
+                out[1],
+                out[2],
+                out[3],
+                out[0],
+                out[4],
+                counters[0:1],
+                late,
+                late_tag,
+                counters[1:2],
+            )
         n_out, n_late = (int(x) for x in counters.get())
         return [a[:n_out] for a in out], late[:n_late], late_tag[:n_late]
 
@@ -522,10 +633,26 @@ class _Group:
         state = cp.empty(n, cp.uint8)
         best, pos, off = (cp.empty(n, cp.int64) for _ in range(3))
         _kernel(self.ctx.shape, "finish", "chain_walks")(
-            _grid(n), (BLOCK,),
-            (self.dref.score, self.qscore, np.int64(self.dref.len), np.int64(self.qlen),
-             self.mat, np.int32(o.xdrop), R, Q, np.int64(n), np.int32(direction),
-             np.int64(CHAIN_CAP), state, best, pos, off))
+            _grid(n),
+            (BLOCK,),
+            (
+                self.dref.score,
+                self.qscore,
+                np.int64(self.dref.len),
+                np.int64(self.qlen),
+                self.mat,
+                np.int32(o.xdrop),
+                R,
+                Q,
+                np.int64(n),
+                np.int32(direction),
+                np.int64(CHAIN_CAP),
+                state,
+                best,
+                pos,
+                off,
+            ),
+        )
         return xdrop.resolve_chains(cp, state == 1, best, pos, off), state == 2
 
     def _sweep_serial(self, R, Q):
@@ -536,10 +663,24 @@ class _Group:
         out = [cp.empty(n, cp.int64) for _ in range(4)]
         scratch = cp.empty(cuda_source.SCRATCH * n, cp.int64)
         _kernel(self.ctx.shape, "finish", "sweep_diagonals")(
-            (max(1, -(-groups // SWEEP_BLOCK)),), (SWEEP_BLOCK,),
-            (self.dref.score, self.qscore, np.int64(self.dref.len), np.int64(self.qlen),
-             self.mat, np.int32(o.xdrop), R, Q, starts, np.int64(groups), scratch, np.int64(n),
-             *out))
+            (max(1, -(-groups // SWEEP_BLOCK)),),
+            (SWEEP_BLOCK,),
+            (
+                self.dref.score,
+                self.qscore,
+                np.int64(self.dref.len),
+                np.int64(self.qlen),
+                self.mat,
+                np.int32(o.xdrop),
+                R,
+                Q,
+                starts,
+                np.int64(groups),
+                scratch,
+                np.int64(n),
+                *out,
+            ),
+        )
         return out
 
     def match_counts(self, total, rs, qs, ln):
@@ -548,9 +689,21 @@ class _Group:
         counts = cp.zeros((len(total), 4), cp.int64)
         if o.entropy and len(total):
             _kernel(self.ctx.shape, "finish", "match_counts")(
-                _grid(len(total)), (BLOCK,),
-                (self.dref.score, self.qscore, total, rs, qs, ln, np.int64(len(total)),
-                 np.int64(o.hspthresh), np.int64(3 * o.hspthresh), counts))
+                _grid(len(total)),
+                (BLOCK,),
+                (
+                    self.dref.score,
+                    self.qscore,
+                    total,
+                    rs,
+                    qs,
+                    ln,
+                    np.int64(len(total)),
+                    np.int64(o.hspthresh),
+                    np.int64(3 * o.hspthresh),
+                    counts,
+                ),
+            )
         return counts
 
     def ref_order(self, h0: int, n: int, shift: int):
@@ -560,16 +713,43 @@ class _Group:
         hist = cp.zeros((self.dref.len >> shift) + 1, cp.uint32)
         bseed = self._block_seeds(h0, n)
         _kernel(self.ctx.shape, "extend", "hit_refs")(
-            _grid(n), (BLOCK,),
-            (self.dref.pos_table, self.lo, self.cum, self.counts, bseed, np.int64(h0),
-             np.int64(n), np.int32(shift), r, hist))
+            _grid(n),
+            (BLOCK,),
+            (
+                self.dref.pos_table,
+                self.lo,
+                self.cum,
+                self.counts,
+                bseed,
+                np.int64(h0),
+                np.int64(n),
+                np.int32(shift),
+                r,
+                hist,
+            ),
+        )
         cursor = cp.cumsum(hist, dtype=cp.uint32) - hist
         pairs, tags = cp.empty(n, cp.uint64), cp.empty(n, cp.uint32)
         _kernel(self.ctx.shape, "extend", "scatter_hits")(
-            _grid(n), (BLOCK,),
-            (r, self.cum, bseed, _ptr(self.qpos), np.int64(self.first), np.int32(self.variants),
-             self.chunk_start, np.int32(len(self.chunk_start)), np.int64(h0), np.int64(n),
-             np.int32(shift), cursor, pairs, tags))
+            _grid(n),
+            (BLOCK,),
+            (
+                r,
+                self.cum,
+                bseed,
+                _ptr(self.qpos),
+                np.int64(self.first),
+                np.int32(self.variants),
+                self.chunk_start,
+                np.int32(len(self.chunk_start)),
+                np.int64(h0),
+                np.int64(n),
+                np.int32(shift),
+                cursor,
+                pairs,
+                tags,
+            ),
+        )
         return pairs, tags
 
 
@@ -578,12 +758,15 @@ def _pack(R, Q):
 
 
 def _unpack(pairs):
-    return ((pairs >> np.uint64(32)).astype(cp.int64),
-            (pairs & np.uint64(0xFFFFFFFF)).astype(cp.int64))
+    return (
+        (pairs >> np.uint64(32)).astype(cp.int64),
+        (pairs & np.uint64(0xFFFFFFFF)).astype(cp.int64),
+    )
 
 
-def by_diagonal(late: cp.ndarray, tag: cp.ndarray, ref_len: int, qlen: int
-                ) -> tuple[cp.ndarray, cp.ndarray, cp.ndarray]:
+def by_diagonal(
+    late: cp.ndarray, tag: cp.ndarray, ref_len: int, qlen: int
+) -> tuple[cp.ndarray, cp.ndarray, cp.ndarray]:
     """Device hits (r << 32 | q) and their tags as (R, Q, tag), sorted by diagonal R - Q, then
     R (tags ride along: which walk takes a hit never changes its result)."""
     R, Q = _unpack(late)
@@ -625,8 +808,9 @@ def _distinct(cols):
     order = cp.argsort(minor)  # stable: two passes sort by (major, minor)
     order = order[cp.argsort(major[order])]
     minor, major = minor[order], major[order]
-    new = cp.concatenate((cp.ones(1, cp.bool_),
-                          (minor[1:] != minor[:-1]) | (major[1:] != major[:-1])))
+    new = cp.concatenate(
+        (cp.ones(1, cp.bool_), (minor[1:] != minor[:-1]) | (major[1:] != major[:-1]))
+    )
     at = cp.flatnonzero(new)
     copies = cp.diff(cp.concatenate((at, cp.asarray([n], at.dtype))))
     return [c[order[at]] for c in cols], copies
@@ -651,18 +835,32 @@ class _Part:
         return self.future.result()[self.i]
 
 
-def run_group(ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, walk_full: bool,
-              buckets: int | None, host_seeds: list | None, submit: Callable[..., Future],
-              piece: int = PIECE) -> list[tuple[BatchOut, list[_Part]]]:
+def run_group(
+    ctx: Context,
+    ref: RefBin,
+    qry: QueryBin,
+    jobs: list,
+    walk_full: bool,
+    buckets: int | None,
+    host_seeds: list | None,
+    submit: Callable[..., Future],
+    piece: int = PIECE,
+) -> list[tuple[BatchOut, list[_Part]]]:
     """Device half of one group of seed batches; returns, per batch, (counts, its semantic
     chunks' shares of the group's host half, `submit(host_finish, ...)`)."""
     strand = jobs[0][1]
-    g = _Group(ctx, _device_ref(ctx, ref), qry, _device_query(ctx, qry), strand,
-               [chunk for _, _, chunk in jobs], host_seeds)
+    g = _Group(
+        ctx,
+        _device_ref(ctx, ref),
+        qry,
+        _device_query(ctx, qry),
+        strand,
+        [chunk for _, _, chunk in jobs],
+        host_seeds,
+    )
     per_batch = g.semantic_chunks(ctx.options.max_hits, walk_full)
     g.use_chunks([h_a for chunks in per_batch for h_a, _ in chunks])
-    pieces = [g.survivors(h0, min(h0 + piece, g.total), buckets)
-              for h0 in range(0, g.total, piece)]
+    pieces = [g.survivors(h0, min(h0 + piece, g.total), buckets) for h0 in range(0, g.total, piece)]
     empty = np.empty(0, np.int64)
     rows = g.finish(pieces) if pieces else (*[empty] * 5, np.empty((0, 4), np.int64), empty)
     done = submit(host_finish, ctx, rows, sum(map(len, per_batch)))
@@ -697,8 +895,9 @@ def _piece_hits() -> int:
     return min(PIECE, max(1 << 16, _free_bytes() // 4 // PIECE_BYTES))
 
 
-def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
-             progress: Progress | None = None) -> UnitResult:
+def run_unit(
+    ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int, progress: Progress | None = None
+) -> UnitResult:
     """Every batch of the unit on the current device, in groups (`batch_groups`), the host
     halves overlapping on threads; `progress` hears of each group's batches as its device half
     returns.
@@ -718,8 +917,9 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
         seeds = iter([None] * len(jobs))
     else:  # the CPU seeder runs ahead of the device on host threads; it needs counts only
         table = SeedTable(dref.index_table.get(), np.empty(0, np.uint32))
-        seeds = _prefetched(lambda j: _host_seeds(ctx, table, qry, j[1], j[2]), jobs,
-                            _state["threads"])
+        seeds = _prefetched(
+            lambda j: _host_seeds(ctx, table, qry, j[1], j[2]), jobs, _state["threads"]
+        )
     threads = _state["threads"]
     slots = threading.Semaphore(min(threads, HOST_THREADS))
     with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -729,8 +929,17 @@ def run_unit(ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
         tally = BatchTally(len(jobs), progress)
         for group in groups:
             host = [next(seeds) for _ in group]
-            outs = run_group(ctx, ref, qry, [jobs[i] for i in group], k.chunk_walk_full,
-                             buckets, None if host[0] is None else host, submit, piece)
+            outs = run_group(
+                ctx,
+                ref,
+                qry,
+                [jobs[i] for i in group],
+                k.chunk_walk_full,
+                buckets,
+                None if host[0] is None else host,
+                submit,
+                piece,
+            )
             pending += outs
             tally(BatchOut(hits=sum(out.hits for out, _ in outs)), len(group))
         stop.record()
@@ -776,8 +985,14 @@ class GpuBackend:
     def load_reference(self, ctx: Context, index: Index, b: int, threads: int = 0) -> RefBin:
         return load_reference(ctx, index, b, threads)
 
-    def run_unit(self, ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int,
-                 progress: Progress | None = None) -> UnitResult:
+    def run_unit(
+        self,
+        ctx: Context,
+        ref: RefBin,
+        qry: QueryBin,
+        ordinal: int,
+        progress: Progress | None = None,
+    ) -> UnitResult:
         return run_unit(ctx, ref, qry, ordinal, progress)
 
 

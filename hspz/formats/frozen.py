@@ -22,8 +22,10 @@ def _manifest_of(data: bytes, source: str) -> Manifest:
     if data.startswith(b"hspz-plan"):  # a plan file: its one job's frozen plan
         pf = read_plan_bytes(data, source)
         if pf.batch:
-            raise InputError(f"{source}: a batch plan holds {len(pf.jobs)} jobs' plans; give "
-                             f"one job's manifest (--dump-manifest writes one per job)")
+            raise InputError(
+                f"{source}: a batch plan holds {len(pf.jobs)} jobs' plans; give "
+                f"one job's manifest (--dump-manifest writes one per job)"
+            )
         return pf.manifest
     check_format(data, source, "hspz-manifest", FORMAT, "manifest")
     return manifest_body(unsealed(data, source, "manifest"), source)

@@ -53,7 +53,10 @@ if TYPE_CHECKING:
 FORMAT = 1
 PIECE = 64 << 20  # bytes per checksummed piece of an array: verified before it is used
 ARRAYS: dict[str, np.dtype] = {
-    "index_table": np.dtype("<u4"), "pos_table": np.dtype("<u4"), "enc": np.dtype("u1")}
+    "index_table": np.dtype("<u4"),
+    "pos_table": np.dtype("<u4"),
+    "enc": np.dtype("u1"),
+}
 READY = "READY"
 MANIFEST = "MANIFEST"
 
@@ -75,9 +78,7 @@ def piece_digests(data: np.ndarray, threads: int = 0) -> list[str]:
     if len(cuts) == 1:
         return [hashlib.sha256(raw).hexdigest()]
     with ThreadPoolExecutor(threads or os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda a: hashlib.sha256(raw[a:a + PIECE]).hexdigest(), cuts))
-
-
+        return list(pool.map(lambda a: hashlib.sha256(raw[a : a + PIECE]).hexdigest(), cuts))
 
 
 def file_sha256(path: str | os.PathLike) -> tuple[int, str]:
@@ -120,17 +121,26 @@ class IndexManifest:
     version: str = __version__
 
     def lines(self) -> list[str]:
-        out = [f"hspz-index {FORMAT}", f"hspz_version {self.version}", f"pattern {self.pattern}",
-               f"step {self.step}", f"seq_block_size {self.seq_block_size}",
-               f"kegalign_bins {int(self.kegalign_bins)}", f"source_size {self.source_size}",
-               f"source_sha256 {self.source_sha256}",
-               f"records {len(self.names)} {self.records_digest}"]
-        out += [f"record {i} {n} {name}" for i, (name, n) in
-                enumerate(zip(self.names, self.lengths, strict=True))]
+        out = [
+            f"hspz-index {FORMAT}",
+            f"hspz_version {self.version}",
+            f"pattern {self.pattern}",
+            f"step {self.step}",
+            f"seq_block_size {self.seq_block_size}",
+            f"kegalign_bins {int(self.kegalign_bins)}",
+            f"source_size {self.source_size}",
+            f"source_sha256 {self.source_sha256}",
+            f"records {len(self.names)} {self.records_digest}",
+        ]
+        out += [
+            f"record {i} {n} {name}"
+            for i, (name, n) in enumerate(zip(self.names, self.lengths, strict=True))
+        ]
         out.append(f"bins {len(self.bins)}")
         for b, members in enumerate(self.bins):
-            out.append(f"bin {b} {sum(self.lengths[k] for k in members)} "
-                       + ",".join(map(str, members)))
+            out.append(
+                f"bin {b} {sum(self.lengths[k] for k in members)} " + ",".join(map(str, members))
+            )
             for name in ARRAYS:
                 e = self.arrays[(b, name)]
                 out.append(f"array {b} {name} {e.length} {','.join(e.pieces)}")
@@ -149,14 +159,18 @@ def parse_manifest(text: str, source: str) -> IndexManifest:
     body, _, last = text.rstrip("\n").rpartition("\n")
     body += "\n"
     if last.encode("utf-8") != checksum_line(body.encode("utf-8")):
-        raise InputError(f"{source}: the index MANIFEST fails its checksum (it was edited or "
-                         f"damaged; rebuild the index)")
+        raise InputError(
+            f"{source}: the index MANIFEST fails its checksum (it was edited or "
+            f"damaged; rebuild the index)"
+        )
     rows = [line.split(" ") for line in body.splitlines()]
     if not rows or rows[0][0] != "hspz-index":
         raise InputError(f"{source}: not an hspZ index MANIFEST")
     if rows[0][1:] != [str(FORMAT)]:
-        raise InputError(f"{source}: index format {' '.join(rows[0][1:])}; this hspZ reads "
-                         f"format {FORMAT} (rebuild the index)")
+        raise InputError(
+            f"{source}: index format {' '.join(rows[0][1:])}; this hspZ reads "
+            f"format {FORMAT} (rebuild the index)"
+        )
     try:
         return _manifest_from(rows)
     except (KeyError, ValueError, IndexError) as exc:
@@ -189,10 +203,20 @@ def _manifest_from(rows: list[list[str]]) -> IndexManifest:
         raise ValueError("bins are not a partition of the records")
     if set(arrays) != {(b, a) for b in range(len(bins)) for a in ARRAYS}:
         raise ValueError("arrays missing")
-    return IndexManifest(one["pattern"][0], int(one["step"][0]), int(one["seq_block_size"][0]),
-                         one["kegalign_bins"][0] == "1", names, lengths, one["records"][1],
-                         int(one["source_size"][0]), one["source_sha256"][0], tuple(bins),
-                         arrays, one["hspz_version"][0])
+    return IndexManifest(
+        one["pattern"][0],
+        int(one["step"][0]),
+        int(one["seq_block_size"][0]),
+        one["kegalign_bins"][0] == "1",
+        names,
+        lengths,
+        one["records"][1],
+        int(one["source_size"][0]),
+        one["source_sha256"][0],
+        tuple(bins),
+        arrays,
+        one["hspz_version"][0],
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,8 +229,10 @@ def check_bin_sizes(bins: planning.Bins, lengths: Sequence[int]) -> None:
     for b, members in enumerate(bins):
         packed = sum(lengths[k] for k in members) + len(members) - 1
         if packed >= MAX_BIN_BP:
-            raise UsageError(f"-B: bin {b} would hold {packed} bases with its separators; bins "
-                             f"must stay below {MAX_BIN_BP} bp (use a smaller -B)")
+            raise UsageError(
+                f"-B: bin {b} would hold {packed} bases with its separators; bins "
+                f"must stay below {MAX_BIN_BP} bp (use a smaller -B)"
+            )
 
 
 @dataclass
@@ -246,15 +272,20 @@ def building(dest: Path) -> Iterator[Path]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
-            raise UsageError(f"--index: another hspZ index is building {dest} "
-                             f"({holder or 'holder unknown'})") from None
+            raise UsageError(
+                f"--index: another hspZ index is building {dest} ({holder or 'holder unknown'})"
+            ) from None
         durable.check_lock(fd, lock_path, "--index")
         ours = True
-        durable.write_lock(fd, durable.lock_record(pid=os.getpid(), host=socket.gethostname(),
-                                                   command="hspZ index"))
+        durable.write_lock(
+            fd,
+            durable.lock_record(pid=os.getpid(), host=socket.gethostname(), command="hspZ index"),
+        )
         if os.path.lexists(tmp) and not durable.remove_marked(tmp):
-            raise UsageError(f"--index: {tmp} exists and was not made by hspZ index; it is "
-                             f"never removed (move it away, or name another index folder)")
+            raise UsageError(
+                f"--index: {tmp} exists and was not made by hspZ index; it is "
+                f"never removed (move it away, or name another index folder)"
+            )
         durable.guard("--index", tmp)
         durable.make_marked(tmp)
         try:
@@ -319,8 +350,9 @@ class Index:
     def array_path(self, b: int, name: str) -> Path:
         return self.path / bin_folder(b) / name
 
-    def read_array(self, b: int, name: str, sink: Callable[[int, np.ndarray], None],
-                   threads: int = 0) -> int:
+    def read_array(
+        self, b: int, name: str, sink: Callable[[int, np.ndarray], None], threads: int = 0
+    ) -> int:
         """Stream array `name` of bin b to `sink(first element, elements)` piece by piece, each
         piece verified against its recorded sha256 before it is handed on; the length.  A few
         pieces are read and hashed ahead on threads (reads and hashing release the GIL)."""
@@ -336,8 +368,10 @@ class Index:
         try:
             actual = os.fstat(fd).st_size
             if actual != size:
-                raise InputError(f"{where}: {actual} bytes, the MANIFEST records {size} "
-                                 f"(truncated or replaced; rebuild the index)")
+                raise InputError(
+                    f"{where}: {actual} bytes, the MANIFEST records {size} "
+                    f"(truncated or replaced; rebuild the index)"
+                )
             cuts = list(range(0, size, PIECE))
             if len(cuts) != max(len(entry.pieces), 1) and size:
                 raise InputError(f"{where}: the MANIFEST records {len(entry.pieces)} pieces")
@@ -345,14 +379,17 @@ class Index:
             def piece(k: int) -> np.ndarray:
                 data = os.pread(fd, min(PIECE, size - cuts[k]), cuts[k])
                 if hashlib.sha256(data).hexdigest() != entry.pieces[k]:
-                    raise InputError(f"{where}: bytes {cuts[k]}..{cuts[k] + len(data)} fail "
-                                     f"their checksum (the file is damaged; rebuild the index)")
+                    raise InputError(
+                        f"{where}: bytes {cuts[k]}..{cuts[k] + len(data)} fail "
+                        f"their checksum (the file is damaged; rebuild the index)"
+                    )
                 return np.frombuffer(data, dtype)
 
             ahead = max(1, min(threads or os.cpu_count() or 1, 8))
             with ThreadPoolExecutor(ahead) as pool:
                 pending: list[Future[np.ndarray] | None] = [
-                    pool.submit(piece, k) for k in range(min(ahead, len(cuts)))]
+                    pool.submit(piece, k) for k in range(min(ahead, len(cuts)))
+                ]
                 for k in range(len(cuts)):
                     arr = pending[k].result()  # type: ignore[union-attr]  # None once taken
                     pending[k] = None
@@ -370,7 +407,7 @@ class Index:
             array = np.empty(self.manifest.arrays[(b, name)].length, dtype)
 
             def put(first: int, piece: np.ndarray, array: np.ndarray = array) -> None:
-                array[first:first + len(piece)] = piece
+                array[first : first + len(piece)] = piece
 
             self.read_array(b, name, put, threads)
             out[name] = array
@@ -386,7 +423,7 @@ class Index:
         table = np.empty(self.manifest.arrays[(b, "index_table")].length, np.uint32)
 
         def put(first: int, piece: np.ndarray) -> None:
-            table[first:first + len(piece)] = piece
+            table[first : first + len(piece)] = piece
 
         self.read_array(b, "index_table", put)
         return np.diff(table.astype(np.int64), prepend=0)
@@ -399,13 +436,15 @@ def open_index(path: str | os.PathLike) -> Index:
     if not p.is_dir():
         raise InputError(f"--index: {p} is not an index folder (build one with `hspZ index`)")
     if not (p / READY).is_file():
-        raise InputError(f"--index: {p} has no READY marker (an unfinished or damaged index; "
-                         f"rebuild it)")
+        raise InputError(
+            f"--index: {p} has no READY marker (an unfinished or damaged index; rebuild it)"
+        )
     try:
         text = (p / MANIFEST).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--index: cannot read {p / MANIFEST}: "
-                         f"{getattr(exc, 'strerror', None) or exc}") from None
+        raise InputError(
+            f"--index: cannot read {p / MANIFEST}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     return Index(p, parse_manifest(text, str(p / MANIFEST)))
 
 
@@ -419,8 +458,9 @@ def seed_codes_of(enc: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def open_checked(path: str, options: Options, reference: str | None
-                 ) -> tuple[Index, KnownRecords, Verification | None]:
+def open_checked(
+    path: str, options: Options, reference: str | None
+) -> tuple[Index, KnownRecords, Verification | None]:
     """(index, its known records, the background Verification of `reference` or None): the
     index at `path` opened and checked against the run's options, as a run that reads its
     reference from an index starts."""
@@ -433,14 +473,19 @@ def open_checked(path: str, options: Options, reference: str | None
 def check_options(idx: Index, options: Options) -> None:
     """--seed, --step, -B and --kegalign-bins must be the values the index was built with."""
     m = idx.manifest
-    given = {"--seed": (options.pattern, m.pattern), "--step": (options.step, m.step),
-             "--seq-block-size": (options.seq_block_size, m.seq_block_size),
-             "--kegalign-bins": (options.kegalign_bins, m.kegalign_bins)}
+    given = {
+        "--seed": (options.pattern, m.pattern),
+        "--step": (options.step, m.step),
+        "--seq-block-size": (options.seq_block_size, m.seq_block_size),
+        "--kegalign-bins": (options.kegalign_bins, m.kegalign_bins),
+    }
     for flag, (mine, built) in given.items():
         if mine != built:
-            raise UsageError(f"--index: {flag} is {_shown(mine)} here but the index {idx.path} "
-                             f"was built with {_shown(built)}; give the same value or build "
-                             f"another index")
+            raise UsageError(
+                f"--index: {flag} is {_shown(mine)} here but the index {idx.path} "
+                f"was built with {_shown(built)}; give the same value or build "
+                f"another index"
+            )
 
 
 def _shown(value: object) -> str:
@@ -451,24 +496,31 @@ def check_plan(idx: Index, ref_bins: planning.Bins) -> None:
     """The resolved plan must have exactly the index's bins (the memory preflight may have
     halved -B: an index is never rebuilt on the fly)."""
     if tuple(ref_bins) != tuple(idx.bins):
-        raise UsageError(f"--index: this run's plan has {len(ref_bins)} reference bin(s) where "
-                         f"the index {idx.path} has {len(idx.bins)} (the memory preflight "
-                         f"shrank -B to fit the device); build an index with a smaller -B")
+        raise UsageError(
+            f"--index: this run's plan has {len(ref_bins)} reference bin(s) where "
+            f"the index {idx.path} has {len(idx.bins)} (the memory preflight "
+            f"shrank -B to fit the device); build an index with a smaller -B"
+        )
 
 
-def check_reference(idx: Index, names: Sequence[str], lengths: Sequence[int], digest: str,
-                    source: str) -> None:
+def check_reference(
+    idx: Index, names: Sequence[str], lengths: Sequence[int], digest: str, source: str
+) -> None:
     """The index must be of the reference a plan was made from: the same record names and
     lengths in order, and the same records hash (`plan` and `run` check the same)."""
     m = idx.manifest
     if list(m.names) != list(names) or list(m.lengths) != list(lengths):
-        raise InputError(f"--index: {idx.path}: its records differ from the reference "
-                         f"{source} was planned with ({len(m.names)} record(s), "
-                         f"{sum(m.lengths)} bp there; {len(names)}, {sum(lengths)} bp planned)")
+        raise InputError(
+            f"--index: {idx.path}: its records differ from the reference "
+            f"{source} was planned with ({len(m.names)} record(s), "
+            f"{sum(m.lengths)} bp there; {len(names)}, {sum(lengths)} bp planned)"
+        )
     if digest != "-" and m.records_digest != digest:
-        raise InputError(f"--index: {idx.path}: its bases differ from the reference {source} "
-                         f"was planned with (records hash {m.records_digest[:16]}… there, "
-                         f"{digest[:16]}… planned), though every name and length matches")
+        raise InputError(
+            f"--index: {idx.path}: its bases differ from the reference {source} "
+            f"was planned with (records hash {m.records_digest[:16]}… there, "
+            f"{digest[:16]}… planned), though every name and length matches"
+        )
 
 
 def known_records(idx: Index) -> KnownRecords:
@@ -507,9 +559,11 @@ class Verification:
             m = self.idx.manifest
             names, lengths = [r.name for r in records], [len(r) for r in records]
             if names != m.names or lengths != m.lengths:
-                raise InputError(f"{self.reference}: its records ({len(names)}) differ from "
-                                 f"those of the index {self.idx.path} ({len(m.names)}): "
-                                 f"{_first_difference(names, lengths, m.names, m.lengths)}")
+                raise InputError(
+                    f"{self.reference}: its records ({len(names)}) differ from "
+                    f"those of the index {self.idx.path} ({len(m.names)}): "
+                    f"{_first_difference(names, lengths, m.names, m.lengths)}"
+                )
         except BaseException as exc:
             self._error = exc
             raise
@@ -518,10 +572,12 @@ class Verification:
         digest = records_digest(records)
         del records
         if digest != m.records_digest:
-            raise InputError(f"{self.reference}: the bases differ from those the index "
-                             f"{self.idx.path} was built from (records hash {digest[:16]}… "
-                             f"here, {m.records_digest[:16]}… there), though every name and "
-                             f"length matches")
+            raise InputError(
+                f"{self.reference}: the bases differ from those the index "
+                f"{self.idx.path} was built from (records hash {digest[:16]}… "
+                f"here, {m.records_digest[:16]}… there), though every name and "
+                f"length matches"
+            )
         self.seconds = time.perf_counter() - t
         return digest
 
@@ -550,10 +606,16 @@ class Verification:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _first_difference(names: Sequence[str], lengths: Sequence[int], want_names: Sequence[str],
-                      want_lengths: Sequence[int]) -> str:
-    mine, theirs = list(zip(names, lengths, strict=True)), list(zip(want_names, want_lengths,
-                                                                    strict=True))
+def _first_difference(
+    names: Sequence[str],
+    lengths: Sequence[int],
+    want_names: Sequence[str],
+    want_lengths: Sequence[int],
+) -> str:
+    mine, theirs = (
+        list(zip(names, lengths, strict=True)),
+        list(zip(want_names, want_lengths, strict=True)),
+    )
     for i, ((n, k), (wn, wk)) in enumerate(zip(mine, theirs, strict=False)):
         if (n, k) != (wn, wk):
             return f"record {i + 1} is {n!r} ({k} bp) here, {wn!r} ({wk} bp) in the index"

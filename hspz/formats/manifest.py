@@ -35,9 +35,24 @@ from hspz.planning.bins import Plan
 FORMAT = 2  # 2: the checksum line
 
 # Options fields a manifest freezes: each decides output, so replay compares them.
-FROZEN = ("strand", "seed", "step", "transition", "xdrop", "hspthresh", "entropy", "ambiguous",
-          "target_prefix", "query_prefix", "wga_chunk_size", "interval_size",
-          "seq_block_size", "query_block_size", "max_hits", "kegalign_bins")
+FROZEN = (
+    "strand",
+    "seed",
+    "step",
+    "transition",
+    "xdrop",
+    "hspthresh",
+    "entropy",
+    "ambiguous",
+    "target_prefix",
+    "query_prefix",
+    "wga_chunk_size",
+    "interval_size",
+    "seq_block_size",
+    "query_block_size",
+    "max_hits",
+    "kegalign_bins",
+)
 INFORMATIONAL = ("gpus", "threads", "backend")
 
 
@@ -92,21 +107,26 @@ def manifest_lines(m: Manifest) -> list[str]:
         lines.append(f"requested_{name} {_value(m.requested.get(name, getattr(o, name)))}")
     lines.append(f"pattern {o.pattern}")
     lines.append("matrix " + ",".join(str(int(x)) for x in np.asarray(m.matrix).ravel()))
-    for side, names, lengths, digest in (("R", m.ref_names, m.ref_lengths, m.ref_digest),
-                                         ("Q", m.qry_names, m.qry_lengths, m.qry_digest)):
+    for side, names, lengths, digest in (
+        ("R", m.ref_names, m.ref_lengths, m.ref_digest),
+        ("Q", m.qry_names, m.qry_lengths, m.qry_digest),
+    ):
         lines.append(f"records {side} {len(names)} {digest}")
-        lines += [f"record {side} {i} {n} {name}" for i, (name, n) in
-                  enumerate(zip(names, lengths, strict=True))]
+        lines += [
+            f"record {side} {i} {n} {name}"
+            for i, (name, n) in enumerate(zip(names, lengths, strict=True))
+        ]
     lines += _bin_lines(m)
     return lines
 
 
 def _bin_lines(m: Manifest) -> list[str]:
     p = m.plan
-    lines = [f"bins R {len(p.ref_bins)}", f"bins Q {len(p.query_bins)}",
-             f"units {len(p.units)}"]
-    for side, bins, lengths in (("R", p.ref_bins, m.ref_lengths),
-                                ("Q", p.query_bins, m.qry_lengths)):
+    lines = [f"bins R {len(p.ref_bins)}", f"bins Q {len(p.query_bins)}", f"units {len(p.units)}"]
+    for side, bins, lengths in (
+        ("R", p.ref_bins, m.ref_lengths),
+        ("Q", p.query_bins, m.qry_lengths),
+    ):
         for i, b in enumerate(bins):
             bp = sum(lengths[k] for k in b)
             lines.append(f"bin {side} {i} {bp} " + ",".join(str(k) for k in b))
@@ -150,16 +170,26 @@ def manifest_body(text: str, source: str) -> Manifest:
     for name in FROZEN + INFORMATIONAL:
         key = f"{name}_hex" if name.endswith("prefix") else name
         values[name] = _option_value(lines, name, s[key])
-    requested = {n: _option_value(lines, n, s[f"requested_{n}"])
-                 for n in ("seq_block_size", "query_block_size", "max_hits")}
+    requested = {
+        n: _option_value(lines, n, s[f"requested_{n}"])
+        for n in ("seq_block_size", "query_block_size", "max_hits")
+    }
     options = Options(**values)
     if options.max_hits <= 0:
         raise lines.error(s["max_hits"][0], "max_hits must be the resolved cap, not 0")
     records = _records(lines)
     plan = _plan(lines, records)
-    return Manifest(options, _matrix(lines, s["matrix"]), plan, *records["R"][:2],
-                    *records["Q"][:2], records["R"][2], records["Q"][2], requested,
-                    s["hspz_version"][1])
+    return Manifest(
+        options,
+        _matrix(lines, s["matrix"]),
+        plan,
+        *records["R"][:2],
+        *records["Q"][:2],
+        records["R"][2],
+        records["Q"][2],
+        requested,
+        s["hspz_version"][1],
+    )
 
 
 def _matrix(lines: Lines, at: tuple[int, str]) -> np.ndarray:
@@ -181,8 +211,12 @@ def _records(lines: Lines) -> dict[str, tuple[list[str], list[int], str]]:
             counts[parts[0]] = int(parts[1]) if parts[1].isdigit() else -1
             out[parts[0]] = ([], [], parts[2])
         elif key == "record":
-            if len(parts) != 4 or parts[0] not in out or not parts[2].isdigit() \
-                    or parts[1] != str(len(out[parts[0]][0])):
+            if (
+                len(parts) != 4
+                or parts[0] not in out
+                or not parts[2].isdigit()
+                or parts[1] != str(len(out[parts[0]][0]))
+            ):
                 raise lines.error(n, "malformed record line")
             out[parts[0]][0].append(parts[3])
             out[parts[0]][1].append(int(parts[2]))
@@ -201,8 +235,11 @@ def _plan(lines: Lines, records: dict) -> Plan:
             if key == "bin":
                 side, index, bp, members = parts
                 ids = tuple(int(k) for k in members.split(","))
-                if side not in bins or int(index) != len(bins[side]) or \
-                        int(bp) != sum(records[side][1][k] for k in ids):
+                if (
+                    side not in bins
+                    or int(index) != len(bins[side])
+                    or int(bp) != sum(records[side][1][k] for k in ids)
+                ):
                     raise ValueError
                 bins[side].append(ids)
             elif key == "unit":
@@ -231,52 +268,67 @@ def _check_topology(plan: Plan, units: list, records: dict, source: str) -> None
 
 def check_version(m: Manifest, source: str) -> None:
     if m.version != __version__:
-        raise UsageError(f"{source}: made by hspZ {m.version}, this is hspZ {__version__}; "
-                         f"replay refuses a different version")
+        raise UsageError(
+            f"{source}: made by hspZ {m.version}, this is hspZ {__version__}; "
+            f"replay refuses a different version"
+        )
 
 
 def check_side(m: Manifest, side: str, records: Sequence[Record], source: str) -> None:
     """One side's records ("reference" or "query") against the frozen plan's, as
     `check_inputs` checks both."""
-    names, lengths, want = ((m.ref_names, m.ref_lengths, m.ref_digest) if side == "reference"
-                            else (m.qry_names, m.qry_lengths, m.qry_digest))
+    names, lengths, want = (
+        (m.ref_names, m.ref_lengths, m.ref_digest)
+        if side == "reference"
+        else (m.qry_names, m.qry_lengths, m.qry_digest)
+    )
     _check_records(side, names, lengths, records, source)
     got = side_digest(records)
     if want != got:
-        raise InputError(f"{source}: {side} records differ from the planned ones "
-                         f"(sha256 {got[:16]}… here, {want[:16]}… in the manifest)")
+        raise InputError(
+            f"{source}: {side} records differ from the planned ones "
+            f"(sha256 {got[:16]}… here, {want[:16]}… in the manifest)"
+        )
 
 
-def check_inputs(m: Manifest, ref: Sequence[Record], qry: Sequence[Record],
-                 source: str) -> None:
+def check_inputs(m: Manifest, ref: Sequence[Record], qry: Sequence[Record], source: str) -> None:
     """The records on this machine must be the records the plan was made from: the same
     names and lengths in the same order (the first one that differs is named), then the same
     bases (`sequence.records_digest`)."""
-    for side, names, lengths, records in (("reference", m.ref_names, m.ref_lengths, ref),
-                                          ("query", m.qry_names, m.qry_lengths, qry)):
+    for side, names, lengths, records in (
+        ("reference", m.ref_names, m.ref_lengths, ref),
+        ("query", m.qry_names, m.qry_lengths, qry),
+    ):
         _check_records(side, names, lengths, records, source)
     for side, want, records in (("reference", m.ref_digest, ref), ("query", m.qry_digest, qry)):
         got = side_digest(records)
         if want != got:
-            raise InputError(f"{source}: {side} records differ from the planned ones "
-                             f"(sha256 {got[:16]}… here, {want[:16]}… in the manifest)")
+            raise InputError(
+                f"{source}: {side} records differ from the planned ones "
+                f"(sha256 {got[:16]}… here, {want[:16]}… in the manifest)"
+            )
 
 
-def _check_records(side: str, names: list[str], lengths: list[int], records: Sequence[Record],
-                   source: str) -> None:
+def _check_records(
+    side: str, names: list[str], lengths: list[int], records: Sequence[Record], source: str
+) -> None:
     here = [(r.name, len(r)) for r in records]
     frozen = list(zip(names, lengths, strict=True))
     for i, (a, b) in enumerate(zip(here, frozen, strict=False)):
         if a != b:
-            raise InputError(f"{source}: {side} record {i + 1} is {a[0]!r} ({a[1]} bp) here, "
-                             f"{b[0]!r} ({b[1]} bp) in the manifest")
+            raise InputError(
+                f"{source}: {side} record {i + 1} is {a[0]!r} ({a[1]} bp) here, "
+                f"{b[0]!r} ({b[1]} bp) in the manifest"
+            )
     if len(here) != len(frozen):
-        raise InputError(f"{source}: the {side} has {len(here)} records here, {len(frozen)} "
-                         f"in the manifest")
+        raise InputError(
+            f"{source}: the {side} has {len(here)} records here, {len(frozen)} in the manifest"
+        )
 
 
-def check_flags(m: Manifest, given: Options, explicit: Iterable[str], matrix: np.ndarray | None,
-                source: str) -> None:
+def check_flags(
+    m: Manifest, given: Options, explicit: Iterable[str], matrix: np.ndarray | None, source: str
+) -> None:
     """Every flag given explicitly must agree with the frozen value (requested or resolved)."""
     for name in explicit:
         if name not in FROZEN:
@@ -286,13 +338,19 @@ def check_flags(m: Manifest, given: Options, explicit: Iterable[str], matrix: np
         if name == "seed":  # a named seed and its pattern are the same seed
             allowed = {frozen, m.options.pattern} if given.pattern == m.options.pattern else set()
         if mine not in allowed:
-            raise UsageError(f"{source}: {_flag(name)} ({_value(mine)}) differs from the "
-                             f"frozen value ({_value(frozen)}); replay never replans")
+            raise UsageError(
+                f"{source}: {_flag(name)} ({_value(mine)}) differs from the "
+                f"frozen value ({_value(frozen)}); replay never replans"
+            )
     if matrix is not None and not np.array_equal(matrix, m.matrix):
-        raise UsageError(f"{source}: the scoring matrix differs from the frozen one; replay "
-                         f"never replans")
+        raise UsageError(
+            f"{source}: the scoring matrix differs from the frozen one; replay never replans"
+        )
 
 
 def _flag(name: str) -> str:
-    return {"interval_size": "--lastz-interval-size", "transition": "--notransition",
-            "entropy": "--noentropy"}.get(name, "--" + name.replace("_", "-"))
+    return {
+        "interval_size": "--lastz-interval-size",
+        "transition": "--notransition",
+        "entropy": "--noentropy",
+    }.get(name, "--" + name.replace("_", "-"))

@@ -66,8 +66,11 @@ class PlanFile:
     def worker_units(self, k: int) -> list[tuple[int, int]]:
         """(job index, ordinal) of every unit worker k runs."""
         axis = self.axis
-        return [axis.job_ordinal(v.ref_bin, g) for v in self.schedule.visits[k]
-                for g in range(v.first, v.end)]
+        return [
+            axis.job_ordinal(v.ref_bin, g)
+            for v in self.schedule.visits[k]
+            for g in range(v.first, v.end)
+        ]
 
 
 def plan_text(pf: PlanFile) -> str:
@@ -76,9 +79,15 @@ def plan_text(pf: PlanFile) -> str:
         if "\n" in p:
             raise UsageError(f"an input path holds a newline: {p!r}")
     s = pf.schedule
-    lines = [f"hspz-plan {PLAN_FORMAT}", f"mode {'batch' if pf.batch else 'single'}",
-             f"reference_path {pf.reference or '-'}", f"index_path {pf.index or '-'}",
-             f"workers {s.workers}", f"policy {s.policy}", f"reason {s.reason}"]
+    lines = [
+        f"hspz-plan {PLAN_FORMAT}",
+        f"mode {'batch' if pf.batch else 'single'}",
+        f"reference_path {pf.reference or '-'}",
+        f"index_path {pf.index or '-'}",
+        f"workers {s.workers}",
+        f"policy {s.policy}",
+        f"reason {s.reason}",
+    ]
     for k, visits in enumerate(s.visits):
         lines.append(f"worker {k} {s.devices[k]} {s.labels[k]}")
         lines += [f"visit {k} {v.ref_bin} {v.first} {v.end}" for v in visits]
@@ -88,8 +97,11 @@ def plan_text(pf: PlanFile) -> str:
         size = "-" if j.size is None else str(j.size)
         lines.append(f"job {j.number} {size} {j.sha256} {j.path}")
     for j in pf.jobs:
-        lines += [f"job-manifest {j.number}", *manifest_lines(j.manifest),
-                  f"end-manifest {j.number}"]
+        lines += [
+            f"job-manifest {j.number}",
+            *manifest_lines(j.manifest),
+            f"end-manifest {j.number}",
+        ]
     return sealed("".join(f"{line}\n" for line in lines))
 
 
@@ -103,15 +115,21 @@ def read_plan_bytes(data: bytes, source: str) -> PlanFile:
     check_format(data, source, "hspz-plan", PLAN_FORMAT, "plan file")
     head, sections = _sections(unsealed(data, source, "plan file"), source)
     lines = Lines(head, source)
-    s = lines.scalars(["hspz-plan", "mode", "reference_path", "index_path", "workers",
-                       "policy", "reason", "jobs"])
+    s = lines.scalars(
+        ["hspz-plan", "mode", "reference_path", "index_path", "workers", "policy", "reason", "jobs"]
+    )
     jobs = _jobs(lines, sections, int_at(lines, s["jobs"], "jobs"), source)
     mode = s["mode"][1]
     if mode not in ("single", "batch") or (mode == "single" and len(jobs) != 1):
         raise lines.error(s["mode"][0], f"bad mode {mode!r}")
-    pf = PlanFile(Schedule("", "", [], []), _path(s["reference_path"][1]),
-                  _path(s["index_path"][1]), jobs, mode == "batch",
-                  hashlib.sha256(data).hexdigest())
+    pf = PlanFile(
+        Schedule("", "", [], []),
+        _path(s["reference_path"][1]),
+        _path(s["index_path"][1]),
+        jobs,
+        mode == "batch",
+        hashlib.sha256(data).hexdigest(),
+    )
     if any(j.manifest.plan.ref_bins != jobs[0].manifest.plan.ref_bins for j in jobs):
         raise InputError(f"{source}: the jobs do not share the reference bins")
     pf.schedule = _schedule(lines, int_at(lines, s["workers"], "workers"), s, pf.grid())
@@ -180,9 +198,7 @@ def _schedule(lines: Lines, workers: int, s: dict, grid: Plan) -> Schedule:
         except (ValueError, IndexError):
             raise lines.error(n, f"malformed {key} line") from None
     q = len(grid.query_bins)
-    ordinals = sorted(v.ref_bin * q + g for vs in visits for v in vs
-                      for g in range(v.first, v.end))
+    ordinals = sorted(v.ref_bin * q + g for vs in visits for v in vs for g in range(v.first, v.end))
     if not visits or ordinals != list(range(len(grid.units))):
         raise InputError(f"{lines.source}: the schedule does not cover every unit exactly once")
-    return Schedule(s["policy"][1], s["reason"][1], visits, devices, labels,
-                    len(grid.ref_bins))
+    return Schedule(s["policy"][1], s["reason"][1], visits, devices, labels, len(grid.ref_bins))

@@ -39,8 +39,7 @@ SEAL_LEN = len(SEAL) + 64
 def unit_key(m: Manifest) -> str:
     """A job's identity for its unit files: the sha256 of its manifest's lines without the
     informational ones (workers, threads, backend never change a byte)."""
-    keep = [line for line in manifest_lines(m)
-            if line.partition(" ")[0] not in INFORMATIONAL]
+    keep = [line for line in manifest_lines(m) if line.partition(" ")[0] not in INFORMATIONAL]
     return hashlib.sha256("".join(f"{line}\n" for line in keep).encode()).hexdigest()
 
 
@@ -48,8 +47,12 @@ def write_results(path: str | os.PathLike, results: Sequence[UnitResult], header
     """UnitResults in one .npz, written under a temporary name; the header records each unit
     as (job, ordinal), each image's sha256 and its own checksum."""
     images = {(r.job, r.ordinal): r.to_bytes() for r in results}
-    head = dict(header, format=RESULTS_FORMAT, units=[list(k) for k in images],
-                sha256=[hashlib.sha256(b).hexdigest() for b in images.values()])
+    head = dict(
+        header,
+        format=RESULTS_FORMAT,
+        units=[list(k) for k in images],
+        sha256=[hashlib.sha256(b).hexdigest() for b in images.values()],
+    )
     head["checksum"] = _header_checksum(head)
     arrays = {f"unit{j}_{o}": np.frombuffer(b, np.uint8) for (j, o), b in images.items()}
     arrays["header"] = np.frombuffer(json.dumps(head).encode(), np.uint8)
@@ -86,8 +89,10 @@ def _check_seal(source: str) -> None:
         fh.seek(size - SEAL_LEN)
         tail = fh.read(SEAL_LEN)
         if not tail.startswith(SEAL):
-            raise InputError(f"{source}: no whole-file checksum: not a results file this hspZ "
-                             f"wrote (rerun `hspZ work`)")
+            raise InputError(
+                f"{source}: no whole-file checksum: not a results file this hspZ "
+                f"wrote (rerun `hspZ work`)"
+            )
         fh.seek(0)
         h = hashlib.sha256()
         left = size - 64
@@ -97,10 +102,12 @@ def _check_seal(source: str) -> None:
                 break
             h.update(chunk)
             left -= len(chunk)
-    if h.hexdigest().encode() != tail[len(SEAL):]:
-        raise InputError(f"{source}: checksum mismatch: the results file was edited or damaged "
-                         f"after `hspZ work` wrote it (its bytes, zip headers included, no "
-                         f"longer hash to its seal)")
+    if h.hexdigest().encode() != tail[len(SEAL) :]:
+        raise InputError(
+            f"{source}: checksum mismatch: the results file was edited or damaged "
+            f"after `hspZ work` wrote it (its bytes, zip headers included, no "
+            f"longer hash to its seal)"
+        )
 
 
 def _header_checksum(head: dict) -> str:
@@ -115,8 +122,10 @@ _DAMAGED = (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zipfile
 
 def _check_image(image: bytes, want: str, j: int, o: int, source: str) -> None:
     if hashlib.sha256(image).hexdigest() != want:
-        raise InputError(f"{source}: unit {o} of job {j} is damaged (its sha256 differs "
-                         f"from the one in the header)")
+        raise InputError(
+            f"{source}: unit {o} of job {j} is damaged (its sha256 differs "
+            f"from the one in the header)"
+        )
 
 
 def results_header(path: str | os.PathLike) -> dict:
@@ -145,8 +154,9 @@ def _open_results(source: str, read: Callable) -> tuple[dict, Any]:
             header = _results_header(z, source)
             return header, read(z, header)
     except _DAMAGED as exc:
-        raise InputError(f"{source}: not a readable hspZ results file "
-                         f"({type(exc).__name__}: {exc})") from None
+        raise InputError(
+            f"{source}: not a readable hspZ results file ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def read_results(path: str | os.PathLike) -> tuple[dict, list[UnitResult]]:
@@ -154,7 +164,8 @@ def read_results(path: str | os.PathLike) -> tuple[dict, list[UnitResult]]:
     InputError when it is damaged, of another format or not a results file."""
     source = os.fspath(path)
     header, images = _open_results(
-        source, lambda z, h: {(j, o): z[f"unit{j}_{o}"].tobytes() for j, o in h["units"]})
+        source, lambda z, h: {(j, o): z[f"unit{j}_{o}"].tobytes() for j, o in h["units"]}
+    )
     for ((j, o), image), want in zip(images.items(), header["sha256"], strict=True):
         _check_image(image, want, j, o, source)
     try:
@@ -164,8 +175,9 @@ def read_results(path: str | os.PathLike) -> tuple[dict, list[UnitResult]]:
     results = [UnitResult.from_file(io.BytesIO(image)) for image in images.values()]
     for (j, o), r in zip(images, results, strict=True):
         if (r.job, r.ordinal) != (j, o):
-            raise InputError(f"{source}: unit {o} of job {j} holds the result of unit "
-                             f"{r.ordinal} of job {r.job}")
+            raise InputError(
+                f"{source}: unit {o} of job {j} holds the result of unit {r.ordinal} of job {r.job}"
+            )
     return header, results
 
 
@@ -180,16 +192,26 @@ def _results_header(z: np.lib.npyio.NpzFile, source: str) -> dict:
     if not isinstance(header, dict):
         raise InputError(f"{source}: the results header is not a JSON object")
     if header.get("format") != RESULTS_FORMAT:
-        raise InputError(f"{source}: results format {header.get('format')!r} was written by "
-                         f"another hspZ; this one reads format {RESULTS_FORMAT} (rerun "
-                         f"`hspZ work`)")
+        raise InputError(
+            f"{source}: results format {header.get('format')!r} was written by "
+            f"another hspZ; this one reads format {RESULTS_FORMAT} (rerun "
+            f"`hspZ work`)"
+        )
     if header.get("checksum") != _header_checksum(header):
-        raise InputError(f"{source}: checksum mismatch: the results header was edited or "
-                         f"damaged after `hspZ work` wrote it")
+        raise InputError(
+            f"{source}: checksum mismatch: the results header was edited or "
+            f"damaged after `hspZ work` wrote it"
+        )
     units, digests = header.get("units"), header.get("sha256")
-    ok = isinstance(units, list) and isinstance(digests, list) and len(units) == len(digests) \
-        and all(isinstance(u, list) and len(u) == 2 and all(isinstance(x, int) for x in u)
-                for u in units)
+    ok = (
+        isinstance(units, list)
+        and isinstance(digests, list)
+        and len(units) == len(digests)
+        and all(
+            isinstance(u, list) and len(u) == 2 and all(isinstance(x, int) for x in u)
+            for u in units
+        )
+    )
     members = sorted(f for f in z.files if f != "header")
     if not ok or members != sorted(f"unit{j}_{o}" for j, o in units or []):
         raise InputError(f"{source}: the results header does not list the file's units")
@@ -210,8 +232,12 @@ def read_unit(path: Path, key: str, job: int, ordinal: int) -> UnitResult | None
         header, results = read_results(path)
     except InputError:
         return None
-    if header.get("kind") != "unit" or header.get("job_key") != key or len(results) != 1 \
-            or results[0].ordinal != ordinal:
+    if (
+        header.get("kind") != "unit"
+        or header.get("job_key") != key
+        or len(results) != 1
+        or results[0].ordinal != ordinal
+    ):
         return None
     result = results[0]
     result.job = job
@@ -222,5 +248,4 @@ def write_unit(folder: str | os.PathLike, key: str, result: UnitResult) -> None:
     """One finished unit's result, atomically, under its `unit_path` (job index 0: the file
     belongs to the job's plan, not to one batch)."""
     saved = UnitResult(**{**result.__dict__, "job": 0})
-    write_results(unit_path(folder, key, result.ordinal), [saved],
-                  dict(kind="unit", job_key=key))
+    write_results(unit_path(folder, key, result.ordinal), [saved], dict(kind="unit", job_key=key))

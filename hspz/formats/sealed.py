@@ -30,11 +30,15 @@ def unsealed(data: bytes, source: str, what: str) -> str:
     head, _, last = data[:-1].rpartition(b"\n") if data.endswith(b"\n") else (b"", b"", b"")
     body = head + b"\n" if head else b""
     if not last.startswith(SEAL.encode()):
-        raise InputError(f"{source}: no checksum line at the end of the {what} (truncated, or "
-                         f"not written by this hspZ)")
+        raise InputError(
+            f"{source}: no checksum line at the end of the {what} (truncated, or "
+            f"not written by this hspZ)"
+        )
     if last != checksum_line(body):
-        raise InputError(f"{source}: checksum mismatch: the {what} was edited or damaged after "
-                         f"hspZ wrote it (re-create it rather than edit it)")
+        raise InputError(
+            f"{source}: checksum mismatch: the {what} was edited or damaged after "
+            f"hspZ wrote it (re-create it rather than edit it)"
+        )
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError as exc:  # sealed, so written this way: not by hspZ
@@ -49,8 +53,10 @@ def check_format(data: bytes, source: str, key: str, current: int, what: str) ->
         raise InputError(f"{source}: not an hspZ {what}")
     if first[1] != str(current):
         age = "an older" if first[1].isdigit() and int(first[1]) < current else "another"
-        raise InputError(f"{source}: {what} format {first[1]!r} was written by {age} hspZ; this "
-                         f"one reads format {current} (re-create the {what} with this hspZ)")
+        raise InputError(
+            f"{source}: {what} format {first[1]!r} was written by {age} hspZ; this "
+            f"one reads format {current} (re-create the {what} with this hspZ)"
+        )
 
 
 class Lines:

@@ -38,8 +38,7 @@ class KnownRecords(HashedRecords):
     """KnownRecords with the records hash they were recorded with."""
 
     def __init__(self, names: list[str], lengths: list[int], digest: str):
-        super().__init__((KnownRecord(n, k) for n, k in zip(names, lengths, strict=True)),
-                         digest)
+        super().__init__((KnownRecord(n, k) for n, k in zip(names, lengths, strict=True)), digest)
 
 
 def side_digest(records: Sequence[Record]) -> str:

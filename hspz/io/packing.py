@@ -43,8 +43,9 @@ class PackedBin:
         return np.searchsorted(self.starts, np.asarray(offsets), side="right") - 1
 
 
-def record_offsets(lengths: Sequence[int] | np.ndarray,
-                   strand: str = "plus") -> tuple[np.ndarray, np.ndarray, int]:
+def record_offsets(
+    lengths: Sequence[int] | np.ndarray, strand: str = "plus"
+) -> tuple[np.ndarray, np.ndarray, int]:
     """(starts, lengths, block_len) of records packed in this order, one '&' after each:
     block_len counts the records and the separators between them.  On the minus strand (the
     reverse complement of the bin) the records come in reverse order, each starting at

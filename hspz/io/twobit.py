@@ -63,8 +63,9 @@ def read_2bit_bytes(data: bytes, source: str) -> list[Record]:
     return records
 
 
-def _twobit_records(data: bytes, order: str, index: list[tuple[str, int]],
-                    source: str) -> list[Record]:
+def _twobit_records(
+    data: bytes, order: str, index: list[tuple[str, int]], source: str
+) -> list[Record]:
     arr = np.frombuffer(data, dtype=np.uint8)
     unpack = functools.partial(_twobit_record, data, arr, order, source=source)
     if len(index) == 1 or len(data) < _THREADED_BYTES:
@@ -109,8 +110,7 @@ def _twobit_name(raw: bytes, i: int, source: str) -> str:
         raise InputError(f"{source}: 2bit index entry {i + 1}: name is not valid UTF-8") from exc
     problem = name_problem(name)
     if problem:
-        raise InputError(f"{source}: 2bit index entry {i + 1}: record name {ascii(name)} "
-                         f"{problem}")
+        raise InputError(f"{source}: 2bit index entry {i + 1}: record name {ascii(name)} {problem}")
     return name
 
 
@@ -168,7 +168,7 @@ def _twobit_blocks(
 def _set_n(seq, starts, sizes):
     """N blocks: every base 'N' (hg38 has millions of blocks: a loop, not index arrays)."""
     for b in range(len(starts)):
-        seq[starts[b]:starts[b] + sizes[b]] = 78
+        seq[starts[b] : starts[b] + sizes[b]] = 78
 
 
 @njit

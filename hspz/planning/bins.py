@@ -35,9 +35,7 @@ class Plan:
     @property
     def units(self) -> list[WorkUnit]:
         nq = len(self.query_bins)
-        return [
-            WorkUnit(r * nq + q, r, q) for r in range(len(self.ref_bins)) for q in range(nq)
-        ]
+        return [WorkUnit(r * nq + q, r, q) for r in range(len(self.ref_bins)) for q in range(nq)]
 
 
 def bin_bp(bins: Bins, lengths: Sequence[int]) -> list[int]:
@@ -93,11 +91,17 @@ def make_bins(lengths: Sequence[int], target: int, kegalign: bool) -> Bins:
     return kegalign_bins(lengths, target) if kegalign else balanced_bins(lengths, target)
 
 
-def make_plan(ref_lengths: Sequence[int], qry_lengths: Sequence[int], target: int,
-              query_target: int, kegalign: bool = False) -> Plan:
+def make_plan(
+    ref_lengths: Sequence[int],
+    qry_lengths: Sequence[int],
+    target: int,
+    query_target: int,
+    kegalign: bool = False,
+) -> Plan:
     """Both sides binned with their own targets."""
-    return Plan(make_bins(ref_lengths, target, kegalign),
-                make_bins(qry_lengths, query_target, kegalign))
+    return Plan(
+        make_bins(ref_lengths, target, kegalign), make_bins(qry_lengths, query_target, kegalign)
+    )
 
 
 def workers_for(gpus: int, plan: Plan) -> int:
@@ -110,9 +114,12 @@ def packed_bp(members: Sequence[int], lengths: Sequence[int]) -> int:
     return sum(lengths[i] for i in members) + len(members) - 1
 
 
-def largest_packed(plan: Plan, ref_lengths: Sequence[int],
-                   qry_lengths: Sequence[int]) -> tuple[int, int]:
+def largest_packed(
+    plan: Plan, ref_lengths: Sequence[int], qry_lengths: Sequence[int]
+) -> tuple[int, int]:
     """Packed bytes (records and separators) of the largest reference and query bin."""
-    r, q = (max(bin_bp(bins, lengths)[i] + len(b) - 1 for i, b in enumerate(bins))
-            for bins, lengths in ((plan.ref_bins, ref_lengths), (plan.query_bins, qry_lengths)))
+    r, q = (
+        max(bin_bp(bins, lengths)[i] + len(b) - 1 for i, b in enumerate(bins))
+        for bins, lengths in ((plan.ref_bins, ref_lengths), (plan.query_bins, qry_lengths))
+    )
     return r, q

@@ -45,8 +45,9 @@ def window_multiplicity(n_windows: int, chunks: list[tuple[int, int]]) -> np.nda
     return np.cumsum(delta[:-1], dtype=np.int8)
 
 
-def strand_histogram(codes: np.ndarray, shape: SeedShape, chunks: list[tuple[int, int]],
-                     stride: int = 1) -> np.ndarray:
+def strand_histogram(
+    codes: np.ndarray, shape: SeedShape, chunks: list[tuple[int, int]], stride: int = 1
+) -> np.ndarray:
     """Valid windows of one strand's seed codes, each weighted by its multiplicity (int64)."""
     n_windows = max(len(codes) - shape.size + 1, 0)
     mult = window_multiplicity(n_windows, chunks)
@@ -73,8 +74,9 @@ def query_histogram(ctx: Context, records: list[Record], stride: int = 1) -> np.
     packs = {"plus": plus}
     if "minus" in ctx.strands:
         packs["minus"] = reverse_complement(plus)
-    batches = planning.seed_batches(plus.block_len, shape.size, o.interval_size,
-                                    o.wga_chunk_size, ctx.strands)
+    batches = planning.seed_batches(
+        plus.block_len, shape.size, o.interval_size, o.wga_chunk_size, ctx.strands
+    )
     hist = np.zeros(shape.n_kmers, np.int64)
     for strand, packed in packs.items():
         chunks = [c for _, s, c in batches if s == strand]
@@ -118,8 +120,9 @@ class HitHistogram:
         values = np.concatenate((self.values, other.values))
         freqs = np.concatenate((self.freqs, other.freqs))
         self.values, inverse = np.unique(values, return_inverse=True)
-        self.freqs = np.bincount(inverse, weights=freqs, minlength=len(self.values)) \
-            .astype(np.int64)
+        self.freqs = np.bincount(inverse, weights=freqs, minlength=len(self.values)).astype(
+            np.int64
+        )
 
     def buckets(self) -> np.ndarray:
         which = np.searchsorted(EDGES, self.values, side="right") - 1
@@ -141,18 +144,23 @@ class HitHistogram:
         mean = float((self.values * self.freqs).sum()) / n if n else 0.0
         top = int(self.values.max()) if len(self.values) else 0
         lines = [f"hit-stats: {'hits/seed':<10} {'seeds':>12} {'%':>8}"]
-        lines += [f"hit-stats: {label:<10} {int(c):>12} {c / seeds * 100:>7.2f}%"
-                  for label, c in zip(LABELS, b, strict=True)]
-        lines.append(f"hit-stats: non-empty seeds: mean {mean:.2f}  median {self.quantile(0.5)}"
-                     f"  p95 {self.quantile(0.95)}  p99 {self.quantile(0.99)}  max {top}")
+        lines += [
+            f"hit-stats: {label:<10} {int(c):>12} {c / seeds * 100:>7.2f}%"
+            for label, c in zip(LABELS, b, strict=True)
+        ]
+        lines.append(
+            f"hit-stats: non-empty seeds: mean {mean:.2f}  median {self.quantile(0.5)}"
+            f"  p95 {self.quantile(0.95)}  p99 {self.quantile(0.99)}  max {top}"
+        )
         return lines
 
 
 def unit_hit_histogram(ctx: Context, ref: RefBin, qry: QueryBin) -> HitHistogram:
     """Every seed of one unit with its hit count, exactly the engine's seed stream."""
     o, hist = ctx.options, HitHistogram()
-    batches = planning.seed_batches(qry.block_len, ctx.shape.size, o.interval_size,
-                                    o.wga_chunk_size, ctx.strands)
+    batches = planning.seed_batches(
+        qry.block_len, ctx.shape.size, o.interval_size, o.wga_chunk_size, ctx.strands
+    )
     for _, strand, (first, end) in batches:
         counts = batch_hits(qry.seed[strand], ctx.shape, first, end, o.transition, ref.table)[3]
         hist.add_counts(counts)

@@ -29,7 +29,6 @@ def make_plan(options: Options, ref: list[Record], qry: list[Record]) -> plannin
     """The plan at the given block sizes (`-B 0` as the default), without the preflight."""
     target = options.seq_block_size or planning.DEFAULT_BLOCK
     qtarget = options.query_block_size or target
-    return planning.make_plan([len(r) for r in ref], [len(r) for r in qry], target, qtarget,
-                              options.kegalign_bins)
-
-
+    return planning.make_plan(
+        [len(r) for r in ref], [len(r) for r in qry], target, qtarget, options.kegalign_bins
+    )

@@ -24,8 +24,17 @@ from hspz.planning.bins import Bins, Plan
 
 QUERIES_TSV = "queries.tsv"
 NAMES_TSV = "names.tsv"
-QUERIES_COLUMNS = ("job", "path", "bytes", "sha256", "blocks", "units", "hsps", "digest",
-                   "completion")
+QUERIES_COLUMNS = (
+    "job",
+    "path",
+    "bytes",
+    "sha256",
+    "blocks",
+    "units",
+    "hsps",
+    "digest",
+    "completion",
+)
 
 
 def job_name(number: int) -> str:
@@ -60,13 +69,13 @@ def forget_lists() -> None:
     _lists_read.clear()
 
 
-def _read_query_list(path: str | os.PathLike, source: str) -> tuple[list[ListedQuery],
-                                                                    list[str]]:
+def _read_query_list(path: str | os.PathLike, source: str) -> tuple[list[ListedQuery], list[str]]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--query-list: cannot read {source}: "
-                         f"{getattr(exc, 'strerror', None) or exc}") from None
+        raise InputError(
+            f"--query-list: cannot read {source}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     folder = Path(path).absolute().parent
     jobs: list[ListedQuery] = []
     for n, raw in enumerate(text.splitlines(), 1):
@@ -74,12 +83,10 @@ def _read_query_list(path: str | os.PathLike, source: str) -> tuple[list[ListedQ
         if not entry or entry.startswith("#"):
             continue
         if any(ord(c) < 32 for c in entry):
-            raise InputError(f"--query-list: {source} line {n}: a path with a control "
-                             f"character")
+            raise InputError(f"--query-list: {source} line {n}: a path with a control character")
         jobs.append(ListedQuery(len(jobs) + 1, os_path(entry, folder), n))
     if not jobs:
-        raise UsageError(f"--query-list: {source} lists no queries (only blank lines and "
-                         f"comments)")
+        raise UsageError(f"--query-list: {source} lists no queries (only blank lines and comments)")
     return jobs, duplicate_notes(jobs)
 
 
@@ -94,8 +101,10 @@ def duplicate_notes(jobs: Sequence[ListedQuery]) -> list[str]:
         except OSError:  # reported when the query is read
             key = job.path
         if key in seen:
-            notes.append(f"note: job {job_name(job.number)} lists the same file as job "
-                         f"{job_name(seen[key])} ({job.path}); it runs again as its own job")
+            notes.append(
+                f"note: job {job_name(job.number)} lists the same file as job "
+                f"{job_name(seen[key])} ({job.path}); it runs again as its own job"
+            )
         else:
             seen[key] = job.number
     return notes
@@ -140,10 +149,12 @@ def check_same_reference_bins(bins: Sequence[Bins], paths: Sequence[str]) -> Non
     """Every job must plan to the first job's reference bins."""
     for k, (b, path) in enumerate(zip(bins, paths, strict=True)):
         if tuple(b) != tuple(bins[0]):
-            raise UsageError(f"--query-list: job {job_name(k + 1)} ({path}) plans "
-                             f"{len(b)} reference bin(s) where job {job_name(1)} plans "
-                             f"{len(bins[0])}; every job of a batch must share the reference "
-                             f"bins (give -B and --query-block-size explicitly)")
+            raise UsageError(
+                f"--query-list: job {job_name(k + 1)} ({path}) plans "
+                f"{len(b)} reference bin(s) where job {job_name(1)} plans "
+                f"{len(bins[0])}; every job of a batch must share the reference "
+                f"bins (give -B and --query-block-size explicitly)"
+            )
 
 
 def queries_tsv(rows: Sequence[dict]) -> str:

@@ -42,9 +42,14 @@ class Layout:
     fell_back: bool = False  # -B 0 fell back to the default policy (its own layout: line)
 
 
-def plan_within_budget(ref_lengths: Sequence[int], qry_lengths: Sequence[int], target: int,
-                       query_target: int, fits: Callable[[Plan], bool],
-                       describe: Callable[[Plan], str]) -> Layout:
+def plan_within_budget(
+    ref_lengths: Sequence[int],
+    qry_lengths: Sequence[int],
+    target: int,
+    query_target: int,
+    fits: Callable[[Plan], bool],
+    describe: Callable[[Plan], str],
+) -> Layout:
     """The plan at these targets, halving both until `fits` holds; NoFit when even bins of
     single records do not fit (records are never split)."""
     notes: list[str] = []
@@ -54,9 +59,11 @@ def plan_within_budget(ref_lengths: Sequence[int], qry_lengths: Sequence[int], t
             return Layout(plan, target, query_target, notes)
         if not can_split(plan) or target <= 1:
             raise NoFit(f"{describe(plan)}; records are never split", plan)
-        notes.append(f"note: {describe(plan)}; halving --seq-block-size to {target // 2} and "
-                     f"--query-block-size to {max(query_target // 2, 1)} (this changes the "
-                     f"plan and its digest)")
+        notes.append(
+            f"note: {describe(plan)}; halving --seq-block-size to {target // 2} and "
+            f"--query-block-size to {max(query_target // 2, 1)} (this changes the "
+            f"plan and its digest)"
+        )
         target, query_target = target // 2, max(query_target // 2, 1)
     raise NoFit(describe(plan), plan)
 
@@ -69,9 +76,14 @@ def auto_ref_bin_count(n_records: int, default_bins: int, workers: int) -> int:
     return min(n_records, math.ceil(max(default_bins, 1) / workers) * workers)
 
 
-def auto_layout(ref_lengths: Sequence[int], qry_lengths: Sequence[int], workers: int,
-                query_target: int | None, fits: Callable[[Plan], bool],
-                describe: Callable[[Plan], str]) -> Layout:
+def auto_layout(
+    ref_lengths: Sequence[int],
+    qry_lengths: Sequence[int],
+    workers: int,
+    query_target: int | None,
+    fits: Callable[[Plan], bool],
+    describe: Callable[[Plan], str],
+) -> Layout:
     """`-B 0`: at one worker exactly the default plan; at W >= 2 a count-balanced reference of
     a multiple of W bins and, when it fits, the whole query in one bin."""
     ref_total, qry_total = sum(ref_lengths), sum(qry_lengths)
@@ -85,9 +97,12 @@ def auto_layout(ref_lengths: Sequence[int], qry_lengths: Sequence[int], workers:
     if query_target is not None:
         plan = Plan(ref_bins, balanced_bins(qry_lengths, query_target))
         if not fits(plan):
-            raise NoFit(f"automatic layout (R={r} Q={len(plan.query_bins)}) with the "
-                        f"explicit --query-block-size: {describe(plan)}; drop "
-                        f"--query-block-size or give -B explicitly", plan)
+            raise NoFit(
+                f"automatic layout (R={r} Q={len(plan.query_bins)}) with the "
+                f"explicit --query-block-size: {describe(plan)}; drop "
+                f"--query-block-size or give -B explicitly",
+                plan,
+            )
         return Layout(plan, seq_target, query_target, [])
     single = Plan(ref_bins, balanced_bins_n(qry_lengths, 1))
     if fits(single):
@@ -95,11 +110,15 @@ def auto_layout(ref_lengths: Sequence[int], qry_lengths: Sequence[int], workers:
     candidate = Plan(ref_bins, balanced_bins(qry_lengths, DEFAULT_BLOCK))
     if fits(candidate):
         return Layout(candidate, seq_target, DEFAULT_BLOCK, [])
-    layout = plan_within_budget(ref_lengths, qry_lengths, DEFAULT_BLOCK, DEFAULT_BLOCK, fits,
-                                describe)
-    layout.notes.insert(0, f"layout: auto W={workers} -> default --seq-block-size "
-                           f"{DEFAULT_BLOCK} --query-block-size {DEFAULT_BLOCK} (candidate "
-                           f"R={r} Q={len(candidate.query_bins)} did not fit the budget)")
+    layout = plan_within_budget(
+        ref_lengths, qry_lengths, DEFAULT_BLOCK, DEFAULT_BLOCK, fits, describe
+    )
+    layout.notes.insert(
+        0,
+        f"layout: auto W={workers} -> default --seq-block-size "
+        f"{DEFAULT_BLOCK} --query-block-size {DEFAULT_BLOCK} (candidate "
+        f"R={r} Q={len(candidate.query_bins)} did not fit the budget)",
+    )
     layout.fell_back = True
     return layout
 
@@ -107,10 +126,11 @@ def auto_layout(ref_lengths: Sequence[int], qry_lengths: Sequence[int], workers:
 def layout_line(workers: int, layout: Layout, ref_lengths: Sequence[int]) -> str:
     """`layout: auto W=… -> --seq-block-size S --query-block-size Q (R=r Q=q, U units)`."""
     p = layout.plan
-    line = (f"layout: auto W={workers} -> --seq-block-size {layout.seq_block_size} "
-            f"--query-block-size {layout.query_block_size} (R={len(p.ref_bins)} "
-            f"Q={len(p.query_bins)}, {len(p.units)} units)")
-    if layout_n_bins(sum(ref_lengths), layout.seq_block_size, len(ref_lengths)) \
-            != len(p.ref_bins):
+    line = (
+        f"layout: auto W={workers} -> --seq-block-size {layout.seq_block_size} "
+        f"--query-block-size {layout.query_block_size} (R={len(p.ref_bins)} "
+        f"Q={len(p.query_bins)}, {len(p.units)} units)"
+    )
+    if layout_n_bins(sum(ref_lengths), layout.seq_block_size, len(ref_lengths)) != len(p.ref_bins):
         line += " [these flags do not reproduce R on this input; use --dump-manifest]"
     return line

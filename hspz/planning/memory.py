@@ -82,14 +82,27 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
     """
     per_window = (m.weight + 1) if m.transition else 1
     positions = 4 * math.ceil(ref_bp / max(m.step, 1))
-    table = 4 ** m.weight
+    table = 4**m.weight
     if m.backend == "gpu":
         seeds = m.chunk_size * per_window
         swap = query_bp if query_bins > 1 else 0
-        scan = 12 * math.ceil(m.chunk_size / 256) + 8 * math.ceil(seeds / 256) \
+        scan = (
+            12 * math.ceil(m.chunk_size / 256)
+            + 8 * math.ceil(seeds / 256)
             + 8 * math.ceil(m.max_hits / 256)
-        return (4 * table + positions + ref_bp + 2 * query_bp + swap + 36 * m.max_hits
-                + 24 * seeds + 4 * m.chunk_size + scan + HEADROOM)
+        )
+        return (
+            4 * table
+            + positions
+            + ref_bp
+            + 2 * query_bp
+            + swap
+            + 36 * m.max_hits
+            + 24 * seeds
+            + 4 * m.chunk_size
+            + scan
+            + HEADROOM
+        )
     spans = query_spans(m, query_bp)
     return cpu_unit_bytes(m, ref_bp, ref_bp, query_bp, spans[:, 1] - spans[:, 0], query_bins)
 
@@ -98,8 +111,9 @@ def query_spans(m: MemoryModel, query_bp: int) -> np.ndarray:
     """(a, b) on the plus strand of the bases each seed batch of a query bin of `query_bp`
     packed bytes reads at most (both strands: a minus batch's windows mirror plus bases)."""
     out = []
-    for _, strand, (a, b) in seed_batches(query_bp, m.size, m.interval_size, m.chunk_size,
-                                          ("plus", "minus")):
+    for _, strand, (a, b) in seed_batches(
+        query_bp, m.size, m.interval_size, m.chunk_size, ("plus", "minus")
+    ):
         if strand == "plus":
             out.append((a, b + m.size - 1))
         else:  # the minus window at p covers plus bases [L - p - size, L - p)
@@ -110,7 +124,7 @@ def query_spans(m: MemoryModel, query_bp: int) -> np.ndarray:
 def held_share(m: MemoryModel, ref_seedable: int) -> float:
     """Share of a batch's valid seeds counted as having hits: the table's chance occupancy
     over the reference's seedable positions, and HIT_SHARE of the others for kinship."""
-    occupied = 1.0 - math.exp(-math.ceil(ref_seedable / max(m.step, 1)) / 4 ** m.weight)
+    occupied = 1.0 - math.exp(-math.ceil(ref_seedable / max(m.step, 1)) / 4**m.weight)
     return 1.0 - (1.0 - HIT_SHARE) * (1.0 - occupied)
 
 
@@ -123,20 +137,30 @@ def batch_bytes(m: MemoryModel, valid: np.ndarray, windows: np.ndarray, held: fl
     is)."""
     per_window = (m.weight + 1) if m.transition else 1
     valid = np.minimum(valid, windows)
-    return (np.ceil(40 * per_window * held * valid).astype(np.int64) + 12 * valid + 8 * windows
-            + PIECE_BYTES * m.max_hits)
+    return (
+        np.ceil(40 * per_window * held * valid).astype(np.int64)
+        + 12 * valid
+        + 8 * windows
+        + PIECE_BYTES * m.max_hits
+    )
 
 
 def thread_bytes(m: MemoryModel, each: np.ndarray) -> int:
     """The workspaces of the run's threads: a thread keeps its largest batch's (`xdrop.Workspace`
     grows, never shrinks), so at most the `threads` largest batches, one per thread; threads
     beyond the batches never touch one."""
-    top = np.sort(each)[::-1][:max(m.threads, 1)]
+    top = np.sort(each)[::-1][: max(m.threads, 1)]
     return int(top.sum())
 
 
-def cpu_unit_bytes(m: MemoryModel, ref_bp: int, ref_seedable: int, query_bp: int,
-                   batch_valid: np.ndarray, query_bins: int = 1) -> int:
+def cpu_unit_bytes(
+    m: MemoryModel,
+    ref_bp: int,
+    ref_seedable: int,
+    query_bp: int,
+    batch_valid: np.ndarray,
+    query_bins: int = 1,
+) -> int:
     """Peak host bytes of one CPU unit beyond the process and the records: the larger of two
     phases, plus both query strands with their seed and score codes, 6Q (12Q when there are
     several query bins: the next one is prepared while a unit runs).
@@ -148,7 +172,7 @@ def cpu_unit_bytes(m: MemoryModel, ref_bp: int, ref_seedable: int, query_bp: int
     small).  Running the batches: the bin and its score codes 2R, the table,
     its occupancy bits 4^k/8 and positions, and the threads' workspaces (`thread_bytes` of
     `batch_bytes`, `batch_valid` being each batch's valid windows at most)."""
-    table = 4 ** m.weight
+    table = 4**m.weight
     step = max(m.step, 1)
     positions = 4 * math.ceil(ref_seedable / step)
     column = 4 * math.ceil(ref_bp / step) if m.threads > 1 and ref_bp >= PARALLEL_TABLE else 0
@@ -160,9 +184,13 @@ def cpu_unit_bytes(m: MemoryModel, ref_bp: int, ref_seedable: int, query_bp: int
     return max(build, run) + 6 * query_bp * (2 if query_bins > 1 else 1)
 
 
-def worst_unit_bytes(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
-                     qry_lengths: Sequence[int],
-                     seedable: tuple[Seedable, Seedable] | None = None) -> int:
+def worst_unit_bytes(
+    m: MemoryModel,
+    plan: Plan,
+    ref_lengths: Sequence[int],
+    qry_lengths: Sequence[int],
+    seedable: tuple[Seedable, Seedable] | None = None,
+) -> int:
     """The estimate for the largest reference bin against the largest query bin; given the
     sides' `seedable.Seedable` (CPU only), an upper bound over every pair of bins, each bin
     counted by the seedable bases of its records (and each batch by those it reads)."""
@@ -179,8 +207,7 @@ def worst_unit_bytes(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
         q_bp = packed_bp(b, qry_lengths)
         spans = query_spans(m, q_bp)
         valid = qry_side.span_bounds(b, qry_lengths, spans)
-        worst = max(worst, cpu_unit_bytes(m, r_bp, r_seedable, q_bp, valid,
-                                          len(plan.query_bins)))
+        worst = max(worst, cpu_unit_bytes(m, r_bp, r_seedable, q_bp, valid, len(plan.query_bins)))
     return worst
 
 
@@ -194,9 +221,14 @@ class HostEstimate:
     workers: int
 
 
-def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
-                 qry_lengths: Sequence[int], workers: int,
-                 seedable: tuple[Seedable, Seedable] | None = None) -> HostEstimate:
+def cpu_estimate(
+    m: MemoryModel,
+    plan: Plan,
+    ref_lengths: Sequence[int],
+    qry_lengths: Sequence[int],
+    workers: int,
+    seedable: tuple[Seedable, Seedable] | None = None,
+) -> HostEstimate:
     """Peak host memory of a CPU run of this plan on `workers` workers (`workers_for`).
 
     One worker runs in the calling process: CPU_PROCESS, every record read (R + Q bytes), and
@@ -228,5 +260,3 @@ def cpu_estimate(m: MemoryModel, plan: Plan, ref_lengths: Sequence[int],
     main = PARENT_PROCESS + (1 + READ_COPIES) * inputs
     running = PARENT_PROCESS + 2 * inputs + workers * (CPU_PROCESS + unit)
     return HostEstimate(main, worker, max(main, running), workers)
-
-

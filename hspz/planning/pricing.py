@@ -30,8 +30,14 @@ import numpy as np
 
 from hspz.core.errors import UsageError
 
-TERMS = ("unit_ms", "worker_ms", "ref_ms_per_mbp", "query_ms_per_mbp", "ns_per_hit",
-         "ns_per_hit_per_ref_gbp")
+TERMS = (
+    "unit_ms",
+    "worker_ms",
+    "ref_ms_per_mbp",
+    "query_ms_per_mbp",
+    "ns_per_hit",
+    "ns_per_hit_per_ref_gbp",
+)
 FIVE = TERMS[:5]  # the default fit: the sixth only where several bin sizes are fitted
 
 
@@ -56,10 +62,13 @@ class Pricing:
 
     def label(self) -> str:
         parts = [f"{self.ns_per_hit:g} ns/hit"]
-        for name, unit in (("unit_ms", "ms/unit"), ("worker_ms", "ms/worker"),
-                           ("ref_ms_per_mbp", "ms/ref Mbp a visit"),
-                           ("query_ms_per_mbp", "ms/query Mbp a unit"),
-                           ("ns_per_hit_per_ref_gbp", "ns/hit per ref Gbp")):
+        for name, unit in (
+            ("unit_ms", "ms/unit"),
+            ("worker_ms", "ms/worker"),
+            ("ref_ms_per_mbp", "ms/ref Mbp a visit"),
+            ("query_ms_per_mbp", "ms/query Mbp a unit"),
+            ("ns_per_hit_per_ref_gbp", "ns/hit per ref Gbp"),
+        ):
             if getattr(self, name):
                 parts.append(f"{getattr(self, name):g} {unit}")
         return " + ".join(parts)
@@ -68,8 +77,13 @@ class Pricing:
         return json.dumps(asdict(self), indent=1) + "\n"
 
 
-def features(ref_bp: Sequence[int], query_bp: Sequence[int], hits: Sequence[int],
-             ref_bin: Sequence[int], order: Sequence[Sequence[int]]) -> np.ndarray:
+def features(
+    ref_bp: Sequence[int],
+    query_bp: Sequence[int],
+    hits: Sequence[int],
+    ref_bin: Sequence[int],
+    order: Sequence[Sequence[int]],
+) -> np.ndarray:
     """One row per unit (indexed as the sequences are), columns in `TERMS` order: 1, whether
     it is its worker's first unit, its reference Mbp if it starts a visit, its query Mbp, its
     hits / 1e6 (so that ns_per_hit multiplies to ms), and that times its reference Gbp.
@@ -127,10 +141,13 @@ def read_file(path: str) -> dict[str, float]:
     out = {}
     for key, value in data.items():
         if key not in known:
-            raise UsageError(f"--pricing {path}: unknown term {key!r} (known: "
-                             f"{', '.join(TERMS)})")
-        if isinstance(value, bool) or not isinstance(value, int | float) \
-                or not math.isfinite(value) or not 0 <= value < 1e9:
+            raise UsageError(f"--pricing {path}: unknown term {key!r} (known: {', '.join(TERMS)})")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or not 0 <= value < 1e9
+        ):
             raise UsageError(f"--pricing {path}: {key} must be a number >= 0 and below 1e9")
         out[key] = float(value)
     return out

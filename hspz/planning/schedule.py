@@ -68,12 +68,15 @@ def gpu_devices() -> Devices:
 
     runtime = cupy.cuda.runtime
     profiles = tuple(
-        DeviceProfile(int(p["sm_count"]), int(p["l2_bytes"]), int(p["clock_khz"]),
-                      str(p.get("name", "")))
+        DeviceProfile(
+            int(p["sm_count"]), int(p["l2_bytes"]), int(p["clock_khz"]), str(p.get("name", ""))
+        )
         for p in gpu.device_properties()
     )
-    memory = tuple(int(runtime.getDeviceProperties(d)["totalGlobalMem"])
-                   for d in range(runtime.getDeviceCount()))
+    memory = tuple(
+        int(runtime.getDeviceProperties(d)["totalGlobalMem"])
+        for d in range(runtime.getDeviceCount())
+    )
     return Devices("gpu", profiles, memory)
 
 
@@ -89,8 +92,11 @@ def partition_knob() -> bool | None:
 
 def same_class(a: DeviceProfile, b: DeviceProfile) -> bool:
     """Equal SM count and L2, nominal clocks within 10%."""
-    return (a.sm_count == b.sm_count and a.l2_bytes == b.l2_bytes
-            and abs(a.clock_khz - b.clock_khz) * 10 <= abs(b.clock_khz))
+    return (
+        a.sm_count == b.sm_count
+        and a.l2_bytes == b.l2_bytes
+        and abs(a.clock_khz - b.clock_khz) * 10 <= abs(b.clock_khz)
+    )
 
 
 def choose_policy(knob: bool | None, workers: int, devices: Devices) -> tuple[bool, str]:
@@ -108,13 +114,17 @@ def choose_policy(knob: bool | None, workers: int, devices: Devices) -> tuple[bo
     first = used[0]
     for i, p in enumerate(used):
         if not same_class(p, first):
-            return False, (f"auto: device {i} differs from device 0 ({p.sm_count} vs "
-                           f"{first.sm_count} SMs, {p.clock_khz // 1000} vs "
-                           f"{first.clock_khz // 1000} MHz, {p.l2_bytes >> 20} vs "
-                           f"{first.l2_bytes >> 20} MiB L2)")
-    return True, (f"auto: {len(used)} matching devices ({first.sm_count} SMs, "
-                  f"{first.clock_khz // 1000} MHz, {first.l2_bytes >> 20} MiB L2; static "
-                  f"attributes only, clocks within 10%)")
+            return False, (
+                f"auto: device {i} differs from device 0 ({p.sm_count} vs "
+                f"{first.sm_count} SMs, {p.clock_khz // 1000} vs "
+                f"{first.clock_khz // 1000} MHz, {p.l2_bytes >> 20} vs "
+                f"{first.l2_bytes >> 20} MiB L2)"
+            )
+    return True, (
+        f"auto: {len(used)} matching devices ({first.sm_count} SMs, "
+        f"{first.clock_khz // 1000} MHz, {first.l2_bytes >> 20} MiB L2; static "
+        f"attributes only, clocks within 10%)"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -159,8 +169,9 @@ def _visits_at(offset: int, length: int, q: int) -> int:
     return 0 if length == 0 else 1 + ((offset % q) + length - 1) // q
 
 
-def _large_quota_order(workers: int, n_large: int, d_small: int, d_large: int,
-                       q: int) -> list[bool]:
+def _large_quota_order(
+    workers: int, n_large: int, d_small: int, d_large: int, q: int
+) -> list[bool]:
     """Which workers take the larger quota: the order along the residual stream minimising
     total visits, then visits on large-quota workers, ties keeping large quotas earliest."""
     n_small = workers - n_large
@@ -222,8 +233,9 @@ def unit_partition(ref_bp: Sequence[int], n_query: int, workers: int) -> list[li
     return [sorted(v, key=lambda t: t.ref_bin) for v in visits]
 
 
-def _whole_slots(ref_bp: Sequence[int], quota: list[int], q: int,
-                 visits: list[list[Visit]]) -> set[int]:
+def _whole_slots(
+    ref_bp: Sequence[int], quota: list[int], q: int, visits: list[list[Visit]]
+) -> set[int]:
     load = [0] * len(quota)
     used = [0] * len(quota)
     taken: set[int] = set()
@@ -271,29 +283,40 @@ def run_schedule(plan: Plan, ref_bp: Sequence[int], workers: int, devices: Devic
     return make_schedule(plan, ref_bp, workers, devices, partition_knob())
 
 
-def make_schedule(plan: Plan, ref_bp: Sequence[int], gpus: int, devices: Devices,
-                  knob: bool | None) -> Schedule:
+def make_schedule(
+    plan: Plan, ref_bp: Sequence[int], gpus: int, devices: Devices, knob: bool | None
+) -> Schedule:
     """min(--gpus, reference bins) workers, the policy and the partition."""
     workers = workers_for(gpus, plan)
     use_units, reason = choose_policy(knob, workers, devices)
     q = len(plan.query_bins)
-    part = unit_partition(ref_bp, q, workers) if use_units else \
-        whole_bin_partition(ref_bp, q, workers)
+    part = (
+        unit_partition(ref_bp, q, workers) if use_units else whole_bin_partition(ref_bp, q, workers)
+    )
     dev = [k % devices.count for k in range(workers)]
-    return Schedule("unit-partition" if use_units else "whole-bin", reason, part, dev,
-                    [devices.label(d) for d in dev], len(plan.ref_bins))
+    return Schedule(
+        "unit-partition" if use_units else "whole-bin",
+        reason,
+        part,
+        dev,
+        [devices.label(d) for d in dev],
+        len(plan.ref_bins),
+    )
 
 
 def schedule_lines(s: Schedule) -> list[str]:
     """The `schedule:` lines (docs/report-lines.md, "`schedule:`")."""
     extra = max(s.total_visits - s.n_ref_bins, 0)
-    lines = [f"schedule: policy={s.policy} W={s.workers} visits={s.total_visits} "
-             f"extra_replicas={extra} ({s.reason})"]
+    lines = [
+        f"schedule: policy={s.policy} W={s.workers} visits={s.total_visits} "
+        f"extra_replicas={extra} ({s.reason})"
+    ]
     for k, visits in enumerate(s.visits):
         units = sum(v.units for v in visits)
         body = " ".join(str(v) for v in visits)
-        lines.append(f"schedule: worker {k} device {s.labels[k]}: {body} units={units} "
-                     f"visits={len(visits)}")
+        lines.append(
+            f"schedule: worker {k} device {s.labels[k]}: {body} units={units} visits={len(visits)}"
+        )
     mapping = " ".join(f"worker{k}->{_mapping_label(s.labels[k])}" for k in range(s.workers))
     lines.append(f"schedule: device mapping: {mapping}")
     return lines

@@ -29,10 +29,10 @@ def granule_counts(seq: np.ndarray) -> np.ndarray:
     n = len(seq)
     out = np.zeros(-(-n // GRANULE), np.int64)
     for a in range(0, n, BLOCK):
-        flags = _SEEDABLE[seq[a:a + BLOCK]]
+        flags = _SEEDABLE[seq[a : a + BLOCK]]
         full = len(flags) // GRANULE * GRANULE
         g = a // GRANULE
-        out[g:g + full // GRANULE] = flags[:full].reshape(-1, GRANULE).sum(1, dtype=np.int64)
+        out[g : g + full // GRANULE] = flags[:full].reshape(-1, GRANULE).sum(1, dtype=np.int64)
         if full < len(flags):
             out[g + full // GRANULE] = int(flags[full:].sum(dtype=np.int64))
     return out
@@ -57,16 +57,20 @@ class Seedable:
         """The counts of these records (~0.5 s per 100 Mbp on the loaded dev machine); a record
         known only by its length (`sequence.KnownRecord`: a reference read from an index) counts
         every base."""
-        return cls(tuple(granule_counts(r.seq) if hasattr(r, "seq") else all_seedable(len(r))
-                         for r in records))
-
+        return cls(
+            tuple(
+                granule_counts(r.seq) if hasattr(r, "seq") else all_seedable(len(r))
+                for r in records
+            )
+        )
 
     def bases(self, members: Sequence[int]) -> int:
         """Seedable bases of a bin's records."""
         return int(sum(int(self.counts[i].sum()) for i in members))
 
-    def span_bounds(self, members: Sequence[int], lengths: Sequence[int],
-                    spans: np.ndarray) -> np.ndarray:
+    def span_bounds(
+        self, members: Sequence[int], lengths: Sequence[int], spans: np.ndarray
+    ) -> np.ndarray:
         """An upper bound on the seedable bases in each half-open span [a, b) of the packed
         bin (records in order, one separator after each): the sum of every granule the span
         touches."""

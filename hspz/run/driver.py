@@ -91,12 +91,14 @@ class Work:
         """-u: seed and hit counts, nothing extended (one query only)."""
         raise NotImplementedError
 
-    def schedule(self, req: Request, jobs: list[Job], devices: scheduling.Devices,
-                 summary: Summary) -> scheduling.Schedule:
+    def schedule(
+        self, req: Request, jobs: list[Job], devices: scheduling.Devices, summary: Summary
+    ) -> scheduling.Schedule:
         raise NotImplementedError
 
-    def workers(self, sched: scheduling.Schedule, engine: Backend,
-                jobs: list[Job]) -> AbstractContextManager[Pool | None]:
+    def workers(
+        self, sched: scheduling.Schedule, engine: Backend, jobs: list[Job]
+    ) -> AbstractContextManager[Pool | None]:
         """Worker processes started before the run needs them (none: they start with it)."""
         return nullcontext()
 
@@ -104,9 +106,14 @@ class Work:
         """What is written before the workers run (the dumps, OUT's job entries)."""
 
     def execution(self, req: Request, jobs: list[Job], summary: Summary) -> Execution:
-        return Execution(req.options.diagonal_partition, bool(req.dump_raw), req.hit_stats,
-                         Progress(sum(len(j.manifest.plan.units) for j in jobs)),
-                         index=req.index, verify=self.verify)
+        return Execution(
+            req.options.diagonal_partition,
+            bool(req.dump_raw),
+            req.hit_stats,
+            Progress(sum(len(j.manifest.plan.units) for j in jobs)),
+            index=req.index,
+            verify=self.verify,
+        )
 
     def report(self, req: Request, summary: Summary, wall: float) -> None:
         """The counts on stderr, and what --time and --hit-stats ask for."""
@@ -146,8 +153,18 @@ def drive(req: Request, work: Work, select: Callable[[], Backend]) -> Summary:
             say(index_using_line(work.index, req.reference))
         with work.workers(sched, engine, jobs) as pool:  # 5. start the workers
             work.ready(req, jobs)
-            execute(jobs, sched, engine, req.options.threads, work.ref, work.qry,
-                    work.execution(req, jobs, summary), t0, summary, pool)  # 6. run, emit
+            execute(
+                jobs,
+                sched,
+                engine,
+                req.options.threads,
+                work.ref,
+                work.qry,
+                work.execution(req, jobs, summary),
+                t0,
+                summary,
+                pool,
+            )  # 6. run, emit
             if work.index is not None:
                 say(index_loaded_line(work.index, summary, req.reference))
             work.report(req, summary, time.perf_counter() - t0)  # 7. report
@@ -172,20 +189,28 @@ class Given(Work):
         o, ref, qry = req.options, self.inputs.reference, self.inputs.query
         matrix = resolve_matrix(o.xdrop, o.scoring, o.ambiguous)
         resolved = o.replace(max_hits=resolve_max_hits(o, devices))
-        m = Manifest(resolved, matrix, self.inputs.plan, [r.name for r in ref],
-                     [len(r) for r in ref], [r.name for r in qry], [len(r) for r in qry],
-                     "-", "-")
+        m = Manifest(
+            resolved,
+            matrix,
+            self.inputs.plan,
+            [r.name for r in ref],
+            [len(r) for r in ref],
+            [r.name for r in qry],
+            [len(r) for r in qry],
+            "-",
+            "-",
+        )
         return [Job(m, req.output, req.tarball)]
 
-    def schedule(self, req: Request, jobs: list[Job], devices: scheduling.Devices,
-                 summary: Summary) -> scheduling.Schedule:
+    def schedule(
+        self, req: Request, jobs: list[Job], devices: scheduling.Devices, summary: Summary
+    ) -> scheduling.Schedule:
         m = jobs[0].manifest
         ref_bp = bins.bin_bp(m.plan.ref_bins, m.ref_lengths)
         return scheduling.run_schedule(m.plan, ref_bp, req.options.gpus, devices)
 
     def execution(self, req: Request, jobs: list[Job], summary: Summary) -> Execution:
-        return Execution(req.options.diagonal_partition, progress=self.progress,
-                         keep_results=True)
+        return Execution(req.options.diagonal_partition, progress=self.progress, keep_results=True)
 
     def report(self, req: Request, summary: Summary, wall: float) -> None:
         pass
@@ -194,33 +219,50 @@ class Given(Work):
         pass
 
 
-def drive_given(options: Options, inputs: Inputs, outdir: str | Path, engine: Backend,
-                tarball: str | Path | None = None, progress: Progress | None = None) -> Summary:
+def drive_given(
+    options: Options,
+    inputs: Inputs,
+    outdir: str | Path,
+    engine: Backend,
+    tarball: str | Path | None = None,
+    progress: Progress | None = None,
+) -> Summary:
     """Run `inputs.plan` through `engine` into `outdir` (the in-library entry point used by
     `compare` and `benchmark`): --gpus workers, no manifest, no preflight."""
-    req = Request(options, set(), None, "-", str(outdir),
-                  None if tarball is None else str(tarball))
+    req = Request(options, set(), None, "-", str(outdir), None if tarball is None else str(tarball))
     return drive(req, Given(inputs, progress), lambda: engine)
 
 
 def index_using_line(idx: ix.Index, reference: str | None) -> str:
     m = idx.manifest
-    check = (f"reference {reference} verified in the background" if reference else
-             "no reference given: the index is trusted, its pieces still verified as they load")
-    return (f"index: using {idx.path} ({len(m.bins)} bin(s) of {len(m.names)} record(s), "
-            f"seed {m.pattern}, step {m.step}, -B {m.seq_block_size}"
-            f"{', --kegalign-bins' if m.kegalign_bins else ''}); {check}")
+    check = (
+        f"reference {reference} verified in the background"
+        if reference
+        else "no reference given: the index is trusted, its pieces still verified as they load"
+    )
+    return (
+        f"index: using {idx.path} ({len(m.bins)} bin(s) of {len(m.names)} record(s), "
+        f"seed {m.pattern}, step {m.step}, -B {m.seq_block_size}"
+        f"{', --kegalign-bins' if m.kegalign_bins else ''}); {check}"
+    )
 
 
 def index_loaded_line(idx: ix.Index, summary: Summary, reference: str | None) -> str:
     loads = sum(r.loads for r in summary.reports)
     assert summary.schedule is not None  # set once the run is scheduled
     visited = [v.ref_bin for vs in summary.schedule.visits for v in vs]
-    size = sum(e.length * ix.ARRAYS[name].itemsize for b in visited
-               for (bb, name), e in idx.manifest.arrays.items() if bb == b)
-    line = (f"index: loaded {loads} bin(s) ({size / 2**30:.2f} GiB), every 64 MiB piece "
-            f"matching its checksum")
+    size = sum(
+        e.length * ix.ARRAYS[name].itemsize
+        for b in visited
+        for (bb, name), e in idx.manifest.arrays.items()
+        if bb == b
+    )
+    line = (
+        f"index: loaded {loads} bin(s) ({size / 2**30:.2f} GiB), every 64 MiB piece "
+        f"matching its checksum"
+    )
     if reference:
-        line += (f"; {reference} matches the index (records hash "
-                 f"{idx.manifest.records_digest[:16]}…)")
+        line += (
+            f"; {reference} matches the index (records hash {idx.manifest.records_digest[:16]}…)"
+        )
     return line

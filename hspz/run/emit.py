@@ -56,9 +56,15 @@ TableLookup = Callable[[str, int, str], PackedBin]  # (side, bin, strand) -> rec
 class Emitter:
     """Ordinal replay into OUT; one per job."""
 
-    def __init__(self, units: Iterable[WorkUnit], tables: TableLookup, outdir: str | Path,
-                 tarball: str | Path | None = None, diagonal: bool = False,
-                 on_emit: Callable[[UnitResult], None] | None = None):
+    def __init__(
+        self,
+        units: Iterable[WorkUnit],
+        tables: TableLookup,
+        outdir: str | Path,
+        tarball: str | Path | None = None,
+        diagonal: bool = False,
+        on_emit: Callable[[UnitResult], None] | None = None,
+    ):
         self.units = {u.ordinal: u for u in units}
         self.tables = tables
         self.outdir = Path(outdir)
@@ -75,8 +81,12 @@ class Emitter:
         self.written: list[str] = []
         # one digest group per reference bin, sealed once its units are staged (`LineDigest`)
         self.left = Counter(u.ref_bin for u in self.units.values())
-        self.digest = LineDigest({b: [n.encode() for n in tables("reference", b, "plus").names]
-                                  for b in sorted(self.left)})
+        self.digest = LineDigest(
+            {
+                b: [n.encode() for n in tables("reference", b, "plus").names]
+                for b in sorted(self.left)
+            }
+        )
         self.counts = dict(seeds=0, hits=0, raw_hsps=0, hsps=0)
         self.removed: list[str] = []  # an earlier run's segments files, removed by `finish`
         self.extras: list[tuple[Path, Callable[[Path], None], str]] = []  # `also`
@@ -99,8 +109,10 @@ class Emitter:
         if unit is None:
             raise RunError(f"work unit {o} is not in the plan ({len(self.units)} units)")
         if (unit.ref_bin, unit.query_bin) != (result.ref_bin, result.query_bin):
-            raise RunError(f"work unit {o} arrived as R{result.ref_bin} Q{result.query_bin} "
-                           f"but the plan has R{unit.ref_bin} Q{unit.query_bin}")
+            raise RunError(
+                f"work unit {o} arrived as R{result.ref_bin} Q{result.query_bin} "
+                f"but the plan has R{unit.ref_bin} Q{unit.query_bin}"
+            )
         if o in self.pending or o in self.done:
             raise RunError(f"work unit {o} arrived twice")
         self.pending[o] = (result, None if self.partitioner else self._stage(result))
@@ -125,8 +137,10 @@ class Emitter:
             qry = self.tables("query", result.query_bin, strand)
             ordered = h if strand == "plus" else h[::-1]
             name = segments_name(n, result.query_bin, result.ref_bin, strand)
-            files += [(file_name, rows, qry, strand)
-                      for file_name, rows in self._pieces(name, ordered, ref, qry, strand)]
+            files += [
+                (file_name, rows, qry, strand)
+                for file_name, rows in self._pieces(name, ordered, ref, qry, strand)
+            ]
 
         def render(file: tuple) -> np.ndarray:
             file_name, rows, qry, strand = file
@@ -145,8 +159,9 @@ class Emitter:
             self.digest.seal(result.ref_bin)
         return [f[0] for f in files]
 
-    def _pieces(self, name: str, h: np.ndarray, ref: PackedBin, qry: PackedBin,
-                strand: str) -> list[tuple[str, np.ndarray]]:
+    def _pieces(
+        self, name: str, h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str
+    ) -> list[tuple[str, np.ndarray]]:
         """(file name, HSP rows) of one logical segments file: itself, or its -D splits."""
         chunk = self.partitioner.chunk_for(len(h)) if self.partitioner else None
         if chunk is None:
@@ -158,10 +173,12 @@ class Emitter:
     def finish(self) -> str:
         """Check completeness, publish the files (or the archive) and the extra files in one
         step (see the module docstring); return the digest."""
-        missing = [o for o in self.order[self.next:] if o not in self.pending]
+        missing = [o for o in self.order[self.next :] if o not in self.pending]
         if missing:
-            raise RunError(f"{len(missing)} of {len(self.order)} work unit(s) never arrived "
-                           f"(first missing: {missing[0]})")
+            raise RunError(
+                f"{len(missing)} of {len(self.order)} work unit(s) never arrived "
+                f"(first missing: {missing[0]})"
+            )
         digest = self.digest.hexdigest()
         with _writing(self.outdir):
             if not self.stage.exists():
@@ -213,8 +230,13 @@ class Emitter:
     def _stale(self) -> list[str]:
         """The segments files named as hspZ names them that this run did not write."""
         ours = set(self.written)
-        return sorted(e.name for e in os.scandir(self.outdir) if e.name not in ours
-                      and OUR_NAMES.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+        return sorted(
+            e.name
+            for e in os.scandir(self.outdir)
+            if e.name not in ours
+            and OUR_NAMES.fullmatch(e.name)
+            and e.is_file(follow_symlinks=False)
+        )
 
     def abort(self) -> None:
         """Remove the stage and the files staged outside OUT (and OUT when this emitter created
@@ -240,12 +262,12 @@ def _writing(outdir: Path) -> Iterator[None]:
         yield
     except OSError as exc:
         name = f" ({Path(exc.filename).name})" if exc.filename else ""
-        raise RunError(f"cannot write the output in {outdir}: {exc.strerror or exc}{name}") \
-            from exc
+        raise RunError(f"cannot write the output in {outdir}: {exc.strerror or exc}{name}") from exc
 
 
-def split_file(h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str,
-               chunk: int) -> list[np.ndarray]:
+def split_file(
+    h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str, chunk: int
+) -> list[np.ndarray]:
     """KegAlign's diagonal partition of one file's HSP rows (in file order)."""
     rs = h["ref_start"].astype(np.int64)
     qs = h["query_start"].astype(np.int64)
@@ -265,8 +287,10 @@ STAGE_THREADS = 4  # a unit's files formatted and made digest runs at once (numb
 def write_tarball(path: Path, stage: Path, names: list[str]) -> None:
     """A byte-reproducible .tar.gz at `path` (synced; the caller renames it into place):
     entries in emission order, mode 0644, mtime 0, bare names."""
-    with (durable.new_file(path) as raw,
-          gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz):
+    with (
+        durable.new_file(path) as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
+    ):
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
             for name in names:
                 data = (stage / name).read_bytes()
@@ -289,8 +313,9 @@ def table_lookup(m: Manifest) -> Callable[[str, int, str], PackedBin]:
             names = m.ref_names if ref else m.qry_names
             lengths = m.ref_lengths if ref else m.qry_lengths
             prefix = m.options.target_prefix if ref else m.options.query_prefix
-            cache[key] = table_from([names[i] for i in bins[b]], [lengths[i] for i in bins[b]],
-                                    prefix, strand)
+            cache[key] = table_from(
+                [names[i] for i in bins[b]], [lengths[i] for i in bins[b]], prefix, strand
+            )
         return cache[key]
 
     return lookup

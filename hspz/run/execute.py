@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from hspz.formats.index import Verification
 
 
-
-
 @contextmanager
 def timed(phases: dict, name: str) -> Iterator[None]:
     """Add the wall-clock seconds of the block to `phases[name]`."""
@@ -74,8 +72,14 @@ class Job:
     summary: Summary = field(default_factory=lambda: Summary())
 
 
-def worker_jobs(jobs: list[Job], sched: scheduling.Schedule, engine: Backend, threads: int,
-                t0: float, how: Execution) -> list[WorkerJob]:
+def worker_jobs(
+    jobs: list[Job],
+    sched: scheduling.Schedule,
+    engine: Backend,
+    threads: int,
+    t0: float,
+    how: Execution,
+) -> list[WorkerJob]:
     ctx = context_of(jobs[0].manifest, how.keep_raw)
     per = per_worker_threads(threads, sched.workers)
     if jobs[0].spec is None:  # a single query: its own plan, its records handed over
@@ -86,21 +90,49 @@ def worker_jobs(jobs: list[Job], sched: scheduling.Schedule, engine: Backend, th
             assert job.spec is not None  # a batch: every job names its query file
             specs.append(job.spec)
         plan = BatchAxis(tuple(len(s.query_bins) for s in specs)).plan(
-            jobs[0].manifest.plan.ref_bins)
-    return [WorkerJob(k, sched.devices[k], sched.visits[k], ctx, plan, engine, per, t0,
-                      how.hit_stats, how.index, specs, how.progress is not None)
-            for k in range(sched.workers)]
+            jobs[0].manifest.plan.ref_bins
+        )
+    return [
+        WorkerJob(
+            k,
+            sched.devices[k],
+            sched.visits[k],
+            ctx,
+            plan,
+            engine,
+            per,
+            t0,
+            how.hit_stats,
+            how.index,
+            specs,
+            how.progress is not None,
+        )
+        for k in range(sched.workers)
+    ]
 
 
 def ledger_row(m: Manifest, r: UnitResult, label: str, job: int = 0) -> dict:
     rbp = bins.bin_bp(m.plan.ref_bins, m.ref_lengths)[r.ref_bin]
     qbp = bins.bin_bp(m.plan.query_bins, m.qry_lengths)[r.query_bin]
-    return dict(job=job, ordinal=r.ordinal, worker=r.worker, device=label, ref_bin=r.ref_bin,
-                # the ledger's column keeps its documented name (docs/report-lines.md), though
-                # it holds the engine's time on either backend
-                query_bin=r.query_bin, ref_bp=rbp, query_bp=qbp, gpu_ms=r.engine_ms,
-                host_start_ms=r.host_start_ms, host_end_ms=r.host_end_ms, seeds=r.seeds,
-                hits=r.hits, raw_hsps=r.raw_hsps, hsps=r.hsps)
+    return dict(
+        job=job,
+        ordinal=r.ordinal,
+        worker=r.worker,
+        device=label,
+        ref_bin=r.ref_bin,
+        # the ledger's column keeps its documented name (docs/report-lines.md), though
+        # it holds the engine's time on either backend
+        query_bin=r.query_bin,
+        ref_bp=rbp,
+        query_bp=qbp,
+        gpu_ms=r.engine_ms,
+        host_start_ms=r.host_start_ms,
+        host_end_ms=r.host_end_ms,
+        seeds=r.seeds,
+        hits=r.hits,
+        raw_hsps=r.raw_hsps,
+        hsps=r.hsps,
+    )
 
 
 def _raw_writer(job: Job) -> Callable[[Path], None]:
@@ -113,8 +145,9 @@ class Emitters:
     unit is in (its folder fills as its units finish), a single query once the workers are
     done.  Nothing is staged before the reference has been verified against the index."""
 
-    def __init__(self, jobs: list[Job], sched: scheduling.Schedule, how: Execution,
-                 summary: Summary):
+    def __init__(
+        self, jobs: list[Job], sched: scheduling.Schedule, how: Execution, summary: Summary
+    ):
         self.jobs, self.how, self.summary = jobs, how, summary
         self.batch = jobs[0].spec is not None
         labels = dict(enumerate(sched.labels))
@@ -122,18 +155,26 @@ class Emitters:
 
         def emitted(job: Job) -> Callable[[UnitResult], None]:
             def done(result: UnitResult) -> None:
-                row = ledger_row(job.manifest, result, labels.get(result.worker, ""),
-                                 job.number)
+                row = ledger_row(job.manifest, result, labels.get(result.worker, ""), job.number)
                 summary.ledger.append(row)
                 if how.keep_results or how.keep_raw:
                     job.summary.results.append(result)
                 if how.progress is not None:
                     how.progress.unit_done((result.job, result.ordinal), result.hits)
+
             return done
 
-        self.emitters = [Emitter(job.manifest.plan.units, table_lookup(job.manifest),
-                                 job.outdir, job.tarball, how.diagonal, emitted(job))
-                         for job in jobs]
+        self.emitters = [
+            Emitter(
+                job.manifest.plan.units,
+                table_lookup(job.manifest),
+                job.outdir,
+                job.tarball,
+                how.diagonal,
+                emitted(job),
+            )
+            for job in jobs
+        ]
         for job, emitter in zip(jobs, self.emitters, strict=True):
             if job.raw:
                 emitter.also(job.raw, _raw_writer(job), "--dump-raw")
@@ -167,10 +208,18 @@ class Emitters:
             self.emitters[j].abort()
 
 
-def execute(jobs: list[Job], sched: scheduling.Schedule, engine: Backend, threads: int,
-            ref: list[Record], qry: list[Record] | None, how: Execution,
-            t0: float | None = None, summary: Summary | None = None,
-            pool: Pool | None = None) -> Summary:
+def execute(
+    jobs: list[Job],
+    sched: scheduling.Schedule,
+    engine: Backend,
+    threads: int,
+    ref: list[Record],
+    qry: list[Record] | None,
+    how: Execution,
+    t0: float | None = None,
+    summary: Summary | None = None,
+    pool: Pool | None = None,
+) -> Summary:
     """Run every worker of the schedule and emit each job's results in ordinal order; the
     summary holds the totals (and, for one job, its digest)."""
     summary = summary or Summary()
@@ -220,8 +269,10 @@ def check_lifecycle(reports: list[WorkerReport], sched: scheduling.Schedule) -> 
     units = sum(r.units for r in reports)
     planned = sum(v.units for vs in sched.visits for v in vs)
     if not made == uploads == sched.total_visits or units != planned:
-        raise RunError(f"lifecycle mismatch: {made} builds and loads, {uploads} uploads, "
-                       f"{sched.total_visits} visits, {units} of {planned} units")
+        raise RunError(
+            f"lifecycle mismatch: {made} builds and loads, {uploads} uploads, "
+            f"{sched.total_visits} visits, {units} of {planned} units"
+        )
 
 
 def print_counts(summary: Summary, stream: TextIO | None = None) -> None:
@@ -232,10 +283,10 @@ def print_counts(summary: Summary, stream: TextIO | None = None) -> None:
     print(f"#HSPs: {summary.hsps}", file=stream)
 
 
-
-
 def say_removed(emitter: Emitter) -> None:
     """One line when publishing removed segments files an earlier run left in OUT."""
     if emitter.removed:
-        say(f"output: removed {len(emitter.removed)} segments file(s) that an earlier run left "
-            f"in {emitter.outdir} and this run did not write (first: {emitter.removed[0]})")
+        say(
+            f"output: removed {len(emitter.removed)} segments file(s) that an earlier run left "
+            f"in {emitter.outdir} and this run did not write (first: {emitter.removed[0]})"
+        )

@@ -56,14 +56,26 @@ def memory_model(f: Freeze, max_hits: int, workers: int) -> memory.MemoryModel:
     o = f.options
     threads = per_worker_threads(o.threads, workers) or os.cpu_count() or 1
     shape = SeedShape.from_pattern(o.pattern)
-    return memory.MemoryModel(f.devices.backend, shape.weight, o.step,
-                                resident_hits(f.devices, max_hits), o.wga_chunk_size,
-                                o.transition, threads, shape.size, o.interval_size)
+    return memory.MemoryModel(
+        f.devices.backend,
+        shape.weight,
+        o.step,
+        resident_hits(f.devices, max_hits),
+        o.wga_chunk_size,
+        o.transition,
+        threads,
+        shape.size,
+        o.interval_size,
+    )
 
 
-def memory_fits(f: Freeze, max_hits: int, ref_lengths: list[int], qry_lengths: list[int],
-                sides: tuple[Seedable, Seedable] | None = None
-                ) -> tuple[Callable[[bins.Plan], bool], Callable[[bins.Plan], str]]:
+def memory_fits(
+    f: Freeze,
+    max_hits: int,
+    ref_lengths: list[int],
+    qry_lengths: list[int],
+    sides: tuple[Seedable, Seedable] | None = None,
+) -> tuple[Callable[[bins.Plan], bool], Callable[[bins.Plan], str]]:
     """(fits(plan), describe(plan)) for this run's budget: on the CPU backend the whole run's
     host memory (`plan.cpu_estimate`) against 90% of the host's, on the GPU each worker's
     device memory against its share of the free memory.  A plan runs on min(--gpus, its
@@ -96,13 +108,17 @@ def memory_fits(f: Freeze, max_hits: int, ref_lengths: list[int], qry_lengths: l
         if devices.backend == "cpu":
             assert host is not None  # a plan only fails a budget there is
             t = memory_model(f, max_hits, w).threads
-            return (f"the largest unit ({rbp} x {qbp} bp) makes the run need ~"
-                    f"{_gib(need(p))} GiB of host memory ({w} worker(s), {t} thread(s) each), "
-                    f"over its {_gib(host[0])} GiB budget (90% of {host[1]})")
+            return (
+                f"the largest unit ({rbp} x {qbp} bp) makes the run need ~"
+                f"{_gib(need(p))} GiB of host memory ({w} worker(s), {t} thread(s) each), "
+                f"over its {_gib(host[0])} GiB budget (90% of {host[1]})"
+            )
         gpu_budget = budget(p)
         assert gpu_budget is not None
-        return (f"the largest unit ({rbp} x {qbp} bp) needs ~{_gib(need(p))} GiB per "
-                f"worker, over the {_gib(gpu_budget)} GiB budget of {w} worker(s)")
+        return (
+            f"the largest unit ({rbp} x {qbp} bp) needs ~{_gib(need(p))} GiB per "
+            f"worker, over the {_gib(gpu_budget)} GiB budget of {w} worker(s)"
+        )
 
     return fits, describe
 
@@ -133,8 +149,7 @@ def advice(f: Freeze, p: bins.Plan, frozen: bool = False) -> str:
             flags.append("a smaller -B/--query-block-size")
     if not flags:
         return ""
-    return " (try " + ", ".join(flags[:-1]) + (" or " if len(flags) > 1 else "") + \
-        flags[-1] + ")"
+    return " (try " + ", ".join(flags[:-1]) + (" or " if len(flags) > 1 else "") + flags[-1] + ")"
 
 
 def _cpu_piece() -> int:
@@ -153,9 +168,13 @@ def resident_hits(devices: scheduling.Devices, max_hits: int) -> int:
     return min(max_hits, gpu.PIECE)
 
 
-def plan_layout(f: Freeze, max_hits: int, ref_lengths: list[int],
-                qry_lengths: list[int], sides: tuple[Seedable, Seedable] | None = None
-                ) -> planning_layout.Layout:
+def plan_layout(
+    f: Freeze,
+    max_hits: int,
+    ref_lengths: list[int],
+    qry_lengths: list[int],
+    sides: tuple[Seedable, Seedable] | None = None,
+) -> planning_layout.Layout:
     """The plan for fresh flags: -B 0, --kegalign-bins, or explicit sizes with the preflight."""
     o = f.options
     fits, describe = memory_fits(f, max_hits, ref_lengths, qry_lengths, sides)
@@ -164,19 +183,22 @@ def plan_layout(f: Freeze, max_hits: int, ref_lengths: list[int],
             q = o.resolved_query_block_size
             p = bins.make_plan(ref_lengths, qry_lengths, o.seq_block_size, q, True)
             if not fits(p):
-                raise planning_layout.NoFit(f"{describe(p)}; --kegalign-bins never shrinks the "
-                                     f"blocks", p)
+                raise planning_layout.NoFit(
+                    f"{describe(p)}; --kegalign-bins never shrinks the blocks", p
+                )
             return planning_layout.Layout(p, o.seq_block_size, q, [])
         if o.seq_block_size == 0:
             w = layout_workers(o.gpus, f.devices)
-            layout = planning_layout.auto_layout(ref_lengths, qry_lengths, w, o.query_block_size,
-                                          fits, describe)
+            layout = planning_layout.auto_layout(
+                ref_lengths, qry_lengths, w, o.query_block_size, fits, describe
+            )
             if not layout.fell_back:
                 layout.notes.insert(0, planning_layout.layout_line(w, layout, ref_lengths))
             return layout
         q = o.resolved_query_block_size
-        return planning_layout.plan_within_budget(ref_lengths, qry_lengths, o.seq_block_size, q,
-                                           fits, describe)
+        return planning_layout.plan_within_budget(
+            ref_lengths, qry_lengths, o.seq_block_size, q, fits, describe
+        )
     except planning_layout.NoFit as exc:
         raise UsageError(f"memory preflight: {exc}{advice(f, exc.plan)}") from None
 
@@ -188,17 +210,36 @@ def freeze(f: Freeze, ref: list[Record], qry: list[Record]) -> Manifest:
     rl, ql = [len(r) for r in ref], [len(r) for r in qry]
     layout = plan_layout(f, max_hits, rl, ql, sides_for(f.devices, ref, qry))
     f.notes += layout.notes
-    resolved = o.replace(seq_block_size=layout.seq_block_size,
-                         query_block_size=layout.query_block_size, max_hits=max_hits)
-    requested = dict(seq_block_size=o.seq_block_size, query_block_size=o.query_block_size,
-                     max_hits=o.max_hits)
+    resolved = o.replace(
+        seq_block_size=layout.seq_block_size,
+        query_block_size=layout.query_block_size,
+        max_hits=max_hits,
+    )
+    requested = dict(
+        seq_block_size=o.seq_block_size, query_block_size=o.query_block_size, max_hits=o.max_hits
+    )
     digests = (side_digest(ref), side_digest(qry)) if f.digests else ("-", "-")
-    return Manifest(resolved, f.matrix, layout.plan, [r.name for r in ref], rl,
-                    [r.name for r in qry], ql, *digests, requested)
+    return Manifest(
+        resolved,
+        f.matrix,
+        layout.plan,
+        [r.name for r in ref],
+        rl,
+        [r.name for r in qry],
+        ql,
+        *digests,
+        requested,
+    )
 
 
-def replay(m: Manifest, options: Options, explicit: set[str], ref: list[Record],
-           qry: list[Record], source: str) -> Manifest:
+def replay(
+    m: Manifest,
+    options: Options,
+    explicit: set[str],
+    ref: list[Record],
+    qry: list[Record],
+    source: str,
+) -> Manifest:
     """Validate a frozen manifest against this run's flags and inputs; fail, never replan."""
     check_version(m, source)
     matrix = None
@@ -212,8 +253,7 @@ def replay(m: Manifest, options: Options, explicit: set[str], ref: list[Record],
 def context_of(m: Manifest, keep_raw: bool = False) -> Context:
     """The engine context of a frozen job: its resolved options and its frozen matrix."""
     o = m.options
-    return Context(o, SeedShape.from_pattern(o.pattern), np.asarray(m.matrix, np.int32),
-                   keep_raw)
+    return Context(o, SeedShape.from_pattern(o.pattern), np.asarray(m.matrix, np.int32), keep_raw)
 
 
 def load_manifest(req: Request, ref: list[Record], qry: list[Record]) -> Manifest | None:
@@ -226,18 +266,27 @@ def load_manifest(req: Request, ref: list[Record], qry: list[Record]) -> Manifes
     return replay(m, req.options, req.explicit, ref, qry, req.from_manifest)
 
 
-def prepare(req: Request, devices: scheduling.Devices, ref: list[Record], qry: list[Record],
-            digests: bool, loaded: Manifest | None = None) -> Manifest:
+def prepare(
+    req: Request,
+    devices: scheduling.Devices,
+    ref: list[Record],
+    qry: list[Record],
+    digests: bool,
+    loaded: Manifest | None = None,
+) -> Manifest:
     """The frozen job: a loaded manifest checked against the budget, or planned from flags."""
     if loaded is not None:
         # the frozen settings, with this run's workers and threads
         o = loaded.options.replace(gpus=req.options.gpus, threads=req.options.threads)
         f = Freeze(o, devices, loaded.matrix)
-        fits, describe = memory_fits(f, o.max_hits, loaded.ref_lengths, loaded.qry_lengths,
-                                     sides_for(devices, ref, qry))
+        fits, describe = memory_fits(
+            f, o.max_hits, loaded.ref_lengths, loaded.qry_lengths, sides_for(devices, ref, qry)
+        )
         if not fits(loaded.plan):
-            raise UsageError(f"{req.from_manifest}: {describe(loaded.plan)}; a frozen plan is "
-                             f"never replanned{advice(f, loaded.plan, frozen=True)}")
+            raise UsageError(
+                f"{req.from_manifest}: {describe(loaded.plan)}; a frozen plan is "
+                f"never replanned{advice(f, loaded.plan, frozen=True)}"
+            )
         return loaded
     o = req.options
     matrix = resolve_matrix(o.xdrop, o.scoring, o.ambiguous)
@@ -247,8 +296,9 @@ def prepare(req: Request, devices: scheduling.Devices, ref: list[Record], qry: l
     return m
 
 
-def sides_for(devices: scheduling.Devices, ref: list[Record], qry: list[Record]
-              ) -> tuple[Seedable, Seedable] | None:
+def sides_for(
+    devices: scheduling.Devices, ref: list[Record], qry: list[Record]
+) -> tuple[Seedable, Seedable] | None:
     """The records' seedable bases for the CPU estimate (`seedable.sides`); None on the GPU."""
     if devices.backend != "cpu":
         return None
@@ -257,9 +307,13 @@ def sides_for(devices: scheduling.Devices, ref: list[Record], qry: list[Record]
     return seedable.sides(ref, qry)
 
 
-def memory_estimate(options: Options, devices: scheduling.Devices, m: Manifest,
-                    ref: list[Record] | None = None,
-                    qry: list[Record] | None = None) -> memory.HostEstimate | None:
+def memory_estimate(
+    options: Options,
+    devices: scheduling.Devices,
+    m: Manifest,
+    ref: list[Record] | None = None,
+    qry: list[Record] | None = None,
+) -> memory.HostEstimate | None:
     """The CPU backend's host memory estimate for a frozen job on this run's workers and
     threads (what `--time` prints beside the peak RSS), counting the records' seedable bases
     when they are given; None on the GPU backend."""

@@ -75,34 +75,46 @@ def foreign_in_job_folder(path: Path) -> list[str]:
     segments files, a killed publish's journal and a marked stage folder)."""
     from hspz.core import durable
 
-    return sorted(e.name for e in os.scandir(path)
-                  if not ((outdir.OUR_NAMES.fullmatch(e.name) and e.is_file(follow_symlinks=False))
-                          or (e.name == outdir.JOURNAL and e.is_file(follow_symlinks=False))
-                          or (e.name.startswith(outdir.STAGE_PREFIX)
-                              and durable.is_marked(e.path))))
+    return sorted(
+        e.name
+        for e in os.scandir(path)
+        if not (
+            (outdir.OUR_NAMES.fullmatch(e.name) and e.is_file(follow_symlinks=False))
+            or (e.name == outdir.JOURNAL and e.is_file(follow_symlinks=False))
+            or (e.name.startswith(outdir.STAGE_PREFIX) and durable.is_marked(e.path))
+        )
+    )
 
 
 def check_entries(out: Path, flag: str = "--output") -> None:
     """Refuse (before any work) an OUT holding a job folder or archive no hspZ batch wrote:
     the batch could neither list it nor remove it."""
     out = Path(os.path.abspath(out))
-    foreign = sorted(n for n in job_entries(out) - known_entries(out)
-                     if not made_by_a_batch(out / n))
+    foreign = sorted(
+        n for n in job_entries(out) - known_entries(out) if not made_by_a_batch(out / n)
+    )
     if foreign:
-        raise UsageError(f"{flag}: {out / foreign[0]} is named like a batch job's output but no "
-                         f"hspZ batch wrote it (queries.tsv does not list it); it is never "
-                         f"replaced or removed: move it away, or name another OUT")
+        raise UsageError(
+            f"{flag}: {out / foreign[0]} is named like a batch job's output but no "
+            f"hspZ batch wrote it (queries.tsv does not list it); it is never "
+            f"replaced or removed: move it away, or name another OUT"
+        )
     for name in sorted(job_entries(out)) + [QUERIES_TSV, outdir.RETIRED]:
         p = out / name
         kind = "a symbolic link" if p.is_symlink() else None
         if kind is None and p.exists():
-            wanted = p.is_dir() if JOB_ENTRY.fullmatch(name) and not name.endswith(".gz") \
+            wanted = (
+                p.is_dir()
+                if JOB_ENTRY.fullmatch(name) and not name.endswith(".gz")
                 else p.is_file()
+            )
             kind = None if wanted else "not what hspZ writes there"
         if kind:
-            raise UsageError(f"{flag}: {p} is {kind}; a batch writes its own job folders, "
-                             f"archives and queries.tsv there and never follows or replaces "
-                             f"another: move it away")
+            raise UsageError(
+                f"{flag}: {p} is {kind}; a batch writes its own job folders, "
+                f"archives and queries.tsv there and never follows or replaces "
+                f"another: move it away"
+            )
 
 
 def retire(out: Path, entries: Sequence[str]) -> None:
@@ -116,9 +128,11 @@ def retire(out: Path, entries: Sequence[str]) -> None:
     for name in sorted(job_entries(out) - set(entries)):  # the folders sweep_stale removes
         p = out / name
         if p.is_dir() and not p.is_symlink() and (odd := foreign_in_job_folder(p)):
-            raise UsageError(f"--output: {p / odd[0]} is not a file an hspZ batch writes in a "
-                             f"job's folder, and this batch removes {name}/, never a file it "
-                             f"did not make: move it away")
+            raise UsageError(
+                f"--output: {p / odd[0]} is not a file an hspZ batch writes in a "
+                f"job's folder, and this batch removes {name}/, never a file it "
+                f"did not make: move it away"
+            )
     ours = known_entries(out) | {n for n in job_entries(out) if made_by_a_batch(out / n)}
     record = dict(hspz="batch", entries=sorted(ours | set(entries)))
     stage = outdir.new_stage(out)

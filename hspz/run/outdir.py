@@ -67,8 +67,11 @@ OUR_NAMES = re.compile(r"tmp\d+\.block\d+\.r\d+\.(plus|minus)(\.split\d+)?\.segm
 def publish_claims(name: str) -> bool:
     """Whether a run or merge into OUT may create, replace or remove the entry `name` of OUT
     (a segments file, the default archive, the lock, the journal, a stage folder)."""
-    return bool(OUR_NAMES.fullmatch(name)) or name in (DEFAULT_TARBALL, LOCK, JOURNAL) \
+    return (
+        bool(OUR_NAMES.fullmatch(name))
+        or name in (DEFAULT_TARBALL, LOCK, JOURNAL)
         or name.startswith(STAGE_PREFIX)
+    )
 
 
 JOB_FOLDER = re.compile(r"\d{6}")  # a batch job's folder in OUT (`batch.job_name`)
@@ -77,17 +80,25 @@ JOB_FOLDER = re.compile(r"\d{6}")  # a batch job's folder in OUT (`batch.job_nam
 def batch_claims(name: str) -> bool:
     """Whether a batch run or merge into OUT may create, replace or remove the entry `name`:
     a job's folder or archive, queries.tsv, the lock, the journal, a stage folder."""
-    return bool(JOB_FOLDER.fullmatch(name)) or bool(re.fullmatch(r"\d{6}\.tar\.gz", name)) \
-        or name in ("queries.tsv", LOCK, JOURNAL, RETIRED) or name.startswith(STAGE_PREFIX)
+    return (
+        bool(JOB_FOLDER.fullmatch(name))
+        or bool(re.fullmatch(r"\d{6}\.tar\.gz", name))
+        or name in ("queries.tsv", LOCK, JOURNAL, RETIRED)
+        or name.startswith(STAGE_PREFIX)
+    )
 
 
 def reserved(name: str) -> bool:
     """An entry of OUT that only a publish itself writes or removes: the lock, the journal,
     a batch's record, a stage folder, a segments file, a job's folder or archive,
     queries.tsv.  No output a command is asked for (`-Z PATH`) may take one of these names."""
-    return name in (LOCK, JOURNAL, RETIRED, "queries.tsv") or name.startswith(STAGE_PREFIX) \
-        or bool(OUR_NAMES.fullmatch(name)) or bool(JOB_FOLDER.fullmatch(name)) \
+    return (
+        name in (LOCK, JOURNAL, RETIRED, "queries.tsv")
+        or name.startswith(STAGE_PREFIX)
+        or bool(OUR_NAMES.fullmatch(name))
+        or bool(JOB_FOLDER.fullmatch(name))
         or bool(re.fullmatch(r"\d{6}\.tar\.gz", name))
+    )
 
 
 @dataclass(frozen=True)
@@ -106,9 +117,11 @@ class Tree:
 # --------------------------------------------------------------------------------------------
 
 
-def check_disjoint(inputs: Mapping[str, PathArg | Sequence[PathArg] | None],
-                   outputs: Mapping[str, PathArg | Sequence[PathArg] | None],
-                   trees: Mapping[str, Tree | None] | None = None) -> None:
+def check_disjoint(
+    inputs: Mapping[str, PathArg | Sequence[PathArg] | None],
+    outputs: Mapping[str, PathArg | Sequence[PathArg] | None],
+    trees: Mapping[str, Tree | None] | None = None,
+) -> None:
     """Refuse an output that is an input, or that a tree's writer would replace, and two
     outputs naming one file.  `inputs`: flag (or a phrase: "the reference of --plan") ->
     path(s) read; `outputs`: flag -> file(s) written (a batch's per-job dumps: every derived
@@ -124,19 +137,26 @@ def check_disjoint(inputs: Mapping[str, PathArg | Sequence[PathArg] | None],
     for flag, tree in dirs:
         for in_flag, p in ins:
             if (entry := _claimed_entry(tree, p)) is not None:
-                raise UsageError(f"{flag}: publishing into {tree.path} would replace or remove "
-                                 f"{entry}, {_input(in_flag)}; an input is never written")
+                raise UsageError(
+                    f"{flag}: publishing into {tree.path} would replace or remove "
+                    f"{entry}, {_input(in_flag)}; an input is never written"
+                )
             if _within(tree.path, p):
-                raise UsageError(f"{flag}: {tree.path} lies in {p}, {_input(in_flag)} folder; "
-                                 f"an input is never written")
+                raise UsageError(
+                    f"{flag}: {tree.path} lies in {p}, {_input(in_flag)} folder; "
+                    f"an input is never written"
+                )
         for out_flag, p in outs:
             entry = _claimed_entry(tree, p)
-            if any(same_file(p, w) for w in tree.writes) \
-                    and (entry is None or not reserved(entry.name)):
+            if any(same_file(p, w) for w in tree.writes) and (
+                entry is None or not reserved(entry.name)
+            ):
                 continue  # the writer's own file (-Z); never OUT's lock, journal, a stage, ...
             if entry is not None:
-                raise UsageError(f"{out_flag}: {p} lies in the {flag} folder under a name its "
-                                 f"publish replaces or removes ({entry})")
+                raise UsageError(
+                    f"{out_flag}: {p} lies in the {flag} folder under a name its "
+                    f"publish replaces or removes ({entry})"
+                )
     seen: dict[object, str] = {}  # an output's resolved path and inode -> its flag
     for flag, p in outs:
         durable.guard(flag, p)  # by resolved path, inode and input folder
@@ -163,8 +183,10 @@ def _claimed_entry(tree: Tree, path: PathArg) -> Path | None:
     path as given (its folders resolved, so a link in the tree counts) and as resolved."""
     root = os.path.realpath(tree.path)
     given = os.path.abspath(path)
-    for where in (os.path.join(os.path.realpath(os.path.dirname(given)),
-                               os.path.basename(given)), os.path.realpath(path)):
+    for where in (
+        os.path.join(os.path.realpath(os.path.dirname(given)), os.path.basename(given)),
+        os.path.realpath(path),
+    ):
         rel = os.path.relpath(where, root)
         first = rel.split(os.sep)[0]
         if first not in (os.curdir, os.pardir) and tree.claims(first):
@@ -200,8 +222,9 @@ def _probe(folder: Path, flag: str, target: PathArg) -> None:
         os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         os.unlink(name)
     except OSError as exc:
-        raise UsageError(f"{flag}: cannot write {target}: {exc.strerror or exc} "
-                         f"(in {folder})") from None
+        raise UsageError(
+            f"{flag}: cannot write {target}: {exc.strerror or exc} (in {folder})"
+        ) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -222,8 +245,14 @@ class OutLock:
     OUT again: always after a failure, and after success unless `keep_empty` (OUT is the
     result, even with no files in it)."""
 
-    def __init__(self, path: PathArg, flag: str = "--output", wait: bool = False,
-                 command: str = "", keep_empty: bool = True):
+    def __init__(
+        self,
+        path: PathArg,
+        flag: str = "--output",
+        wait: bool = False,
+        command: str = "",
+        keep_empty: bool = True,
+    ):
         self.path, self.flag, self.wait, self.keep_empty = path, flag, wait, keep_empty
         self.command = command or "hspZ"
         self.root = Path(os.path.abspath(path)) if os.fspath(path) else Path()
@@ -245,8 +274,9 @@ class OutLock:
             raise
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._release(failed=kind is not None)
 
     @property
@@ -258,13 +288,19 @@ class OutLock:
         if not os.path.lexists(self.lock_path):
             durable.guard(self.flag, self.lock_path)
             try:  # the same probe as before: OUT cannot be written at all
-                os.close(os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL
-                                 | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
+                os.close(
+                    os.open(
+                        self.lock_path,
+                        os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                        0o644,
+                    )
+                )
             except FileExistsError:
                 pass
             except OSError as exc:
-                raise UsageError(f"{self.flag}: cannot write in {self.path}: "
-                                 f"{exc.strerror or exc}") from None
+                raise UsageError(
+                    f"{self.flag}: cannot write in {self.path}: {exc.strerror or exc}"
+                ) from None
         return durable.open_lock(self.lock_path, self.flag)
 
     def _acquire(self) -> int:
@@ -281,8 +317,10 @@ class OutLock:
                 os.close(fd)
                 raise
             mine = os.fstat(fd)
-            if current is not None and (current.st_dev, current.st_ino) == (mine.st_dev,
-                                                                          mine.st_ino):
+            if current is not None and (current.st_dev, current.st_ino) == (
+                mine.st_dev,
+                mine.st_ino,
+            ):
                 try:
                     durable.check_lock(fd, self.lock_path, self.flag)
                 except BaseException:
@@ -298,19 +336,28 @@ class OutLock:
         except BlockingIOError:
             pass
         except OSError as exc:  # ENOLCK: a file system without locks; never run unlocked
-            raise UsageError(f"{self.flag}: cannot lock {self.path}: {exc.strerror or exc}") \
-                from None
+            raise UsageError(
+                f"{self.flag}: cannot lock {self.path}: {exc.strerror or exc}"
+            ) from None
         holder = read_holder(self.lock_path)
         if not self.wait:
-            raise OutputBusy(f"{self.flag}: {self.path} is in use by {holder}; wait for it to "
-                             f"finish, or pass --wait")
+            raise OutputBusy(
+                f"{self.flag}: {self.path} is in use by {holder}; wait for it to "
+                f"finish, or pass --wait"
+            )
         say(f"output: waiting for {self.path}, in use by {holder}")
         fcntl.flock(fd, fcntl.LOCK_EX)
 
     def _record(self, fd: int) -> None:
-        durable.write_lock(fd, durable.lock_record(
-            pid=os.getpid(), host=socket.gethostname(), command=self.command[:2000],
-            started=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")))
+        durable.write_lock(
+            fd,
+            durable.lock_record(
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                command=self.command[:2000],
+                started=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+            ),
+        )
 
     def _release(self, failed: bool) -> None:
         if self.fd is not None:
@@ -336,8 +383,9 @@ def make_folder(path: PathArg, flag: str) -> list[Path]:
     probe = p
     while not probe.is_dir():
         if probe.is_symlink() and not probe.exists():
-            raise UsageError(f"{flag}: {probe} is a symbolic link to {os.readlink(probe)}, "
-                             f"which does not exist")
+            raise UsageError(
+                f"{flag}: {probe} is a symbolic link to {os.readlink(probe)}, which does not exist"
+            )
         if probe.exists():
             raise UsageError(f"{flag}: {probe} is not a directory")
         missing.append(probe)
@@ -371,8 +419,10 @@ def read_holder(lock_path: Path, patience_s: float = 1.0) -> str:
         time.sleep(0.02)
     if record is None:
         return "another process (it has not recorded itself)"
-    return (f"pid {record.get('pid')} on {record.get('host')} since {record.get('started')} "
-            f"({record.get('command')})")
+    return (
+        f"pid {record.get('pid')} on {record.get('host')} since {record.get('started')} "
+        f"({record.get('command')})"
+    )
 
 
 def _parse_record(lock_path: Path) -> dict | None:
@@ -397,19 +447,27 @@ def _dead_here(record: dict) -> bool:
 
 def job_folders(root: Path) -> list[Path]:
     """The batch job folders in OUT: each publishes under OUT's lock with a journal of its own."""
-    return sorted(Path(e.path) for e in os.scandir(root)
-                  if JOB_FOLDER.fullmatch(e.name) and e.is_dir(follow_symlinks=False))
+    return sorted(
+        Path(e.path)
+        for e in os.scandir(root)
+        if JOB_FOLDER.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
+    )
 
 
 def sweep(root: Path) -> str | None:
     """Remove the stage folders in OUT (only a lock holder stages there, so under the lock
     every one belongs to a run that died); only those carrying hspZ's mark (`durable`): a
     folder merely named like one is kept.  A line saying so, or None."""
-    stale = sorted(e.name for e in os.scandir(root)
-                   if e.name.startswith(STAGE_PREFIX) and durable.remove_marked(root / e.name))
+    stale = sorted(
+        e.name
+        for e in os.scandir(root)
+        if e.name.startswith(STAGE_PREFIX) and durable.remove_marked(root / e.name)
+    )
     if stale:
-        return (f"output: removed {len(stale)} stage folder(s) that stopped runs left in "
-                f"{root} ({stale[0]})")
+        return (
+            f"output: removed {len(stale)} stage folder(s) that stopped runs left in "
+            f"{root} ({stale[0]})"
+        )
     return None
 
 
@@ -423,8 +481,14 @@ def new_stage(root: Path) -> Path:
     return root / f"{STAGE_PREFIX}{uuid.uuid4().hex}"
 
 
-def publish(root: Path, stage: Path, moves: Sequence[tuple[Path, Path]],
-            remove: Iterable[Path], digest: str = "", folders: Iterable[Path] = ()) -> None:
+def publish(
+    root: Path,
+    stage: Path,
+    moves: Sequence[tuple[Path, Path]],
+    remove: Iterable[Path],
+    digest: str = "",
+    folders: Iterable[Path] = (),
+) -> None:
     """Move every staged file onto its destination and remove the stale files, as one step
     for any reader that takes OUT's lock (see the module docstring).  The sources must be
     complete and synced.  A destination that is a directory fails before anything moves.
@@ -433,11 +497,15 @@ def publish(root: Path, stage: Path, moves: Sequence[tuple[Path, Path]],
         durable.guard("--output", dst)
         if dst.is_dir() and not dst.is_symlink():
             raise RunError(f"cannot write the output in {root}: {dst.name} is a directory")
-    journal = dict(format=JOURNAL_FORMAT, stage=stage.name, digest=digest, pid=os.getpid(),
-                   host=socket.gethostname(),
-                   moves=[[_stored(root, s), _stored(root, d)] for s, d in moves],
-                   remove=[_stored(root, r) for r in remove]
-                   + [_stored(root, f) + "/" for f in folders])
+    journal = dict(
+        format=JOURNAL_FORMAT,
+        stage=stage.name,
+        digest=digest,
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        moves=[[_stored(root, s), _stored(root, d)] for s, d in moves],
+        remove=[_stored(root, r) for r in remove] + [_stored(root, f) + "/" for f in folders],
+    )
     for folder in {stage, *(s.parent for s, _ in moves)}:
         if folder.is_dir():
             fsync_dir(folder)
@@ -460,9 +528,10 @@ def journal_of(root: Path) -> dict | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise RunError(f"{path}: an interrupted publish's journal cannot be read ({exc}); "
-                       f"OUT may hold a mixture of two results: remove the journal and rerun") \
-            from None
+        raise RunError(
+            f"{path}: an interrupted publish's journal cannot be read ({exc}); "
+            f"OUT may hold a mixture of two results: remove the journal and rerun"
+        ) from None
     return journal
 
 
@@ -470,11 +539,15 @@ def _well_formed(journal: object) -> bool:
     def strings(xs: object) -> bool:
         return isinstance(xs, list) and all(isinstance(x, str) for x in xs)
 
-    return (isinstance(journal, dict) and journal.get("format") == JOURNAL_FORMAT
-            and isinstance(journal.get("stage"), str) and strings(journal.get("remove"))
-            and isinstance(journal.get("moves"), list)
-            and all(strings(m) and len(m) == 2 for m in journal["moves"])
-            and _confined(journal))
+    return (
+        isinstance(journal, dict)
+        and journal.get("format") == JOURNAL_FORMAT
+        and isinstance(journal.get("stage"), str)
+        and strings(journal.get("remove"))
+        and isinstance(journal.get("moves"), list)
+        and all(strings(m) and len(m) == 2 for m in journal["moves"])
+        and _confined(journal)
+    )
 
 
 _PARTIAL = re.compile(r"\..+\.partial-[0-9a-f]{32}")  # `durable.temporary_name`, emit's too
@@ -484,14 +557,24 @@ def _confined(journal: dict) -> bool:
     """What a journal may touch: its stage (a stage name in OUT); removals inside OUT; moves
     from inside OUT, or from a hidden temporary name beside a destination outside OUT.  A
     journal asking for anything else was not written by hspZ and is never followed."""
-    def inside(stored: str) -> bool:
-        return bool(stored) and not os.path.isabs(stored) and os.pardir not in \
-            Path(stored.rstrip("/")).parts
 
-    return (journal["stage"].startswith(STAGE_PREFIX) and "/" not in journal["stage"]
-            and all(inside(r) for r in journal["remove"])
-            and all((inside(s) or _PARTIAL.fullmatch(os.path.basename(s)))
-                    and (inside(d) or os.path.isabs(d)) for s, d in journal["moves"]))
+    def inside(stored: str) -> bool:
+        return (
+            bool(stored)
+            and not os.path.isabs(stored)
+            and os.pardir not in Path(stored.rstrip("/")).parts
+        )
+
+    return (
+        journal["stage"].startswith(STAGE_PREFIX)
+        and "/" not in journal["stage"]
+        and all(inside(r) for r in journal["remove"])
+        and all(
+            (inside(s) or _PARTIAL.fullmatch(os.path.basename(s)))
+            and (inside(d) or os.path.isabs(d))
+            for s, d in journal["moves"]
+        )
+    )
 
 
 def complete(root: Path) -> str | None:
@@ -501,9 +584,11 @@ def complete(root: Path) -> str | None:
     if journal is None:
         return None
     _roll(root, journal)
-    return (f"output: completed the publish that an interrupted run (pid {journal.get('pid')} "
-            f"on {journal.get('host')}) left in {root}: {len(journal['moves'])} file(s) moved "
-            f"in, {len(journal['remove'])} removed, digest {journal.get('digest') or '-'}")
+    return (
+        f"output: completed the publish that an interrupted run (pid {journal.get('pid')} "
+        f"on {journal.get('host')}) left in {root}: {len(journal['moves'])} file(s) moved "
+        f"in, {len(journal['remove'])} removed, digest {journal.get('digest') or '-'}"
+    )
 
 
 def _roll(root: Path, journal: dict) -> None:
@@ -518,8 +603,7 @@ def _roll(root: Path, journal: dict) -> None:
             touched.add(d.parent)
             faults.point("publish")
         elif not d.exists():
-            raise RunError(f"cannot complete the publish into {root}: neither {s} nor {d} "
-                           f"exists")
+            raise RunError(f"cannot complete the publish into {root}: neither {s} nor {d} exists")
     for name in journal["remove"]:
         gone = _located(root, name.rstrip("/"))
         if name.endswith("/"):  # a batch's stale job folder (`batch.sweep_stale`)

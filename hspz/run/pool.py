@@ -60,8 +60,9 @@ class SharedRecords:
         return dict(self.__dict__, _shm=None)
 
 
-def share(sides: Sequence[Sequence[Record]]) -> tuple[shared_memory.SharedMemory,
-                                                       list[SharedRecords]]:
+def share(
+    sides: Sequence[Sequence[Record]],
+) -> tuple[shared_memory.SharedMemory, list[SharedRecords]]:
     """Copy every record's bases into one shared-memory block."""
     total = sum(len(r) for side in sides for r in side)
     shm = shared_memory.SharedMemory(create=True, size=max(total, 1))
@@ -74,8 +75,9 @@ def share(sides: Sequence[Sequence[Record]]) -> tuple[shared_memory.SharedMemory
         raise
 
 
-def _fill(shm: shared_memory.SharedMemory, sides: Sequence[Sequence[Record]],
-          total: int) -> list[SharedRecords]:
+def _fill(
+    shm: shared_memory.SharedMemory, sides: Sequence[Sequence[Record]], total: int
+) -> list[SharedRecords]:
     block = np.ndarray((total,), np.uint8, shm.buf)
     out, copies, at = [], [], 0
     for side in sides:
@@ -84,8 +86,7 @@ def _fill(shm: shared_memory.SharedMemory, sides: Sequence[Sequence[Record]],
             copies.append((at, rec.seq))
             offsets.append(at)
             at += len(rec)
-        out.append(SharedRecords(shm.name, [r.name for r in side], offsets,
-                                 [len(r) for r in side]))
+        out.append(SharedRecords(shm.name, [r.name for r in side], offsets, [len(r) for r in side]))
     try:
         with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:  # copies release the GIL
             list(pool.map(_copy_into, [block] * len(copies), *zip(*copies, strict=True)))
@@ -99,7 +100,7 @@ Records = Sequence[Record] | SharedRecords
 
 
 def _copy_into(block: np.ndarray, at: int, seq: np.ndarray) -> None:
-    block[at:at + len(seq)] = seq
+    block[at : at + len(seq)] = seq
 
 
 def _child(job: WorkerJob, ref: SharedRecords, qry: SharedRecords, out: Queue) -> None:
@@ -149,9 +150,12 @@ class Pool:
         self.out: Queue | None = mp.Queue()
         pipes = [mp.Pipe(duplex=False) for _ in range(n)]  # (receiving, sending) ends
         self.inboxes = [send for _, send in pipes]
-        self.procs = [mp.Process(target=_pooled, args=(engine, k, recv, self.out, numba,
-                                                       os.getpid()),
-                                 daemon=True) for k, (recv, _) in enumerate(pipes)]
+        self.procs = [
+            mp.Process(
+                target=_pooled, args=(engine, k, recv, self.out, numba, os.getpid()), daemon=True
+            )
+            for k, (recv, _) in enumerate(pipes)
+        ]
         self.handed = 0
         self.size = n
         self.shm: shared_memory.SharedMemory | None = None
@@ -175,9 +179,14 @@ class Pool:
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         self.close(failed=kind is not None)
 
-    def run(self, jobs: Sequence[WorkerJob], ref_records: Sequence[Record],
-            qry_records: Sequence[Record], sink: Sink,
-            progress: Callable | None = None) -> list[WorkerReport]:
+    def run(
+        self,
+        jobs: Sequence[WorkerJob],
+        ref_records: Sequence[Record],
+        qry_records: Sequence[Record],
+        sink: Sink,
+        progress: Callable | None = None,
+    ) -> list[WorkerReport]:
         """Run jobs[k] on process k (k = its worker number); results go to `sink`.  Returns
         when every worker has reported; `close` waits for their exit."""
         assert self.out is not None, "the pool is closed"
@@ -187,8 +196,9 @@ class Pool:
                 _hand(k, self.inboxes[k], (job, ref, qry))
             self.handed = len(jobs)
             self._stop(range(self.handed, self.started))
-            return _collect(self.procs[:len(jobs)], self.out, sink, len(jobs), self.unlink,
-                            progress)
+            return _collect(
+                self.procs[: len(jobs)], self.out, sink, len(jobs), self.unlink, progress
+            )
         except BaseException:
             self.close(failed=True)
             raise
@@ -197,7 +207,7 @@ class Pool:
         """Wait for the processes with a job to exit and stop the rest; after a failure, stop
         them all at once.  Then free the shared records, the pipes and the queue."""
         self._stop(range(self.started) if failed else range(self.handed, self.started))
-        for p in self.procs[:self.started]:
+        for p in self.procs[: self.started]:
             p.join()
         if self.shm is not None:
             self.unlink()
@@ -232,12 +242,19 @@ def _hand(worker: int, inbox: Connection, message: object) -> None:
     try:
         inbox.send(message)
     except OSError as exc:  # BrokenPipeError: the process is gone
-        raise RunError(f"worker {worker} exited before its job was handed over "
-                       f"({exc.strerror or exc})") from exc
+        raise RunError(
+            f"worker {worker} exited before its job was handed over ({exc.strerror or exc})"
+        ) from exc
 
 
-def _pooled(engine: Backend, worker: int, inbox: Connection, out: Queue, numba: bool = False,
-            parent: int | None = None) -> None:
+def _pooled(
+    engine: Backend,
+    worker: int,
+    inbox: Connection,
+    out: Queue,
+    numba: bool = False,
+    parent: int | None = None,
+) -> None:
     """A pooled worker process: die with `parent`; start the device worker `worker` will most
     likely use on the backend `engine` (its `warm_worker`), and load numba when asked (bins
     that large prepare with it), while the parent prepares the shared records; then run its
@@ -266,9 +283,14 @@ def _pooled(engine: Backend, worker: int, inbox: Connection, out: Queue, numba: 
     os._exit(0)
 
 
-def run_workers(jobs: Sequence[WorkerJob], ref_records: Sequence[Record],
-                qry_records: Sequence[Record], sink: Sink, pool: Pool | None = None,
-                progress: Callable | None = None) -> list[WorkerReport]:
+def run_workers(
+    jobs: Sequence[WorkerJob],
+    ref_records: Sequence[Record],
+    qry_records: Sequence[Record],
+    sink: Sink,
+    pool: Pool | None = None,
+    progress: Callable | None = None,
+) -> list[WorkerReport]:
     """Run every job; one in this process, several in one process each (`pool`'s, when it
     has enough, else processes spawned now).  `progress(key, share, hits)` hears of the
     seed batches of the units in flight (from worker processes at most every PROGRESS_S)."""
@@ -318,9 +340,14 @@ class _Handoff:
             self.thread.shutdown(wait=True)
 
 
-def _collect(procs: Sequence[BaseProcess], out: Queue, sink: Sink, n: int,
-             attached: Callable[[], None] = lambda: None,
-             progress: Callable | None = None) -> list[WorkerReport]:
+def _collect(
+    procs: Sequence[BaseProcess],
+    out: Queue,
+    sink: Sink,
+    n: int,
+    attached: Callable[[], None] = lambda: None,
+    progress: Callable | None = None,
+) -> list[WorkerReport]:
     """Every worker's messages until each has reported; `attached()` once all n have attached
     the shared records; `progress` hears of the units in flight."""
     reports: dict[int, WorkerReport] = {}

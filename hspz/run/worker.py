@@ -39,6 +39,7 @@ class Records(Protocol):
 
     def __getitem__(self, i: int, /) -> Record: ...
 
+
 Sink = Callable[[UnitResult, Any], None]  # (result, hit histogram or None)
 
 
@@ -87,8 +88,7 @@ class WorkerJob:
 
     def ordinal(self, r: int, job: int, q: int) -> int:
         """The job's own ordinal of unit (reference bin r, its query bin q)."""
-        n = len(self.plan.query_bins) if self.queries is None else \
-            len(self.queries[job].query_bins)
+        n = len(self.plan.query_bins) if self.queries is None else len(self.queries[job].query_bins)
         return r * n + q
 
 
@@ -135,8 +135,13 @@ def _add(phases: dict, name: str, t: float) -> None:
     phases[name] = phases.get(name, 0.0) + (time.perf_counter() - t)
 
 
-def run_worker(job: WorkerJob, ref_records: Records, qry_records: Records,
-               sink: Sink, progress: Callable | None = None) -> WorkerReport:
+def run_worker(
+    job: WorkerJob,
+    ref_records: Records,
+    qry_records: Records,
+    sink: Sink,
+    progress: Callable | None = None,
+) -> WorkerReport:
     """Run one worker's visits in order, handing each result to `sink`.  While a unit runs, the
     next unit's query bin, when it is another one, is prepared on a thread (at most two query
     bins are held at once), and the first one while the first reference bin is made; "query
@@ -198,8 +203,9 @@ class _References:
     `pool` while the current visit's units run (at most two bins are held then); a build does
     not, so a CPU run holds one bin's working set.  A load above LOAD_WARN_S seconds warns."""
 
-    def __init__(self, job: WorkerJob, engine: Backend, records: Records,
-                 pool: ThreadPoolExecutor) -> None:
+    def __init__(
+        self, job: WorkerJob, engine: Backend, records: Records, pool: ThreadPoolExecutor
+    ) -> None:
         self.job, self.engine, self.records, self.pool = job, engine, records, pool
         self.index = None
         if job.index is not None:
@@ -215,8 +221,11 @@ class _References:
         ref = self.engine.load_reference(self.job.ctx, self.index, b, self.job.threads)
         seconds = time.perf_counter() - t
         if seconds > LOAD_WARN_S:
-            print(f"warning: loading reference bin {b} of the index {self.index.path} took "
-                  f"{seconds:.1f} s; keep the index on local storage", file=sys.stderr)
+            print(
+                f"warning: loading reference bin {b} of the index {self.index.path} took "
+                f"{seconds:.1f} s; keep the index on local storage",
+                file=sys.stderr,
+            )
         return ref, seconds
 
     def get(self, b: int, rep: WorkerReport) -> RefBin | Any:
@@ -254,8 +263,7 @@ class _Queries:
     (job, query bin).  A batch job's records are read from its file when a bin of it is first
     needed and kept while the worker stays with that job (the last job's are let go)."""
 
-    def __init__(self, job: WorkerJob, engine: Backend, records: Records,
-                 prep: ThreadPoolExecutor):
+    def __init__(self, job: WorkerJob, engine: Backend, records: Records, prep: ThreadPoolExecutor):
         self.job, self.engine, self.records, self.prep = job, engine, records, prep
         self.current: tuple[tuple[int, int], QueryBin] | None = None
         self.next: tuple[tuple[int, int], Future] | None = None
@@ -273,8 +281,9 @@ class _Queries:
 
     def _prepare(self, key: tuple[int, int]) -> QueryBin:
         j, q = key
-        bins = self.job.plan.query_bins if self.job.queries is None else \
-            self.job.queries[j].query_bins
+        bins = (
+            self.job.plan.query_bins if self.job.queries is None else self.job.queries[j].query_bins
+        )
         records = self._records(j)
         return self.engine.prepare_query(self.job.ctx, q, [records[i] for i in bins[q]])
 
@@ -305,19 +314,30 @@ def read_job_query(spec: QuerySpec) -> list[Record]:
 
     records = read_records(spec.path)
     if spec.digest != "-" and records_digest(records) != spec.digest:
-        raise InputError("the file changed since the batch was planned (its records no longer "
-                       "hash to the planned value)")
+        raise InputError(
+            "the file changed since the batch was planned (its records no longer "
+            "hash to the planned value)"
+        )
     return records
 
 
-def _run_unit(job: WorkerJob, engine: Backend, rep: WorkerReport, ref: RefBin | Any,
-              qry: QueryBin, ref_bin: int,
-              j: int, sink: Sink, progress: Callable | None = None) -> None:
+def _run_unit(
+    job: WorkerJob,
+    engine: Backend,
+    rep: WorkerReport,
+    ref: RefBin | Any,
+    qry: QueryBin,
+    ref_bin: int,
+    j: int,
+    sink: Sink,
+    progress: Callable | None = None,
+) -> None:
     from hspz.planning.estimate import unit_hit_histogram
 
     start = _ms_since(job.t0)
     ordinal = job.ordinal(ref_bin, j, qry.index)
     if progress is not None and job.progress:
+
         def batches(done: int, total: int, hits: int) -> None:
             progress((j, ordinal), done / max(total, 1), hits)
 

@@ -31,8 +31,9 @@ def wga_chunks(interval: tuple[int, int], chunk_size: int) -> list[tuple[int, in
     return [(i, min(i + chunk_size, e + 1)) for i in range(s, e, chunk_size)]
 
 
-def seed_batches(block_len: int, seed_size: int, interval_size: int, chunk_size: int,
-                 strands: Sequence[str]) -> list[tuple[int, str, tuple[int, int]]]:
+def seed_batches(
+    block_len: int, seed_size: int, interval_size: int, chunk_size: int, strands: Sequence[str]
+) -> list[tuple[int, str, tuple[int, int]]]:
     """Every seed batch of one query bin in plan order: (interval number, strand, chunk)."""
     out = []
     for n, iv in enumerate(intervals(block_len, seed_size, interval_size), 1):
@@ -67,8 +68,14 @@ def chunk_walk(cum: np.ndarray, max_hits: int) -> list[tuple[int, int]]:
     return out
 
 
-def chunk_walks(xp: ModuleType, cum: Any, slots: np.ndarray, edges: np.ndarray, max_hits: int,
-                most_steps: int | None = None) -> list[list[tuple[int, int]] | None]:
+def chunk_walks(
+    xp: ModuleType,
+    cum: Any,
+    slots: np.ndarray,
+    edges: np.ndarray,
+    max_hits: int,
+    most_steps: int | None = None,
+) -> list[list[tuple[int, int]] | None]:
     """`chunk_walk` of every seed batch of a group at once, as hit ranges of the group; None
     for a batch whose walk takes more than `most_steps` searches (left to the caller).
 
@@ -105,8 +112,7 @@ def chunk_walks(xp: ModuleType, cum: Any, slots: np.ndarray, edges: np.ndarray, 
         last, start = s_a[b] - 1, h_a[b]
         if s_b[b] > s_a[b]:
             k = searches[b]
-            for end, value in zip([*ends[:k, b], s_b[b] - 1], [*sums[:k, b], h_b[b]],
-                                  strict=True):
+            for end, value in zip([*ends[:k, b], s_b[b] - 1], [*sums[:k, b], h_b[b]], strict=True):
                 if end > last:
                     chunks.append((int(start), int(value)))
                     last, start = end, value

@@ -69,15 +69,31 @@ def _gate(ref, qry, total, rs, qs, ln, thresh, use_entropy, keep, score):
         score[i] = int(t * ent)
 
 
-def gate(ref: np.ndarray, qry: np.ndarray, total: np.ndarray, rs: np.ndarray, qs: np.ndarray,
-         ln: np.ndarray, hspthresh: int, entropy: bool) -> np.ndarray:
+def gate(
+    ref: np.ndarray,
+    qry: np.ndarray,
+    total: np.ndarray,
+    rs: np.ndarray,
+    qs: np.ndarray,
+    ln: np.ndarray,
+    hspthresh: int,
+    entropy: bool,
+) -> np.ndarray:
     """HSP records (HSP_DTYPE) of the extended hits that pass the score and entropy gate."""
     keep, score = _gated(ref, qry, total, rs, qs, ln, hspthresh, entropy)
     return _records(keep, score, rs, qs, ln)
 
 
-def _gated(ref: np.ndarray, qry: np.ndarray, total: np.ndarray, rs: np.ndarray, qs: np.ndarray,
-           ln: np.ndarray, hspthresh: int, entropy: bool) -> tuple[np.ndarray, np.ndarray]:
+def _gated(
+    ref: np.ndarray,
+    qry: np.ndarray,
+    total: np.ndarray,
+    rs: np.ndarray,
+    qs: np.ndarray,
+    ln: np.ndarray,
+    hspthresh: int,
+    entropy: bool,
+) -> tuple[np.ndarray, np.ndarray]:
     """(passes the gate, entropy-adjusted score) per extended hit."""
     keep = np.empty(len(total), np.bool_)
     score = np.empty(len(total), np.int64)
@@ -86,9 +102,15 @@ def _gated(ref: np.ndarray, qry: np.ndarray, total: np.ndarray, rs: np.ndarray, 
     return keep, score
 
 
-def gate_by_counts(total: np.ndarray, rs: np.ndarray, qs: np.ndarray, ln: np.ndarray,
-                   counts: np.ndarray, hspthresh: int, entropy: bool
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def gate_by_counts(
+    total: np.ndarray,
+    rs: np.ndarray,
+    qs: np.ndarray,
+    ln: np.ndarray,
+    counts: np.ndarray,
+    hspthresh: int,
+    entropy: bool,
+) -> tuple[np.ndarray, np.ndarray]:
     """`gate`, given each hit's four match counts (counts[i, b]: bases b < 4 of hit i's
     `len + 1` that match, counted where hspthresh <= total <= 3 * hspthresh; the GPU backend
     counts them on the device).  The same arithmetic as `_gate` and `_entropy`, vectorised:
@@ -115,8 +137,9 @@ def _p_log_p(p: np.ndarray) -> np.ndarray:
     return p * logs[where]
 
 
-def _records(keep: np.ndarray, score: np.ndarray, rs: np.ndarray, qs: np.ndarray,
-             ln: np.ndarray) -> np.ndarray:
+def _records(
+    keep: np.ndarray, score: np.ndarray, rs: np.ndarray, qs: np.ndarray, ln: np.ndarray
+) -> np.ndarray:
     out = np.empty(int(keep.sum()), HSP_DTYPE)
     out["ref_start"] = rs[keep]
     out["query_start"] = qs[keep]
@@ -135,8 +158,11 @@ def _collapse(rs, qs, ln, score, copies, first, out_copies):
     slot_of = np.full(size, -1, np.int64)
     m = 0
     for i in range(len(rs)):
-        h = (np.int64(rs[i]) * 0x2545F4914F6CDD1D + np.int64(qs[i]) * 0x165667B19E3779F9
-             + np.int64(ln[i])) & (size - 1)
+        h = (
+            np.int64(rs[i]) * 0x2545F4914F6CDD1D
+            + np.int64(qs[i]) * 0x165667B19E3779F9
+            + np.int64(ln[i])
+        ) & (size - 1)
         while True:
             j = slot_of[h]
             if j < 0:
@@ -161,8 +187,11 @@ def collapse(h: np.ndarray, copies: np.ndarray | None = None) -> tuple[np.ndarra
     copies = np.ones(len(h), np.int64) if copies is None else copies
     first = np.empty(len(h), np.int64)
     out = np.empty(len(h), np.int64)
-    m = _collapse(h["ref_start"], h["query_start"], h["len"], h["score"], copies, first,
-                  out) if len(h) else 0
+    m = (
+        _collapse(h["ref_start"], h["query_start"], h["len"], h["score"], copies, first, out)
+        if len(h)
+        else 0
+    )
     return h[first[:m]], out[:m]
 
 
@@ -194,6 +223,7 @@ def dedup_chunks(h: np.ndarray, chunk: np.ndarray) -> tuple[np.ndarray, np.ndarr
     drop = (c[1:] == c[:-1]) & (diag[1:] == diag[:-1]) & (inside | around)
     kept = np.concatenate(([True], ~drop))
     s, c = s[kept], c[kept]
-    final = np.lexsort((-s["score"].astype(np.int64), s["len"], s["ref_start"], s["query_start"],
-                        c))
+    final = np.lexsort(
+        (-s["score"].astype(np.int64), s["len"], s["ref_start"], s["query_start"], c)
+    )
     return s[final], c[final]

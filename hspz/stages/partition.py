@@ -45,8 +45,14 @@ class Partitioner:
         return None if count <= chunk else chunk
 
 
-def split(ref_name: np.ndarray, qry_name: np.ndarray, ref_mid: np.ndarray, qry_mid: np.ndarray,
-          strand: str, chunk: int) -> list[np.ndarray]:
+def split(
+    ref_name: np.ndarray,
+    qry_name: np.ndarray,
+    ref_mid: np.ndarray,
+    qry_mid: np.ndarray,
+    strand: str,
+    chunk: int,
+) -> list[np.ndarray]:
     """Index arrays (into the file's lines, in order) of each piece, in `.split` order.
 
     `ref_name`/`qry_name` are per-line name ids whose order is the names' bytewise order;
@@ -56,7 +62,7 @@ def split(ref_name: np.ndarray, qry_name: np.ndarray, ref_mid: np.ndarray, qry_m
     keys, first, counts = np.unique(pair, return_index=True, return_counts=True)
     grouped = np.argsort(pair, kind="stable")  # each pair's lines, in file order
     starts = np.cumsum(counts) - counts
-    groups = [grouped[a:a + n] for a, n in zip(starts.tolist(), counts.tolist(), strict=True)]
+    groups = [grouped[a : a + n] for a, n in zip(starts.tolist(), counts.tolist(), strict=True)]
     multi = len(keys) > 1
     pieces: list[np.ndarray] = []
     small = []
@@ -65,15 +71,25 @@ def split(ref_name: np.ndarray, qry_name: np.ndarray, ref_mid: np.ndarray, qry_m
         if multi and counts[k] <= chunk:
             small.append(k)
             continue
-        diag = qry_mid[members] + ref_mid[members] if strand == "plus" else \
-            qry_mid[members] - ref_mid[members]
+        diag = (
+            qry_mid[members] + ref_mid[members]
+            if strand == "plus"
+            else qry_mid[members] - ref_mid[members]
+        )
         ordered = members[np.lexsort((ref_mid[members], diag))]
-        pieces += [ordered[i:i + chunk] for i in range(0, len(ordered), chunk)]
+        pieces += [ordered[i : i + chunk] for i in range(0, len(ordered), chunk)]
     return pieces + _aggregate(small, keys, first, counts, groups, qry_name, chunk)
 
 
-def _aggregate(small: list[int], keys: np.ndarray, first: np.ndarray, counts: np.ndarray,
-               groups: list[np.ndarray], qry_name: np.ndarray, chunk: int) -> list[np.ndarray]:
+def _aggregate(
+    small: list[int],
+    keys: np.ndarray,
+    first: np.ndarray,
+    counts: np.ndarray,
+    groups: list[np.ndarray],
+    qry_name: np.ndarray,
+    chunk: int,
+) -> list[np.ndarray]:
     """First-fit packing of the small pairs, ascending by (count, pair names)."""
     if not small:
         return []

@@ -110,8 +110,9 @@ def _scan_windows(codes, care, size, first, end, step, out_pos, out_kmer):
 PARALLEL_MIN = 1 << 20  # windows below which a table is built on one thread
 
 
-def build_seed_table(codes: np.ndarray, block_len: int, shape: SeedShape, step: int,
-                     threads: int = 1) -> SeedTable:
+def build_seed_table(
+    codes: np.ndarray, block_len: int, shape: SeedShape, step: int, threads: int = 1
+) -> SeedTable:
     """The reference table over positions `start_offset + i*step`, i < (len + offset - size)/step.
 
     Built in one uint32 array of 4**weight entries (64 MiB for 12of19): counts, their running
@@ -140,8 +141,16 @@ def build_seed_table(codes: np.ndarray, block_len: int, shape: SeedShape, step: 
 RANGES_PER_THREAD = 32  # k-mer ranges per thread in `_parallel_table` (a range's table: L2)
 
 
-def _parallel_table(codes: np.ndarray, care: np.ndarray, shape: SeedShape, first: int, end: int,
-                    step: int, windows: int, threads: int) -> SeedTable:
+def _parallel_table(
+    codes: np.ndarray,
+    care: np.ndarray,
+    shape: SeedShape,
+    first: int,
+    end: int,
+    step: int,
+    windows: int,
+    threads: int,
+) -> SeedTable:
     """`build_seed_table` on several threads, the same bytes, every step split over them: no
     thread reads every window, and nothing runs on one thread but sums over a few thousand
     counts.  The k-mer space is cut into 2**bits ranges (whole occupancy words), the windows
@@ -162,26 +171,62 @@ def _parallel_table(codes: np.ndarray, care: np.ndarray, shape: SeedShape, first
     cuts[-1] = end
     hist = np.zeros((threads, ranges), np.int64)
     with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda i: _share_counts(codes, care, shape.size, cuts[i], cuts[i + 1],
-                                              step, shift, hist[i]), range(threads)))
+        list(
+            pool.map(
+                lambda i: _share_counts(
+                    codes, care, shape.size, cuts[i], cuts[i + 1], step, shift, hist[i]
+                ),
+                range(threads),
+            )
+        )
         sizes = hist.sum(axis=0)
         starts = np.zeros(ranges + 1, np.int64)
         np.cumsum(sizes, out=starts[1:])
         n = int(starts[-1])
         places = starts[:-1][None, :] + np.cumsum(hist, axis=0) - hist
         kmers, pos_table = np.empty(n, np.uint32), np.empty(n, np.uint32)
-        list(pool.map(lambda i: _share_scatter(codes, care, shape.size, cuts[i], cuts[i + 1],
-                                               step, shift, places[i], kmers, pos_table),
-                      range(threads)))
+        list(
+            pool.map(
+                lambda i: _share_scatter(
+                    codes,
+                    care,
+                    shape.size,
+                    cuts[i],
+                    cuts[i + 1],
+                    step,
+                    shift,
+                    places[i],
+                    kmers,
+                    pos_table,
+                ),
+                range(threads),
+            )
+        )
         table = np.empty(n_kmers, np.uint32)
         occupied = np.empty((n_kmers + 63) // 64, np.uint64)
         work = np.cumsum(sizes + (n_kmers >> bits) // 4)
-        groups = np.unique(np.searchsorted(work, work[-1] * np.arange(1, 4 * threads) //
-                                           (4 * threads), side="right"))
+        groups = np.unique(
+            np.searchsorted(
+                work, work[-1] * np.arange(1, 4 * threads) // (4 * threads), side="right"
+            )
+        )
         edges = [0, *[int(g) for g in groups if 0 < g < ranges], ranges]
-        list(pool.map(lambda g: _range_sort(kmers, pos_table, starts, edges[g], edges[g + 1],
-                                            shift, n_kmers, table, occupied),
-                      range(len(edges) - 1)))
+        list(
+            pool.map(
+                lambda g: _range_sort(
+                    kmers,
+                    pos_table,
+                    starts,
+                    edges[g],
+                    edges[g + 1],
+                    shift,
+                    n_kmers,
+                    table,
+                    occupied,
+                ),
+                range(len(edges) - 1),
+            )
+        )
     built = SeedTable(table, pos_table)
     built.__dict__["occupied"] = occupied  # the cached property, made by the same threads
     return built
@@ -330,8 +375,9 @@ def _batch(codes, care, size, first, end, transition, index_table, kmers, qpos, 
     return n
 
 
-def batch_hits(codes: np.ndarray, shape: SeedShape, first: int, end: int, transition: bool,
-               table: SeedTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def batch_hits(
+    codes: np.ndarray, shape: SeedShape, first: int, end: int, transition: bool, table: SeedTable
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(kmers, qpos, lo, counts) of one chunk's seed stream: the same stream as `query_seeds`,
     with each seed's first index into `pos_table` and its number of hits."""
     end = min(end, len(codes) - shape.size + 1)
@@ -341,8 +387,23 @@ def batch_hits(codes: np.ndarray, shape: SeedShape, first: int, end: int, transi
     lo = np.empty(m, np.int64)
     counts = np.empty(m, np.int64)
     care = np.asarray(shape.care, dtype=np.int64)
-    n = _batch(codes, care, shape.size, first, max(end, first), transition, table.index_table,
-               kmers, qpos, lo, counts) if m else 0
+    n = (
+        _batch(
+            codes,
+            care,
+            shape.size,
+            first,
+            max(end, first),
+            transition,
+            table.index_table,
+            kmers,
+            qpos,
+            lo,
+            counts,
+        )
+        if m
+        else 0
+    )
     return kmers[:n], qpos[:n], lo[:n], counts[:n]
 
 
@@ -360,8 +421,22 @@ def _occupancy(index_table, bits):
 
 
 @njit
-def _hit_seeds(codes, care, size, first, end, transition, index_table, occupied, qpos, lo,
-               counts, at, win_pos, win_kmer):
+def _hit_seeds(
+    codes,
+    care,
+    size,
+    first,
+    end,
+    transition,
+    index_table,
+    occupied,
+    qpos,
+    lo,
+    counts,
+    at,
+    win_pos,
+    win_kmer,
+):
     """`_batch`'s stream, kept only where a seed has hits: per such seed its query position,
     first pos_table index, hit count and place in the whole stream.  Returns (stream length,
     seeds kept).  The occupancy bits pick the seeds with hits (written without a branch: it
@@ -394,9 +469,15 @@ def _hit_seeds(codes, care, size, first, end, transition, index_table, occupied,
     return n_win * (variants + 1), n
 
 
-def hit_seeds(codes: np.ndarray, shape: SeedShape, first: int, end: int, transition: bool,
-              table: SeedTable, work: Workspace | None = None
-              ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def hit_seeds(
+    codes: np.ndarray,
+    shape: SeedShape,
+    first: int,
+    end: int,
+    transition: bool,
+    table: SeedTable,
+    work: Workspace | None = None,
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The seeds of `batch_hits`'s stream that have hits: (stream length, then per such seed
     its query position, first pos_table index, hit count and place in the stream).  Given a
     `work`space (`xdrop.Workspace`), the arrays live in it (valid until its next use)."""
@@ -408,10 +489,26 @@ def hit_seeds(codes: np.ndarray, shape: SeedShape, first: int, end: int, transit
         win_pos, win_kmer = np.empty(windows, np.int64), np.empty(windows, np.uint32)
     else:
         qpos, lo, counts, at = (work.take(name, m) for name in ("qpos", "lo", "counts", "at"))
-        win_pos, win_kmer = work.take("win_pos", windows), work.take("win_kmer", windows,
-                                                                     np.uint32)
+        win_pos, win_kmer = work.take("win_pos", windows), work.take("win_kmer", windows, np.uint32)
     care = np.asarray(shape.care, dtype=np.int64)
-    full, n = _hit_seeds(codes, care, shape.size, first, max(end, first), transition,
-                         table.index_table, table.occupied, qpos, lo, counts, at, win_pos,
-                         win_kmer) if m else (0, 0)
+    full, n = (
+        _hit_seeds(
+            codes,
+            care,
+            shape.size,
+            first,
+            max(end, first),
+            transition,
+            table.index_table,
+            table.occupied,
+            qpos,
+            lo,
+            counts,
+            at,
+            win_pos,
+            win_kmer,
+        )
+        if m
+        else (0, 0)
+    )
     return full, qpos[:n], lo[:n], counts[:n], at[:n]

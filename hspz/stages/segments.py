@@ -131,8 +131,27 @@ def format_lines(h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str) -> 
     qn, qo = _name_table(qry)
     sign, score = ord("+" if strand == "plus" else "-"), h["score"].astype(np.int64)
     if jit.numpy_first(len(h), SMALL_LINES):
-        return _lines([(rn, ro, ri), 9, r0, 9, r0 + ln, 9, (qn, qo, qi), 9, q0, 9, q0 + ln, 9,
-                       sign, 9, score, 10], len(h))
+        return _lines(
+            [
+                (rn, ro, ri),
+                9,
+                r0,
+                9,
+                r0 + ln,
+                9,
+                (qn, qo, qi),
+                9,
+                q0,
+                9,
+                q0 + ln,
+                9,
+                sign,
+                9,
+                score,
+                10,
+            ],
+            len(h),
+        )
     width = 8 + int(np.diff(ro).max()) + int(np.diff(qo).max()) + 5 * 21
     out = np.empty(len(h) * width, np.uint8)
     end = _format(rn, ro, ri, r0, r0 + ln, qn, qo, qi, q0, q0 + ln, sign, score, out)

@@ -202,8 +202,16 @@ def _extend_groups(ref, qry, ref_len, qry_len, mat, xdrop, R, Q, diag, starts):
     return mr, pr, ml, pl
 
 
-def extend_hits(ref: np.ndarray, qry: np.ndarray, ref_len: int, qry_len: int, mat: np.ndarray,
-                xdrop: int, R: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, ...]:
+def extend_hits(
+    ref: np.ndarray,
+    qry: np.ndarray,
+    ref_len: int,
+    qry_len: int,
+    mat: np.ndarray,
+    xdrop: int,
+    R: np.ndarray,
+    Q: np.ndarray,
+) -> tuple[np.ndarray, ...]:
     """Same results as `extend_plain`, walking each diagonal stretch once (sorts by diagonal)."""
     R = np.asarray(R, np.int64)
     Q = np.asarray(Q, np.int64)
@@ -212,8 +220,17 @@ def extend_hits(ref: np.ndarray, qry: np.ndarray, ref_len: int, qry_len: int, ma
         e = np.empty(0, np.int64)
         return e, e, e, e
     order = diagonal_order(R, Q)
-    score, rs, qs, ln = extend_sorted(ref, qry, ref_len, qry_len, mat, xdrop, R[order], Q[order],
-                                      diagonal_starts(R[order] - Q[order]))
+    score, rs, qs, ln = extend_sorted(
+        ref,
+        qry,
+        ref_len,
+        qry_len,
+        mat,
+        xdrop,
+        R[order],
+        Q[order],
+        diagonal_starts(R[order] - Q[order]),
+    )
     out = [np.empty(n, np.int64) for _ in range(4)]
     for dst, src in zip(out, (score, rs, qs, ln), strict=True):
         dst[order] = src
@@ -234,12 +251,30 @@ def diagonal_starts(diag: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.concatenate(([True], diag[1:] != diag[:-1], [True])))
 
 
-def extend_sorted(ref: np.ndarray, qry: np.ndarray, ref_len: int, qry_len: int, mat: np.ndarray,
-                  xdrop: int, Rs: np.ndarray, Qs: np.ndarray, starts: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def extend_sorted(
+    ref: np.ndarray,
+    qry: np.ndarray,
+    ref_len: int,
+    qry_len: int,
+    mat: np.ndarray,
+    xdrop: int,
+    Rs: np.ndarray,
+    Qs: np.ndarray,
+    starts: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Extension of hits already sorted by (diagonal, R); results in that order."""
-    mr, pr, ml, pl = _extend_groups(ref, qry, ref_len, qry_len, mat.ravel().astype(np.int32),
-                                    int(xdrop), Rs, Qs, Rs - Qs, starts)
+    mr, pr, ml, pl = _extend_groups(
+        ref,
+        qry,
+        ref_len,
+        qry_len,
+        mat.ravel().astype(np.int32),
+        int(xdrop),
+        Rs,
+        Qs,
+        Rs - Qs,
+        starts,
+    )
     return mr + ml, Rs - pl, Qs - pl, pr + pl
 
 
@@ -321,8 +356,29 @@ def _bound(rp, qp, ts, tc, xdrop, r, q, step, blocks):
 
 
 @njit
-def _reject_pass(ref, rp, qp, ts, tcr, tcl, ref_len, qry_len, xdrop, pos_table, lo, qpos, counts,
-                 size, seed_best, q0, keep_from, cand_r, cand_q, late_r, late_q):
+def _reject_pass(
+    ref,
+    rp,
+    qp,
+    ts,
+    tcr,
+    tcl,
+    ref_len,
+    qry_len,
+    xdrop,
+    pos_table,
+    lo,
+    qpos,
+    counts,
+    size,
+    seed_best,
+    q0,
+    keep_from,
+    cand_r,
+    cand_q,
+    late_r,
+    late_q,
+):
     """Expand every seed's hits; drop those whose walks stop within CAP bases a side under
     `keep_from` (`_bound`), list the rest as candidates for the exact walk (cand_r, cand_q) or,
     when a walk has not stopped within CAP, for the diagonal sweep (late_r, late_q).  Hits are
@@ -362,14 +418,14 @@ def _reject_pass(ref, rp, qp, ts, tcr, tcl, ref_len, qry_len, xdrop, pos_table, 
             short = right < half  # the sequences end before the cap
             if stop:
                 beyond = min((min(r, q) - size) // 2, half)
-                stop, best_l = _bound(rp, qp, ts, tcl, xdrop, r - size - 2, q - size - 2, -2,
-                                      beyond)
+                stop, best_l = _bound(
+                    rp, qp, ts, tcl, xdrop, r - size - 2, q - size - 2, -2, beyond
+                )
                 short = beyond < half
                 if stop:
                     if best + seed_best[q - q0] + best_l < keep_from:
                         continue
-                    stop, best_l = _bound(rp, qp, ts, tcl, xdrop, r - 2, q - 2, -2,
-                                          min(left, half))
+                    stop, best_l = _bound(rp, qp, ts, tcl, xdrop, r - 2, q - 2, -2, min(left, half))
                     if stop and best + best_l < keep_from:
                         continue
                     short = left < half
@@ -394,7 +450,7 @@ def seed_bounds(qry: np.ndarray, mat: np.ndarray, first: int, last: int, size: i
     any reference symbol gets against the query's, where positive (every prefix of the scores
     sums to no more)."""
     best = np.maximum(np.asarray(mat, np.int64).reshape(8, 8).max(axis=0), 0)
-    cum = np.concatenate(([0], np.cumsum(best[qry[first - size:last]])))
+    cum = np.concatenate(([0], np.cumsum(best[qry[first - size : last]])))
     return cum[size:] - cum[:-size] if last >= first else cum[:0]
 
 
@@ -441,16 +497,34 @@ def _walk_capped(ref, qry, mat, xdrop, r, q, step, first_pos, lim, cap):
 
 
 @njit
-def _exact_pass(ref, qry, ref_len, qry_len, mat, xdrop, cand_r, cand_q, cap, keep_from, score, rs,
-                qs, ln, late_r, late_q, n_late):
+def _exact_pass(
+    ref,
+    qry,
+    ref_len,
+    qry_len,
+    mat,
+    xdrop,
+    cand_r,
+    cand_q,
+    cap,
+    keep_from,
+    score,
+    rs,
+    qs,
+    ln,
+    late_r,
+    late_q,
+    n_late,
+):
     """Walk each candidate plainly for at most `cap` bases a side: finished hits scoring at least
     `keep_from` go to (score, rs, qs, ln), unfinished ones are added to (late_r, late_q) after
     the n_late there.  Returns both counts."""
     n = 0
     for i in range(len(cand_r)):
         r, q = cand_r[i], cand_q[i]
-        mr, pr, ok = _walk_capped(ref, qry, mat, xdrop, r, q, 1, 0, min(ref_len - r, qry_len - q),
-                                  cap)
+        mr, pr, ok = _walk_capped(
+            ref, qry, mat, xdrop, r, q, 1, 0, min(ref_len - r, qry_len - q), cap
+        )
         if ok:
             ml, pl, ok = _walk_capped(ref, qry, mat, xdrop, r - 1, q - 1, -1, 1, min(r, q), cap)
         if not ok:
@@ -491,10 +565,21 @@ def _pair_tables_of(key: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return pair_tables(np.frombuffer(key, np.int64))
 
 
-def first_pass(ref: np.ndarray, qry: np.ndarray, ref_len: int, qry_len: int, mat: np.ndarray,
-               xdrop: int, pos_table: np.ndarray, lo: np.ndarray, qpos: np.ndarray,
-               counts: np.ndarray, size: int, keep_from: int, work: Workspace | None = None
-               ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray]]:
+def first_pass(
+    ref: np.ndarray,
+    qry: np.ndarray,
+    ref_len: int,
+    qry_len: int,
+    mat: np.ndarray,
+    xdrop: int,
+    pos_table: np.ndarray,
+    lo: np.ndarray,
+    qpos: np.ndarray,
+    counts: np.ndarray,
+    size: int,
+    keep_from: int,
+    work: Workspace | None = None,
+) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray]]:
     """Every hit of these seeds but those inside long HSPs, exactly: ((score, ref_start,
     query_start, len) of the finished hits scoring at least `keep_from`, (R, Q) of the anchors
     left for the diagonal sweep).  Given a `work`space, the arrays returned live in it (valid
@@ -505,8 +590,9 @@ def first_pass(ref: np.ndarray, qry: np.ndarray, ref_len: int, qry_len: int, mat
     a side are walked exactly; the rest, the hits inside long HSPs, are left over."""
     work = work or Workspace()
     total = int(counts.sum())
-    cand_r, cand_q, late_r, late_q = (work.take(name, total)
-                                      for name in ("cand_r", "cand_q", "late_r", "late_q"))
+    cand_r, cand_q, late_r, late_q = (
+        work.take(name, total) for name in ("cand_r", "cand_q", "late_r", "late_q")
+    )
     ts, tcr, tcl = _pair_tables_of(np.asarray(mat, np.int64).tobytes())
     # the piece's own query span: `min(initial=0)` made it start at the query's first base, so
     # the bounds of every piece spanned the query up to its batch (late batches of a 20 Mbp
@@ -515,32 +601,81 @@ def first_pass(ref: np.ndarray, qry: np.ndarray, ref_len: int, qry_len: int, mat
     last = int(qpos.max(initial=-1)) + size
     seed_best = work.take("seed_best", max(last - q0 + 1, 0))
     _seed_bounds_into(qry, _best_of(np.asarray(mat, np.int64).tobytes()), q0, size, seed_best)
-    n_cand, n_late = _reject_pass(ref, pair_view(ref), pair_view(qry), ts, tcr, tcl, ref_len,
-                                  qry_len, int(xdrop), pos_table, lo, qpos, counts, size,
-                                  seed_best, q0, keep_from, cand_r, cand_q, late_r, late_q)
+    n_cand, n_late = _reject_pass(
+        ref,
+        pair_view(ref),
+        pair_view(qry),
+        ts,
+        tcr,
+        tcl,
+        ref_len,
+        qry_len,
+        int(xdrop),
+        pos_table,
+        lo,
+        qpos,
+        counts,
+        size,
+        seed_best,
+        q0,
+        keep_from,
+        cand_r,
+        cand_q,
+        late_r,
+        late_q,
+    )
     score, rs, qs, ln = (work.take(name, n_cand) for name in ("score", "rs", "qs", "ln"))
     flat = np.asarray(mat, np.int32).ravel()
-    n, n_late = _exact_pass(ref, qry, ref_len, qry_len, flat, int(xdrop), cand_r[:n_cand],
-                            cand_q[:n_cand], CAP, keep_from, score, rs, qs, ln, late_r, late_q,
-                            n_late)
+    n, n_late = _exact_pass(
+        ref,
+        qry,
+        ref_len,
+        qry_len,
+        flat,
+        int(xdrop),
+        cand_r[:n_cand],
+        cand_q[:n_cand],
+        CAP,
+        keep_from,
+        score,
+        rs,
+        qs,
+        ln,
+        late_r,
+        late_q,
+        n_late,
+    )
     return (score[:n], rs[:n], qs[:n], ln[:n]), (late_r[:n_late], late_q[:n_late])
 
 
-def extend_seeds(ref: np.ndarray, qry: np.ndarray, ref_len: int, qry_len: int, mat: np.ndarray,
-                 xdrop: int, pos_table: np.ndarray, lo: np.ndarray, qpos: np.ndarray,
-                 counts: np.ndarray, size: int, keep_from: int) -> tuple[np.ndarray, ...]:
+def extend_seeds(
+    ref: np.ndarray,
+    qry: np.ndarray,
+    ref_len: int,
+    qry_len: int,
+    mat: np.ndarray,
+    xdrop: int,
+    pos_table: np.ndarray,
+    lo: np.ndarray,
+    qpos: np.ndarray,
+    counts: np.ndarray,
+    size: int,
+    keep_from: int,
+) -> tuple[np.ndarray, ...]:
     """Extend every hit of these seeds; return (score, ref_start, query_start, len) of the hits
     scoring at least `keep_from` (in no particular order: dedup sorts fully): `first_pass`,
     then the diagonal sweep of the hits inside long HSPs.  Both are exact."""
-    done, (late_r, late_q) = first_pass(ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo,
-                                        qpos, counts, size, keep_from)
+    done, (late_r, late_q) = first_pass(
+        ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size, keep_from
+    )
     swept = extend_hits(ref, qry, ref_len, qry_len, mat, xdrop, late_r, late_q)
     keep = swept[0] >= keep_from
     return tuple(np.concatenate((a, b[keep])) for a, b in zip(done, swept, strict=True))
 
 
-def resolve_chains(xp: ModuleType, merged: Any, best: Any, pos: Any, off: Any
-                   ) -> tuple[Any, Any]:  # numpy or CuPy arrays (`xp`)
+def resolve_chains(
+    xp: ModuleType, merged: Any, best: Any, pos: Any, off: Any
+) -> tuple[Any, Any]:  # numpy or CuPy arrays (`xp`)
     """Final (best, position of the best) of walks that stopped early by merging (the GPU's
     chain_walks): hits in walking order, walk j either finished (its `best` and `pos` final) or
     merged into walk j + 1 on its diagonal, at the first base at or past j + 1's start where j

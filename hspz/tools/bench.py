@@ -29,15 +29,27 @@ def one_pass(options: Options, inputs: Inputs, engine: Backend, kind: str) -> di
         wall = time.perf_counter() - t0
     engine_ms = sum(r.engine_ms for r in summary.results)
     return dict(
-        pass_kind=kind, wall_s=round(wall, 6), engine_ms=round(engine_ms, 3),
-        backend=engine.name, seeds=summary.seeds, hits=summary.hits,
-        raw_hsps=summary.raw_hsps, hsps=summary.hsps, digest=summary.digest,
+        pass_kind=kind,
+        wall_s=round(wall, 6),
+        engine_ms=round(engine_ms, 3),
+        backend=engine.name,
+        seeds=summary.seeds,
+        hits=summary.hits,
+        raw_hsps=summary.raw_hsps,
+        hsps=summary.hsps,
+        digest=summary.digest,
         ns_per_hit=round(engine_ms * 1e6 / summary.hits, 4) if summary.hits else None,
     )
 
 
-def main(options: Options, reference: str, query: str, warmup: int, iterations: int,
-         json_path: str | None) -> int:
+def main(
+    options: Options,
+    reference: str,
+    query: str,
+    warmup: int,
+    iterations: int,
+    json_path: str | None,
+) -> int:
     engine = backends.select(options)
     inputs = read_inputs(options, reference, query)
     if len(inputs.plan.ref_bins) != 1 or len(inputs.plan.query_bins) != 1:
@@ -55,6 +67,9 @@ def main(options: Options, reference: str, query: str, warmup: int, iterations: 
         durable.append_text(json_path, "".join(json.dumps(r) + "\n" for r in records), "--json")
     med_wall = statistics.median(r["wall_s"] for r in timed)
     med_engine = statistics.median(r["engine_ms"] for r in timed)
-    print(f"benchmark: median of {len(timed)}: wall {med_wall:.3f} s, engine {med_engine:.1f} ms, "
-          f"{timed[0]['hits']} hits, digest {timed[0]['digest']}", file=sys.stderr)
+    print(
+        f"benchmark: median of {len(timed)}: wall {med_wall:.3f} s, engine {med_engine:.1f} ms, "
+        f"{timed[0]['hits']} hits, digest {timed[0]['digest']}",
+        file=sys.stderr,
+    )
     return 0

@@ -29,8 +29,14 @@ FORMAT = "general-:name1,start1,end1,name2,start2,end2,strand2,score"
 def lastz_args(options: Options) -> list[str]:
     """The lastz flags that match these options."""
     o = options
-    args = ["--nogapped", f"--format={FORMAT}", f"--strand={o.strand}", f"--step={o.step}",
-            f"--xdrop={o.xdrop}", f"--hspthresh={o.hspthresh}"]
+    args = [
+        "--nogapped",
+        f"--format={FORMAT}",
+        f"--strand={o.strand}",
+        f"--step={o.step}",
+        f"--xdrop={o.xdrop}",
+        f"--hspthresh={o.hspthresh}",
+    ]
     args.append(f"--seed={o.seed}" if o.seed in ("12of19", "14of22") else f"--seed=match{o.seed}")
     if o.seed not in ("12of19", "14of22"):
         args[-1] = f"--seed={o.pattern.replace('T', '1')}"
@@ -91,9 +97,9 @@ def verdict(ours: list[bytes], theirs: list[bytes]) -> tuple[str, list[bytes], l
         by_pair[_fields(line)[0]].append(line)
     extras_o = [x for x in only_o if x not in count_t]
     extras_t = [x for x in only_t if x not in count_o]
-    if all(_nested_in(x, [y for y in by_pair[_fields(x)[0]] if y in count_t]) for x in extras_o) \
-            and all(_nested_in(x, [y for y in by_pair[_fields(x)[0]] if y in count_o])
-                    for x in extras_t):
+    if all(
+        _nested_in(x, [y for y in by_pair[_fields(x)[0]] if y in count_t]) for x in extras_o
+    ) and all(_nested_in(x, [y for y in by_pair[_fields(x)[0]] if y in count_o]) for x in extras_t):
         return "CONTAINED-EXTRA", only_o, only_t
     return "DIFFERENT", only_o, only_t
 
@@ -112,15 +118,15 @@ def verdict_line(name: str, n_ours: int, n_theirs: int, only_o: int, only_t: int
     counts = f"only hspZ: {only_o}, only lastz: {only_t}"
     if name != "DIFFERENT":
         return f"verdict: {name} ({counts})"
-    shares = [(n - only) / n if n else 1.0 for n, only in ((n_ours, only_o),
-                                                            (n_theirs, only_t))]
+    shares = [(n - only) / n if n else 1.0 for n, only in ((n_ours, only_o), (n_theirs, only_t))]
     shared = f"shared: {shares[0]:.2%} of hspZ's lines, {shares[1]:.2%} of lastz's"
     if min(shares) >= BAND:
-        return (f"verdict: DIFFERENT, within the expected band for real pairs ({shared}; "
-                f"{counts})")
-    return (f"verdict: DIFFERENT, outside the expected band for real pairs (at least "
-            f"{BAND:.0%} shared each way; {shared}; {counts}): worth a bug report with both "
-            f"sorted files (--keep)")
+        return f"verdict: DIFFERENT, within the expected band for real pairs ({shared}; {counts})"
+    return (
+        f"verdict: DIFFERENT, outside the expected band for real pairs (at least "
+        f"{BAND:.0%} shared each way; {shared}; {counts}): worth a bug report with both "
+        f"sorted files (--keep)"
+    )
 
 
 def main(options: Options, reference: str, query: str, lastz: str, keep: str | None) -> int:

@@ -53,6 +53,7 @@ _ORDER = re.compile(r"tmp(\d+)\.block(\d+)\.r(\d+)\.(plus|minus)(?:\.split(\d+))
 def emission_order(names: list[str], n_query_bins: int) -> list[str]:
     """Segments file names in the order hspZ writes them: units by ordinal (reference bin
     major), inside a unit interval 1 plus, 1 minus, 2 plus, ..., -D splits in order."""
+
     def key(name: str) -> tuple[int, int, bool, int]:
         match = _ORDER.fullmatch(name)
         assert match is not None  # OUR_NAMES matched it
@@ -140,9 +141,19 @@ def write_reference(m: Manifest, reference: str, output: str | os.PathLike) -> N
         write_2bit(tmp, records)
 
 
-def extend_group(m: Manifest, reference: str, query: str, segments: Path, files: list[str],
-                 first: bool, output: str, lastz: str = "lastz", fmt: str = "maf",
-                 flags: str = "", reference_2bit: str | None = None) -> int:
+def extend_group(
+    m: Manifest,
+    reference: str,
+    query: str,
+    segments: Path,
+    files: list[str],
+    first: bool,
+    output: str,
+    lastz: str = "lastz",
+    fmt: str = "maf",
+    flags: str = "",
+    reference_2bit: str | None = None,
+) -> int:
     """LASTZ's gapped extension of `files` (a group of one job's segments files, in emission
     order) into `output`, with the header when the group holds the job's first file; the
     files run.  `reference_2bit`: the reference already written by `write_reference`."""
@@ -150,24 +161,34 @@ def extend_group(m: Manifest, reference: str, query: str, segments: Path, files:
     check_tables(m, segments, files)
     with tempfile.TemporaryDirectory(prefix="hspz-gapped-") as tmp:
         folder = Path(tmp)
-        ref = Path(reference_2bit) if reference_2bit else \
-            lastz_input(_checked(m, "reference", reference), folder, "reference")
+        ref = (
+            Path(reference_2bit)
+            if reference_2bit
+            else lastz_input(_checked(m, "reference", reference), folder, "reference")
+        )
         qry = lastz_input(_checked(m, "query", query), folder, "query")
-        for side, bins, recs in (("r", m.plan.ref_bins, m.ref_names),
-                                 ("q", m.plan.query_bins, m.qry_names)):
+        for side, bins, recs in (
+            ("r", m.plan.ref_bins, m.ref_names),
+            ("q", m.plan.query_bins, m.qry_names),
+        ):
             for b, members in enumerate(bins):
-                durable.write_new(folder / f"{side}{b}.names",
-                                  "".join(f"{recs[k]}\n" for k in members).encode())
+                durable.write_new(
+                    folder / f"{side}{b}.names", "".join(f"{recs[k]}\n" for k in members).encode()
+                )
         parts = [header(fmt) if first else b""]
         for k, name in enumerate(files):
             match = _ORDER.fullmatch(name)
             assert match is not None  # emission_order kept only our names
             _, q, r, strand, _ = match.groups()
-            argv = [lastz,
-                    f"{ref}[nameparse=darkspace][multiple][subset={folder / f'r{r}.names'}]",
-                    f"{qry}[nameparse=darkspace][subset={folder / f'q{q}.names'}]",
-                    f"--strand={strand}", f"--segments={segments / name}",
-                    f"--format={file_format(fmt, first and k == 0)}", *shlex.split(flags)]
+            argv = [
+                lastz,
+                f"{ref}[nameparse=darkspace][multiple][subset={folder / f'r{r}.names'}]",
+                f"{qry}[nameparse=darkspace][subset={folder / f'q{q}.names'}]",
+                f"--strand={strand}",
+                f"--segments={segments / name}",
+                f"--format={file_format(fmt, first and k == 0)}",
+                *shlex.split(flags),
+            ]
             parts.append(_lastz(argv))
     with replaced(output, "--output") as tmp:
         tmp.write_bytes(b"".join(parts))
@@ -183,8 +204,9 @@ def check_tables(m: Manifest, segments: Path, files: list[str]) -> None:
         try:
             texts = [(segments / name).read_bytes()]
         except OSError as exc:
-            raise InputError(f"SEGMENTS: cannot read {segments / name}: "
-                             f"{exc.strerror or exc}") from None
+            raise InputError(
+                f"SEGMENTS: cannot read {segments / name}: {exc.strerror or exc}"
+            ) from None
         check_names(read_segments(texts), m.ref_names, m.qry_names)
 
 
@@ -199,12 +221,21 @@ def job_files(m: Manifest, segments: Path) -> list[str]:
     return emission_order([p.name for p in segments.iterdir()], len(m.plan.query_bins))
 
 
-def run_gapped(m: Manifest, reference: str, query: str, segments: Path, output: str,
-               lastz: str = "lastz", fmt: str = "maf", flags: str = "") -> int:
+def run_gapped(
+    m: Manifest,
+    reference: str,
+    query: str,
+    segments: Path,
+    output: str,
+    lastz: str = "lastz",
+    fmt: str = "maf",
+    flags: str = "",
+) -> int:
     """LASTZ's gapped extension of one job's segments files into `output`; the files run."""
     check_format(fmt)
-    return extend_group(m, reference, query, segments, job_files(m, segments), True, output,
-                        lastz, fmt, flags)
+    return extend_group(
+        m, reference, query, segments, job_files(m, segments), True, output, lastz, fmt, flags
+    )
 
 
 def _lastz(argv: list[str]) -> bytes:
@@ -214,6 +245,8 @@ def _lastz(argv: list[str]) -> bytes:
         raise RunError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
     if done.returncode != 0:
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        raise RunError(f"lastz failed on {os.path.basename(argv[4].split('=', 1)[1])} "
-                       f"(exit {done.returncode}): {tail[0]}")
+        raise RunError(
+            f"lastz failed on {os.path.basename(argv[4].split('=', 1)[1])} "
+            f"(exit {done.returncode}): {tail[0]}"
+        )
     return done.stdout

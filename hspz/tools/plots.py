@@ -23,8 +23,16 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-COLUMNS = ("ref_name", "ref_start", "ref_end", "query_name", "query_start", "query_end",
-           "strand", "score")
+COLUMNS = (
+    "ref_name",
+    "ref_start",
+    "ref_end",
+    "query_name",
+    "query_start",
+    "query_end",
+    "strand",
+    "score",
+)
 
 
 def segments_texts(source: str | os.PathLike) -> list[bytes]:
@@ -48,24 +56,29 @@ def read_segments(texts: Sequence[bytes]) -> dict[str, np.ndarray]:
     """Every HSP line as columns (names as str arrays, coordinates and scores int64)."""
     data = b"".join(t if t.endswith(b"\n") or not t else t + b"\n" for t in texts)
     if not data:
-        return {c: np.empty(0, np.int64 if c not in ("ref_name", "query_name", "strand") else
-                            "U1") for c in COLUMNS}
+        return {
+            c: np.empty(0, np.int64 if c not in ("ref_name", "query_name", "strand") else "U1")
+            for c in COLUMNS
+        }
     try:
-        rows = np.loadtxt(io.BytesIO(data), dtype=str, delimiter="\t", ndmin=2,
-                          encoding="utf-8", comments=None)
+        rows = np.loadtxt(
+            io.BytesIO(data), dtype=str, delimiter="\t", ndmin=2, encoding="utf-8", comments=None
+        )
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"SEGMENTS: not segments lines ({exc})") from None
     if rows.shape[1] != len(COLUMNS):
-        raise InputError(f"SEGMENTS: segments lines have {rows.shape[1]} columns, not "
-                         f"{len(COLUMNS)}")
+        raise InputError(
+            f"SEGMENTS: segments lines have {rows.shape[1]} columns, not {len(COLUMNS)}"
+        )
     out = {c: rows[:, i] for i, c in enumerate(COLUMNS)}
     for c in ("ref_start", "ref_end", "query_start", "query_end", "score"):
         try:
             out[c] = out[c].astype(np.int64)
         except (ValueError, OverflowError):
             bad = next(v for v in out[c] if not v.lstrip("-").isdigit())
-            raise InputError(f"SEGMENTS: the {c} column holds {bad!r}, not a whole "
-                             f"number") from None
+            raise InputError(
+                f"SEGMENTS: the {c} column holds {bad!r}, not a whole number"
+            ) from None
     if not np.isin(out["strand"], ("+", "-")).all():
         raise InputError("SEGMENTS: a strand other than + or -")
     return out
@@ -76,8 +89,7 @@ def check_names(h: dict[str, np.ndarray], ref: list[str], qry: list[str]) -> Non
     for column, names, side in (("ref_name", ref, "reference"), ("query_name", qry, "query")):
         unknown = np.setdiff1d(np.unique(h[column]), np.array(names, dtype=str))
         if len(unknown):
-            raise InputError(f"SEGMENTS: {unknown[0]!r} is not a {side} record of the plan's "
-                             f"job")
+            raise InputError(f"SEGMENTS: {unknown[0]!r} is not a {side} record of the plan's job")
 
 
 def job_title(job: str, path: str, names: str | os.PathLike | None) -> str:
@@ -112,8 +124,9 @@ def record_index(names: np.ndarray, table: Sequence[str]) -> np.ndarray:
     return codes[inverse].reshape(-1) if len(names) else np.empty(0, np.int64)
 
 
-def query_order(qidx: np.ndarray, score: np.ndarray, ref_pos: np.ndarray,
-                n_records: int) -> np.ndarray:
+def query_order(
+    qidx: np.ndarray, score: np.ndarray, ref_pos: np.ndarray, n_records: int
+) -> np.ndarray:
     """Query records ordered by the reference position of their best (highest-scoring) HSP,
     as mummerplot's and D-GENIES's layouts order contigs; ties by file order, records without
     HSPs last in file order.  The record indices, in plot order."""
@@ -145,8 +158,9 @@ def separators(lengths: Sequence[int], order: np.ndarray) -> np.ndarray:
     return inner[wide[:-1] | wide[1:]]
 
 
-def named_ticks(names: Sequence[str], lengths: Sequence[int],
-                order: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def named_ticks(
+    names: Sequence[str], lengths: Sequence[int], order: np.ndarray
+) -> tuple[np.ndarray, list[str]]:
     """Midpoints (bp) and names of the records wide enough to name, when there are few."""
     if not 1 < len(names) <= NAMED:
         return np.empty(0), []
@@ -158,21 +172,30 @@ def named_ticks(names: Sequence[str], lengths: Sequence[int],
 
 
 def _short(name: str, most: int = 18) -> str:
-    return name if len(name) <= most else name[:most - 1] + "…"
+    return name if len(name) <= most else name[: most - 1] + "…"
 
 
-def _axis_label(side: str, label: str, names: Sequence[str], lengths: Sequence[int],
-                lines: int) -> str:
+def _axis_label(
+    side: str, label: str, names: Sequence[str], lengths: Sequence[int], lines: int
+) -> str:
     total = sum(lengths)
     what = f"{_short(names[0], 40)}, " if len(names) == 1 else f"{len(names):,} records, "
-    note = "" if len(names) < 2 or lines == len(names) - 1 else \
-        f"; lines around records >= {WIDE:.0%} only"
+    note = (
+        ""
+        if len(names) < 2 or lines == len(names) - 1
+        else f"; lines around records >= {WIDE:.0%} only"
+    )
     return f"{side}: {label} ({what}{total / 1e6:,.2f} Mbp{note}), Mbp"
 
 
-def dotplot(texts: Sequence[bytes], ref: tuple[list[str], list[int]],
-            qry: tuple[list[str], list[int]], output: str | os.PathLike, title: str,
-            labels: tuple[str, str] = ("reference", "query")) -> int:
+def dotplot(
+    texts: Sequence[bytes],
+    ref: tuple[list[str], list[int]],
+    qry: tuple[list[str], list[int]],
+    output: str | os.PathLike,
+    title: str,
+    labels: tuple[str, str] = ("reference", "query"),
+) -> int:
     """Draw the HSPs into a PNG, reference across and query up, in Mbp, each side's records
     end to end (the reference in file order, the query's ordered by `query_order`), minus-strand
     HSPs on the query's forward coordinates in another colour; the number of HSPs."""
@@ -199,12 +222,19 @@ def dotplot(texts: Sequence[bytes], ref: tuple[list[str], list[int]],
     ax.xaxis.set_major_formatter(mbp)
     ax.yaxis.set_major_formatter(mbp)
     for strand, colour, name in ((~minus, "tab:blue", "+"), (minus, "tab:red", "-")):
-        lines = np.stack([np.stack([rx0[strand], qy0[strand]], 1),
-                          np.stack([rx1[strand], qy1[strand]], 1)], 1)
+        lines = np.stack(
+            [np.stack([rx0[strand], qy0[strand]], 1), np.stack([rx1[strand], qy1[strand]], 1)], 1
+        )
         # the (N, 2, 2) array LineCollection documents, which its stub types as a Sequence
         segments = cast("Sequence[np.ndarray]", lines)
-        ax.add_collection(LineCollection(segments, colors=colour, linewidths=1.2,
-                                         label=f"{name} strand ({int(strand.sum()):,} HSPs)"))
+        ax.add_collection(
+            LineCollection(
+                segments,
+                colors=colour,
+                linewidths=1.2,
+                label=f"{name} strand ({int(strand.sum()):,} HSPs)",
+            )
+        )
     r_lines = separators(ref[1], np.arange(len(ref[0])))
     q_lines = separators(qry[1], q_order)
     for at, line in ((r_lines, ax.axvline), (q_lines, ax.axhline)):
@@ -214,9 +244,10 @@ def dotplot(texts: Sequence[bytes], ref: tuple[list[str], list[int]],
     ax.set_ylim(0, max(sum(qry[1]), 1))
     ax.set_xlabel(_axis_label("reference", labels[0], ref[0], ref[1], len(r_lines)))
     ax.set_ylabel(_axis_label("query", labels[1], qry[0], qry[1], len(q_lines)))
-    for names, lens, order, make, rot in ((ref[0], ref[1], np.arange(len(ref[0])),
-                                           ax.secondary_xaxis, 90),
-                                          (qry[0], qry[1], q_order, ax.secondary_yaxis, 0)):
+    for names, lens, order, make, rot in (
+        (ref[0], ref[1], np.arange(len(ref[0])), ax.secondary_xaxis, 90),
+        (qry[0], qry[1], q_order, ax.secondary_yaxis, 0),
+    ):
         at, shown = named_ticks(names, lens, order)
         if shown:
             side = make("top" if make == ax.secondary_xaxis else "right")
@@ -238,13 +269,20 @@ def distribution(texts: Sequence[bytes], output: str | os.PathLike, title: str) 
     minus = h["strand"] == "-"
     length = h["ref_end"] - h["ref_start"]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=100)
-    for ax, values, what in ((axes[0], h["score"], "HSP score"),
-                             (axes[1], length, "HSP length (bp)")):
+    for ax, values, what in (
+        (axes[0], h["score"], "HSP score"),
+        (axes[1], length, "HSP length (bp)"),
+    ):
         if len(values):
             low, high = max(int(values.min()), 1), max(int(values.max()), 2)
             bins = np.geomspace(low, high * 1.0001, 41)
-            ax.hist([values[~minus], values[minus]], bins=bins, stacked=True,
-                    color=["tab:blue", "tab:red"], label=["+ strand", "- strand"])
+            ax.hist(
+                [values[~minus], values[minus]],
+                bins=bins,
+                stacked=True,
+                color=["tab:blue", "tab:red"],
+                label=["+ strand", "- strand"],
+            )
             ax.set_xscale("log")
             ax.set_yscale("log")
             subs = (1.0, 2.0, 5.0) if high / low <= 1e3 else (1.0,)
@@ -252,8 +290,9 @@ def distribution(texts: Sequence[bytes], output: str | os.PathLike, title: str) 
             ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _compact(x)))
             ax.xaxis.set_minor_formatter(NullFormatter())
             median = float(np.median(values))
-            ax.axvline(median, color="0.3", linestyle="--", linewidth=0.8,
-                       label=f"median {median:,.0f}")
+            ax.axvline(
+                median, color="0.3", linestyle="--", linewidth=0.8, label=f"median {median:,.0f}"
+            )
             ax.legend(fontsize=8)
         else:
             ax.text(0.5, 0.5, "no HSPs", ha="center", va="center", transform=ax.transAxes)
@@ -301,11 +340,17 @@ def read_table(flag: str, path: str, columns: Sequence[str]) -> pd.DataFrame:
         table = pd.read_csv(path, sep="\t", dtype={"job": str}, encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{flag}: {path}: no such file") from None
-    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError,
-            pd.errors.EmptyDataError) as exc:
-        raise InputError(f"{flag}: {path}: not a tab-separated table "
-                         f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") \
-            from None
+    except (
+        OSError,
+        ValueError,
+        UnicodeDecodeError,
+        pd.errors.ParserError,
+        pd.errors.EmptyDataError,
+    ) as exc:
+        raise InputError(
+            f"{flag}: {path}: not a tab-separated table "
+            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+        ) from None
     missing = [c for c in columns if c not in table.columns]
     if missing:
         raise InputError(f"{flag}: {path}: no {', '.join(missing)} column(s)")
@@ -328,8 +373,15 @@ def listed_queries(queries: str) -> list[str]:
     return [row.split("\t")[k] for row in lines[1:] if len(row.split("\t")) > k]
 
 
-def summarize(queries: str, names: str, ledger: str, output: str, html: str | None = None,
-              gapped: Sequence[str] = (), title: str = "") -> None:
+def summarize(
+    queries: str,
+    names: str,
+    ledger: str,
+    output: str,
+    html: str | None = None,
+    gapped: Sequence[str] = (),
+    title: str = "",
+) -> None:
     """One row per job: names.tsv's sheet name, queries.tsv's columns and the ledger's seeds,
     hits, raw HSPs and engine seconds summed over the job's units; with `gapped` (one file
     per job, in job order) its gapped alignments counted.  `html`: the same table as an HTML
@@ -339,10 +391,15 @@ def summarize(queries: str, names: str, ledger: str, output: str, html: str | No
     units = read_table("--ledger", ledger, ("job", "seeds", "hits", "raw_hsps", "gpu_ms"))
     for column in ("seeds", "hits", "raw_hsps", "gpu_ms"):
         if not np.issubdtype(units[column].dtype, np.number):
-            raise InputError(f"--ledger: {ledger}: the {column} column holds a value that is "
-                             f"not a number")
-    work = units.groupby("job").agg(seeds=("seeds", "sum"), hits=("hits", "sum"),
-                                    raw_hsps=("raw_hsps", "sum"), engine_ms=("gpu_ms", "sum"))
+            raise InputError(
+                f"--ledger: {ledger}: the {column} column holds a value that is not a number"
+            )
+    work = units.groupby("job").agg(
+        seeds=("seeds", "sum"),
+        hits=("hits", "sum"),
+        raw_hsps=("raw_hsps", "sum"),
+        engine_ms=("gpu_ms", "sum"),
+    )
     work["engine_s"] = (work.pop("engine_ms") / 1e3).round(3)
     out = sheet.merge(table, on="job", how="right").merge(work, on="job", how="left")
     if gapped:
@@ -370,16 +427,21 @@ def alignments(path: str | os.PathLike) -> int:
 
 
 # the HTML summary's columns: (queries.tsv / ledger column, heading, what it holds)
-SHOWN = (("name", "name", "the sheet's name"), ("job", "job", "the job's number"),
-         ("path", "file", "the query file"), ("bytes", "bytes", "the file's size"),
-         ("blocks", "query bins", "query bins of the frozen plan"),
-         ("units", "units", "work units (reference bins x query bins)"),
-         ("seeds", "seeds", "query seed positions looked up"),
-         ("hits", "hits", "seed hits extended"), ("hsps", "HSPs", "HSPs written"),
-         ("gapped_alignments", "gapped", "gapped alignments lastz wrote"),
-         ("engine_s", "engine s", "engine time of the job's units"),
-         ("digest", "digest", "sha256 of the sorted segments lines, first 16 hex digits"),
-         ("completion", "completion", "complete, or why not"))
+SHOWN = (
+    ("name", "name", "the sheet's name"),
+    ("job", "job", "the job's number"),
+    ("path", "file", "the query file"),
+    ("bytes", "bytes", "the file's size"),
+    ("blocks", "query bins", "query bins of the frozen plan"),
+    ("units", "units", "work units (reference bins x query bins)"),
+    ("seeds", "seeds", "query seed positions looked up"),
+    ("hits", "hits", "seed hits extended"),
+    ("hsps", "HSPs", "HSPs written"),
+    ("gapped_alignments", "gapped", "gapped alignments lastz wrote"),
+    ("engine_s", "engine s", "engine time of the job's units"),
+    ("digest", "digest", "sha256 of the sorted segments lines, first 16 hex digits"),
+    ("completion", "completion", "complete, or why not"),
+)
 _SUMMED = ("bytes", "units", "seeds", "hits", "hsps", "gapped_alignments", "engine_s")
 
 
@@ -399,23 +461,27 @@ def summary_html(table: pd.DataFrame, title: str) -> str:
             cells.append(_cell(value, key))
         body.append("<tr>" + "".join(cells) + "</tr>")
     totals = [f"<th>total ({len(table)} queries)</th>"] + [
-        _cell(table[key].sum(), key) if key in _SUMMED else "<td></td>"
-        for key, _, _ in shown[1:]]
+        _cell(table[key].sum(), key) if key in _SUMMED else "<td></td>" for key, _, _ in shown[1:]
+    ]
     head = "".join(f'<th title="{escape(what)}">{escape(name)}</th>' for _, name, what in shown)
-    legend = "".join(f"<li><b>{escape(name)}</b>: {escape(what)}</li>"
-                     for _, name, what in shown)
-    return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{escape(title)}"
-            f"</title><style>{_CSS}</style></head><body><h2>{escape(title)}</h2>\n"
-            f"<table><thead><tr>{head}</tr></thead><tbody>\n" + "\n".join(body) +
-            f"\n</tbody><tfoot><tr>{''.join(totals)}</tr></tfoot></table>\n"
-            f"<ul class='legend'>{legend}</ul></body></html>\n")
+    legend = "".join(f"<li><b>{escape(name)}</b>: {escape(what)}</li>" for _, name, what in shown)
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{escape(title)}"
+        f"</title><style>{_CSS}</style></head><body><h2>{escape(title)}</h2>\n"
+        f"<table><thead><tr>{head}</tr></thead><tbody>\n"
+        + "\n".join(body)
+        + f"\n</tbody><tfoot><tr>{''.join(totals)}</tr></tfoot></table>\n"
+        f"<ul class='legend'>{legend}</ul></body></html>\n"
+    )
 
 
-_CSS = ("body{font-family:sans-serif;font-size:14px;margin:1em}"
-        "table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:3px 8px}"
-        "thead th{background:#eef}tfoot th,tfoot td{background:#f6f6f6;font-weight:bold}"
-        "td.n{text-align:right;font-variant-numeric:tabular-nums}"
-        "td.t{font-family:monospace}.legend{color:#555;font-size:12px}")
+_CSS = (
+    "body{font-family:sans-serif;font-size:14px;margin:1em}"
+    "table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:3px 8px}"
+    "thead th{background:#eef}tfoot th,tfoot td{background:#f6f6f6;font-weight:bold}"
+    "td.n{text-align:right;font-variant-numeric:tabular-nums}"
+    "td.t{font-family:monospace}.legend{color:#555;font-size:12px}"
+)
 
 
 def _cell(value: object, key: str) -> str:
@@ -426,5 +492,8 @@ def _cell(value: object, key: str) -> str:
     if isinstance(value, (int, float, np.integer, np.floating)) and key != "job":
         text = f"{value:,.3f}" if key == "engine_s" else f"{int(value):,}"
         return f"<td class='n'>{text}</td>"
-    return f"<td class='t'>{escape(str(value))}</td>" if key == "digest" else \
-        f"<td>{escape(str(value))}</td>"
+    return (
+        f"<td class='t'>{escape(str(value))}</td>"
+        if key == "digest"
+        else f"<td>{escape(str(value))}</td>"
+    )

@@ -60,19 +60,31 @@ RUN_CASES = [
 
 
 OTHER_CASES = [
-    (["hits-estimate", "-r", "{d}/ref.fa", "-q", "{d}/qry.fa", "--stride", "0"],
-     r"--stride: 0 must be at least 1"),
-    (["hits-estimate", "-r", "{d}/ref.fa", "-q", "{d}/qry.fa", "-I", "0"],
-     r"--lastz-interval-size: '0' must be at least 1"),
-    (["plan", "-r", "{d}/ref.fa", "-q", "{d}/qry.fa", "-o", "{d}/a_dir"],
-     r"--output: .*a_dir is a directory"),
+    (
+        ["hits-estimate", "-r", "{d}/ref.fa", "-q", "{d}/qry.fa", "--stride", "0"],
+        r"--stride: 0 must be at least 1",
+    ),
+    (
+        ["hits-estimate", "-r", "{d}/ref.fa", "-q", "{d}/qry.fa", "-I", "0"],
+        r"--lastz-interval-size: '0' must be at least 1",
+    ),
+    (
+        ["plan", "-r", "{d}/ref.fa", "-q", "{d}/qry.fa", "-o", "{d}/a_dir"],
+        r"--output: .*a_dir is a directory",
+    ),
     (["plan", "-r", "{d}/ref.fa", "-o", "{d}/plan.txt"], r"--query is required"),
-    (["work", "--plan", "{d}/missing.txt", "--worker", "0", "-o", "{d}/r"],
-     r"cannot read .*missing\.txt"),
-    (["work", "--plan", "{d}/ref.fa", "--worker", "x", "-o", "{d}/r"],
-     r"--worker: 'x' is not an integer"),
-    (["merge", "--plan", "{d}/ref.fa", "-o", "{d}/out", "{d}/qry.fa"],
-     r"ref\.fa: not an hspZ plan file"),
+    (
+        ["work", "--plan", "{d}/missing.txt", "--worker", "0", "-o", "{d}/r"],
+        r"cannot read .*missing\.txt",
+    ),
+    (
+        ["work", "--plan", "{d}/ref.fa", "--worker", "x", "-o", "{d}/r"],
+        r"--worker: 'x' is not an integer",
+    ),
+    (
+        ["merge", "--plan", "{d}/ref.fa", "-o", "{d}/out", "{d}/qry.fa"],
+        r"ref\.fa: not an hspZ plan file",
+    ),
 ]
 
 
@@ -83,12 +95,13 @@ def run_params() -> list:
 
 def other_params(command: str) -> list:
     """`command`'s cases, as pytest parameters (argv, message)."""
-    return [pytest.param(argv, message, id=f"{command}{k}")
-            for k, (argv, message) in enumerate(c for c in OTHER_CASES if c[0][0] == command)]
+    return [
+        pytest.param(argv, message, id=f"{command}{k}")
+        for k, (argv, message) in enumerate(c for c in OTHER_CASES if c[0][0] == command)
+    ]
 
 
-def check_run(inputs: Path, capfd, monkeypatch, extra: list[str], env: dict,
-              message: str) -> None:
+def check_run(inputs: Path, capfd, monkeypatch, extra: list[str], env: dict, message: str) -> None:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     before = sorted(p.name for p in inputs.iterdir())
@@ -123,8 +136,11 @@ def unwritable_output_is_one_line_exit_1(inputs: Path, capfd, gpus: str) -> None
     (out / name / "mine").write_text("kept\n")
     capfd.readouterr()
     assert main(argv) == 1
-    err = [line for line in capfd.readouterr().err.splitlines()
-           if not line.startswith(("schedule:", "progress:", "note:", "#"))]
+    err = [
+        line
+        for line in capfd.readouterr().err.splitlines()
+        if not line.startswith(("schedule:", "progress:", "note:", "#"))
+    ]
     assert err == [f"hspZ: cannot write the output in {out}: {name} is a directory"], err
     assert [p.name for p in out.iterdir()] == [name]
     assert [p.name for p in (out / name).iterdir()] == ["mine"]

@@ -53,8 +53,21 @@ def build(d: Path) -> Path:
     assert main(["plan", *common, "--gpus", "2", "-o", str(d / "plan.txt")]) == 0
     assert main(["plan", *common, "--gpus", "3", "-o", str(d / "other.txt")]) == 0
     for k in range(2):
-        assert main(["work", "--plan", str(d / "plan.txt"), "--worker", str(k), *CPU,
-                     "-o", str(d / f"w{k}.npz")]) == 0
+        assert (
+            main(
+                [
+                    "work",
+                    "--plan",
+                    str(d / "plan.txt"),
+                    "--worker",
+                    str(k),
+                    *CPU,
+                    "-o",
+                    str(d / f"w{k}.npz"),
+                ]
+            )
+            == 0
+        )
     return d
 
 
@@ -72,7 +85,7 @@ def _edit(path: Path, old: str, new: str, reseal: bool = False) -> None:
     text = path.read_text()
     assert old in text, old
     text = text.replace(old, new, 1)
-    path.write_text(sealed(text[:text.rindex("checksum sha256:")]) if reseal else text)
+    path.write_text(sealed(text[: text.rindex("checksum sha256:")]) if reseal else text)
 
 
 def _flip(path: Path, at: float) -> None:
@@ -84,7 +97,7 @@ def _flip(path: Path, at: float) -> None:
 
 def _cut(path: Path, keep: float) -> None:
     data = path.read_bytes()
-    path.write_bytes(data[:int(len(data) * keep)])
+    path.write_bytes(data[: int(len(data) * keep)])
 
 
 def _first_manifest_line(path: Path, key: str) -> str:
@@ -142,7 +155,7 @@ def _bad_crc(path: Path) -> None:
     with zipfile.ZipFile(path) as z:
         info = next(i for i in z.infolist() if i.filename.startswith("unit"))
     at = info.header_offset  # the local header: 30 bytes, then its name and its extra field
-    name_len, extra_len = struct.unpack("<HH", data[at + 26:at + 30])
+    name_len, extra_len = struct.unpack("<HH", data[at + 26 : at + 30])
     data[at + 30 + name_len + extra_len + info.compress_size // 2] ^= 0xFF
     path.write_bytes(bytes(data))
 
@@ -166,8 +179,18 @@ def _damaged_image(path: Path) -> None:
 
 
 def _replay(root: Path, manifest: Path, query: str = "qry.fa") -> list[str]:
-    return ["run", "-r", str(root / "ref.fa"), "-q", str(root / query), "--from-manifest",
-            str(manifest), *CPU, "-o", str(root / "out")]
+    return [
+        "run",
+        "-r",
+        str(root / "ref.fa"),
+        "-q",
+        str(root / query),
+        "--from-manifest",
+        str(manifest),
+        *CPU,
+        "-o",
+        str(root / "out"),
+    ]
 
 
 def manifest_case(kind: str):
@@ -194,7 +217,7 @@ def manifest_case(kind: str):
             return _replay(root, m), 2, missing
         if kind == "missing-checksum":
             text = m.read_text()
-            m.write_text(text[:text.rindex("checksum sha256:")])
+            m.write_text(text[: text.rindex("checksum sha256:")])
             return _replay(root, m), 2, missing
         if kind == "appended-line":
             with open(m, "a") as fh:
@@ -202,15 +225,30 @@ def manifest_case(kind: str):
             return _replay(root, m), 2, missing
         if kind == "old-format":
             text = m.read_text()
-            m.write_text(text[:text.rindex("checksum sha256:")].replace("hspz-manifest 2",
-                                                                         "hspz-manifest 1", 1))
-            return _replay(root, m), 2, (f"^hspZ: {name}: manifest format '1' was written by an "
-                                         f"older hspZ; this one reads format 2")
+            m.write_text(
+                text[: text.rindex("checksum sha256:")].replace(
+                    "hspz-manifest 2", "hspz-manifest 1", 1
+                )
+            )
+            return (
+                _replay(root, m),
+                2,
+                (
+                    f"^hspZ: {name}: manifest format '1' was written by an "
+                    f"older hspZ; this one reads format 2"
+                ),
+            )
         if kind == "resealed-record-name":
             _edit(m, " chr3\n", " chrX\n", reseal=True)
-            return _replay(root, m), 2, (f"^hspZ: {name}: reference record 4 is 'chr3' "
-                                         "\\(2500 bp\\) here, 'chrX' \\(2500 bp\\) "
-                                         "in the manifest$")
+            return (
+                _replay(root, m),
+                2,
+                (
+                    f"^hspZ: {name}: reference record 4 is 'chr3' "
+                    "\\(2500 bp\\) here, 'chrX' \\(2500 bp\\) "
+                    "in the manifest$"
+                ),
+            )
         if kind == "other-query":
             return _replay(root, m, "ref.fa"), 2, f"^hspZ: {name}: query record 1 is 'chr0'"
         if kind == "not-a-manifest":
@@ -246,18 +284,38 @@ def plan_case(kind: str):
             return work, 2, missing
         if kind == "old-format":
             text = p.read_text()
-            p.write_text(text[:text.rindex("checksum sha256:")].replace(
-                f"hspz-plan {PLAN_FORMAT}", "hspz-plan 1", 1))
+            p.write_text(
+                text[: text.rindex("checksum sha256:")].replace(
+                    f"hspz-plan {PLAN_FORMAT}", "hspz-plan 1", 1
+                )
+            )
             return work, 2, f"^hspZ: {name}: plan file format '1' was written by an older hspZ"
         if kind == "resealed-record-name":
             _edit(p, " contig2\n", " contigX\n", reseal=True)
-            return work, 2, (f"^hspZ: {name}: query record 3 is 'contig2' \\(3000 bp\\) here, "
-                             f"'contigX' \\(3000 bp\\) in the manifest$")
+            return (
+                work,
+                2,
+                (
+                    f"^hspZ: {name}: query record 3 is 'contig2' \\(3000 bp\\) here, "
+                    f"'contigX' \\(3000 bp\\) in the manifest$"
+                ),
+            )
         if kind == "edited-read-by-merge":
             _copy(frozen, root, "w0.npz", "w1.npz")
             _edit(p, "\nhspthresh 150\n", "\nhspthresh 151\n")
-            return (["merge", "--plan", str(p), "-o", str(root / "out"), str(root / "w0.npz"),
-                     str(root / "w1.npz")], 2, mismatch)
+            return (
+                [
+                    "merge",
+                    "--plan",
+                    str(p),
+                    "-o",
+                    str(root / "out"),
+                    str(root / "w0.npz"),
+                    str(root / "w1.npz"),
+                ],
+                2,
+                mismatch,
+            )
         if kind == "edited-as-manifest":
             _copy(frozen, root, "ref.fa", "qry.fa")
             _edit(p, "\nxdrop 910\n", "\nxdrop 911\n")
@@ -295,8 +353,11 @@ def results_case(kind: str):
             header = _header(w0)
             header["worker"] = 1
             _with_header(w0, header, reseal=True)
-            return ["merge", "--plan", str(p), "-o", str(root / "out"), str(w0)], 2, \
-                f"^hspZ: {name}: holds units \\[.*\\] but worker 1 of .* runs units \\["
+            return (
+                ["merge", "--plan", str(p), "-o", str(root / "out"), str(w0)],
+                2,
+                f"^hspZ: {name}: holds units \\[.*\\] but worker 1 of .* runs units \\[",
+            )
         if kind == "damaged-unit":
             _damaged_image(w0)
             return merge, 2, f"^hspZ: {name}: unit \\d+ of job \\d+ is damaged"
@@ -325,66 +386,153 @@ def workers_case(kind: str):
     def case(frozen: Path, root: Path):
         (p,) = _copy(frozen, root, "plan.txt")
         worker = {"out-of-range": "2", "far-out-of-range": "1000"}[kind]
-        return (["work", "--plan", str(p), "--worker", worker, *CPU, "-o", str(root / "w.npz")],
-                2, f"^hspZ: --worker: {worker} is not a worker of .*plan.txt \\(0..1\\)$")
+        return (
+            ["work", "--plan", str(p), "--worker", worker, *CPU, "-o", str(root / "w.npz")],
+            2,
+            f"^hspZ: --worker: {worker} is not a worker of .*plan.txt \\(0..1\\)$",
+        )
 
     return case
 
 
 def preflight_case(kind: str):
     """HSPZ_HOST_MEMORY_BYTES=1000000: nothing fits; the advice depends on the run."""
+
     def case(frozen: Path, root: Path):
         _copy(frozen, root, "ref.fa", "qry.fa")
-        run = ["run", "-r", str(root / "ref.fa"), "-q", str(root / "qry.fa"), "-s", FLAGS[1],
-               "--backend", "cpu", "-o", str(root / "out")]
-        head = "^hspZ: memory preflight: the largest unit .* over its 0.00 GiB budget \\(90% of " \
-               "HSPZ_HOST_MEMORY_BYTES\\)"
+        run = [
+            "run",
+            "-r",
+            str(root / "ref.fa"),
+            "-q",
+            str(root / "qry.fa"),
+            "-s",
+            FLAGS[1],
+            "--backend",
+            "cpu",
+            "-o",
+            str(root / "out"),
+        ]
+        head = (
+            "^hspZ: memory preflight: the largest unit .* over its 0.00 GiB budget \\(90% of "
+            "HSPZ_HOST_MEMORY_BYTES\\)"
+        )
         if kind == "cpu-one-thread":  # bins of single records: no flag named would help
             return (run + ["-B", "1000", "-t", "1"], 2, f"{head}; records are never split$")
         if kind == "cpu-small-max-hits":  # below the engine's piece, the hits follow -m
-            return (run + ["-B", "1000", "-t", "1", "-m", "1000"], 2,
-                    f"{head}; records are never split \\(try a smaller --max-hits\\)$")
+            return (
+                run + ["-B", "1000", "-t", "1", "-m", "1000"],
+                2,
+                f"{head}; records are never split \\(try a smaller --max-hits\\)$",
+            )
         if kind == "cpu-threads":
-            return (run + ["-B", "1000", "-t", "2"], 2,
-                    f"{head}; records are never split \\(try fewer --threads\\)$")
+            return (
+                run + ["-B", "1000", "-t", "2"],
+                2,
+                f"{head}; records are never split \\(try fewer --threads\\)$",
+            )
         if kind == "cpu-two-workers":
-            return (run + ["-B", "1000", "-t", "4", "--gpus", "2"], 2,
-                    f"{head}; records are never split \\(try fewer --gpus or fewer "
-                    f"--threads\\)$")
+            return (
+                run + ["-B", "1000", "-t", "4", "--gpus", "2"],
+                2,
+                f"{head}; records are never split \\(try fewer --gpus or fewer --threads\\)$",
+            )
         if kind == "cpu-kegalign-bins":
-            return (run + ["-B", "20000", "-t", "1", "--kegalign-bins"], 2,
-                    f"{head}; --kegalign-bins never shrinks the blocks \\(try a smaller "
-                    f"-B/--query-block-size\\)$")
+            return (
+                run + ["-B", "20000", "-t", "1", "--kegalign-bins"],
+                2,
+                f"{head}; --kegalign-bins never shrinks the blocks \\(try a smaller "
+                f"-B/--query-block-size\\)$",
+            )
         if kind == "manifest-frozen":
             (m,) = _copy(frozen, root, "m.txt")
-            argv = ["run", "-r", str(root / "ref.fa"), "-q", str(root / "qry.fa"),
-                    "--from-manifest", str(m), "--backend", "cpu", "-t", "2", "-o",
-                    str(root / "out")]
-            return (argv, 2,
-                    f"^hspZ: {re.escape(str(m))}: the largest unit .*; a frozen plan is never "
-                    f"replanned \\(try fewer --threads\\)$")
+            argv = [
+                "run",
+                "-r",
+                str(root / "ref.fa"),
+                "-q",
+                str(root / "qry.fa"),
+                "--from-manifest",
+                str(m),
+                "--backend",
+                "cpu",
+                "-t",
+                "2",
+                "-o",
+                str(root / "out"),
+            ]
+            return (
+                argv,
+                2,
+                f"^hspZ: {re.escape(str(m))}: the largest unit .*; a frozen plan is never "
+                f"replanned \\(try fewer --threads\\)$",
+            )
         raise AssertionError(kind)
 
     return case
 
 
 CASES = {
-    **{f"manifest-{k}": manifest_case(k) for k in (
-        "edited-setting", "edited-record-name", "edited-max-hits", "flipped-byte-head",
-        "flipped-byte-middle", "flipped-byte-tail", "truncated", "missing-checksum",
-        "appended-line", "old-format", "resealed-record-name", "other-query", "not-a-manifest",
-        "empty")},
-    **{f"plan-{k}": plan_case(k) for k in (
-        "edited-schedule", "edited-input-path", "flipped-byte", "truncated", "old-format",
-        "resealed-record-name", "edited-read-by-merge", "edited-as-manifest")},
-    **{f"results-{k}": results_case(k) for k in (
-        "bad-crc", "truncated", "not-a-zip", "empty", "forged-header", "forged-header-resealed",
-        "damaged-unit", "another-plan", "duplicate", "missing-worker", "old-format")},
+    **{
+        f"manifest-{k}": manifest_case(k)
+        for k in (
+            "edited-setting",
+            "edited-record-name",
+            "edited-max-hits",
+            "flipped-byte-head",
+            "flipped-byte-middle",
+            "flipped-byte-tail",
+            "truncated",
+            "missing-checksum",
+            "appended-line",
+            "old-format",
+            "resealed-record-name",
+            "other-query",
+            "not-a-manifest",
+            "empty",
+        )
+    },
+    **{
+        f"plan-{k}": plan_case(k)
+        for k in (
+            "edited-schedule",
+            "edited-input-path",
+            "flipped-byte",
+            "truncated",
+            "old-format",
+            "resealed-record-name",
+            "edited-read-by-merge",
+            "edited-as-manifest",
+        )
+    },
+    **{
+        f"results-{k}": results_case(k)
+        for k in (
+            "bad-crc",
+            "truncated",
+            "not-a-zip",
+            "empty",
+            "forged-header",
+            "forged-header-resealed",
+            "damaged-unit",
+            "another-plan",
+            "duplicate",
+            "missing-worker",
+            "old-format",
+        )
+    },
     **{f"workers-{k}": workers_case(k) for k in ("out-of-range", "far-out-of-range")},
-    **{f"preflight-{k}": preflight_case(k) for k in (
-        "cpu-one-thread", "cpu-small-max-hits", "cpu-threads", "cpu-two-workers",
-        "cpu-kegalign-bins",
-        "manifest-frozen")},
+    **{
+        f"preflight-{k}": preflight_case(k)
+        for k in (
+            "cpu-one-thread",
+            "cpu-small-max-hits",
+            "cpu-threads",
+            "cpu-two-workers",
+            "cpu-kegalign-bins",
+            "manifest-frozen",
+        )
+    },
 }
 
 
@@ -393,8 +541,16 @@ def command(case: str) -> str:
     (or `merge`, or `run --from-manifest`), results merged, workers worked."""
     special = {"plan-edited-read-by-merge": "merge", "plan-edited-as-manifest": "run"}
     kind = case.split("-", 1)[0]
-    return special.get(case) or {"manifest": "run", "plan": "work", "results": "merge",
-                                 "workers": "work", "preflight": "run"}[kind]
+    return (
+        special.get(case)
+        or {
+            "manifest": "run",
+            "plan": "work",
+            "results": "merge",
+            "workers": "work",
+            "preflight": "run",
+        }[kind]
+    )
 
 
 def params(of: str) -> list:

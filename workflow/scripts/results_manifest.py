@@ -62,8 +62,9 @@ def write_atomically(path: str, lines: list[str]) -> None:
     never through a symlink), fsynced, then renamed over `path`."""
     import tempfile
 
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                               prefix=f".{os.path.basename(path)}.")
+    fd, tmp = tempfile.mkstemp(
+        dir=os.path.dirname(os.path.abspath(path)), prefix=f".{os.path.basename(path)}."
+    )
     try:
         with os.fdopen(fd, "w") as out:
             out.writelines(lines)
@@ -91,8 +92,9 @@ def damage(folder: str, manifest: str) -> str | None:
     base = Path(folder)
     present = {rel.as_posix() for rel in files(base)} if base.is_dir() else set()
     if missing := sorted(set(recorded) - present):
-        return f"{missing[0]} is missing" + (f" (and {len(missing) - 1} more)" if
-                                             len(missing) > 1 else "")
+        return f"{missing[0]} is missing" + (
+            f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        )
     if extra := sorted(present - set(recorded)):
         return f"{extra[0]} was not written by the merge"
     for rel, (sha, size, mtime, _) in recorded.items():
@@ -115,8 +117,7 @@ def written_by_workflow(path: Path, rules: tuple[str, ...]) -> bool:
     import base64
     import json
 
-    record = Path(".snakemake/metadata") / base64.urlsafe_b64encode(
-        str(path).encode()).decode()
+    record = Path(".snakemake/metadata") / base64.urlsafe_b64encode(str(path).encode()).decode()
     try:
         return json.loads(record.read_text()).get("rule") in rules
     except (OSError, ValueError):
@@ -132,14 +133,20 @@ def prune(results: str, batch: str, count: int) -> list[Path]:
             continue
         for path in sorted(folder.iterdir()):
             number = path.name[:6]
-            if not (number.isdigit() and path.name[6:7] == "." and path.is_file()
-                    and not path.is_symlink()):
+            if not (
+                number.isdigit()
+                and path.name[6:7] == "."
+                and path.is_file()
+                and not path.is_symlink()
+            ):
                 continue
             if int(number) > count and written_by_workflow(path, rules):
                 path.unlink()
                 removed.append(path)
-                print(f"hspZ workflow: {path}: job {number} is no longer in the batch: "
-                      "removed", file=sys.stderr)
+                print(
+                    f"hspZ workflow: {path}: job {number} is no longer in the batch: removed",
+                    file=sys.stderr,
+                )
     return removed
 
 
@@ -149,5 +156,6 @@ if __name__ == "__main__":
     elif len(sys.argv) == 5 and sys.argv[1] == "prune" and sys.argv[4].isdigit():
         prune(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
-        sys.exit("usage: results_manifest.py write RESULTS_DIR MANIFEST | "
-                 "prune RESULTS BATCH COUNT")
+        sys.exit(
+            "usage: results_manifest.py write RESULTS_DIR MANIFEST | prune RESULTS BATCH COUNT"
+        )
