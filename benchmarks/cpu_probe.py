@@ -18,7 +18,7 @@ and the first pass batch by batch, in one process on the mammal-like 30 x 6 Mbp 
    touched pages of the column's and the table's sizes written on T threads (first touch);
    and `build_seed_table` itself, whole.
 2. The batches at --pass-threads, handed out as `run_unit` does (cpu16: `cpu.PieceQueue`'s
-   seeds and pieces; main: whole batches, `cpu.run_batch`, on a pool in plan order): each
+   seeds and pieces; main: whole batches, `cpu.run_seed_batch`, on a pool in plan order): each
    task's thread, start and end; per batch its seeds, hits, pieces, threads and span; per
    thread its busy time and when it ran dry.  Cold, then warm, then (`batches`) whole batches
    on a pool beside it.
@@ -52,7 +52,7 @@ from benchmarks.workloads import materialise  # noqa: E402
 from hspz.core import jit  # noqa: E402
 from hspz.core.options import Options  # noqa: E402
 from hspz.engine import cpu  # noqa: E402
-from hspz.engine.contract import Context, prepare_query, prepare_reference, unit_batches  # noqa: E402
+from hspz.engine.contract import Context, prepare_query, prepare_reference, unit_seed_batches  # noqa: E402
 from hspz.io.packing import seed_codes  # noqa: E402
 from hspz.io.readers import read_both  # noqa: E402
 from hspz.stages import seed  # noqa: E402
@@ -355,7 +355,7 @@ def probe_batches(ctx, ref, qry, threads: int, whole_batches: bool) -> dict:
     """`run_unit`'s batches on `threads` threads, each task timed: whole batches handed to a
     pool in plan order (main's `run_unit`, or `whole_batches`), else `cpu.PieceQueue`'s seeds
     and pieces (cpu16's)."""
-    jobs = unit_batches(ctx, qry)
+    jobs = unit_seed_batches(ctx, qry)
     tasks: list[dict] = []
     totals = [None] * len(jobs)
     t0 = time.perf_counter()
@@ -377,7 +377,7 @@ def probe_batches(ctx, ref, qry, threads: int, whole_batches: bool) -> dict:
         _, strand, chunk = jobs[i]
         clock = cpu.PhaseClock()
         a = time.perf_counter()
-        out = cpu.run_batch(ctx, ref, qry, strand, chunk, clock)
+        out = cpu.run_seed_batch(ctx, ref, qry, strand, chunk, clock)
         totals[i] = (out.seeds, out.hits)
         span("batch", i, a, {p: round(v[0][0], 5) for p, v in clock.table().items() if v})
 
@@ -393,15 +393,15 @@ def probe_batches(ctx, ref, qry, threads: int, whole_batches: bool) -> dict:
                 super().seed(index, mine)
                 span("seed", index, a)
 
-            def piece(self, index, batch, c, k, bounds):
+            def piece(self, index, seed_batch, c, k, bounds):
                 a = time.perf_counter()
-                super().piece(index, batch, c, k, bounds)
-                totals[index] = (batch.out.seeds, batch.out.hits)
+                super().piece(index, seed_batch, c, k, bounds)
+                totals[index] = (seed_batch.out.seeds, seed_batch.out.hits)
                 span("piece", index, a, chunk=c, piece=k)
 
-        from hspz.engine.contract import BatchTally
+        from hspz.engine.contract import SeedBatchTally
 
-        Timed(ctx, ref, qry, jobs, cpu.PhaseClock(), BatchTally(len(jobs), None)).run(threads)
+        Timed(ctx, ref, qry, jobs, cpu.PhaseClock(), SeedBatchTally(len(jobs), None)).run(threads)
         mode = "piece queue"
     makespan = time.perf_counter() - t0
     idents = sorted(
@@ -545,8 +545,8 @@ def fill_cache(ctx, ref, qry) -> None:
     with ThreadPoolExecutor(2) as pool:
         touch_costs(1 << 16, 1 << 16, 2, pool)
     ref._table = seed.build_seed_table(codes, ref.packed.block_len, ctx.shape, ctx.options.step, 1)
-    _, strand, chunk = unit_batches(ctx, qry)[0]
-    cpu.run_batch(ctx, ref, qry, strand, chunk)
+    _, strand, chunk = unit_seed_batches(ctx, qry)[0]
+    cpu.run_seed_batch(ctx, ref, qry, strand, chunk)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ and nothing is written.  No traceback reaches the user unless HSPZ_DEBUG=1.
     hspZ merge          replay results files into the outputs, byte-identical to `run`
     hspZ hits-estimate  exact seed hits per work unit, on the CPU, before any GPU work
     hspZ dotplot        a PNG of one job's HSPs        (the workflow's report)
-    hspZ summarize      a table of a batch             (the workflow's report)
+    hspZ summarize      a table of a query list    (the workflow's report)
     hspZ gapped         lastz's gapped extension of one job's segments files
     hspZ compare        lastz --nogapped beside hspZ, and the parity verdict
     hspZ benchmark      cold + warm timed passes of one single-bin pair
@@ -533,8 +533,8 @@ def _inputs(ns: argparse.Namespace) -> dict[str, str | list[str] | None]:
 
 
 def _dumps(ns: argparse.Namespace, inputs: dict, *flags: str) -> dict[str, list[str] | None]:
-    """Each dump flag's files: its path, or in batch mode every per-job name derived from it
-    (`PATH.000001`, ...: `commands.batch.suffixed`)."""
+    """Each dump flag's files: its path, or in query-list mode every per-job name derived from it
+    (`PATH.000001`, ...: `commands.query_list.suffixed`)."""
     from hspz.planning.joblist import job_name
 
     jobs = len(inputs.get("a query of --query-list") or [])
@@ -572,8 +572,8 @@ def _request(ns: argparse.Namespace, options: Options) -> Request:
     )
 
 
-def _batch_flags(ns: argparse.Namespace, options: Options) -> None:
-    """What batch mode refuses (docs/workers.md, "Many queries against one reference")."""
+def _query_list_flags(ns: argparse.Namespace, options: Options) -> None:
+    """What query-list mode refuses (docs/workers.md, "Many queries against one reference")."""
     if ns.query is not None:
         raise UsageError("--query and --query-list cannot be combined: list every query")
     if not ns.query_list:
@@ -600,7 +600,7 @@ def _need_inputs(ns: argparse.Namespace, options: Options) -> None:
     index = getattr(ns, "index", None)
     query_list = getattr(ns, "query_list", None)
     if query_list is not None:
-        _batch_flags(ns, options)
+        _query_list_flags(ns, options)
     else:
         _need(ns, *(("--query",) if index else ("--reference", "--query")))
     if options.seq_block_size == 0 and options.kegalign_bins:
@@ -667,7 +667,7 @@ def _run(ns: argparse.Namespace, options: Options) -> int:
             "--output": outdir.Tree(
                 ns.output,
                 writes=_own(req.tarball),
-                claims=outdir.batch_claims if req.query_list else outdir.publish_claims,
+                claims=outdir.query_list_claims if req.query_list else outdir.publish_claims,
             )
         },
     )

@@ -502,7 +502,9 @@ class Context:
     sub_np: np.ndarray
 
 
-def run_batch(ctx: Context, ref: Bin, table, rs: bytes, qry: Bin, qs: bytes, seeds) -> list[Hsp]:
+def run_seed_batch(
+    ctx: Context, ref: Bin, table, rs: bytes, qry: Bin, qs: bytes, seeds
+) -> list[Hsp]:
     """One seed batch (one wga chunk): semantic chunks, hits, x-drop, gate, dedup (§3)."""
     size = ctx.seed.size
     counts = [len(table.get(k, ())) for k, _ in seeds]
@@ -563,7 +565,7 @@ def run_unit(ctx: Context, r: int, ref: Bin, q: int, qry: Bin) -> dict[str, byte
             hsps = []
             for a, b in wga_chunks(lo, hi, opts.wga_chunk_size):
                 seeds = query_seeds(kmers[strand], a, b, len(seed.care), not opts.notransition)
-                hsps += run_batch(ctx, ref, table, rs, views[strand], syms[strand], seeds)
+                hsps += run_seed_batch(ctx, ref, table, rs, views[strand], syms[strand], seeds)
             lines = [segment_line(h, ref, views[strand], strand) for h in hsps]
             if strand == "-":
                 lines.reverse()

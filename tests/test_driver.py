@@ -74,7 +74,13 @@ def test_only_the_driver_runs_the_execute_stage():
 
 def test_cli_takes_no_lock_and_starts_no_backend():
     text = (PACKAGE / "cli.py").read_text(encoding="utf-8")
-    for orchestration in ("OutLock", "backends.warm", "run_command", "batch_command", ".join()"):
+    for orchestration in (
+        "OutLock",
+        "backends.warm",
+        "run_command",
+        "query_list_command",
+        ".join()",
+    ):
         assert orchestration not in text
 
 

@@ -327,7 +327,7 @@ def test_gpu_reference_order_is_the_seed_order_hits_sorted_by_window():
     from hspz.engine import gpu
     from hspz.engine.contract import Context, prepare_query, prepare_reference
     from hspz.io.records import Record
-    from hspz.stages.seed import batch_hits
+    from hspz.stages.seed import seed_batch_hits
 
     rng = np.random.default_rng(5)
     unit = rng.choice(np.frombuffer(b"ACGT", np.uint8), 300)
@@ -345,7 +345,7 @@ def test_gpu_reference_order_is_the_seed_order_hits_sorted_by_window():
         "plus",
         [(0, 9000), (9000, qry.block_len)],
     )
-    kmers, qpos, lo, counts = batch_hits(
+    kmers, qpos, lo, counts = seed_batch_hits(
         qry.seed["plus"], ctx.shape, 0, qry.block_len, True, ref.table
     )
     owner = np.repeat(np.arange(len(counts)), counts)

@@ -442,10 +442,10 @@ def test_digest_by_groups_hashes_a_sealed_group_below_every_open_one_at_once():
 
 @pytest.mark.parametrize("max_bases", [1, 700, 1500, 10**9])
 def test_batch_groups_cover_every_batch_once_in_order_and_only_join_contiguous_chunks(max_bases):
-    from hspz.engine.contract import batch_groups
+    from hspz.engine.contract import seed_batch_groups
 
     jobs = [(n, s, c) for n, s, c in seed_batches(20_000, 19, 6_000, 700, ("plus", "minus"))]
-    groups = batch_groups(jobs, max_bases)
+    groups = seed_batch_groups(jobs, max_bases)
     assert [i for g in groups for i in g] == list(range(len(jobs)))
     for g in groups:
         (n, strand, _), width = jobs[g[0]], sum(jobs[i][2][1] - jobs[i][2][0] for i in g)

@@ -13,7 +13,7 @@ import pytest
 
 from hspz.io.packing import pack_bin, seed_codes
 from hspz.io.records import Record
-from hspz.stages.seed import SeedShape, batch_hits, build_seed_table, hit_seeds, query_seeds
+from hspz.stages.seed import SeedShape, build_seed_table, hit_seeds, query_seeds, seed_batch_hits
 
 P12OF19 = "TTT0T00TT00T0T0TTTT"
 P14OF22 = "TTT0T0TT00TT00T0T0TTTT"
@@ -212,7 +212,7 @@ def test_batch_hits_is_the_query_stream_with_table_lo_and_counts(pattern, transi
     qcodes = seed_codes(qry.buf)
     total_hits = 0
     for first, end in [(0, 900), (850, 5000), (30, 30)]:
-        kmers, qpos, lo, counts = batch_hits(qcodes, shape, first, end, transition, table)
+        kmers, qpos, lo, counts = seed_batch_hits(qcodes, shape, first, end, transition, table)
         exp_k, exp_q = _brute_stream(qry.buf.tobytes(), pattern, first, end, transition)
         sk, sq = query_seeds(qcodes, shape, first, end, transition)
         assert kmers.tolist() == exp_k == sk.tolist()
@@ -230,8 +230,8 @@ def test_batch_hits_is_the_query_stream_with_table_lo_and_counts(pattern, transi
 @pytest.mark.parametrize("transition", [False, True])
 @pytest.mark.parametrize("pattern", [P12OF19, "1111", "1x01T"])
 def test_hit_seeds_are_the_batch_hits_seeds_that_have_hits(pattern, transition):
-    """The CPU engine's stream: batch_hits's seeds with at least one hit, each with its place in
-    the whole stream, and the whole stream's length; chunks with no windows and no hits too."""
+    """The CPU engine's stream: seed_batch_hits's seeds with at least one hit, each with its place
+    in the whole stream, and the whole stream's length; chunks with no windows and no hits too."""
     ref = _buffer(seed=11, alphabet=b"AACGT")
     qry = _buffer(seed=11, alphabet=b"AACGT", length=600)
     shape = SeedShape.from_pattern(pattern)
@@ -239,7 +239,7 @@ def test_hit_seeds_are_the_batch_hits_seeds_that_have_hits(pattern, transition):
     qcodes = seed_codes(qry.buf)
     kept = total = 0
     for first, end in [(0, 900), (850, 5000), (30, 30), (0, 10**6)]:
-        _, qpos, lo, counts = batch_hits(qcodes, shape, first, end, transition, table)
+        _, qpos, lo, counts = seed_batch_hits(qcodes, shape, first, end, transition, table)
         n, h_qpos, h_lo, h_counts, at = hit_seeds(qcodes, shape, first, end, transition, table)
         some = np.flatnonzero(counts)
         assert n == len(counts)

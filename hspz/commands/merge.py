@@ -1,9 +1,10 @@
 """`hspZ merge`: replay every worker's results in ordinal order into the outputs, as `run`
-writes them: one query's segments files in OUT, or a batch's OUT/000001/, ... and queries.tsv.
+writes them: one query's segments files in OUT, or a query-list run's OUT/000001/, ... and
+queries.tsv.
 
-    plan file -> every results file checked -> OUT locked -> (a batch) the older queries.tsv
-    retired -> each results file read, its units emitted -> every job published -> (a batch)
-    stale job entries removed, queries.tsv -> the ledger (--ledger)
+    plan file -> every results file checked -> OUT locked -> (a query-list run) the older
+    queries.tsv retired -> each results file read, its units emitted -> every job published -> (a
+    query-list run) stale job entries removed, queries.tsv -> the ledger (--ledger)
 
 Each results file is checked before its units are used: its checksums
 (`planfile.read_results`), that it belongs to this plan file, that it is one worker's and holds
@@ -18,7 +19,7 @@ from hspz.core.errors import InputError
 from hspz.formats.planfile import PlanFile, read_plan
 from hspz.formats.results import read_results, results_header
 from hspz.run.execute import Emitters, Execution, Job, Summary, print_counts
-from hspz.run.outdir import OutLock, Tree, batch_claims, check_disjoint, publish_claims
+from hspz.run.outdir import OutLock, Tree, check_disjoint, publish_claims, query_list_claims
 from hspz.run.report import write_ledger
 
 
@@ -35,11 +36,11 @@ def merge_command(
     """`hspZ merge`: replay every worker's results in ordinal order into the outputs.  Its
     outputs are checked against its inputs, and every results file is checked (`check_arguments`)
     before OUT is locked and anything is published."""
-    from hspz.commands.query_list import batch_jobs, entry_names, finish_batch
+    from hspz.commands.query_list import entry_names, finish_query_list, query_list_jobs
     from hspz.run import job_entries as bt
 
     pf = read_plan(plan_path)
-    claims = batch_claims if pf.batch else publish_claims
+    claims = query_list_claims if pf.query_list else publish_claims
     check_disjoint(
         {
             "--plan": plan_path,
@@ -47,15 +48,19 @@ def merge_command(
             "the reference of --plan": pf.reference,
             "a query of --plan": [j.path for j in pf.jobs],
         },
-        {"--tarball": tarball if not pf.batch else None, "--ledger": ledger},
-        {"--output": Tree(outdir, claims, writes=(tarball,) if tarball and not pf.batch else ())},
+        {"--tarball": tarball if not pf.query_list else None, "--ledger": ledger},
+        {
+            "--output": Tree(
+                outdir, claims, writes=(tarball,) if tarball and not pf.query_list else ()
+            )
+        },
     )
     workers = check_arguments(pf, plan_path, result_paths)  # before any byte is published
     with OutLock(outdir, "--output", wait, command, keep_empty=tarball is None):
-        summary = Summary(batch=pf.batch)
-        if pf.batch:
+        summary = Summary(query_list=pf.query_list)
+        if pf.query_list:
             bt.check_entries(Path(outdir))
-            jobs = batch_jobs(pf.jobs, Path(outdir), tarball is not None)
+            jobs = query_list_jobs(pf.jobs, Path(outdir), tarball is not None)
             bt.retire(Path(outdir), entry_names(pf.jobs, tarball is not None))
         else:
             jobs = [Job(pf.manifest, outdir, tarball)]
@@ -72,8 +77,8 @@ def merge_command(
         if ledger:
             write_ledger(ledger, summary)
         print_counts(summary)
-        if pf.batch:
-            finish_batch(Path(outdir), pf.jobs, jobs, tarball is not None)
+        if pf.query_list:
+            finish_query_list(Path(outdir), pf.jobs, jobs, tarball is not None)
         else:
             print(f"digest: {jobs[0].summary.digest}")
     return 0
@@ -124,7 +129,7 @@ def _worker_of(header: dict, pf: PlanFile, path: str, plan_path: str, seen: dict
 
 
 def _shown(units: list[tuple[int, int]], pf: PlanFile) -> str:
-    """Units as ordinals for one query, as job:ordinal in a batch."""
-    if not pf.batch:
+    """Units as ordinals for one query, as job:ordinal in a query-list run."""
+    if not pf.query_list:
         return str([o for _, o in units])
     return "[" + ", ".join(f"{j + 1}:{o}" for j, o in units) + "]"

@@ -41,11 +41,11 @@ def run_in_out(
     with outdir.OutLock(req.output, "--output", wait, holder, keep_empty=req.tarball is None):
         ready()
         if req.query_list:
-            from hspz.commands.query_list import batch_command, tarball_note
+            from hspz.commands.query_list import query_list_command, tarball_note
             from hspz.run.job_entries import check_entries
             from hspz.run.report import say
 
             check_entries(Path(os.path.abspath(req.output)))
             say([note] if (note := tarball_note(req)) else [])
-            return batch_command(req, select)
+            return query_list_command(req, select)
         return run_command(req, select)

@@ -31,7 +31,7 @@ def plan_command(
     `sizes`, each work job's memory, and with `sizes_hits` its expected runtime from its
     units' seed hits too (`sizing`)."""
     if req.query_list:
-        pf, ref, idx, devices = _batch_plan(req, select)
+        pf, ref, idx, devices = _query_list_plan(req, select)
     else:
         pf, ref, idx, devices = _single_plan(req, select)
     write_text(req.output, plan_text(pf), "--output")
@@ -91,14 +91,14 @@ def _single_plan(
     return pf, ref, idx, devices
 
 
-def _batch_plan(
+def _query_list_plan(
     req: Request, select: Callable[[], Backend]
 ) -> tuple[PlanFile, list, ix.Index | None, Devices]:
     """The jobs of a query list, as `run --query-list` plans them (its reference verified
     against the index first when both are given)."""
-    from hspz.commands.query_list import plan_batch
+    from hspz.commands.query_list import plan_query_list
 
-    b = plan_batch(req, select)
+    b = plan_query_list(req, select)
     try:
         if b.verify is not None:
             b.verify.wait("verify")

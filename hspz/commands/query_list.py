@@ -1,14 +1,14 @@
 """`hspZ run --query-list`: many queries against one reference in one process.
 
     list -> reference (read, or an index) -> every job: read its query, freeze its own plan
-    (all must share the reference bins) -> one schedule for the batch -> workers (each
+    (all must share the reference bins) -> one schedule for the query-list run -> workers (each
     reference bin built or loaded once, bin-major) -> each job published as it completes
     -> queries.tsv, last
 
 Every job is the standalone run of its query: OUT/000001/ holds the bytes `hspZ run -q` of that
 query writes.  The parent keeps each job's plan, not its bases: the workers read a job's query
-file when they reach it, so memory follows the largest job, not the batch.  `hspZ plan
---query-list` runs the same first stages (`plan_batch`) and `hspZ merge` the same emitting;
+file when they reach it, so memory follows the largest job, not the query-list run.  `hspZ plan
+--query-list` runs the same first stages (`plan_query_list`) and `hspZ merge` the same emitting;
 `run --query-list` is N jobs through the one driver (`hspz.run.driver.drive`, with `QueryList`).
 """
 
@@ -43,7 +43,7 @@ from hspz.run.worker import QuerySpec
 class QueryList(Work):
     """A query list's stages: the list and the reference read here (or the index opened),
     every job frozen as its own plan (its dumps written as it is planned, as `hspZ plan
-    --query-list` writes them), one schedule for the batch, each job published into
+    --query-list` writes them), one schedule for the query-list run, each job published into
     OUT/000001/ ... as it completes, and queries.tsv last.  `jobs` are the planned jobs,
     `sched` their schedule, `devices` what they were planned for."""
 
@@ -53,7 +53,7 @@ class QueryList(Work):
     devices: Devices
 
     def read(self, req: Request) -> None:
-        assert req.query_list is not None  # batch mode is --query-list
+        assert req.query_list is not None  # query-list mode is --query-list
         self.listed, notes = joblist.read_query_list(req.query_list)
         say(notes)
         if req.index:
@@ -70,21 +70,21 @@ class QueryList(Work):
         if self.index is not None:
             ix.check_plan(self.index, self.jobs[0].manifest.plan.ref_bins)
         write_job_dumps(req, self.jobs)
-        return batch_jobs(self.jobs, Path(req.output), bool(req.tarball), req.dump_raw)
+        return query_list_jobs(self.jobs, Path(req.output), bool(req.tarball), req.dump_raw)
 
     def schedule(
         self, req: Request, jobs: list[Job], devices: Devices, summary: Summary
     ) -> Schedule:
         m0 = self.jobs[0].manifest
-        axis = joblist.BatchAxis(tuple(len(j.manifest.plan.query_bins) for j in self.jobs))
+        axis = joblist.JobAxis(tuple(len(j.manifest.plan.query_bins) for j in self.jobs))
         ref_bp = [sum(m0.ref_lengths[k] for k in b) for b in m0.plan.ref_bins]
         self.sched = run_schedule(axis.plan(m0.plan.ref_bins), ref_bp, req.options.gpus, devices)
         say(schedule_lines(self.sched))
         return self.sched
 
     def ready(self, req: Request, jobs: list[Job]) -> None:
-        """The older batch's entries of these jobs retired; the job folders made (they exist
-        from the start: docs/workers.md)."""
+        """The older query-list run's entries of these jobs retired; the job folders made (they
+        exist from the start: docs/workers.md)."""
         job_entries.retire(Path(req.output), entry_names(self.jobs, bool(req.tarball)))
         if self.index is None and not req.tarball:
             for job in jobs:
@@ -92,7 +92,7 @@ class QueryList(Work):
 
     def execution(self, req: Request, jobs: list[Job], summary: Summary) -> Execution:
         progress = Progress(sum(len(p.manifest.plan.units) for p in self.jobs), len(self.jobs))
-        summary.batch = True
+        summary.query_list = True
         return Execution(
             req.options.diagonal_partition,
             bool(req.dump_raw),
@@ -104,16 +104,16 @@ class QueryList(Work):
         )
 
     def time_lines(self, summary: Summary, wall: float) -> None:
-        report.print_batch(summary, self.jobs, wall)
+        report.print_query_list(summary, self.jobs, wall)
 
     def publish(self, req: Request, summary: Summary) -> None:
-        finish_batch(Path(req.output), self.jobs, summary.jobs, bool(req.tarball))
+        finish_query_list(Path(req.output), self.jobs, summary.jobs, bool(req.tarball))
         sys.stdout.flush()
 
 
-def plan_batch(req: Request, select: Callable[[], Backend]) -> QueryList:
+def plan_query_list(req: Request, select: Callable[[], Backend]) -> QueryList:
     """`hspZ plan --query-list`'s first stages, as the driver runs them: read the list and the
-    reference (or open the index), plan every job (its dumps written), schedule the batch
+    reference (or open the index), plan every job (its dumps written), schedule the query-list run
     (its `schedule:` lines printed)."""
     work = QueryList()
     try:
@@ -163,7 +163,7 @@ def plan_jobs(
 
 
 def spec_of(job: PlanJob) -> QuerySpec:
-    """How a worker reads a batch job's query: its file, checked against its records hash."""
+    """How a worker reads a query-list job's query: its file, checked against its records hash."""
     return QuerySpec(
         job.number - 1, job.manifest.plan.query_bins, job.path, job.manifest.qry_digest
     )
@@ -182,7 +182,7 @@ def write_job_dumps(req: Request, jobs: list[PlanJob]) -> None:
             write_text(suffixed(req.dump_manifest, job), job.manifest.to_text(), "--dump-manifest")
 
 
-def batch_jobs(
+def query_list_jobs(
     planned: list[PlanJob], out: Path, tarball: bool, raw: str | None = None
 ) -> list[Job]:
     """Each planned job as an execution's Job: OUT/000001/ (or OUT/000001.tar.gz with -Z)."""
@@ -214,15 +214,15 @@ def queries_row(p: PlanJob, summary: Summary) -> dict:
 
 
 def entry_names(planned: list[PlanJob], tarball: bool) -> list[str]:
-    """The job entries a batch publishes in OUT: 000001/ ..., or 000001.tar.gz ..."""
+    """The job entries a query-list run publishes in OUT: 000001/ ..., or 000001.tar.gz ..."""
     return [f"{p.name}.tar.gz" if tarball else p.name for p in planned]
 
 
-def finish_batch(out: Path, planned: list[PlanJob], jobs: list[Job], tarball: bool) -> None:
-    """Once every job is published: the older batch's other job entries (and the other form)
-    removed, then queries.tsv written (atomically), and each job's `digest:` line."""
+def finish_query_list(out: Path, planned: list[PlanJob], jobs: list[Job], tarball: bool) -> None:
+    """Once every job is published: the older query-list run's other job entries (and the other
+    form) removed, then queries.tsv written (atomically), and each job's `digest:` line."""
     job_entries.sweep_stale(out, entry_names(planned, tarball))
-    job_entries.complete_batch(
+    job_entries.complete_query_list(
         out,
         joblist.queries_tsv(
             [queries_row(p, j.summary) for p, j in zip(planned, jobs, strict=True)]
@@ -234,21 +234,21 @@ def finish_batch(out: Path, planned: list[PlanJob], jobs: list[Job], tarball: bo
 
 
 def job_line(job: Job) -> str:
-    assert job.spec is not None  # a batch job reads its own query
+    assert job.spec is not None  # a query-list job reads its own query
     return (
         f"progress: job {joblist.job_name(job.number)} complete: {job.summary.hsps} HSPs, "
         f"digest {job.summary.digest} ({job.spec.path})"
     )
 
 
-def batch_command(req: Request, select: Callable[[], Backend]) -> int:
+def query_list_command(req: Request, select: Callable[[], Backend]) -> int:
     """`hspZ run --query-list FILE`: N jobs through the driver (`run.driver.drive`)."""
     drive(req, QueryList(), select)
     return 0
 
 
 def tarball_note(req: Request) -> str | None:
-    """-Z PATH in batch mode: the path is ignored (one archive per job), said once."""
+    """-Z PATH in query-list mode: the path is ignored (one archive per job), said once."""
     if req.tarball and req.tarball != os.path.join(req.output, "segments.tar.gz"):
         return (
             f"note: --tarball {req.tarball} is ignored with --query-list: each job gets "

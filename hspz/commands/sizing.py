@@ -4,8 +4,8 @@ for what the plan will use instead of one figure for every job.
 
 Memory is the preflight's own estimate for the backend the job uses: on the CPU backend
 `plan.cpu_estimate` of one worker process (what `--time` prints as the memory estimate, whose
-measured peak / estimate ratios are in its docstring), the largest over the batch's jobs; on the
-GPU the host side only, the same reading terms plus GPU_HOST_BYTES for the CUDA context and
+measured peak / estimate ratios are in its docstring), the largest over the query-list run's jobs;
+on the GPU the host side only, the same reading terms plus GPU_HOST_BYTES for the CUDA context and
 CuPy (the device memory is sized by the GPU budget, `budget.device_budget`, and is not the
 scheduler's to grant).
 

@@ -1,5 +1,5 @@
-"""`hspZ summarize`: the summary table of a batch (queries.tsv, names, the ledger, gapped counts),
-as TSV and optionally HTML, by `tools.plots`."""
+"""`hspZ summarize`: the summary table of a query-list run (queries.tsv, names, the ledger, gapped
+counts), as TSV and optionally HTML, by `tools.plots`."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A first GPU run on a fresh machine otherwise spends 7-15 s in its first unit compiling CuPy's
 and hspZ's kernels (55 of them for simM: 14.8 s against 0.36 s warm; BENCHMARKS.md, issue 27).
 hspZ's kernel sources depend on the seed shape (`--seed`, compile-time constants) but not on the
-layout (-B, bin and batch sizes are arguments); CuPy's depend on dtypes, on which code paths a
+layout (-B, bin and seed batch sizes are arguments); CuPy's depend on dtypes, on which code paths a
 unit takes and, for its CUB reductions, on the array's size class.  So a tiny pair that takes
 every path compiles what later runs of that seed need: here a small simulated pair, as a FASTA
 run and as an index run, on both strands, with repeats (many hits a seed), diverged copies

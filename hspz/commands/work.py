@@ -102,7 +102,7 @@ def _inputs(pf: PlanFile, index: str | None, source: str) -> tuple[list[Record],
             raise UsageError(f"{source}: planned with an index: give --index")
         ref = read_side(pf.reference, "reference")
         check_side(m, "reference", ref, source)
-    if pf.batch:  # the workers read each job's query (and check its records) themselves
+    if pf.query_list:  # the workers read each job's query (and check its records) themselves
         check_queries(pf)
         return ref, []
     qry = read_side(pf.query, "query")
@@ -111,7 +111,7 @@ def _inputs(pf: PlanFile, index: str | None, source: str) -> tuple[list[Record],
 
 
 def check_queries(pf: PlanFile) -> None:
-    """Before any unit runs: every batch query file has the size and sha256 it was planned
+    """Before any unit runs: every listed query file has the size and sha256 it was planned
     with, so an edited query is refused (exit 2) before a unit file is written."""
     for job in pf.jobs:
         try:
@@ -157,8 +157,8 @@ def _work(
     Path(folder).mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     m = pf.manifest
-    plan = pf.grid() if pf.batch else m.plan
-    specs = [spec_of(j) for j in pf.jobs] if pf.batch else None
+    plan = pf.grid() if pf.query_list else m.plan
+    specs = [spec_of(j) for j in pf.jobs] if pf.query_list else None
     job = WorkerJob(
         worker,
         device,

@@ -282,7 +282,7 @@ def remove_marked(path: PathArg) -> bool:
 
 
 def mark(path: PathArg) -> None:
-    """Mark a folder hspZ has just published into (a batch job's folder) as its own."""
+    """Mark a folder hspZ has just published into (a query-list job's folder) as its own."""
     p = Path(path) / MARK
     if not is_marked(path):
         try:

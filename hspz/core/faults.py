@@ -11,7 +11,7 @@ in the order a run reaches them:
     published  every file is moved and every stale file removed; the journal is still there
     done       the journal is removed; the stage folder is not yet
 
-    batch-retired  a batch retired the older queries.tsv (a publish of its own, through the
+    batch-retired  a query-list run retired the older queries.tsv (a publish of its own, through the
                    points above); no job is published yet
     batch-swept    every job is published and the stale job entries removed; no queries.tsv
 

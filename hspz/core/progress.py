@@ -1,11 +1,11 @@
-"""Progress of a run or a batch, inside units as well as between them.
+"""Progress of a run or a query-list run, inside units as well as between them.
 
 Workers report each unit in flight as the share of its seed batches done and the seed hits
-those held (`Progress.advance`), and each finished unit (`unit_done`); a batch also reports each
-job it publishes (`job_done`).  On a terminal a tqdm bar shows units done of the total (fractions
-of units in flight included), jobs done, seed hits per second and an ETA.  In a log (stderr not a
-terminal: Snakemake, SLURM) one `progress:` line is printed each time another tenth of the work
-is done, and one per finished job, so a long run is never silent:
+those held (`Progress.advance`), and each finished unit (`unit_done`); a query-list run also reports
+each job it publishes (`job_done`).  On a terminal a tqdm bar shows units done of the total
+(fractions of units in flight included), jobs done, seed hits per second and an ETA.  In a log
+(stderr not a terminal: Snakemake, SLURM) one `progress:` line is printed each time another tenth of
+the work is done, and one per finished job, so a long run is never silent:
 
     progress: 40% (3.2/8 units, 1/2 jobs), 1.21e+09 seed hits, 3.05e+08 hits/s, ETA 0:00:11
 
@@ -64,7 +64,7 @@ class Progress:
             self._show()
 
     def job_done(self, line: str | None = None) -> None:
-        """A job of the batch is complete (and published); `line` says so in a log."""
+        """A job of the query-list run is complete (and published); `line` says so in a log."""
         with self.lock:
             self.finished_jobs += 1
             if self.bar is not None:

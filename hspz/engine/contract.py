@@ -218,7 +218,7 @@ class UnitResult:
 
 
 @dataclass
-class BatchOut:
+class SeedBatchOut:
     """What one seed batch (wga chunk) contributes: counts and its HSP lists in chunk order."""
 
     seeds: int = 0
@@ -228,7 +228,7 @@ class BatchOut:
     raw: list = field(default_factory=list)
 
 
-Progress = Callable[[int, int, int], None]  # (batches done, batches, seed hits so far)
+Progress = Callable[[int, int, int], None]  # (seed batches done, seed batches, seed hits so far)
 
 
 @dataclass(frozen=True)
@@ -283,26 +283,26 @@ class Backend(Protocol):
         ...
 
 
-class BatchTally:
+class SeedBatchTally:
     """Counts a unit's finished seed batches and their hits for its `Progress` callback
     (called from any thread)."""
 
-    def __init__(self, batches: int, progress: Progress | None):
-        self.batches, self.progress = batches, progress
+    def __init__(self, seed_batches: int, progress: Progress | None):
+        self.seed_batches, self.progress = seed_batches, progress
         self.done = self.hits = 0
         self.lock = threading.Lock()
 
-    def __call__(self, out: BatchOut, batches: int = 1) -> BatchOut:
+    def __call__(self, out: SeedBatchOut, seed_batches: int = 1) -> SeedBatchOut:
         if self.progress is not None:
             with self.lock:
-                self.done += batches
+                self.done += seed_batches
                 self.hits += out.hits
                 done, hits = self.done, self.hits
-            self.progress(done, self.batches, hits)
+            self.progress(done, self.seed_batches, hits)
         return out
 
 
-def unit_batches(ctx: Context, qry: QueryBin) -> list[tuple[int, str, tuple[int, int]]]:
+def unit_seed_batches(ctx: Context, qry: QueryBin) -> list[tuple[int, str, tuple[int, int]]]:
     """(interval number, strand, chunk) of every seed batch of a unit, in plan order."""
     o = ctx.options
     return plan.seed_batches(
@@ -310,11 +310,11 @@ def unit_batches(ctx: Context, qry: QueryBin) -> list[tuple[int, str, tuple[int,
     )
 
 
-def batch_groups(jobs: list, max_bases: int) -> list[list[int]]:
-    """Job indices in runs that share one device pass: consecutive batches of one (interval,
+def seed_batch_groups(jobs: list, max_bases: int) -> list[list[int]]:
+    """Job indices in runs that share one device pass: consecutive seed batches of one (interval,
     strand) whose chunks follow each other, at most `max_bases` window starts (at least one
-    batch).  Each batch keeps its own seeds, hits and semantic chunks; only the launches and
-    host synchronisations are shared."""
+    seed batch).  Each seed batch keeps its own seeds, hits and semantic chunks; only the launches
+    and host synchronisations are shared."""
     groups: list[list[int]] = []
     span = 0
     for i, (n, strand, chunk) in enumerate(jobs):
@@ -330,8 +330,8 @@ def batch_groups(jobs: list, max_bases: int) -> list[list[int]]:
     return groups
 
 
-def assemble(result: UnitResult, jobs: list, outs: list[BatchOut]) -> UnitResult:
-    """Put batch outputs back in plan order: one HSP array per (interval, strand)."""
+def assemble(result: UnitResult, jobs: list, outs: list[SeedBatchOut]) -> UnitResult:
+    """Put seed batch outputs back in plan order: one HSP array per (interval, strand)."""
     segments: dict[tuple[int, str], list] = {}
     for (n, strand, _), out in zip(jobs, outs, strict=True):
         segments.setdefault((n, strand), []).extend(out.hsps)
@@ -375,8 +375,8 @@ def _split(rows: np.ndarray, chunk: np.ndarray, n_chunks: int) -> list[np.ndarra
     return [rows[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
 
 
-def record_chunk(out: BatchOut, settled: tuple, strand: str) -> None:
-    """Add one settled semantic chunk to its batch's output, in chunk order."""
+def record_chunk(out: SeedBatchOut, settled: tuple, strand: str) -> None:
+    """Add one settled semantic chunk to its seed batch's output, in chunk order."""
     count, raw, hsps = settled
     out.raw_hsps += count
     if raw is not None:
@@ -384,7 +384,7 @@ def record_chunk(out: BatchOut, settled: tuple, strand: str) -> None:
     out.hsps.append(hsps)
 
 
-def finish_chunk(ctx: Context, raw: np.ndarray, out: BatchOut, strand: str) -> None:
+def finish_chunk(ctx: Context, raw: np.ndarray, out: SeedBatchOut, strand: str) -> None:
     """Record one semantic chunk's gated HSPs: counts, optional raw dump, dedup."""
     record_chunk(out, settle(ctx, raw), strand)
 

@@ -21,14 +21,14 @@ import numpy as np
 
 from hspz.core import jit
 from hspz.engine.contract import (
-    BatchOut,
-    BatchTally,
     Capabilities,
     Context,
     Index,
     Progress,
     QueryBin,
     RefBin,
+    SeedBatchOut,
+    SeedBatchTally,
     UnitResult,
     assemble,
     load_reference,
@@ -36,7 +36,7 @@ from hspz.engine.contract import (
     prepare_reference,
     record_chunk,
     settle_chunks,
-    unit_batches,
+    unit_seed_batches,
 )
 from hspz.io.records import Record
 from hspz.stages import chunks as plan
@@ -144,14 +144,14 @@ def chunk_hsps(
         return hsp.gate(r, q, total, rs, qs, ln, o.hspthresh, o.entropy)
 
 
-def run_batch(
+def run_seed_batch(
     ctx: Context,
     ref: RefBin,
     qry: QueryBin,
     strand: str,
     chunk: tuple[int, int],
     clock: PhaseClock | None = None,
-) -> BatchOut:
+) -> SeedBatchOut:
     """One seed batch (wga chunk): seeds, hits, semantic chunks, each extended and deduped."""
     o, clock = ctx.options, clock or PhaseClock()
     with clock("seed"):
@@ -160,7 +160,7 @@ def run_batch(
         )
         cum = np.cumsum(counts, out=workspace().take("cum", len(counts)))  # seeds with hits
         chunks = semantic_chunks(n_seeds, counts, at, o.max_hits, cum)
-    out = BatchOut(seeds=n_seeds, hits=int(cum[-1]) if len(cum) else 0)
+    out = SeedBatchOut(seeds=n_seeds, hits=int(cum[-1]) if len(cum) else 0)
     for a, b in chunks:
         pieces = (
             hit_pieces(qpos, lo, counts, cum, a, b - 1, PIECE)
@@ -177,7 +177,7 @@ def run_batch(
     return out
 
 
-def finish_collapsed(ctx: Context, parts: list, out: BatchOut, strand: str) -> None:
+def finish_collapsed(ctx: Context, parts: list, out: SeedBatchOut, strand: str) -> None:
     """`engine.finish_chunk` of one semantic chunk given as pieces of collapsed records
     (`hsp.collapse`: distinct records and their copies), collapsed again across the pieces:
     the same counts, dump and survivors as the whole chunk's records."""
@@ -207,9 +207,9 @@ def hit_pieces(
     """The hits of seeds s0..s1 (one semantic chunk) as (qpos, lo, counts) pieces of at most
     `piece` hits each, in hit order (`piece_bounds`); a seed whose hits straddle a piece
     boundary is split (its first index into `pos_table` moved, its count cut).  `cum` is the
-    batch's inclusive prefix sum of `counts`.  The pieces are views: the split seeds are edited
+    seed batch's inclusive prefix sum of `counts`.  The pieces are views: the split seeds are edited
     in place while their piece is out and restored before the next one (`lo` and `counts`
-    belong to one batch, so no other thread sees them), which keeps a piece from copying its
+    belong to one seed batch, so no other thread sees them), which keeps a piece from copying its
     seeds."""
     for i, j, skip, cut in piece_bounds(cum, counts, s0, s1, piece):
         saved = lo[i], counts[i], counts[j]
@@ -249,7 +249,7 @@ def piece_copy(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One piece of `piece_bounds` as (qpos view, lo, counts), its split seeds edited in copies
     in this thread's `work`space (`lo` and `counts` stay as they are: other threads read them
-    for the batch's other pieces)."""
+    for the seed batch's other pieces)."""
     i, j, skip, cut = bounds
     n = j + 1 - i
     mine_lo, mine_counts = work.take("piece_lo", n), work.take("piece_counts", n)
@@ -265,12 +265,12 @@ def piece_copy(
 def semantic_chunks(
     n_seeds: int, counts: np.ndarray, at: np.ndarray, max_hits: int, cum: np.ndarray | None = None
 ) -> list[tuple[int, int]]:
-    """`plan.chunk_walk` over a batch's whole stream of n_seeds seeds, given only the seeds with
-    hits (`counts`, their places `at`; `cum`, the prefix sums of `counts`, where at hand): each
+    """`plan.chunk_walk` over a seed batch's whole stream of n_seeds seeds, given only the seeds
+    with hits (`counts`, their places `at`; `cum`, the prefix sums of `counts`, where at hand): each
     chunk as a range of those seeds.  The others add nothing to a chunk, and a chunk of them
     alone still counts (it is settled, empty).  The whole stream's prefix sums step only at
     `at`, so the walk's searches run on `cum` (no array of the whole stream: two of them, 52 MB
-    a batch, were mapped and faulted in by every batch past --max-hits hits)."""
+    a seed batch, were mapped and faulted in by every seed batch past --max-hits hits)."""
     cum = np.cumsum(counts) if cum is None else cum
     total = int(cum[-1]) if len(cum) else 0
     if total < max_hits:  # chunk_walk's single chunk
@@ -297,19 +297,19 @@ def run_unit(
 ) -> UnitResult:
     """Every interval of the query bin against the reference bin, plus then minus per interval.
 
-    Batches are independent, so they run on `--threads` threads (the numba kernels release the
+    Seed batches are independent, so they run on `--threads` threads (the numba kernels release the
     GIL); their outputs are put back in plan order, so the thread count never changes bytes.
-    `progress(batches done, batches, seed hits so far)` is called as batches finish.
+    `progress(seed batches done, seed batches, seed hits so far)` is called as seed batches finish.
     """
     start = time.perf_counter()
-    jobs = unit_batches(ctx, qry)
+    jobs = unit_seed_batches(ctx, qry)
     clock = PhaseClock()
-    with clock("table"):  # the table and its occupancy bits, once, before the batches
+    with clock("table"):  # the table and its occupancy bits, once, before the seed batches
         _ = ref.build_table(_threads[0]).occupied
-    tally = BatchTally(len(jobs), progress)
+    tally = SeedBatchTally(len(jobs), progress)
 
-    def one(job: tuple) -> BatchOut:
-        return tally(run_batch(ctx, ref, qry, job[1], job[2], clock))
+    def one(job: tuple) -> SeedBatchOut:
+        return tally(run_seed_batch(ctx, ref, qry, job[1], job[2], clock))
 
     if _threads[0] == 1:
         outs = [one(j) for j in jobs]
@@ -323,7 +323,7 @@ def run_unit(
 
 class InFlight:
     """One seed batch being extended: its seeds (views into its owner's workspace, which seeds
-    no other batch until this one is done), its semantic chunks' pieces still out, and each
+    no other seed batch until this one is done), its semantic chunks' pieces still out, and each
     chunk's collapsed parts in piece order."""
 
     def __init__(
@@ -335,7 +335,7 @@ class InFlight:
         chunks: list,
     ):
         self.strand, self.seeds = strand, seeds
-        self.out = BatchOut(seeds=n_seeds, hits=hits)
+        self.out = SeedBatchOut(seeds=n_seeds, hits=hits)
         self.parts: list = [[None] * len(bounds) for bounds in chunks]
         self.left = [len(bounds) for bounds in chunks]
         self.settled: list = [None] * len(chunks)
@@ -343,15 +343,15 @@ class InFlight:
 
 
 class PieceQueue:
-    """`run_unit`'s batches on several threads, shared out piece by piece: a thread seeds the
-    next batch (in plan order) and queues its pieces (`piece_bounds`, one semantic chunk's hits
-    each at most PIECE); a thread takes the oldest queued piece, from any batch, unless fewer
-    than one per thread are queued and it is free to seed the next batch (`next_task`); the
+    """`run_unit`'s seed batches on several threads, shared out piece by piece: a thread seeds the
+    next seed batch (in plan order) and queues its pieces (`piece_bounds`, one semantic chunk's hits
+    each at most PIECE); a thread takes the oldest queued piece, from any seed batch, unless fewer
+    than one per thread are queued and it is free to seed the next seed batch (`next_task`); the
     thread that ends a chunk's last piece settles the chunk, and the one that settles a
-    batch's last chunk records it.  A thread seeds no new batch while its
+    seed batch's last chunk records it.  A thread seeds no new seed batch while its
     own is in flight (its seeds live in its workspace), so memory stays what the model says:
-    one batch's seeds and one piece per thread.  The bytes are the one-thread run's: each
-    chunk's parts are collapsed in piece order, each batch's chunks recorded in order."""
+    one seed batch's seeds and one piece per thread.  The bytes are the one-thread run's: each
+    chunk's parts are collapsed in piece order, each seed batch's chunks recorded in order."""
 
     def __init__(
         self,
@@ -360,7 +360,7 @@ class PieceQueue:
         qry: QueryBin,
         jobs: list,
         clock: PhaseClock,
-        tally: BatchTally,
+        tally: SeedBatchTally,
     ):
         self.ctx, self.ref, self.qry, self.jobs = ctx, ref, qry, jobs
         self.clock, self.tally = clock, tally
@@ -371,7 +371,7 @@ class PieceQueue:
         self.failed: BaseException | None = None
         self.cond = threading.Condition()
 
-    def run(self, threads: int) -> list[BatchOut]:
+    def run(self, threads: int) -> list[SeedBatchOut]:
         self.threads = threads
         workers = [threading.Thread(target=self.worker, daemon=True) for _ in range(threads)]
         for w in workers:
@@ -383,7 +383,7 @@ class PieceQueue:
         return self.outs
 
     def worker(self) -> None:
-        mine: list = [None]  # this thread's batch in flight
+        mine: list = [None]  # this thread's seed batch in flight
         try:
             while True:
                 task = self.next_task(mine)
@@ -399,8 +399,8 @@ class PieceQueue:
                 self.cond.notify_all()
 
     def next_task(self, mine: list) -> tuple | None:
-        """A thread's next task: seed the next batch where its own is done and fewer pieces
-        than threads are queued (so that the queue does not run dry while batches are seeded),
+        """A thread's next task: seed the next seed batch where its own is done and fewer pieces
+        than threads are queued (so that the queue does not run dry while seed batches are seeded),
         else the oldest queued piece; None when nothing is left for it."""
         with self.cond:
             while self.failed is None:
@@ -415,7 +415,7 @@ class PieceQueue:
                     return ("seed", self.next_job - 1)
                 if self.queue:
                     return self.queue.popleft()
-                if free and self.seeding == 0 and not more:  # no batch is left to queue pieces
+                if free and self.seeding == 0 and not more:  # no seed batch is left to queue pieces
                     return None
                 self.cond.wait()
             return None
@@ -440,49 +440,51 @@ class PieceQueue:
                 piece_bounds(cum, counts, a, b - 1, PIECE) if b > a else [(a, a - 1, 0, 0)]
                 for a, b in chunks
             ]
-        batch = InFlight(
+        seed_batch = InFlight(
             strand, n_seeds, int(cum[-1]) if len(cum) else 0, (qpos, lo, counts), bounds
         )
         with self.cond:
             self.seeding -= 1
             if chunks:
-                mine[0] = batch
+                mine[0] = seed_batch
                 self.queue.extend(
-                    ("piece", index, batch, c, k, b)
+                    ("piece", index, seed_batch, c, k, b)
                     for c, chunk_bounds in enumerate(bounds)
                     for k, b in enumerate(chunk_bounds)
                 )
             else:
-                self.outs[index] = batch.out
+                self.outs[index] = seed_batch.out
             self.cond.notify_all()
         if not chunks:
-            self.tally(batch.out)
+            self.tally(seed_batch.out)
 
     def piece(
-        self, index: int, batch: InFlight, c: int, k: int, bounds: tuple[int, int, int, int]
+        self, index: int, seed_batch: InFlight, c: int, k: int, bounds: tuple[int, int, int, int]
     ) -> None:
         clock = self.clock
-        qpos, lo, counts = piece_copy(*batch.seeds, bounds, workspace())
-        raw = chunk_hsps(self.ctx, self.ref, self.qry, batch.strand, qpos, lo, counts, clock=clock)
+        qpos, lo, counts = piece_copy(*seed_batch.seeds, bounds, workspace())
+        raw = chunk_hsps(
+            self.ctx, self.ref, self.qry, seed_batch.strand, qpos, lo, counts, clock=clock
+        )
         with clock("dedup"):
             part = hsp.collapse(raw)
         with self.cond:
-            batch.parts[c][k] = part
-            batch.left[c] -= 1
-            last = batch.left[c] == 0
+            seed_batch.parts[c][k] = part
+            seed_batch.left[c] -= 1
+            last = seed_batch.left[c] == 0
         if not last:
             return
         with clock("dedup"):
-            settled = settled_chunk(self.ctx, batch.parts[c])
-        batch.parts[c] = None
+            settled = settled_chunk(self.ctx, seed_batch.parts[c])
+        seed_batch.parts[c] = None
         with self.cond:
-            batch.settled[c] = settled
-            batch.chunks_left -= 1
-            done = batch.chunks_left == 0
-        if done:  # the batch's other chunks are settled: this thread alone sees it now
-            for one in batch.settled:
-                record_chunk(batch.out, one, batch.strand)
-            self.outs[index] = self.tally(batch.out)
+            seed_batch.settled[c] = settled
+            seed_batch.chunks_left -= 1
+            done = seed_batch.chunks_left == 0
+        if done:  # the seed batch's other chunks are settled: this thread alone sees it now
+            for one in seed_batch.settled:
+                record_chunk(seed_batch.out, one, seed_batch.strand)
+            self.outs[index] = self.tally(seed_batch.out)
         with self.cond:  # its owner may seed again
             self.cond.notify_all()
 

@@ -2,8 +2,8 @@
 
 Per reference bin the seed table is built on the device (one key per indexed position, a device
 sort, a histogram).  Consecutive seed batches of one (interval, strand) form a group
-(`batch_groups`) that shares one device pass: one seed stream (device seeder, or the CPU
-seeder's arrays uploaded), one prefix sum of hit counts, each batch's semantic `--max-hits`
+(`seed_batch_groups`) that shares one device pass: one seed stream (device seeder, or the CPU
+seeder's arrays uploaded), one prefix sum of hit counts, each seed batch's semantic `--max-hits`
 walk, and every hit tagged with its semantic chunk.  Per group, in physical pieces of at most
 `PIECE` hits (how many fit never changes bytes):
 
@@ -51,29 +51,29 @@ import numpy as np
 from hspz.core import knobs, lean
 from hspz.engine import cuda_source
 from hspz.engine.contract import (
-    BatchOut,
-    BatchTally,
     Capabilities,
     Context,
     Index,
     Progress,
     QueryBin,
     RefBin,
+    SeedBatchOut,
+    SeedBatchTally,
     UnitResult,
     assemble,
     bases_free_bin,
-    batch_groups,
     prepare_query,
     prepare_reference,
     record_chunk,
+    seed_batch_groups,
     settle_chunks,
-    unit_batches,
+    unit_seed_batches,
 )
 from hspz.io.packing import SCORE_TABLE, SEED_TABLE
 from hspz.io.records import Record
 from hspz.stages import chunks as plan
 from hspz.stages import hsp, xdrop
-from hspz.stages.seed import SeedShape, SeedTable, batch_hits
+from hspz.stages.seed import SeedShape, SeedTable, seed_batch_hits
 
 
 class _CupyOnFirstUse:
@@ -102,9 +102,9 @@ PIECE = 1 << 28  # most hits processed at once inside one group (device memory, 
 # each piece costs the launching thread a few synchronisations, so fewer pieces leave the device
 # idle less (at 1 << 26, about 600 pieces a unit of a 1000 x 500 Mbp pair left the H200 idle)
 DEVICE_STEPS = 32  # --max-hits walks of up to this many searches run on the device: each search
-# is a few launches for all of a group's batches; a longer walk copies its counts instead
+# is a few launches for all of a group's seed batches; a longer walk copies its counts instead
 PIECE_BYTES = 64  # device bytes per hit of a piece, were every hit a candidate (`_piece_hits`)
-GROUP_BASES = 1 << 24  # window starts whose seed batches share one device pass (batch_groups);
+GROUP_BASES = 1 << 24  # window starts whose seed batches share one device pass (seed_batch_groups);
 # an interval (10 Mbp by default) is then one group: simM 170.1 ms against 190.8 ms at 1 << 22
 HOST_THREADS = 4  # host threads for the host halves while groups are being launched: more starve
 # the launching thread of the GIL and leave the device idle (simM 0.143 vs 0.173 ns/hit at 4 vs
@@ -344,8 +344,8 @@ def _device_seeds(ctx: Context, dref: DeviceRef, codes, first: int, end: int):
 
 
 def _host_seeds(ctx: Context, table: SeedTable, qry: QueryBin, strand: str, chunk):
-    """The CPU seeder's compact stream of one batch (runs on a host thread)."""
-    return batch_hits(
+    """The CPU seeder's compact stream of one seed batch (runs on a host thread)."""
+    return seed_batch_hits(
         qry.seed[strand], ctx.shape, chunk[0], chunk[1], ctx.options.transition, table
     )
 
@@ -363,8 +363,8 @@ def _prefetched(fn, items: list, depth: int):
 
 
 def _stacked(host_seeds: list):
-    """The CPU seeder's streams of a group's batches as one: (lo, counts, qpos, variants=1,
-    each batch's first slot then the end)."""
+    """The CPU seeder's streams of a group's seed batches as one: (lo, counts, qpos, variants=1,
+    each seed batch's first slot then the end)."""
     lo, counts, qpos = (np.concatenate([s[i] for s in host_seeds]) for i in (2, 3, 1))
     slots = np.concatenate(([0], np.cumsum([len(s[0]) for s in host_seeds])))
     return (
@@ -400,8 +400,8 @@ def _use_device_seeder() -> bool:
 
 
 class _Group:
-    """Device arrays of consecutive seed batches of one (interval, strand) (`batch_groups`):
-    one seed stream and hit prefix sum, each batch's semantic chunks tiling one hit range.
+    """Device arrays of consecutive seed batches of one (interval, strand) (`seed_batch_groups`):
+    one seed stream and hit prefix sum, each seed batch's semantic chunks tiling one hit range.
     Every hit carries the index of its semantic chunk (a tag) through the walks, so one launch
     covers many chunks and the host still gets each chunk's results apart."""
 
@@ -432,10 +432,10 @@ class _Group:
         self.total = int(self.hit_edges[-1])
 
     def semantic_chunks(self, max_hits: int, full: bool) -> list[list[tuple[int, int]]]:
-        """Every batch's `--max-hits` walk as hit ranges of the group.  The walks of up to
-        DEVICE_STEPS searches run on the device, all batches at once (`plan.chunk_walks`: only
+        """Every seed batch's `--max-hits` walk as hit ranges of the group.  The walks of up to
+        DEVICE_STEPS searches run on the device, all seed batches at once (`plan.chunk_walks`: only
         the chunks' ends come back); a longer walk (a small --max-hits), or every walk with
-        HSPZ_CHUNK_WALK=full, copies the batch's counts and walks them on the host
+        HSPZ_CHUNK_WALK=full, copies the seed batch's counts and walks them on the host
         (`plan.chunk_walk`, the one definition of the walk)."""
         walks = (
             [None] * (len(self.slots) - 1)
@@ -845,8 +845,8 @@ def run_group(
     host_seeds: list | None,
     submit: Callable[..., Future],
     piece: int = PIECE,
-) -> list[tuple[BatchOut, list[_Part]]]:
-    """Device half of one group of seed batches; returns, per batch, (counts, its semantic
+) -> list[tuple[SeedBatchOut, list[_Part]]]:
+    """Device half of one group of seed batches; returns, per seed batch, (counts, its semantic
     chunks' shares of the group's host half, `submit(host_finish, ...)`)."""
     strand = jobs[0][1]
     g = _Group(
@@ -858,16 +858,16 @@ def run_group(
         [chunk for _, _, chunk in jobs],
         host_seeds,
     )
-    per_batch = g.semantic_chunks(ctx.options.max_hits, walk_full)
-    g.use_chunks([h_a for chunks in per_batch for h_a, _ in chunks])
+    per_seed_batch = g.semantic_chunks(ctx.options.max_hits, walk_full)
+    g.use_chunks([h_a for chunks in per_seed_batch for h_a, _ in chunks])
     pieces = [g.survivors(h0, min(h0 + piece, g.total), buckets) for h0 in range(0, g.total, piece)]
     empty = np.empty(0, np.int64)
     rows = g.finish(pieces) if pieces else (*[empty] * 5, np.empty((0, 4), np.int64), empty)
-    done = submit(host_finish, ctx, rows, sum(map(len, per_batch)))
+    done = submit(host_finish, ctx, rows, sum(map(len, per_seed_batch)))
     out, c = [], 0
-    for b, chunks in enumerate(per_batch):
-        batch = BatchOut(seeds=g.n_seeds[b], hits=int(g.hit_edges[b + 1] - g.hit_edges[b]))
-        out.append((batch, [_Part(done, c + i) for i in range(len(chunks))]))
+    for b, chunks in enumerate(per_seed_batch):
+        seed_batch = SeedBatchOut(seeds=g.n_seeds[b], hits=int(g.hit_edges[b + 1] - g.hit_edges[b]))
+        out.append((seed_batch, [_Part(done, c + i) for i in range(len(chunks))]))
         c += len(chunks)
     return out
 
@@ -898,8 +898,8 @@ def _piece_hits() -> int:
 def run_unit(
     ctx: Context, ref: RefBin, qry: QueryBin, ordinal: int, progress: Progress | None = None
 ) -> UnitResult:
-    """Every batch of the unit on the current device, in groups (`batch_groups`), the host
-    halves overlapping on threads; `progress` hears of each group's batches as its device half
+    """Every seed batch of the unit on the current device, in groups (`seed_batch_groups`), the host
+    halves overlapping on threads; `progress` hears of each group's seed batches as its device half
     returns.
 
     (Device halves on several streams, one host thread each, measured slower on the H200:
@@ -911,8 +911,8 @@ def run_unit(
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     t0 = time.perf_counter()
     start.record()
-    jobs = unit_batches(ctx, qry)
-    groups, piece = batch_groups(jobs, _group_bases(ctx)), _piece_hits()
+    jobs = unit_seed_batches(ctx, qry)
+    groups, piece = seed_batch_groups(jobs, _group_bases(ctx)), _piece_hits()
     if _use_device_seeder():
         seeds = iter([None] * len(jobs))
     else:  # the CPU seeder runs ahead of the device on host threads; it needs counts only
@@ -926,7 +926,7 @@ def run_unit(
         # mypy's partial wants submit's fn and its arguments now; they come at each call
         submit = functools.partial(pool.submit, _in_slot, slots)  # type: ignore[call-arg]
         pending = []
-        tally = BatchTally(len(jobs), progress)
+        tally = SeedBatchTally(len(jobs), progress)
         for group in groups:
             host = [next(seeds) for _ in group]
             outs = run_group(
@@ -941,17 +941,17 @@ def run_unit(
                 piece,
             )
             pending += outs
-            tally(BatchOut(hits=sum(out.hits for out, _ in outs)), len(group))
+            tally(SeedBatchOut(hits=sum(out.hits for out, _ in outs)), len(group))
         stop.record()
         if threads > HOST_THREADS:  # nothing left to launch: every thread takes host halves
             slots.release(threads - HOST_THREADS)
-        batches = []
+        seed_batch_outs = []
         for (_, strand, _), (out, futures) in zip(jobs, pending, strict=True):
             for f in futures:
                 record_chunk(out, f.result(), strand)
-            batches.append(out)
+            seed_batch_outs.append(out)
     stop.synchronize()
-    result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, batches)
+    result = assemble(UnitResult(ordinal, ref.index, qry.index), jobs, seed_batch_outs)
     result.engine_ms = cp.cuda.get_elapsed_time(start, stop)
     result.device = cp.cuda.Device().id
     result.host_start_ms = t0 * 1e3

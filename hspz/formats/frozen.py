@@ -21,7 +21,7 @@ def parse_manifest(text: str, source: str) -> Manifest:
 def _manifest_of(data: bytes, source: str) -> Manifest:
     if data.startswith(b"hspz-plan"):  # a plan file: its one job's frozen plan
         pf = read_plan_bytes(data, source)
-        if pf.batch:
+        if pf.query_list:
             raise InputError(
                 f"{source}: a batch plan holds {len(pf.jobs)} jobs' plans; give "
                 f"one job's manifest (--dump-manifest writes one per job)"

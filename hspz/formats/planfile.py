@@ -1,9 +1,9 @@
-"""The plan file of `hspZ plan`: the workflow's frozen batch of work.
+"""The plan file of `hspZ plan`: the workflow's frozen work.
 
 A plan file is text, sealed by one checksum line (`sealed.sealed`): the mode (`single`: one
 query, its output in OUT; `batch`: a query list, OUT/000001/, ...), the reference's path and
-the index's, the schedule for W workers (over the batch's axis of every job's query bins,
-`joblist.BatchAxis`), and per job its query file (size and sha256 when planned) and its frozen
+the index's, the schedule for W workers (over the query-list run's axis of every job's query bins,
+`joblist.JobAxis`), and per job its query file (size and sha256 when planned) and its frozen
 plan, the lines of the manifest `--dump-manifest` writes for it.
 """
 
@@ -17,10 +17,10 @@ from hspz.core.errors import InputError, UsageError
 from hspz.formats.manifest import Manifest, manifest_body, manifest_lines
 from hspz.formats.sealed import Lines, check_format, int_at, read_bytes, sealed, unsealed
 from hspz.planning.bins import Plan
-from hspz.planning.joblist import BatchAxis, job_name
+from hspz.planning.joblist import JobAxis, job_name
 from hspz.planning.schedule import Schedule, Visit, schedule_lines
 
-PLAN_FORMAT = 3  # 3: batches (jobs, an index path)
+PLAN_FORMAT = 3  # 3: query lists (jobs, an index path)
 
 
 @dataclass
@@ -44,7 +44,7 @@ class PlanFile:
     reference: str | None
     index: str | None
     jobs: list[PlanJob]
-    batch: bool
+    query_list: bool
     digest: str = ""  # sha256 of the file's bytes
 
     @property
@@ -56,8 +56,8 @@ class PlanFile:
         return self.jobs[0].path
 
     @property
-    def axis(self) -> BatchAxis:
-        return BatchAxis(tuple(len(j.manifest.plan.query_bins) for j in self.jobs))
+    def axis(self) -> JobAxis:
+        return JobAxis(tuple(len(j.manifest.plan.query_bins) for j in self.jobs))
 
     def grid(self) -> Plan:
         """The plan the schedule covers: the reference bins by every job's query bins."""
@@ -81,7 +81,7 @@ def plan_text(pf: PlanFile) -> str:
     s = pf.schedule
     lines = [
         f"hspz-plan {PLAN_FORMAT}",
-        f"mode {'batch' if pf.batch else 'single'}",
+        f"mode {'batch' if pf.query_list else 'single'}",
         f"reference_path {pf.reference or '-'}",
         f"index_path {pf.index or '-'}",
         f"workers {s.workers}",

@@ -5,7 +5,7 @@ file's sha256), the worker, every unit as (job, ordinal) with its image's sha256
 checksum of itself; the zip comment seals every byte (`SEAL`).  A unit file is one unit's
 result in the same format, keyed not by the plan but by its job's frozen plan (`unit_key`: the
 manifest's lines that decide output), so a work job rerun after a kill, or the work of another
-batch that holds the same job (a sheet with a row added), reuses it instead of computing it
+query-list run that holds the same job (a sheet with a row added), reuses it instead of computing it
 again.
 """
 
@@ -246,6 +246,6 @@ def read_unit(path: Path, key: str, job: int, ordinal: int) -> UnitResult | None
 
 def write_unit(folder: str | os.PathLike, key: str, result: UnitResult) -> None:
     """One finished unit's result, atomically, under its `unit_path` (job index 0: the file
-    belongs to the job's plan, not to one batch)."""
+    belongs to the job's plan, not to one query-list run)."""
     saved = UnitResult(**{**result.__dict__, "job": 0})
     write_results(unit_path(folder, key, result.ordinal), [saved], dict(kind="unit", job_key=key))

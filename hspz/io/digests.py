@@ -26,7 +26,7 @@ class KnownRecord:
 
 
 class HashedRecords(list):
-    """Records with their `sequence.records_digest`, computed once (a batch plans every job
+    """Records with their `sequence.records_digest`, computed once (a query-list run plans every job
     against one reference)."""
 
     def __init__(self, records: Iterable[Record | KnownRecord], digest: str | None = None) -> None:

@@ -12,7 +12,7 @@ and f_t are the transition masks `2 << 2t` (and 0), applied by permuting the his
 `--stride N` counts only windows whose start is a multiple of N and scales by N (an estimate).
 
 `--hit-stats` needs every seed's own hit count, so it re-derives them on the host per unit from
-the prepared bins (`seed.batch_hits`), leaving the engine untouched.
+the prepared bins (`seed.seed_batch_hits`), leaving the engine untouched.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from hspz.engine.contract import Context, QueryBin, RefBin
 from hspz.io.packing import pack_bin, reverse_complement, seed_codes
 from hspz.io.records import Record
 from hspz.stages import chunks as planning
-from hspz.stages.seed import SeedShape, batch_hits, build_seed_table, window_kmers
+from hspz.stages.seed import SeedShape, build_seed_table, seed_batch_hits, window_kmers
 
 PIECE = 1 << 24  # windows histogrammed per pass: bounds the temporary arrays
 
@@ -74,12 +74,12 @@ def query_histogram(ctx: Context, records: list[Record], stride: int = 1) -> np.
     packs = {"plus": plus}
     if "minus" in ctx.strands:
         packs["minus"] = reverse_complement(plus)
-    batches = planning.seed_batches(
+    seed_batch_list = planning.seed_batches(
         plus.block_len, shape.size, o.interval_size, o.wga_chunk_size, ctx.strands
     )
     hist = np.zeros(shape.n_kmers, np.int64)
     for strand, packed in packs.items():
-        chunks = [c for _, s, c in batches if s == strand]
+        chunks = [c for _, s, c in seed_batch_list if s == strand]
         hist += strand_histogram(seed_codes(packed.buf), shape, chunks, stride)
     return fold_transitions(hist, shape, o.transition)
 
@@ -158,10 +158,12 @@ class HitHistogram:
 def unit_hit_histogram(ctx: Context, ref: RefBin, qry: QueryBin) -> HitHistogram:
     """Every seed of one unit with its hit count, exactly the engine's seed stream."""
     o, hist = ctx.options, HitHistogram()
-    batches = planning.seed_batches(
+    seed_batch_list = planning.seed_batches(
         qry.block_len, ctx.shape.size, o.interval_size, o.wga_chunk_size, ctx.strands
     )
-    for _, strand, (first, end) in batches:
-        counts = batch_hits(qry.seed[strand], ctx.shape, first, end, o.transition, ref.table)[3]
+    for _, strand, (first, end) in seed_batch_list:
+        counts = seed_batch_hits(qry.seed[strand], ctx.shape, first, end, o.transition, ref.table)[
+            3
+        ]
         hist.add_counts(counts)
     return hist

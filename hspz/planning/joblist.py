@@ -1,13 +1,14 @@
-"""Batch mode: many queries against one reference (`run --query-list`, and `plan`/`work`/`merge`
-over a list): the list file, the batch's query axis and `queries.tsv`.
+"""Query-list mode: many queries against one reference (`run --query-list`, and
+`plan`/`work`/`merge` over a list): the list file, the query-list run's query axis and
+`queries.tsv`.
 
 A job is one listed query.  Every job keeps its own frozen plan (query bins, cap, seed batches,
 dedup scopes, -D history), so its output is the bytes of a standalone run of that query; what
-the jobs share is the reference bins, which must be identical.  The batch schedule treats the
-jobs' query bins as one axis (job 1's bins, then job 2's, ...) of the R x Q grid a single query
-has, so `schedule`'s count partition and LPT spread a batch over the workers unchanged, and a
-visit R3[0..7) may cover the last bins of one job and the first of the next: batch unit g of
-reference bin r is job j's unit r * Q_j + q, where (j, q) = axis.locate(g).
+the jobs share is the reference bins, which must be identical.  The query-list run schedule treats
+the jobs' query bins as one axis (job 1's bins, then job 2's, ...) of the R x Q grid a single query
+has, so `schedule`'s count partition and LPT spread a query-list run over the workers unchanged, and
+a visit R3[0..7) may cover the last bins of one job and the first of the next: query-list run unit g
+of reference bin r is job j's unit r * Q_j + q, where (j, q) = axis.locate(g).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def duplicate_notes(jobs: Sequence[ListedQuery]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class BatchAxis:
+class JobAxis:
     """The jobs' query bins as one axis: job j owns [offsets[j], offsets[j] + counts[j])."""
 
     counts: tuple[int, ...]  # query bins per job, in job order
@@ -135,12 +136,12 @@ class BatchAxis:
         return j, g - offsets[j]
 
     def plan(self, ref_bins: Bins) -> Plan:
-        """The batch as one grid for `schedule.make_schedule`: the shared reference bins by
+        """The query-list run as one grid for `schedule.make_schedule`: the shared reference bins by
         every job's query bins (only their count matters to the schedule)."""
         return Plan(tuple(ref_bins), tuple((g,) for g in range(self.total)))
 
     def job_ordinal(self, r: int, g: int) -> tuple[int, int]:
-        """(job index, the job's own unit ordinal r * Q_j + q) of batch unit (r, g)."""
+        """(job index, the job's own unit ordinal r * Q_j + q) of query-list run unit (r, g)."""
         j, q = self.locate(g)
         return j, r * self.counts[j] + q
 

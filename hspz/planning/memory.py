@@ -57,17 +57,17 @@ class MemoryModel:
 
 
 # The CPU model's process sizes, measured (peak RSS of the multibin pair, whose tables and
-# batches are a few MiB): a worker process holds the interpreter, numpy, numba and the compiled
+# seed batches are a few MiB): a worker process holds the interpreter, numpy, numba and the compiled
 # kernels (157-175 MiB); the parent of worker processes does not load numba (49-51 MiB).
 CPU_PROCESS = 160 << 20
 PARENT_PROCESS = 48 << 20
 READ_COPIES = 2  # transient copies of the inputs while they are read (FASTA, gzip, 2bit alike)
-# the share of a batch's seeds with hits owed to the query's kinship with the reference, on top
+# the share of a seed batch's seeds with hits owed to the query's kinship with the reference, on top
 # of the table's chance occupancy: 23% of H. pylori's seeds, 38-39% of S. aureus's (2026-12-01)
 HIT_SHARE = 0.2
 # a piece's bytes per hit: its candidates or late hits (16 B) and their exact results (32 B);
 # most hits are rejected by the block bound, so the sweep's arrays stay small (a thread held
-# 41-47 MiB after a full batch of H. pylori, S. aureus and mammal30x6, 2026-12-01)
+# 41-47 MiB after a full query-list run of H. pylori, S. aureus and mammal30x6, 2026-12-01)
 PIECE_BYTES = 48
 PARALLEL_TABLE = 1 << 20  # `seed.PARALLEL_MIN`: windows from which a table is built on threads
 
@@ -109,7 +109,7 @@ def unit_bytes(m: MemoryModel, ref_bp: int, query_bp: int, query_bins: int = 1) 
 
 def query_spans(m: MemoryModel, query_bp: int) -> np.ndarray:
     """(a, b) on the plus strand of the bases each seed batch of a query bin of `query_bp`
-    packed bytes reads at most (both strands: a minus batch's windows mirror plus bases)."""
+    packed bytes reads at most (both strands: a minus seed batch's windows mirror plus bases)."""
     out = []
     for _, strand, (a, b) in seed_batches(
         query_bp, m.size, m.interval_size, m.chunk_size, ("plus", "minus")
@@ -122,13 +122,15 @@ def query_spans(m: MemoryModel, query_bp: int) -> np.ndarray:
 
 
 def held_share(m: MemoryModel, ref_seedable: int) -> float:
-    """Share of a batch's valid seeds counted as having hits: the table's chance occupancy
+    """Share of a seed batch's valid seeds counted as having hits: the table's chance occupancy
     over the reference's seedable positions, and HIT_SHARE of the others for kinship."""
     occupied = 1.0 - math.exp(-math.ceil(ref_seedable / max(m.step, 1)) / 4**m.weight)
     return 1.0 - (1.0 - HIT_SHARE) * (1.0 - occupied)
 
 
-def batch_bytes(m: MemoryModel, valid: np.ndarray, windows: np.ndarray, held: float) -> np.ndarray:
+def seed_batch_bytes(
+    m: MemoryModel, valid: np.ndarray, windows: np.ndarray, held: float
+) -> np.ndarray:
     """A thread's memory for each of these seed batches (`valid` windows at most, of `windows`):
     40 B per valid seed with hits (position, table index, count, place in the stream, prefix
     sum; the arrays are sized for every seed, but a page never written is never resident),
@@ -146,9 +148,9 @@ def batch_bytes(m: MemoryModel, valid: np.ndarray, windows: np.ndarray, held: fl
 
 
 def thread_bytes(m: MemoryModel, each: np.ndarray) -> int:
-    """The workspaces of the run's threads: a thread keeps its largest batch's (`xdrop.Workspace`
-    grows, never shrinks), so at most the `threads` largest batches, one per thread; threads
-    beyond the batches never touch one."""
+    """The workspaces of the run's threads: a thread keeps its largest seed batch's
+    (`xdrop.Workspace` grows, never shrinks), so at most the `threads` largest seed batches, one per
+    thread; threads beyond the seed batches never touch one."""
     top = np.sort(each)[::-1][: max(m.threads, 1)]
     return int(top.sum())
 
@@ -158,7 +160,7 @@ def cpu_unit_bytes(
     ref_bp: int,
     ref_seedable: int,
     query_bp: int,
-    batch_valid: np.ndarray,
+    seed_batch_valid: np.ndarray,
     query_bins: int = 1,
 ) -> int:
     """Peak host bytes of one CPU unit beyond the process and the records: the larger of two
@@ -169,9 +171,9 @@ def cpu_unit_bytes(
     4·4^k (counts, sums and fill cursors in place), positions 4 B per seedable position (only
     valid windows are placed), and on several threads the k-mer of every valid window, at most
     4·R/step (`seed._parallel_table`; its range sorts' copies of a range's positions are
-    small).  Running the batches: the bin and its score codes 2R, the table,
+    small).  Running the seed batches: the bin and its score codes 2R, the table,
     its occupancy bits 4^k/8 and positions, and the threads' workspaces (`thread_bytes` of
-    `batch_bytes`, `batch_valid` being each batch's valid windows at most)."""
+    `seed_batch_bytes`, `seed_batch_valid` being each seed batch's valid windows at most)."""
     table = 4**m.weight
     step = max(m.step, 1)
     positions = 4 * math.ceil(ref_seedable / step)
@@ -179,7 +181,9 @@ def cpu_unit_bytes(
     build = 3 * ref_bp + 4 * table + positions + column
     spans = query_spans(m, query_bp)
     windows = np.maximum(spans[:, 1] - spans[:, 0] - m.size + 1, 0)
-    each = batch_bytes(m, np.asarray(batch_valid, np.int64), windows, held_share(m, ref_seedable))
+    each = seed_batch_bytes(
+        m, np.asarray(seed_batch_valid, np.int64), windows, held_share(m, ref_seedable)
+    )
     run = 2 * ref_bp + 4 * table + table // 8 + positions + thread_bytes(m, each)
     return max(build, run) + 6 * query_bp * (2 if query_bins > 1 else 1)
 
@@ -193,7 +197,7 @@ def worst_unit_bytes(
 ) -> int:
     """The estimate for the largest reference bin against the largest query bin; given the
     sides' `seedable.Seedable` (CPU only), an upper bound over every pair of bins, each bin
-    counted by the seedable bases of its records (and each batch by those it reads)."""
+    counted by the seedable bases of its records (and each seed batch by those it reads)."""
     if not plan.ref_bins or not plan.query_bins:
         return 0
     if seedable is None or m.backend != "cpu":
@@ -240,7 +244,7 @@ def cpu_estimate(
 
     Given the records' `seedable.sides`, every bin is counted by its seedable bases (uppercase
     ACGT: a soft-masked or N base starts no seed window), each seed batch by those it reads,
-    and the threads by the largest batches they can hold (`thread_bytes`).
+    and the threads by the largest seed batches they can hold (`thread_bytes`).
 
     Invariant: the measured peak RSS (each process's VmHWM) of a run with a written numba
     cache lies between 0.8 and 1.25 times this estimate, so the preflight neither refuses a

@@ -2,12 +2,12 @@
 
 A seed window is valid only where all its bases are uppercase A, C, G or T (`seed_codes`), so a
 soft-masked or N-gapped record seeds far fewer windows than its length: its reference table
-holds fewer positions and its query batches keep fewer seeds.  The preflight (`plan.cpu_estimate`)
-counts, per record, the seedable bases in granules of `GRANULE` bases (one vectorised lookup
-over the record, in blocks; no numba, so a parent of worker processes stays small).  The count
-of seedable bases is an upper bound on the valid windows (each starts and ends on one), and a
-granule sum over a span an upper bound on the seedable bases in it, so the estimate made from
-them never counts fewer windows than there are.
+holds fewer positions and its query seed batches keep fewer seeds.  The preflight
+(`plan.cpu_estimate`) counts, per record, the seedable bases in granules of `GRANULE` bases (one
+vectorised lookup over the record, in blocks; no numba, so a parent of worker processes stays
+small).  The count of seedable bases is an upper bound on the valid windows (each starts and ends on
+one), and a granule sum over a span an upper bound on the seedable bases in it, so the estimate made
+from them never counts fewer windows than there are.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from hspz.io.records import Record
 from hspz.planning import bins, estimate
 from hspz.planning import schedule as scheduling
 from hspz.planning.budget import per_worker_threads
-from hspz.planning.joblist import BatchAxis
+from hspz.planning.joblist import JobAxis
 from hspz.run.emit import Emitter, table_lookup
 from hspz.run.freeze import context_of
 from hspz.run.pool import Pool, run_workers
@@ -55,19 +55,19 @@ class Execution:
     keep_results: bool = False  # Summary.results holds every UnitResult (--dump-raw, library)
     index: str | None = None  # reference bins are loaded from this index folder
     verify: Verification | None = None  # of the reference, waited for before output
-    on_job: Callable[[Job], None] | None = None  # a batch job has been published
+    on_job: Callable[[Job], None] | None = None  # a query-list job has been published
 
 
 @dataclass
 class Job:
-    """One job of an execution: its frozen plan, where its output goes and, in a batch, the
+    """One job of an execution: its frozen plan, where its output goes and, in a query-list run, the
     query file its workers read (`spec`).  `summary` fills as it runs."""
 
     manifest: Manifest
     outdir: str | Path
     tarball: str | Path | None = None
     spec: QuerySpec | None = None
-    number: int = 0  # a batch job's number (1, 2, ...); 0 for a single query
+    number: int = 0  # a query-list job's number (1, 2, ...); 0 for a single query
     raw: str | Path | None = None  # --dump-raw: published with the job's segments files
     summary: Summary = field(default_factory=lambda: Summary())
 
@@ -89,9 +89,7 @@ def worker_jobs(
         for job in jobs:
             assert job.spec is not None  # a batch: every job names its query file
             specs.append(job.spec)
-        plan = BatchAxis(tuple(len(s.query_bins) for s in specs)).plan(
-            jobs[0].manifest.plan.ref_bins
-        )
+        plan = JobAxis(tuple(len(s.query_bins) for s in specs)).plan(jobs[0].manifest.plan.ref_bins)
     return [
         WorkerJob(
             k,
@@ -141,7 +139,7 @@ def _raw_writer(job: Job) -> Callable[[Path], None]:
 
 
 class Emitters:
-    """One emitter per job, fed in any order; a batch job is published as soon as its last
+    """One emitter per job, fed in any order; a query-list job is published as soon as its last
     unit is in (its folder fills as its units finish), a single query once the workers are
     done.  Nothing is staged before the reference has been verified against the index."""
 
@@ -149,7 +147,7 @@ class Emitters:
         self, jobs: list[Job], sched: scheduling.Schedule, how: Execution, summary: Summary
     ):
         self.jobs, self.how, self.summary = jobs, how, summary
-        self.batch = jobs[0].spec is not None
+        self.query_list = jobs[0].spec is not None
         labels = dict(enumerate(sched.labels))
         self.left = [len(job.manifest.plan.units) for job in jobs]
 
@@ -187,7 +185,7 @@ class Emitters:
             self.how.verify.wait("index.verify wait (emitter)")  # nothing is staged before
         emitter.add(result)
         self.left[j] -= 1
-        if self.batch and not self.left[j]:
+        if self.query_list and not self.left[j]:
             self.finish(j)
 
     def finish(self, j: int) -> None:

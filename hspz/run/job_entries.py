@@ -1,6 +1,6 @@
-"""A batch's entries in OUT: the job folders (or -Z archives) a batch wrote, the retired list while
-a batch is under way, the check that OUT holds nothing foreign, and sweeping, retiring and
-completing them through outdir's journal."""
+"""A query-list run's entries in OUT: the job folders (or -Z archives) a query-list run wrote, the
+retired list while a query-list run is under way, the check that OUT holds nothing foreign, and
+sweeping, retiring and completing them through outdir's journal."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _listed(out: Path) -> set[str]:
 
 
 def _retired(out: Path) -> set[str]:
-    """The job entries a batch under way (or killed) recorded as hspZ's."""
+    """The job entries a query-list run under way (or killed) recorded as hspZ's."""
     try:
         record = json.loads((out / outdir.RETIRED).read_text(encoding="utf-8"))
         entries = record["entries"] if record.get("hspz") == "batch" else []
@@ -44,15 +44,15 @@ def _retired(out: Path) -> set[str]:
 
 
 def known_entries(out: Path) -> set[str]:
-    """The job entries in OUT that an hspZ batch wrote: queries.tsv's, and a batch under
-    way's."""
+    """The job entries in OUT that an hspZ query-list run wrote: queries.tsv's, and a query-list run
+    under way's."""
     return _listed(out) | _retired(out)
 
 
 ARCHIVE_HEAD = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"  # `emit.write_tarball`'s gzip header
 
 
-def made_by_a_batch(path: Path) -> bool:
+def made_by_a_query_list(path: Path) -> bool:
     """A job entry no queries.tsv lists (a workflow deletes a rule's queries.tsv before it
     reruns it) that is still recognisably hspZ's: a folder (not a link) holding nothing but
     segments files named as hspZ names them (and a killed publish's journal or marked stage),
@@ -71,7 +71,7 @@ def made_by_a_batch(path: Path) -> bool:
 
 
 def foreign_in_job_folder(path: Path) -> list[str]:
-    """The entries of job folder `path` that no hspZ batch writes there (anything but its
+    """The entries of job folder `path` that no hspZ query-list run writes there (anything but its
     segments files, a killed publish's journal and a marked stage folder)."""
     from hspz.core import durable
 
@@ -87,11 +87,11 @@ def foreign_in_job_folder(path: Path) -> list[str]:
 
 
 def check_entries(out: Path, flag: str = "--output") -> None:
-    """Refuse (before any work) an OUT holding a job folder or archive no hspZ batch wrote:
-    the batch could neither list it nor remove it."""
+    """Refuse (before any work) an OUT holding a job folder or archive no hspZ query-list run wrote:
+    the query-list run could neither list it nor remove it."""
     out = Path(os.path.abspath(out))
     foreign = sorted(
-        n for n in job_entries(out) - known_entries(out) if not made_by_a_batch(out / n)
+        n for n in job_entries(out) - known_entries(out) if not made_by_a_query_list(out / n)
     )
     if foreign:
         raise UsageError(
@@ -118,9 +118,9 @@ def check_entries(out: Path, flag: str = "--output") -> None:
 
 
 def retire(out: Path, entries: Sequence[str]) -> None:
-    """The first step of a batch into OUT (under its lock, before any job publishes): one
+    """The first step of a query-list run into OUT (under its lock, before any job publishes): one
     journalled publish that records every job entry hspZ wrote or will write here (OUT/
-    .hspz-retired) and removes the older batch's queries.tsv, so OUT is visibly incomplete
+    .hspz-retired) and removes the older query-list run's queries.tsv, so OUT is visibly incomplete
     until the new queries.tsv is written."""
     out = Path(os.path.abspath(out))
     from hspz.core import durable
@@ -133,7 +133,7 @@ def retire(out: Path, entries: Sequence[str]) -> None:
                 f"job's folder, and this batch removes {name}/, never a file it "
                 f"did not make: move it away"
             )
-    ours = known_entries(out) | {n for n in job_entries(out) if made_by_a_batch(out / n)}
+    ours = known_entries(out) | {n for n in job_entries(out) if made_by_a_query_list(out / n)}
     record = dict(hspz="batch", entries=sorted(ours | set(entries)))
     stage = outdir.new_stage(out)
     durable.ensure_marked(stage)
@@ -146,8 +146,9 @@ def retire(out: Path, entries: Sequence[str]) -> None:
 
 
 def sweep_stale(out: Path, entries: Sequence[str]) -> None:
-    """Before the new queries.tsv: remove (journalled) every job entry an hspZ batch wrote in
-    OUT that this batch does not list: an older batch's other jobs and the other form."""
+    """Before the new queries.tsv: remove (journalled) every job entry an hspZ query-list run wrote
+    in OUT that this query-list run does not list: an older query-list run's other jobs and the
+    other form."""
     out = Path(os.path.abspath(out))
     from hspz.core import durable
 
@@ -162,9 +163,9 @@ def sweep_stale(out: Path, entries: Sequence[str]) -> None:
     faults.point("batch-swept")
 
 
-def complete_batch(out: Path, text: str) -> None:
-    """The last step: queries.tsv written (atomically), then the record of the batch under way
-    removed."""
+def complete_query_list(out: Path, text: str) -> None:
+    """The last step: queries.tsv written (atomically), then the record of the query-list run under
+    way removed."""
     from hspz.core import durable
 
     with sigterm_held():

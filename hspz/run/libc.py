@@ -13,8 +13,8 @@ import sys
 
 def release_free_memory() -> None:
     """Hand the C heap's free pages back to the kernel (glibc `malloc_trim`; elsewhere
-    nothing).  Each unit runs its batches on threads of its own, each thread's malloc arena
-    keeps what its batches freed, and the next unit's threads may take other arenas: the
+    nothing).  Each unit runs its seed batches on threads of its own, each thread's malloc arena
+    keeps what its seed batches freed, and the next unit's threads may take other arenas: the
     simulated 24 x 4 Mbp pair at -B 8M -t 2 peaked at 857 MiB, 635 MiB with a trim after each
     unit (the estimate says 618)."""
     trim = getattr(_libc(), "malloc_trim", None)

@@ -21,7 +21,7 @@ journal that makes a publish atomic as a whole.  Every write it makes goes throu
   leaves OUT, once the next command has taken its lock, with the complete earlier result or the
   complete new one, never a mixture.
 
-OUT is one lock however many jobs publish into it (batch mode publishes job folders under one
+OUT is one lock however many jobs publish into it (query-list mode publishes job folders under one
 OUT lock): the lock is per OUT, a publish (the emitter's) per job.
 """
 
@@ -50,7 +50,7 @@ DEFAULT_TARBALL = "segments.tar.gz"
 LOCK = ".hspz.lock"
 JOURNAL = ".hspz-journal"
 STAGE_PREFIX = ".hspz-stage-"
-RETIRED = ".hspz-retired"  # a batch under way: the job entries hspZ batches wrote (`batch`)
+RETIRED = ".hspz-retired"  # a query-list run under way: the job entries hspZ wrote (`batch`)
 JOURNAL_FORMAT = 1
 
 PathArg = str | os.PathLike
@@ -74,11 +74,11 @@ def publish_claims(name: str) -> bool:
     )
 
 
-JOB_FOLDER = re.compile(r"\d{6}")  # a batch job's folder in OUT (`batch.job_name`)
+JOB_FOLDER = re.compile(r"\d{6}")  # a query-list job's folder in OUT (`joblist.job_name`)
 
 
-def batch_claims(name: str) -> bool:
-    """Whether a batch run or merge into OUT may create, replace or remove the entry `name`:
+def query_list_claims(name: str) -> bool:
+    """Whether a query-list run or merge into OUT may create, replace or remove the entry `name`:
     a job's folder or archive, queries.tsv, the lock, the journal, a stage folder."""
     return (
         bool(JOB_FOLDER.fullmatch(name))
@@ -90,7 +90,7 @@ def batch_claims(name: str) -> bool:
 
 def reserved(name: str) -> bool:
     """An entry of OUT that only a publish itself writes or removes: the lock, the journal,
-    a batch's record, a stage folder, a segments file, a job's folder or archive,
+    a query-list run's record, a stage folder, a segments file, a job's folder or archive,
     queries.tsv.  No output a command is asked for (`-Z PATH`) may take one of these names."""
     return (
         name in (LOCK, JOURNAL, RETIRED, "queries.tsv")
@@ -124,8 +124,8 @@ def check_disjoint(
 ) -> None:
     """Refuse an output that is an input, or that a tree's writer would replace, and two
     outputs naming one file.  `inputs`: flag (or a phrase: "the reference of --plan") ->
-    path(s) read; `outputs`: flag -> file(s) written (a batch's per-job dumps: every derived
-    name); `trees`: flag -> directory written into.  None values are flags not given.  The
+    path(s) read; `outputs`: flag -> file(s) written (a query-list run's per-job dumps: every
+    derived name); `trees`: flag -> directory written into.  None values are flags not given.  The
     inputs are registered with `durable`, which checks every later write against them."""
     durable.register_inputs(inputs)
     ins = [(flag, p) for flag, paths in inputs.items() for p in _paths(paths)]
@@ -264,7 +264,7 @@ class OutLock:
         try:
             self.fd = self._acquire()
             self._record(self.fd)
-            say(complete(self.root))  # may remove a batch's stale job folders
+            say(complete(self.root))  # may remove a query-list run's stale job folders
             say(sweep(self.root))
             for folder in job_folders(self.root):
                 say(complete(folder))
@@ -446,7 +446,8 @@ def _dead_here(record: dict) -> bool:
 
 
 def job_folders(root: Path) -> list[Path]:
-    """The batch job folders in OUT: each publishes under OUT's lock with a journal of its own."""
+    """The query-list job folders in OUT: each publishes under OUT's lock with a journal of its
+    own."""
     return sorted(
         Path(e.path)
         for e in os.scandir(root)
@@ -492,7 +493,7 @@ def publish(
     """Move every staged file onto its destination and remove the stale files, as one step
     for any reader that takes OUT's lock (see the module docstring).  The sources must be
     complete and synced.  A destination that is a directory fails before anything moves.
-    `folders`: a batch's stale job folders, removed with all they hold."""
+    `folders`: a query-list run's stale job folders, removed with all they hold."""
     for _, dst in moves:
         durable.guard("--output", dst)
         if dst.is_dir() and not dst.is_symlink():
@@ -606,7 +607,7 @@ def _roll(root: Path, journal: dict) -> None:
             raise RunError(f"cannot complete the publish into {root}: neither {s} nor {d} exists")
     for name in journal["remove"]:
         gone = _located(root, name.rstrip("/"))
-        if name.endswith("/"):  # a batch's stale job folder (`batch.sweep_stale`)
+        if name.endswith("/"):  # a query-list run's stale job folder (`job_entries.sweep_stale`)
             if JOB_FOLDER.fullmatch(gone.name) and gone.is_dir() and not gone.is_symlink():
                 shutil.rmtree(gone)
         elif not durable.remove_marked(gone) and (not gone.is_dir() or gone.is_symlink()):

@@ -167,7 +167,7 @@ def lifecycle_line(summary: Summary) -> str:
 def ledger_lines(summary: Summary) -> list[str]:
     """The unit ledger in ordinal order (a batch: by job, then ordinal, with a job column
     first), then each worker's finish and busy times."""
-    columns = (("job",) if summary.batch else ()) + LEDGER_COLUMNS
+    columns = (("job",) if summary.query_list else ()) + LEDGER_COLUMNS
     lines = ["unit ledger:\t" + "\t".join(columns)]
     for row in sorted(summary.ledger, key=lambda r: (r["job"], r["ordinal"])):
         cells = []
@@ -187,7 +187,7 @@ def ledger_lines(summary: Summary) -> list[str]:
 
 def write_ledger(path: str, summary: Summary) -> None:
     """The unit ledger as a TSV file (`merge --ledger`; the workflow's report reads it): a job
-    column (the batch job's number, 000001, ...; 000000 for a single query), then the
+    column (the query-list job's number, 000001, ...; 000000 for a single query), then the
     ledger's, one row per unit by job and ordinal."""
     columns = ("job",) + LEDGER_COLUMNS
     rows = sorted(summary.ledger, key=lambda r: (r["job"], r["ordinal"]))
@@ -198,10 +198,10 @@ def write_ledger(path: str, summary: Summary) -> None:
     write_text(path, "\t".join(columns) + "\n" + text, "--ledger")
 
 
-def print_batch(
+def print_query_list(
     summary: Summary, planned: Sequence[PlanJob], wall_s: float, stream: TextIO | None = None
 ) -> None:
-    """`--time` in batch mode: one `job` line per job (its units, hits, HSPs, when its first
+    """`--time` in query-list mode: one `job` line per job (its units, hits, HSPs, when its first
     unit started and its last ended), then the `batch:` line."""
     stream = stream or sys.stderr
     rows: dict[int, list[dict]] = {}
@@ -218,7 +218,7 @@ def print_batch(
             file=stream,
         )
     reps = summary.reports
-    assert summary.manifest is not None  # set once the batch is planned
+    assert summary.manifest is not None  # set once the query-list run is planned
     print(
         f"batch: {len(planned)} jobs, {len(summary.ledger)} units, "
         f"{len(summary.manifest.plan.ref_bins)} ref bins, {sum(r.builds for r in reps)} "

@@ -35,4 +35,4 @@ class Request:
     hit_stats: bool = False
     cpu_only: bool = False
     index: str | None = None  # an index folder (`hspZ index`) instead of building the bins
-    query_list: str | None = None  # a file of query paths: batch mode (`commands.batch`)
+    query_list: str | None = None  # a file of query paths: query-list mode (`commands.query_list`)

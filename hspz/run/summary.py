@@ -27,5 +27,5 @@ class Summary:
     manifest: Manifest | None = None
     schedule: scheduling.Schedule | None = None
     jobs: list = field(default_factory=list)  # the execution's Jobs (a batch: one each)
-    batch: bool = False  # a --query-list run: the ledger has a job column
+    query_list: bool = False  # a --query-list run: the ledger has a job column
     memory: planning_memory.HostEstimate | None = None  # the CPU preflight's estimate (`--time`)

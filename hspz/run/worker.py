@@ -45,11 +45,11 @@ Sink = Callable[[UnitResult, Any], None]  # (result, hit histogram or None)
 
 @dataclass(frozen=True)
 class QuerySpec:
-    """One job of a batch as a worker sees it: its query bins (record indices of its file) and
-    the file, which the worker reads itself when it needs the job (the records are checked
+    """One job of a query-list run as a worker sees it: its query bins (record indices of its file)
+    and the file, which the worker reads itself when it needs the job (the records are checked
     against the hash they were planned with)."""
 
-    job: int  # index of the job in the batch
+    job: int  # index of the job in the query-list run
     query_bins: Bins
     path: str
     digest: str
@@ -60,7 +60,7 @@ class WorkerJob:
     """Everything one worker needs besides the records (picklable).
 
     A single query's worker has `queries` None: its visits cover that query's bins, whose
-    records are handed to it.  A batch worker's visits cover the batch axis (`batch.BatchAxis`:
+    records are handed to it.  A query-list worker's visits cover the jobs' axis (`joblist.JobAxis`:
     every job's query bins in job order) and it reads each job's query file when a visit
     reaches the job.  `skip` holds (job, ordinal) of units already done (a resumed `work`)."""
 
@@ -82,9 +82,9 @@ class WorkerJob:
         """(job, query bin) of a visit's position g."""
         if self.queries is None:
             return 0, g
-        from hspz.planning.joblist import BatchAxis
+        from hspz.planning.joblist import JobAxis
 
-        return BatchAxis(tuple(len(s.query_bins) for s in self.queries)).locate(g)
+        return JobAxis(tuple(len(s.query_bins) for s in self.queries)).locate(g)
 
     def ordinal(self, r: int, job: int, q: int) -> int:
         """The job's own ordinal of unit (reference bin r, its query bin q)."""
@@ -187,7 +187,7 @@ def run_worker(
 
 @contextmanager
 def _naming_the_job(job: WorkerJob, j: int) -> Iterator[None]:
-    """In a batch, an error of one job's unit names the job and its query file."""
+    """In a query-list run, an error of one job's unit names the job and its query file."""
     try:
         yield
     except HspzError as exc:
@@ -260,7 +260,7 @@ PROGRESS_S = 0.5  # a worker process reports its unit's seed batches at most thi
 
 class _Queries:
     """The worker's current query bin and the next one, prepared ahead on `prep`; keys are
-    (job, query bin).  A batch job's records are read from its file when a bin of it is first
+    (job, query bin).  A query-list job's records are read from its file when a bin of it is first
     needed and kept while the worker stays with that job (the last job's are let go)."""
 
     def __init__(self, job: WorkerJob, engine: Backend, records: Records, prep: ThreadPoolExecutor):
@@ -307,7 +307,7 @@ class _Queries:
 
 
 def read_job_query(spec: QuerySpec) -> list[Record]:
-    """A batch job's query records, read by the worker and checked against the records hash
+    """A query-list job's query records, read by the worker and checked against the records hash
     it was planned with (a file changed since planning fails the run, never the output)."""
     from hspz.io.digests import records_digest
     from hspz.io.readers import read_records
@@ -338,10 +338,10 @@ def _run_unit(
     ordinal = job.ordinal(ref_bin, j, qry.index)
     if progress is not None and job.progress:
 
-        def batches(done: int, total: int, hits: int) -> None:
+        def seed_batch_progress(done: int, total: int, hits: int) -> None:
             progress((j, ordinal), done / max(total, 1), hits)
 
-        result = engine.run_unit(job.ctx, ref, qry, ordinal, progress=batches)
+        result = engine.run_unit(job.ctx, ref, qry, ordinal, progress=seed_batch_progress)
     else:
         result = engine.run_unit(job.ctx, ref, qry, ordinal)
     result.host_start_ms, result.host_end_ms = start, _ms_since(job.t0)

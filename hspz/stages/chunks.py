@@ -1,5 +1,5 @@
 """Seed batches and chunk walks: a query bin's intervals, their minus-strand mirror, KegAlign's wga
-chunks, and the semantic --max-hits chunk walk over a batch's seeds. Intervals and chunks are
+chunks, and the semantic --max-hits chunk walk over a seed batch's seeds. Intervals and chunks are
 half-open or inclusive exactly as KegAlign has them, so a boundary window may be seeded twice
 and the last window of a bin never: that is reproduced on purpose."""
 
@@ -77,15 +77,16 @@ def chunk_walks(
     most_steps: int | None = None,
 ) -> list[list[tuple[int, int]] | None]:
     """`chunk_walk` of every seed batch of a group at once, as hit ranges of the group; None
-    for a batch whose walk takes more than `most_steps` searches (left to the caller).
+    for a seed batch whose walk takes more than `most_steps` searches (left to the caller).
 
-    `cum` (numpy or CuPy, `xp`) is the group's inclusive prefix sum of hits per seed slot; batch
-    b owns slots [slots[b], slots[b + 1]) and hits [edges[b], edges[b + 1]).  Each of the walk's
-    searches runs for every batch together over `cum` itself: the group's sum is monotone, so a
-    search for edges[b] + L lands where chunk_walk's search for L lands in the batch's own sum.
-    It never leaves the batch: the slot before it sums to edges[b] < edges[b] + L, and after k
-    of its total // H searches the limit is at most edges[b] + k·H <= edges[b + 1], the sum at
-    its last slot.  Only the ends and their sums are copied back, not the counts."""
+    `cum` (numpy or CuPy, `xp`) is the group's inclusive prefix sum of hits per seed slot; seed
+    batch b owns slots [slots[b], slots[b + 1]) and hits [edges[b], edges[b + 1]).  Each of the
+    walk's searches runs for every seed batch together over `cum` itself: the group's sum is
+    monotone, so a search for edges[b] + L lands where chunk_walk's search for L lands in the seed
+    batch's own sum. It never leaves the seed batch: the slot before it sums to edges[b] <
+    edges[b] + L, and after k of its total // H searches the limit is at most edges[b] + k·H <=
+    edges[b + 1], the sum at its last slot.  Only the ends and their sums are copied back, not the
+    counts."""
     s_a, s_b = (np.asarray(x, np.int64) for x in (slots[:-1], slots[1:]))
     h_a, h_b = (np.asarray(x, np.int64) for x in (edges[:-1], edges[1:]))
     searches = np.where(s_b > s_a, (h_b - h_a) // max_hits, 0)  # chunk_walk's num_iter - 1

@@ -355,7 +355,7 @@ def query_seeds(
 
 
 @njit
-def _batch(codes, care, size, first, end, transition, index_table, kmers, qpos, lo, counts):
+def _seed_batch(codes, care, size, first, end, transition, index_table, kmers, qpos, lo, counts):
     """Seed stream of one chunk with each seed's first pos_table index and hit count."""
     win_pos = np.empty(end - first, np.int64)
     win_kmer = np.empty(end - first, np.uint32)
@@ -375,7 +375,7 @@ def _batch(codes, care, size, first, end, transition, index_table, kmers, qpos, 
     return n
 
 
-def batch_hits(
+def seed_batch_hits(
     codes: np.ndarray, shape: SeedShape, first: int, end: int, transition: bool, table: SeedTable
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(kmers, qpos, lo, counts) of one chunk's seed stream: the same stream as `query_seeds`,
@@ -388,7 +388,7 @@ def batch_hits(
     counts = np.empty(m, np.int64)
     care = np.asarray(shape.care, dtype=np.int64)
     n = (
-        _batch(
+        _seed_batch(
             codes,
             care,
             shape.size,
@@ -478,7 +478,7 @@ def hit_seeds(
     table: SeedTable,
     work: Workspace | None = None,
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The seeds of `batch_hits`'s stream that have hits: (stream length, then per such seed
+    """The seeds of `seed_batch_hits`'s stream that have hits: (stream length, then per such seed
     its query position, first pos_table index, hit count and place in the stream).  Given a
     `work`space (`xdrop.Workspace`), the arrays live in it (valid until its next use)."""
     end = min(end, len(codes) - shape.size + 1)

@@ -595,8 +595,8 @@ def first_pass(
     )
     ts, tcr, tcl = _pair_tables_of(np.asarray(mat, np.int64).tobytes())
     # the piece's own query span: `min(initial=0)` made it start at the query's first base, so
-    # the bounds of every piece spanned the query up to its batch (late batches of a 20 Mbp
-    # query: 160 MB and 20 M sums a piece)
+    # the bounds of every piece spanned the query up to its seed batch (late seed batches of a
+    # 20 Mbp query: 160 MB and 20 M sums a piece)
     q0 = (int(qpos.min()) if len(qpos) else 0) + size
     last = int(qpos.max(initial=-1)) + size
     seed_best = work.take("seed_best", max(last - q0 + 1, 0))

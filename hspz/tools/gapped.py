@@ -132,7 +132,7 @@ def lastz_input(records: Sequence[Record], folder: Path, stem: str) -> Path:
 
 
 def write_reference(m: Manifest, reference: str, output: str | os.PathLike) -> None:
-    """The reference as the 2bit LASTZ reads, once for every group job of a batch (checked
+    """The reference as the 2bit LASTZ reads, once for every group job of a query-list run (checked
     against the plan's records first)."""
     found = read_records(reference)
     check_side(m, "reference", found, reference)

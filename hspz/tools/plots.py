@@ -1,4 +1,4 @@
-"""Looking at results: a dot plot of one query's HSPs and a summary table of a batch (the
+"""Looking at results: a dot plot of one query's HSPs and a summary table of a query-list run (the
 workflow's report; `hspZ dotplot`, `hspZ summarize`).
 
 The segments lines are read back with numpy; matplotlib (headless, Agg) and pandas are the
@@ -358,7 +358,7 @@ def read_table(flag: str, path: str, columns: Sequence[str]) -> pd.DataFrame:
 
 
 def listed_queries(queries: str) -> list[str]:
-    """The query paths a batch's queries.tsv lists (none when it cannot be read: summarize
+    """The query paths a query-list run's queries.tsv lists (none when it cannot be read: summarize
     then reports why)."""
     if not Path(queries).is_file():
         return []
