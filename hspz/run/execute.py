@@ -87,7 +87,7 @@ def worker_jobs(
     else:
         specs = []
         for job in jobs:
-            assert job.spec is not None  # a batch: every job names its query file
+            assert job.spec is not None  # a query-list run: every job names its query file
             specs.append(job.spec)
         plan = JobAxis(tuple(len(s.query_bins) for s in specs)).plan(jobs[0].manifest.plan.ref_bins)
     return [

@@ -165,7 +165,7 @@ def lifecycle_line(summary: Summary) -> str:
 
 
 def ledger_lines(summary: Summary) -> list[str]:
-    """The unit ledger in ordinal order (a batch: by job, then ordinal, with a job column
+    """The unit ledger in ordinal order (a query-list run: by job, then ordinal, with a job column
     first), then each worker's finish and busy times."""
     columns = (("job",) if summary.query_list else ()) + LEDGER_COLUMNS
     lines = ["unit ledger:\t" + "\t".join(columns)]

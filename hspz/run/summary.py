@@ -26,6 +26,6 @@ class Summary:
     hit_stats: estimate.HitHistogram | None = None
     manifest: Manifest | None = None
     schedule: scheduling.Schedule | None = None
-    jobs: list = field(default_factory=list)  # the execution's Jobs (a batch: one each)
+    jobs: list = field(default_factory=list)  # the execution's Jobs (a query-list run: one each)
     query_list: bool = False  # a --query-list run: the ledger has a job column
     memory: planning_memory.HostEstimate | None = None  # the CPU preflight's estimate (`--time`)
