@@ -15,6 +15,9 @@
 # then:
 #   export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/workflow_overhead_gpu.sh  # 1 GPU, repository root
 # Outputs under $OUT: gen.log, wf.log, workflow_overhead.jsonl, summary.txt, machine.txt.
+# RUNS=N (default 3) sets the measured runs; PROFILE=1 adds one workflow run whose hspZ
+# processes run under cProfile (benchmarks/profile_hspz.py): $OUT/profile/ holds each
+# process's .prof, stamps.tsv (its seconds) and report.txt (top functions by cumulative time).
 set -uo pipefail
 [ -d "${OUT:-}" ] || { echo "workflow_overhead_gpu.sh: OUT must name a folder" >&2; exit 2; }
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=/tmp/pyc
@@ -34,6 +37,16 @@ python3 -m snakemake --version || exit 1
 # one warm-up of each arm (CuPy's kernel cache, the page cache), not counted
 timeout 120 python3 benchmarks/workflow_overhead.py --work /tmp/ib --out /tmp/warm --runs 1 \
   --backend gpu > "$OUT/warm.log" 2>&1
-timeout 420 python3 benchmarks/workflow_overhead.py --work /tmp/ib --out "$OUT" --runs 3 \
+timeout 420 python3 benchmarks/workflow_overhead.py --work /tmp/ib --out "$OUT" --runs "${RUNS:-3}" \
   --backend gpu --rerun > "$OUT/wf.log" 2>&1
 tail -12 "$OUT/wf.log"
+if [ "${PROFILE:-0}" = 1 ]; then
+  mkdir -p /tmp/pbin "$OUT/profile" /tmp/prof-out
+  printf '#!/bin/sh\nexec python3 %s/benchmarks/profile_hspz.py "$@"\n' "$PWD" > /tmp/pbin/hspZ
+  chmod +x /tmp/pbin/hspZ
+  PATH=/tmp/pbin:$PATH HSPZ_PROFILE_DIR=$OUT/profile timeout 200 python3 \
+    benchmarks/workflow_overhead.py --work /tmp/ib --out /tmp/prof-out --runs 1 --backend gpu \
+    --rerun > "$OUT/profile/wf.log" 2>&1
+  python3 benchmarks/profile_hspz.py --report "$OUT/profile" > "$OUT/profile/report.txt" 2>&1
+  cat "$OUT/profile/stamps.tsv"
+fi

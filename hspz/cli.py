@@ -636,7 +636,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     from hspz.commands.out_lock import warming
 
     options = options_from_args(ns)
-    with warming("cpu" if ns.cpu_only else options.backend):
+    with warming("cpu" if ns.cpu_only else options.backend, numba=not ns.cpu_only):
         return _run(ns, options)
 
 
@@ -713,6 +713,7 @@ def cmd_plan(ns: argparse.Namespace) -> int:
 
 
 def cmd_work(ns: argparse.Namespace) -> int:
+    from hspz.commands.out_lock import warming
     from hspz.commands.work import work_command
     from hspz.engine import backends
 
@@ -725,17 +726,18 @@ def cmd_work(ns: argparse.Namespace) -> int:
         if getattr(ns, flag[2:].replace("-", "_")) == "":
             raise UsageError(f"{flag}: an empty path")
     options = Options(backend=backend, threads=threads)
-    return work_command(
-        ns.plan,
-        worker,
-        ns.output,
-        lambda: backends.select(options),
-        threads,
-        device,
-        ns.index,
-        ns.units,
-        ns.device_lock,
-    )
+    with warming(backend):
+        return work_command(
+            ns.plan,
+            worker,
+            ns.output,
+            lambda: backends.select(options),
+            threads,
+            device,
+            ns.index,
+            ns.units,
+            ns.device_lock,
+        )
 
 
 def cmd_merge(ns: argparse.Namespace) -> int:

@@ -233,6 +233,24 @@ def test_load_hands_every_decorated_function_to_numba_at_once():
     assert out == ["False", "False", "True", "True", "CPUDispatcher"]
 
 
+def test_the_cpu_backend_starts_numba_on_a_thread_while_the_run_reads():
+    """`--backend cpu` (issue 24): `backends.warm` loads numba and one cached loop on a thread
+    (the engine's table build no longer waits 0.5 s for it on 16 cores); -u, which may never call
+    a loop, starts nothing, and the GPU's warm-up never loads numba."""
+    out = _python("""
+        import sys
+        from hspz.core import jit
+        from hspz.engine import backends
+        print(backends.warm("cpu", numba=False), jit.loaded())
+        thread = backends.warm("cpu")
+        print(type(thread).__name__, thread.daemon)
+        thread.join()
+        from hspz.stages import seed
+        print(jit.loaded(), type(seed._running_sum).__name__, len(seed._running_sum.signatures))
+    """)
+    assert out == ["None", "False", "Thread", "True", "True", "CPUDispatcher", "1"]
+
+
 @pytest.mark.parametrize("text", [b"\n", b"a", b"a\n", b"b\na\n\n\n", b"\n\nx\n\nyy", b"zz\n" * 3])
 def test_digest_rows_are_the_same_either_way(monkeypatch, text):
     """The digest's lines of a chunk: split in Python, or copied into rows by numba; interior

@@ -14,12 +14,12 @@ from hspz.run.request import Request
 
 
 @contextmanager
-def warming(backend: str) -> Iterator[None]:
+def warming(backend: str, numba: bool = True) -> Iterator[None]:
     """The backend started in the background while the block reads and plans
-    (`engine.backends.warm`), and joined when it ends."""
+    (`engine.backends.warm`; `numba`: the CPU backend's too), and joined when it ends."""
     from hspz.engine import backends
 
-    thread = backends.warm(backend)
+    thread = backends.warm(backend, numba)
     try:
         yield
     finally:

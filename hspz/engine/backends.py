@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from types import ModuleType
 
 from hspz.core import lean
@@ -29,24 +30,39 @@ def gpu_available() -> bool:
         return False
 
 
-def warm(backend: str) -> threading.Thread | None:
+def warm(backend: str, numba: bool = True) -> threading.Thread | None:
     """Unless the CPU backend is asked for, import CuPy (and cupyx, `hspz.core.lean`) now, then
     start CUDA on a thread: device 0's context, which the memory preflight reads first.  The
     caller meanwhile imports the stages and reads the inputs.  Only CUDA's start runs beside
     them: it waits in the driver without the GIL, whereas importing CuPy on the thread slowed
     the caller's imports more than it saved (every file an import reads hands the GIL over;
-    E. coli on the H200)."""
+    E. coli on the H200).  With the CPU backend asked for (and `numba`), numba is loaded on a
+    thread instead (`engine.cpu.preload`): the engine's first loop would otherwise wait for it
+    after the inputs are read and planned."""
     if backend == "cpu":
-        return None
+        return _thread(_start_numba) if numba else None
     try:
         import cupy
 
         lean.import_without("scipy.sparse", "cupyx")
     except Exception:  # no usable CuPy: `select` says so
         return None
-    thread = threading.Thread(target=_start_cuda, args=(cupy,), daemon=True)
+    return _thread(_start_cuda, cupy)
+
+
+def _thread(target: Callable[..., None], *args: object) -> threading.Thread:
+    thread = threading.Thread(target=target, args=args, daemon=True)
     thread.start()
     return thread
+
+
+def _start_numba() -> None:
+    try:
+        from hspz.engine import cpu
+
+        cpu.preload()
+    except Exception:  # the engine's own first loop reports what is wrong
+        pass
 
 
 def _start_cuda(cupy: ModuleType) -> None:

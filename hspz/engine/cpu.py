@@ -41,7 +41,7 @@ from hspz.engine.contract import (
 from hspz.io.records import Record
 from hspz.stages import chunks as plan
 from hspz.stages import hsp
-from hspz.stages.seed import hit_seeds, query_seeds
+from hspz.stages.seed import hit_seeds, query_seeds, start_codegen
 from hspz.stages.xdrop import Workspace, extend_hits, first_pass
 
 _threads = [1]
@@ -57,6 +57,13 @@ def warm_worker(worker: int) -> None:
     """Load numba (`hspz.core.jit` loads it on first use) while a pooled worker waits for its
     job."""
     jit.load()
+
+
+def preload() -> None:
+    """Load numba and start its code generator (`stages.seed.start_codegen`), on a thread while
+    the caller reads and plans (`engine.backends.warm`)."""
+    jit.load()
+    start_codegen()
 
 
 PHASES = ("table", "seed", "first pass", "sweep", "gate", "dedup")

@@ -302,6 +302,12 @@ def _range_sort(kmers, pos_table, starts, r0, r1, shift, n_kmers, table, occupie
             before = table[k]
 
 
+def start_codegen() -> None:
+    """Take one loop from numba's cache: the first such load also starts numba's code generator
+    (about 0.1 s), which the table build would otherwise wait for."""
+    _running_sum(np.zeros(2, dtype=np.uint32))
+
+
 @njit
 def _running_sum(a):
     for k in range(1, len(a)):
