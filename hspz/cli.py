@@ -636,7 +636,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
     from hspz.commands.out_lock import warming
 
     options = options_from_args(ns)
-    with warming("cpu" if ns.cpu_only else options.backend, numba=not ns.cpu_only):
+    # numba on a thread only where the engine runs in this process: one worker (a parent of
+    # worker processes stays without it: its memory estimate has no numba), and not for -u
+    with warming(
+        "cpu" if ns.cpu_only else options.backend, numba=options.gpus == 1 and not ns.cpu_only
+    ):
         return _run(ns, options)
 
 

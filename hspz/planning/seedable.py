@@ -3,8 +3,8 @@
 A seed window is valid only where all its bases are uppercase A, C, G or T (`seed_codes`), so a
 soft-masked or N-gapped record seeds far fewer windows than its length: its reference table
 holds fewer positions and its query seed batches keep fewer seeds.  The preflight
-(`plan.cpu_estimate`) counts, per record, the seedable bases in granules of `GRANULE` bases (one
-vectorised lookup over the record, in blocks; no numba, so a parent of worker processes stays
+(`plan.cpu_estimate`) counts, per record, the seedable bases in granules of `GRANULE` bases (byte
+compares over the record, in blocks; no numba, so a parent of worker processes stays
 small).  The count of seedable bases is an upper bound on the valid windows (each starts and ends on
 one), and a granule sum over a span an upper bound on the seedable bases in it, so the estimate made
 from them never counts fewer windows than there are.
@@ -20,21 +20,25 @@ import numpy as np
 GRANULE = 1 << 14  # bases per count: a seed batch (250 k windows) spans ~16 of them
 BLOCK = 1 << 22  # bases looked up at once (a multiple of GRANULE)
 
-_SEEDABLE = np.zeros(256, np.uint8)
-_SEEDABLE[np.frombuffer(b"ACGT", np.uint8)] = 1
+_SEEDABLE_BYTES = tuple(b"ACGT")
 
 
 def granule_counts(seq: np.ndarray) -> np.ndarray:
-    """Seedable bases of one record in each granule of GRANULE bases (the last one partial)."""
+    """Seedable bases of one record in each granule of GRANULE bases (the last one partial).
+    Four byte compares and a count per granule: 0.7 ns a base where a table gather took 1.5
+    (36 Mbp on the dev machine; the preflight of issue 24's 30 x 6 Mbp pair)."""
     n = len(seq)
     out = np.zeros(-(-n // GRANULE), np.int64)
     for a in range(0, n, BLOCK):
-        flags = _SEEDABLE[seq[a : a + BLOCK]]
+        block = seq[a : a + BLOCK]
+        flags = block == _SEEDABLE_BYTES[0]
+        for byte in _SEEDABLE_BYTES[1:]:
+            flags |= block == byte
         full = len(flags) // GRANULE * GRANULE
         g = a // GRANULE
-        out[g : g + full // GRANULE] = flags[:full].reshape(-1, GRANULE).sum(1, dtype=np.int64)
+        out[g : g + full // GRANULE] = np.count_nonzero(flags[:full].reshape(-1, GRANULE), axis=1)
         if full < len(flags):
-            out[g + full // GRANULE] = int(flags[full:].sum(dtype=np.int64))
+            out[g + full // GRANULE] = np.count_nonzero(flags[full:])
     return out
 
 
