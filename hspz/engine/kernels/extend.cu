@@ -495,10 +495,11 @@ extern "C" __global__ void __launch_bounds__(256, 6) filter_lane4(
                          cand, cand_tag, n_cand, tab);
 }
 
-extern "C" __global__ void filter_lane(WALK_PARAMS, u64* __restrict__ cand,
-                                       u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+// filter_lane's body: the kernels differ only in their launch bounds.
+__device__ __forceinline__ void filter_lane_hit(WALK_PARAMS, u64* __restrict__ cand,
+                                                u32* __restrict__ cand_tag,
+                                                u32* __restrict__ n_cand, int* tab)
 {
-    __shared__ int tab[64 * 64];
     lane_table(tab, mat_g);
     u32 lane4 = (threadIdx.x & 31) << 2;
     i64 r, q;
@@ -511,4 +512,22 @@ extern "C" __global__ void filter_lane(WALK_PARAMS, u64* __restrict__ cand,
         cand[slot] = ((u64)r << 32) | (u64)q;
         cand_tag[slot] = tag;
     }
+}
+
+extern "C" __global__ void filter_lane(WALK_PARAMS, u64* __restrict__ cand,
+                                       u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    __shared__ int tab[64 * 64];
+    filter_lane_hit(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL, cand,
+                    cand_tag, n_cand, tab);
+}
+
+// lane8: filter_lane held to 32 registers, so 8 blocks of 256 fill an SM (filter_lane's 40 allow
+// 6: 75% occupancy); ptxas spills one 8-byte value to do it.
+extern "C" __global__ void __launch_bounds__(256, 8) filter_lane8(
+    WALK_PARAMS, u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    __shared__ int tab[64 * 64];
+    filter_lane_hit(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL, cand,
+                    cand_tag, n_cand, tab);
 }
