@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
 from hspz.engine.contract import Backend, Context, prepare_query, prepare_reference
 from hspz.formats import index as ix
@@ -26,11 +27,15 @@ from hspz.run.freeze import (
     memory_estimate,
     prepare,
     schedule_for,
+    sides_for,
     write_dumps,
 )
 from hspz.run.pool import Pool
 from hspz.run.request import Request
 from hspz.run.summary import Summary
+
+if TYPE_CHECKING:
+    from hspz.run.freeze import Sides
 
 
 def run_command(req: Request, select: Callable[[], Backend]) -> int:
@@ -45,6 +50,7 @@ class OneQuery(Work):
     frozen (or replayed from --from-manifest) and published into OUT."""
 
     loaded: Manifest | None = None
+    sides: Sides | None = None  # the records' seedable counts (CPU), once for both uses
 
     def read(self, req: Request) -> None:
         if req.index:
@@ -60,7 +66,8 @@ class OneQuery(Work):
 
     def freeze(self, req: Request, devices: Devices) -> list[Job]:
         assert self.qry is not None  # read in this process
-        m = prepare(req, devices, self.ref, self.qry, False, self.loaded)
+        self.sides = sides_for(devices, self.ref, self.qry)  # the preflight's and --time's
+        m = prepare(req, devices, self.ref, self.qry, False, self.loaded, self.sides)
         if self.index is not None:
             ix.check_plan(self.index, m.plan.ref_bins)
         return [Job(m, req.output, req.tarball, raw=req.dump_raw)]
@@ -76,9 +83,11 @@ class OneQuery(Work):
     ) -> Schedule:
         m = jobs[0].manifest
         sched = schedule_for(m, req.options.gpus, devices)
-        if req.time:  # printed by --time only: it counts the records' seedable bases again
+        if req.time:  # printed by --time only
             assert self.qry is not None  # read in this process
-            summary.memory = memory_estimate(req.options, devices, m, self.ref, self.qry)
+            summary.memory = memory_estimate(
+                req.options, devices, m, self.ref, self.qry, self.sides
+            )
         return sched
 
     def workers(

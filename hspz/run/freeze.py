@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from hspz.planning.seedable import Seedable
     from hspz.run.request import Request
 
+    Sides = tuple[Seedable, Seedable]  # (reference, query) seedable counts (`sides_for`)
+
 
 @dataclass
 class Freeze:
@@ -74,7 +76,7 @@ def memory_fits(
     max_hits: int,
     ref_lengths: list[int],
     qry_lengths: list[int],
-    sides: tuple[Seedable, Seedable] | None = None,
+    sides: Sides | None = None,
 ) -> tuple[Callable[[bins.Plan], bool], Callable[[bins.Plan], str]]:
     """(fits(plan), describe(plan)) for this run's budget: on the CPU backend the whole run's
     host memory (`plan.cpu_estimate`) against 90% of the host's, on the GPU each worker's
@@ -173,7 +175,7 @@ def plan_layout(
     max_hits: int,
     ref_lengths: list[int],
     qry_lengths: list[int],
-    sides: tuple[Seedable, Seedable] | None = None,
+    sides: Sides | None = None,
 ) -> planning_layout.Layout:
     """The plan for fresh flags: -B 0, --kegalign-bins, or explicit sizes with the preflight."""
     o = f.options
@@ -203,12 +205,13 @@ def plan_layout(
         raise UsageError(f"memory preflight: {exc}{advice(f, exc.plan)}") from None
 
 
-def freeze(f: Freeze, ref: list[Record], qry: list[Record]) -> Manifest:
-    """Resolve --max-hits and the layout into a manifest (notes go to `f.notes`)."""
+def freeze(f: Freeze, ref: list[Record], qry: list[Record], sides: Sides | None = None) -> Manifest:
+    """Resolve --max-hits and the layout into a manifest (notes go to `f.notes`); `sides`:
+    the records' `sides_for`, when the caller counted them already."""
     o = f.options
     max_hits = resolve_max_hits(o, f.devices)
     rl, ql = [len(r) for r in ref], [len(r) for r in qry]
-    layout = plan_layout(f, max_hits, rl, ql, sides_for(f.devices, ref, qry))
+    layout = plan_layout(f, max_hits, rl, ql, sides or sides_for(f.devices, ref, qry))
     f.notes += layout.notes
     resolved = o.replace(
         seq_block_size=layout.seq_block_size,
@@ -273,14 +276,20 @@ def prepare(
     qry: list[Record],
     digests: bool,
     loaded: Manifest | None = None,
+    sides: Sides | None = None,
 ) -> Manifest:
-    """The frozen job: a loaded manifest checked against the budget, or planned from flags."""
+    """The frozen job: a loaded manifest checked against the budget, or planned from flags
+    (`sides`: as `freeze` takes them)."""
     if loaded is not None:
         # the frozen settings, with this run's workers and threads
         o = loaded.options.replace(gpus=req.options.gpus, threads=req.options.threads)
         f = Freeze(o, devices, loaded.matrix)
         fits, describe = memory_fits(
-            f, o.max_hits, loaded.ref_lengths, loaded.qry_lengths, sides_for(devices, ref, qry)
+            f,
+            o.max_hits,
+            loaded.ref_lengths,
+            loaded.qry_lengths,
+            sides or sides_for(devices, ref, qry),
         )
         if not fits(loaded.plan):
             raise UsageError(
@@ -291,14 +300,12 @@ def prepare(
     o = req.options
     matrix = resolve_matrix(o.xdrop, o.scoring, o.ambiguous)
     f = Freeze(o, devices, matrix, digests or bool(req.dump_manifest))
-    m = freeze(f, ref, qry)
+    m = freeze(f, ref, qry, sides)
     say(f.notes)
     return m
 
 
-def sides_for(
-    devices: scheduling.Devices, ref: list[Record], qry: list[Record]
-) -> tuple[Seedable, Seedable] | None:
+def sides_for(devices: scheduling.Devices, ref: list[Record], qry: list[Record]) -> Sides | None:
     """The records' seedable bases for the CPU estimate (`seedable.sides`); None on the GPU."""
     if devices.backend != "cpu":
         return None
@@ -313,6 +320,7 @@ def memory_estimate(
     m: Manifest,
     ref: list[Record] | None = None,
     qry: list[Record] | None = None,
+    sides: Sides | None = None,
 ) -> memory.HostEstimate | None:
     """The CPU backend's host memory estimate for a frozen job on this run's workers and
     threads (what `--time` prints beside the peak RSS), counting the records' seedable bases
@@ -322,7 +330,8 @@ def memory_estimate(
     o = m.options.replace(gpus=options.gpus, threads=options.threads)
     w = bins.workers_for(o.gpus, m.plan)
     model = memory_model(Freeze(o, devices, m.matrix), o.max_hits, w)
-    sides = sides_for(devices, ref, qry) if ref is not None and qry is not None else None
+    if sides is None and ref is not None and qry is not None:
+        sides = sides_for(devices, ref, qry)
     return memory.cpu_estimate(model, m.plan, m.ref_lengths, m.qry_lengths, w, sides)
 
 
