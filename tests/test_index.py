@@ -284,6 +284,67 @@ def test_a_same_size_edit_of_the_reference_is_caught_and_nothing_is_published(
     assert not (tmp_path / "out").exists()
 
 
+def verified(reference: Path, index: Path) -> ix.Verification:
+    """The Verification of `reference` against `index`, waited for (its verdict raised)."""
+    v = ix.Verification(str(reference), ix.open_index(index))
+    try:
+        assert v.wait("test") == v.idx.manifest.records_digest
+    finally:
+        v.close()
+    return v
+
+
+def no_records_read(monkeypatch) -> None:
+    def refuse(*_):
+        raise AssertionError("the reference's records were read")
+
+    monkeypatch.setattr("hspz.io.readers.read_side", refuse)
+
+
+def test_the_indexed_file_is_verified_by_its_size_and_sha256_alone(built, monkeypatch):
+    d, ref, _, _ = built
+    no_records_read(monkeypatch)
+    v = verified(ref, d / "ix")
+    assert v.by_file
+    v.wait_shape("test")
+
+
+def test_other_bytes_of_the_same_records_are_verified_by_the_records(built, tmp_path):
+    d, ref, _, _ = built
+    same = tmp_path / "same.2bit"  # the FASTA-built index's genome, as 2bit
+    write_2bit(same, read_records(ref))
+    assert not verified(same, d / "ix").by_file
+
+
+def test_an_index_recording_another_source_file_verifies_by_the_records(built, tmp_path):
+    """As an index whose recorded size and sha256 are not the reference's (another file's,
+    or none) verifies: by names, lengths and the records hash, as before the file check."""
+    d, ref, _, _ = built
+    other = copy_index(d / "ix", tmp_path / "ix")
+    m = ix.open_index(other).manifest
+    body = "".join(f"{line}\n" for line in m.lines())
+    body = body.replace(f"source_sha256 {m.source_sha256}\n", f"source_sha256 {'0' * 64}\n")
+    (other / ix.MANIFEST).write_text(sealed(body))
+    assert not verified(ref, other).by_file
+
+
+def test_a_changed_byte_of_the_indexed_file_that_keeps_its_size_is_refused(built, tmp_path, capfd):
+    d, ref, qry, _ = built
+    text = ref.read_bytes()
+    at = text.index(b"\n", text.index(b">", 1)) + 1  # the second record's first base
+    edited = tmp_path / "edited.fa"
+    edited.write_bytes(text[:at] + (b"C" if text[at : at + 1] != b"C" else b"A") + text[at + 1 :])
+    assert edited.stat().st_size == ref.stat().st_size
+    assert_refused(
+        capfd,
+        run_argv(d / "ix", qry, tmp_path / "out", "-r", str(edited)),
+        2,
+        r"edited\.fa: the bases differ from those the index .* was built from",
+        tmp_path,
+        chatter=True,
+    )
+
+
 def test_a_reference_with_other_records_is_caught(built, tmp_path, capfd):
     d, ref, qry, _ = built
     records = read_records(ref)[:-1]
