@@ -8,6 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from multibin import FLAGS, outputs, records, write_records
 from refusal import assert_refused
@@ -456,3 +457,76 @@ def test_a_thousand_job_batch_needs_the_memory_of_its_largest_job(tmp_path):
     assert len((tmp_path / "b" / "queries.tsv").read_text().splitlines()) == 1001
     assert outputs(tmp_path / "b" / "000501") == outputs(tmp_path / "a")
     assert batch <= 1.5 * alone, (batch, alone)
+
+
+@pytest.fixture
+def gpu_shaped(monkeypatch):
+    """`hspZ plan --query-list` planned as for one H200 (a GPU plan's budget and devices)
+    while the CPU backend is selected: the path a GPU plan takes through the query reads."""
+    from hspz.commands import query_list as ql
+    from hspz.planning.schedule import DeviceProfile, Devices
+
+    h200 = Devices("gpu", (DeviceProfile(132, 60 << 20, 1_980_000, "H200"),), (141 << 30,))
+    monkeypatch.setattr(ql, "devices_for", lambda engine, workers: h200)
+    monkeypatch.setattr("hspz.run.freeze.device_budget", lambda devices, workers: 100 << 30)
+    return ql
+
+
+def twobit_list(d: Path, tmp_path: Path) -> Path:
+    from hspz.io.readers import read_records
+    from hspz.io.records import Record
+    from hspz.io.twobit import write_2bit
+
+    held = np.frombuffer(b"ACGTNacgtn", np.uint8)
+    for name in ("q1", "q2", "q3"):
+        recs = read_records(d / f"{name}.fa")  # as 2bit: any other symbol becomes N
+        recs = [Record(r.name, np.where(np.isin(r.seq, held), r.seq, ord("N"))) for r in recs]
+        write_2bit(tmp_path / f"{name}.2bit", recs)
+    (tmp_path / "list.txt").write_text("q1.2bit\nq2.2bit\nq3.2bit\nq1.2bit\n")
+    return tmp_path / "list.txt"
+
+
+def plan_argv(d: Path, query_list: Path, out: Path) -> list[str]:
+    return ["plan", "-r", str(d / "ref.fa"), "--query-list", str(query_list), "-o", str(out)]
+
+
+def test_a_gpu_plan_reads_its_queries_ahead_without_bases_into_the_same_plan_file(
+    batch, tmp_path, gpu_shaped, monkeypatch
+):
+    d, _ = batch
+    query_list = twobit_list(d, tmp_path)
+    argv = [*FLAGS, "--backend", "cpu"]
+    kept: list = []
+
+    def planned(path: str, bases: bool):
+        read = plan_query(path, bases)
+        kept.append((bases, [hasattr(r, "seq") for r in read[0]]))
+        return read
+
+    plan_query = gpu_shaped.planned_query
+    monkeypatch.setattr(gpu_shaped, "planned_query", planned)
+    assert main([*plan_argv(d, query_list, tmp_path / "ahead.plan"), *argv]) == 0
+    assert len(kept) == 4 and not any(bases or any(seq) for bases, seq in kept)
+    # the read as it was: every query decoded and kept, one at a time
+    monkeypatch.setattr(
+        gpu_shaped, "query_reads", lambda listed, bases: (plan_query(q.path, True) for q in listed)
+    )
+    assert main([*plan_argv(d, query_list, tmp_path / "kept.plan"), *argv]) == 0
+    assert (tmp_path / "ahead.plan").read_bytes() == (tmp_path / "kept.plan").read_bytes()
+
+
+def test_a_bad_2bit_query_of_a_gpu_plan_is_one_line_naming_its_job(
+    batch, tmp_path, capfd, gpu_shaped
+):
+    d, _ = batch
+    query_list = twobit_list(d, tmp_path)
+    data = (tmp_path / "q3.2bit").read_bytes()
+    (tmp_path / "q3.2bit").write_bytes(data[: len(data) // 2])  # truncated
+    assert_refused(
+        capfd,
+        [*plan_argv(d, query_list, tmp_path / "x.plan"), *FLAGS, "--backend", "cpu"],
+        2,
+        r"job 000003 \(.*q3\.2bit\): .*q3\.2bit: .*past the end of the file",
+        tmp_path,
+        chatter=True,  # the list's note on job 000004
+    )

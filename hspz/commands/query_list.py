@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
+from contextlib import closing
 from pathlib import Path
 
+from hspz.commands.index import bounded_map
 from hspz.core.durable import write_text
 from hspz.core.errors import HspzError, UsageError
 from hspz.core.progress import Progress
@@ -26,7 +28,7 @@ from hspz.core.scoring import resolve_matrix
 from hspz.engine.contract import Backend
 from hspz.formats import index as ix
 from hspz.formats.planfile import PlanJob
-from hspz.io.digests import HashedRecords
+from hspz.io.digests import HashedRecords, KnownRecords
 from hspz.io.readers import read_side
 from hspz.planning import joblist
 from hspz.planning.budget import devices_for
@@ -136,30 +138,64 @@ def plan_jobs(
     job's reference bins."""
     o = req.options
     matrix = resolve_matrix(o.xdrop, o.scoring, o.ambiguous)
-    out = []
-    for q in listed:
-        name = joblist.job_name(q.number)
-        try:
-            records = HashedRecords(read_side(q.path, "query"))
-            size, sha = ix.file_sha256(q.path)
-            f = Freeze(o, devices, matrix, True)
-            m = freeze(f, ref, records)
-        except OSError as exc:
-            raise UsageError(f"job {name} ({q.path}): cannot read it: {exc.strerror}") from None
-        except HspzError as exc:
-            raise type(exc)(f"job {name} ({q.path}): {exc}") from None
-        if f.notes:
-            raise UsageError(
-                f"job {name} ({q.path}): the memory preflight would replan it "
-                f"({f.notes[0].removeprefix('note: ')}); a batch refuses rather "
-                f"than replans: give a smaller -B or --query-block-size"
-            )
-        out.append(PlanJob(q.number, q.path, size, sha, m))
-        del records
+    with closing(query_reads(listed, devices.backend == "cpu")) as reads:
+        out = [plan_job(Freeze(o, devices, matrix, True), q, ref, reads) for q in listed]
     joblist.check_same_reference_bins(
         [j.manifest.plan.ref_bins for j in out], [j.path for j in out]
     )
     return out
+
+
+def plan_job(
+    f: Freeze,
+    q: joblist.ListedQuery,
+    ref: list,
+    reads: Iterator[tuple[HashedRecords, int, str]],
+) -> PlanJob:
+    """One listed query, its read taken from `reads`, planned; every error names the job."""
+    name = joblist.job_name(q.number)
+    try:
+        records, size, sha = next(reads)
+        m = freeze(f, ref, records)
+    except OSError as exc:
+        raise UsageError(f"job {name} ({q.path}): cannot read it: {exc.strerror}") from None
+    except HspzError as exc:
+        raise type(exc)(f"job {name} ({q.path}): {exc}") from None
+    if f.notes:
+        raise UsageError(
+            f"job {name} ({q.path}): the memory preflight would replan it "
+            f"({f.notes[0].removeprefix('note: ')}); a batch refuses rather "
+            f"than replans: give a smaller -B or --query-block-size"
+        )
+    return PlanJob(q.number, q.path, size, sha, m)
+
+
+PLAN_READERS = min(4, os.cpu_count() or 1)  # GPU plans: queries read and hashed at once
+
+
+def query_reads(
+    listed: list[joblist.ListedQuery], bases: bool
+) -> Generator[tuple[HashedRecords, int, str]]:
+    """`planned_query` of every listed query, in order (a read's error raised when its job is
+    reached): one at a time with `bases` (the CPU estimate counts the queries' seedable bases),
+    else PLAN_READERS at once on threads."""
+    if bases:
+        for q in listed:
+            yield planned_query(q.path, True)
+    else:
+        yield from bounded_map(lambda q: planned_query(q.path, False), listed, PLAN_READERS)
+
+
+def planned_query(path: str, bases: bool) -> tuple[HashedRecords, int, str]:
+    """A job's query as its plan needs it: its records with their records hash, and the file's
+    (size, sha256).  Without `bases` (a GPU plan needs only names, lengths and the hash: its
+    budget is the device's) the bases are dropped once hashed, so the queries a GPU plan reads
+    ahead on threads (decoding and hashing release the GIL) hold none."""
+    records = HashedRecords(read_side(path, "query"))
+    size, sha = ix.file_sha256(path)
+    if not bases:
+        records = KnownRecords([r.name for r in records], [len(r) for r in records], records.digest)
+    return records, size, sha
 
 
 def spec_of(job: PlanJob) -> QuerySpec:
