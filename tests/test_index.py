@@ -294,7 +294,7 @@ def verified(reference: Path, index: Path) -> ix.Verification:
     return v
 
 
-def no_records_read(monkeypatch) -> None:
+def no_records_read(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_):
         raise AssertionError("the reference's records were read")
 

@@ -498,7 +498,7 @@ def test_a_gpu_plan_reads_its_queries_ahead_without_bases_into_the_same_plan_fil
     argv = [*FLAGS, "--backend", "cpu"]
     kept: list = []
 
-    def planned(path: str, bases: bool):
+    def planned(path: str, bases: bool) -> tuple:
         read = plan_query(path, bases)
         kept.append((bases, [hasattr(r, "seq") for r in read[0]]))
         return read
