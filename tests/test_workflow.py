@@ -5,18 +5,22 @@ a killed work job unit by unit, and makes its report and gapped stage."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 from helpers import mutate, write_fasta
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # snakemake's shell jobs must find this environment's hspZ
@@ -860,21 +864,36 @@ def module_snakefile(tmp_path: Path, config: Path, snakefile: str) -> Path:
     return path
 
 
+def git_commit(repo: Path, message: str) -> str:
+    """Commits everything in `repo` (a git repository from its first commit on): the hash."""
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    steps = [] if (repo / ".git").exists() else [["init", "-q"]]
+    for step in [*steps, ["add", "-A"], ["commit", "-q", "-m", message]]:
+        subprocess.run(git + step, check=True, capture_output=True)
+    return subprocess.run(
+        git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def module_repo(repo: Path) -> str:
+    """A git repository holding the workflow and the package, as the project's own does: the
+    hash of its one commit."""
+    repo.mkdir()
+    for part in ("workflow", "hspz", "pyproject.toml", "README.md", "LICENSE"):
+        if (ROOT / part).is_dir():
+            shutil.copytree(ROOT / part, repo / part, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(ROOT / part, repo / part)
+    return git_commit(repo, "workflow")
+
+
 def test_a_module_from_a_git_repository_resolves_and_installs_hspz_from_it(tmp_path: Path) -> None:
     """The workflow as a module from a git repository at a commit (`git+file://`, the code path
     of a GitHub module: Snakemake reads every file through its source cache, none from a
     folder): it parses and its DAG resolves, and its conda env would pip-install hspZ from that
     repository at that commit; as a module by path, from the checkout."""
     repo = tmp_path / "repo"
-    repo.mkdir()
-    for part in ("workflow", "pyproject.toml"):
-        (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, repo / part)
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
-    for step in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "workflow"]):
-        subprocess.run(git + step, check=True, capture_output=True)
-    commit = subprocess.run(
-        git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    commit = module_repo(repo)
     run = tmp_path / "run"
     config = make_workdir(run, [JOBS[2]])
     env = {k: v for k, v in ENV.items() if k != "HSPZ_INSTALL_SOURCE"}
@@ -931,6 +950,115 @@ def test_the_conda_env_installs_hspz_only_through_its_post_deploy_script(tmp_pat
     bare = {k: v for k, v in os.environ.items() if k != "HSPZ_INSTALL_SOURCE"}
     done = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=bare)
     assert done.returncode == 2 and "HSPZ_INSTALL_SOURCE is not set" in done.stderr
+
+
+def site_packages(venv: Path) -> Path:
+    """The site-packages of a venv that this interpreter made."""
+    return venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+
+
+def lend_build_tools(venv: Path) -> None:
+    """Links this environment's pip and setuptools (pyproject's build backend, in the test
+    extra) into the fresh `venv`, which then has what the conda env has, Python and pip, plus
+    the backend that pip would fetch there."""
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    site = site_packages(venv)
+    for requirement in map(Requirement, ["pip", *requires]):
+        dist = importlib.metadata.distribution(requirement.name)
+        missing = f"{requirement} (the test extra) is missing: make reinstalls"
+        assert requirement.specifier.contains(dist.version), missing
+        for top in {Path(f).parts[0] for f in dist.files or ()} - {"..", "__pycache__"}:
+            (site / top).symlink_to(Path(str(dist.locate_file(top))))
+
+
+def post_deploy(tmp_path: Path, source: str) -> Path:
+    """Runs hspz.post-deploy.sh with HSPZ_INSTALL_SOURCE=`source` in a fresh venv standing in
+    for the conda env (its bin/ first on PATH), offline: pip takes hspZ alone (no index, no
+    dependencies) and builds it with the lent setuptools (no build isolation), its build
+    folders under tmp_path, not the source's. The venv."""
+    venv = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    lend_build_tools(venv)
+    config = tmp_path / "distutils.cfg"
+    config.write_text(
+        f"[build]\nbuild_base = {tmp_path / 'build'}\n[egg_info]\negg_base = {tmp_path}\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PIP_", "PYTHON", "VIRTUAL_ENV", "HSPZ_"))
+    }
+    env |= {
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "HSPZ_INSTALL_SOURCE": source,
+        "PIP_CONFIG_FILE": os.devnull,  # not this machine's indexes, links or constraints
+        "PIP_NO_INDEX": "1",
+        "PIP_NO_DEPS": "1",
+        "PIP_NO_BUILD_ISOLATION": "0",  # pip reads this one inverted: "0" turns isolation off
+        "PIP_CACHE_DIR": str(tmp_path / "pip-cache"),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "DIST_EXTRA_CONFIG": str(config),  # setuptools' build/ and egg-info out of the source
+    }
+    script = ROOT / "workflow" / "envs" / "hspz.post-deploy.sh"
+    done = subprocess.run(
+        [str(script)], capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "build").is_dir() and (tmp_path / "hspz.egg-info").is_dir()
+    return venv
+
+
+def installed_hspz(venv: Path) -> tuple[str, dict, str]:
+    """hspZ as `venv` sees it: its version, its direct_url.json (PEP 610) and the
+    file its package is imported from."""
+    probe = (
+        "import importlib.metadata as m, importlib.util as u, json\n"
+        "d = m.distribution('hspz')\n"
+        "print(json.dumps([d.version, json.loads(d.read_text('direct_url.json')),"
+        " u.find_spec('hspz').origin]))\n"
+    )
+    python = venv / "bin" / "python"
+    done = subprocess.run(  # -I: not the checkout where the tests run
+        [str(python), "-I", "-c", probe], capture_output=True, text=True, check=True
+    )
+    version, url, origin = json.loads(done.stdout)
+    return version, url, origin
+
+
+@pytest.mark.parametrize("way", ["checkout by path", "module from git at a commit"])
+def test_the_post_deploy_script_installs_a_copy_of_hspz_from_the_workflows_source(
+    tmp_path: Path, way: str
+) -> None:
+    """The conda env's post-deploy script, run in a fresh venv standing in for the env (conda
+    is not installable here), with the HSPZ_INSTALL_SOURCE that the workflow computes for a
+    checkout by path and for a module from git (the module test above checks both): hspZ at
+    pyproject's version, a real copy in the env's site-packages (not editable, no link to the
+    source), with its kernels and its hspZ command; from git, the module's commit, not the
+    branch's later one."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    if way == "checkout by path":
+        source, place, commit = f"hspz[workflow] @ {ROOT.as_uri()}", ROOT.as_uri(), None
+    else:
+        repo = tmp_path / "repo"
+        commit = module_repo(repo)
+        source, place = f"hspz[workflow] @ git+file://{repo}@{commit}", f"file://{repo}"
+        with (repo / "hspz" / "__init__.py").open("a") as later:
+            later.write("LATER = True\n")
+        pyproject = (repo / "pyproject.toml").read_text()
+        (repo / "pyproject.toml").write_text(pyproject.replace(f'"{version}"', '"9.9.9"', 1))
+        git_commit(repo, "a later commit on the branch")
+    venv = post_deploy(tmp_path, source)
+    site = site_packages(venv)
+    found, url, origin = installed_hspz(venv)
+    assert found == version and url["url"] == place
+    assert url.get("vcs_info", {}).get("commit_id") == commit
+    assert not url.get("dir_info", {}).get("editable")
+    assert Path(origin) == site / "hspz" / "__init__.py"
+    assert Path(origin).resolve().is_relative_to(site.resolve())  # a copy, no link to the source
+    assert not list(site.glob("__editable__*"))
+    assert Path(origin).read_bytes() == (ROOT / "hspz" / "__init__.py").read_bytes()
+    assert list((site / "hspz" / "engine" / "kernels").glob("*.cu"))
+    assert (venv / "bin" / "hspZ").is_file()
 
 
 def test_a_license_file_says_what_pyproject_says() -> None:
