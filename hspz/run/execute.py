@@ -1,7 +1,8 @@
 """Executing a frozen job: the schedule's workers run their units (`hspz.run.worker`), the emitter
 replays the results in ordinal order into OUT, and the summary gathers counts, phases and the
 unit ledger for the report.  It is the driver's execute stage (`hspz.run.driver.drive`), and
-`hspZ merge` replays results files through the same `Emitters`."""
+`hspZ merge` replays results files through the same `Emitters` (a query list's jobs on threads,
+`hspz.run.replay`)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ calling thread, the same ledger rows in the same order, and on a failure the sam
 and the same (first) error raised.
 
 Each job's emitter is independent (its stage folder, digest, counts), so a batch's results are
-grouped by job and each job's run, in batch order, on the pool.  The calling thread publishes a
+grouped by job and each job's are staged, in batch order, on the pool.  Its ledger rows wait,
+keyed by the result whose add would have emitted them, and join the ledger in that order at the
+end.  The calling thread publishes a
 job once every job has staged every result the sequential replay would have added before that
 job's last one (`_Progress.wait_past`): had one of them failed, the sequential replay would have
 stopped before this publish, and so does this one.  A failure stops every job at its next result
@@ -39,8 +41,9 @@ def replay(emitters: Emitters, batches: Iterable[list[UnitResult]], threads: int
     query-list run's jobs, each job's results staged on a thread of its own (module docstring)."""
     threads = replay_threads(len(emitters.jobs), threads)
     how = emitters.how
-    if threads == 1 or not emitters.query_list or how.verify or how.progress:
-        for batch in batches:  # one job, or waits and progress that are not made for threads
+    waits = how.verify is not None or how.progress is not None  # not made for threads
+    if threads == 1 or not emitters.query_list or waits:
+        for batch in batches:
             for result in batch:
                 emitters.add(result)
         return
