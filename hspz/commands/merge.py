@@ -3,8 +3,9 @@ writes them: one query's segments files in OUT, or a query-list run's OUT/000001
 queries.tsv.
 
     plan file -> every results file checked -> OUT locked -> (a query-list run) the older
-    queries.tsv retired -> each results file read, its units emitted -> every job published -> (a
-    query-list run) stale job entries removed, queries.tsv -> the ledger (--ledger)
+    queries.tsv retired -> each results file read, its units emitted (a query-list run's jobs
+    staged on threads, `hspz.run.replay`) -> every job published -> (a query-list run) stale job
+    entries removed, queries.tsv -> the ledger (--ledger)
 
 Each results file is checked before its units are used: its checksums
 (`planfile.read_results`), that it belongs to this plan file, that it is one worker's and holds
@@ -13,13 +14,16 @@ exactly that worker's units, and that no worker's results come twice or are miss
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from hspz.core.errors import InputError
+from hspz.engine.contract import UnitResult
 from hspz.formats.planfile import PlanFile, read_plan
 from hspz.formats.results import read_results, results_header
 from hspz.run.execute import Emitters, Execution, Job, Summary, print_counts
 from hspz.run.outdir import OutLock, Tree, check_disjoint, publish_claims, query_list_claims
+from hspz.run.replay import replay
 from hspz.run.report import write_ledger
 
 
@@ -32,10 +36,13 @@ def merge_command(
     wait: bool = False,
     command: str = "",
     ledger: str | None = None,
+    threads: int = 0,
 ) -> int:
     """`hspZ merge`: replay every worker's results in ordinal order into the outputs.  Its
     outputs are checked against its inputs, and every results file is checked (`check_arguments`)
-    before OUT is locked and anything is published."""
+    before OUT is locked and anything is published.  A query-list run's jobs are staged on
+    `threads` threads (0: `replay_threads`'s choice; 1: one after the other), every output the
+    same."""
     from hspz.commands.query_list import entry_names, finish_query_list, query_list_jobs
     from hspz.run import job_entries as bt
 
@@ -66,7 +73,7 @@ def merge_command(
             jobs = [Job(pf.manifest, outdir, tarball)]
         emitters = Emitters(jobs, pf.schedule, Execution(diagonal), summary)
         try:
-            _replay(pf, workers, emitters)
+            replay(emitters, _results(pf, workers), threads)
             for j in sorted(emitters.open):
                 emitters.finish(j)
         except BaseException:
@@ -99,14 +106,14 @@ def check_arguments(pf: PlanFile, plan_path: str, result_paths: list[str]) -> di
     return {path: k for k, path in seen.items()}
 
 
-def _replay(pf: PlanFile, workers: dict[str, int], emitters: Emitters) -> None:
-    """Each results file read again (every checksum) and its units emitted."""
+def _results(pf: PlanFile, workers: dict[str, int]) -> Iterator[list[UnitResult]]:
+    """Each results file's units, the file read again (every checksum) as the replay reaches
+    it."""
     for path, k in workers.items():
         header, results = read_results(path)
         if header.get("plan") != pf.digest or header.get("worker") != k:
             raise InputError(f"{path}: changed while merge read it")
-        for result in results:
-            emitters.add(result)
+        yield results
 
 
 def _worker_of(header: dict, pf: PlanFile, path: str, plan_path: str, seen: dict[int, str]) -> int:

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections import Counter
 
 _reached: Counter[str] = Counter()
+_lock = threading.Lock()  # `hspZ merge` reaches `unit` on several threads
 
 
 def point(name: str) -> None:
@@ -38,6 +40,8 @@ def point(name: str) -> None:
     want, *rest = spec.split(":")
     if want != name:
         return
-    _reached[name] += 1
-    if _reached[name] == int(rest[0] if rest else 1):
+    with _lock:
+        _reached[name] += 1
+        reached = _reached[name]
+    if reached == int(rest[0] if rest else 1):
         os.kill(os.getpid(), signal.SIGSTOP if rest[1:] == ["stop"] else signal.SIGKILL)

@@ -1,7 +1,8 @@
 """Executing a frozen job: the schedule's workers run their units (`hspz.run.worker`), the emitter
 replays the results in ordinal order into OUT, and the summary gathers counts, phases and the
 unit ledger for the report.  It is the driver's execute stage (`hspz.run.driver.drive`), and
-`hspZ merge` replays results files through the same `Emitters`."""
+`hspZ merge` replays results files through the same `Emitters` (a query list's jobs on threads,
+`hspz.run.replay`)."""
 
 from __future__ import annotations
 
@@ -151,10 +152,18 @@ class Emitters:
         labels = dict(enumerate(sched.labels))
         self.left = [len(job.manifest.plan.units) for job in jobs]
 
-        def emitted(job: Job) -> Callable[[UnitResult], None]:
+        # `hspz.run.replay` stages jobs on threads: each job's rows then wait in `keyed[j]`, with
+        # the index of the add that emitted them (`at[j]`), to be put in today's order after
+        self.keyed: list[list[tuple[int, dict]]] | None = None
+        self.at = [0] * len(jobs)
+
+        def emitted(j: int, job: Job) -> Callable[[UnitResult], None]:
             def done(result: UnitResult) -> None:
                 row = ledger_row(job.manifest, result, labels.get(result.worker, ""), job.number)
-                summary.ledger.append(row)
+                if self.keyed is None:
+                    summary.ledger.append(row)
+                else:
+                    self.keyed[j].append((self.at[j], row))
                 if how.keep_results or how.keep_raw:
                     job.summary.results.append(result)
                 if how.progress is not None:
@@ -169,9 +178,9 @@ class Emitters:
                 job.outdir,
                 job.tarball,
                 how.diagonal,
-                emitted(job),
+                emitted(j, job),
             )
-            for job in jobs
+            for j, job in enumerate(jobs)
         ]
         for job, emitter in zip(jobs, self.emitters, strict=True):
             if job.raw:
@@ -180,13 +189,20 @@ class Emitters:
 
     def add(self, result: UnitResult) -> None:
         j = result.job
-        emitter = self.emitters[j]
-        if self.how.verify is not None and not emitter.pending and not emitter.done:
-            self.how.verify.wait("index.verify wait (emitter)")  # nothing is staged before
-        emitter.add(result)
+        self.stage(result)
         self.left[j] -= 1
         if self.query_list and not self.left[j]:
             self.finish(j)
+
+    def stage(self, result: UnitResult, at: int = 0) -> None:
+        """One result into its job's emitter, nothing published; `at` keys its ledger rows while
+        `keyed`.  Touches only that job's state, so jobs may stage on threads of their own."""
+        j = result.job
+        emitter = self.emitters[j]
+        if self.how.verify is not None and not emitter.pending and not emitter.done:
+            self.how.verify.wait("index.verify wait (emitter)")  # nothing is staged before
+        self.at[j] = at
+        emitter.add(result)
 
     def finish(self, j: int) -> None:
         """Publish job j; its summary gets the counts and the digest."""

@@ -1,0 +1,152 @@
+"""`hspZ merge` of a query list stages its jobs on threads (`hspz.run.replay`): every byte it
+writes or prints (segments files, archives, queries.tsv, the --ledger rows and their order, the
+counts and digests), the jobs it publishes before a failure and the failure's line are those of
+the merge that stages one job after the other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from multibin import FLAGS, records, write_records
+
+from hspz.cli import main
+from hspz.commands.merge import merge_command
+from hspz.core.errors import RunError
+from hspz.formats.planfile import read_plan
+from hspz.run import emit
+from hspz.run.execute import Emitters
+
+CPU = ["--backend", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A five-job batch of the multi-bin pair's reference (10 units a job), planned for three
+    workers (so each job's units come from several results files), and its results."""
+    d = tmp_path_factory.mktemp("merge_threads")
+    write_records(d / "ref.fa", records(7)[0])
+    names = []
+    for k, seed in enumerate((7, 8, 9, 7, 10), 1):
+        write_records(d / f"q{k}.fa", records(seed)[1])
+        names.append(f"q{k}.fa")
+    (d / "list.txt").write_text("\n".join(names) + "\n")
+    plan = d / "plan.txt"
+    argv = ["plan", "-r", str(d / "ref.fa"), "--query-list", str(d / "list.txt"), *FLAGS, *CPU]
+    assert main([*argv, "--gpus", "3", "-o", str(plan)]) == 0
+    results = []
+    for k in range(read_plan(str(plan)).schedule.workers):
+        results.append(str(d / f"w{k}.result"))
+        work = ["work", "--plan", str(plan), "--worker", str(k), "-t", "1", "-o", results[-1]]
+        assert main([*work, *CPU]) == 0
+    return dict(dir=d, plan=str(plan), results=results[::-1])  # not in worker order
+
+
+def tree(out: Path) -> dict[str, bytes]:
+    """{path under OUT: bytes} of every file, hidden ones (a stage left behind) included."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def merged(
+    batch: dict, tmp_path: Path, capsys: pytest.CaptureFixture, threads: int, *flags: str
+) -> tuple:
+    """(OUT's files, the ledger's bytes, stdout, stderr) of one merge into a fresh OUT."""
+    out, ledger = tmp_path / f"out{threads}", tmp_path / f"ledger{threads}.tsv"
+    tarball = "-Z" in flags
+    status = merge_command(
+        batch["plan"],
+        str(out),
+        str(out) if tarball else None,
+        "-D" in flags,
+        batch["results"],
+        ledger=str(ledger),
+        threads=threads,
+    )
+    assert status == 0
+    captured = capsys.readouterr()
+    shown = [s.replace(str(out), "OUT") for s in (captured.out, captured.err)]
+    return tree(out), ledger.read_bytes(), *shown
+
+
+@pytest.mark.parametrize("flags", [(), ("-D",), ("-Z",)], ids=["folders", "split", "archives"])
+def test_a_merge_on_threads_writes_and_prints_the_bytes_of_one_thread(
+    batch, tmp_path, capsys, flags
+):
+    one = merged(batch, tmp_path, capsys, 1, *flags)
+    assert len(one[1].splitlines()) == 1 + 5 * 10
+    assert "queries.tsv" in one[0]
+    for threads in (2, 4):
+        assert merged(batch, tmp_path, capsys, threads, *flags) == one
+
+
+def test_the_cli_merge_matches_one_thread(batch, tmp_path, capsys):
+    one = merged(batch, tmp_path, capsys, 1)
+    out, ledger = tmp_path / "cli", tmp_path / "cli.tsv"
+    argv = ["merge", "--plan", batch["plan"], "-o", str(out), "--ledger", str(ledger)]
+    assert main([*argv, *batch["results"]]) == 0
+    captured = capsys.readouterr()
+    shown = [s.replace(str(out), "OUT") for s in (captured.out, captured.err)]
+    assert (tree(out), ledger.read_bytes(), *shown) == one
+
+
+# (job, ordinal) of the unit that fails, and the jobs published before it: the last results
+# file read holds the last units of every job, and completes job 5 first, then 1, 2, 3 and 4
+FAILS = [
+    ((2, 3), []),
+    ((3, 0), []),
+    ((0, 4), ["000005"]),
+    ((2, 4), ["000001", "000002", "000005"]),
+    ((3, 4), ["000001", "000002", "000003", "000005"]),
+]
+
+
+@pytest.mark.parametrize("at, published", FAILS, ids=[f"{j}:{o}" for (j, o), _ in FAILS])
+def test_a_failing_unit_leaves_the_jobs_and_the_line_of_one_thread(
+    batch, tmp_path, capsys, monkeypatch, at, published
+):
+    """A unit whose staging fails (a full disk, say): the jobs published before it, OUT's
+    other files and the error line are those of the one-thread merge, and no stage is left."""
+    stage = emit.Emitter._stage
+
+    def failing(self, result):
+        if (result.job, result.ordinal) == at:
+            raise RunError(f"cannot write the output in {self.outdir}: disk full")
+        return stage(self, result)
+
+    monkeypatch.setattr(emit.Emitter, "_stage", failing)
+    got = []
+    for threads in (1, 4):
+        out = tmp_path / f"out{threads}"
+        with pytest.raises(RunError) as caught:
+            merge_command(batch["plan"], str(out), None, False, batch["results"], threads=threads)
+        capsys.readouterr()
+        got.append((tree(out), str(caught.value).replace(str(out), "OUT")))
+    assert got[0] == got[1]
+    files, line = got[0]
+    assert line == f"cannot write the output in OUT/{at[0] + 1:06d}: disk full"
+    assert sorted({Path(f).parts[0] for f in files} - {".hspz-retired"}) == published
+
+
+def test_an_interrupt_while_jobs_stage_leaves_what_one_thread_leaves(
+    batch, tmp_path, capsys, monkeypatch
+):
+    """Ctrl-C (or SIGTERM) on the calling thread as it publishes the third job: every job's
+    staging stops before the stages are removed; OUT holds the two jobs published, no
+    queries.tsv and no stage, as with one thread."""
+    finish = Emitters.finish
+
+    def interrupted(self, j):
+        if len(self.jobs) - len(self.open) == 2:
+            raise KeyboardInterrupt
+        return finish(self, j)
+
+    monkeypatch.setattr(Emitters, "finish", interrupted)
+    got = []
+    for threads in (1, 4):
+        out = tmp_path / f"out{threads}"
+        with pytest.raises(KeyboardInterrupt):
+            merge_command(batch["plan"], str(out), None, False, batch["results"], threads=threads)
+        capsys.readouterr()
+        got.append(tree(out))
+    assert got[0] == got[1]
+    assert sorted({Path(f).parts[0] for f in got[0]}) == [".hspz-retired", "000001", "000005"]
