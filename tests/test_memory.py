@@ -403,7 +403,7 @@ def test_seedable_counts_bound_the_valid_windows_of_every_batch(seed, monkeypatc
         for a in runs:
             seq[a : a + int(rng.integers(1, 200))] = ord("n" if k % 2 else "N")
         records.append(Record(f"r{k}", seq))
-    side = seedable.Seedable(tuple(seedable.granule_counts(r.seq) for r in records))
+    side = seedable.Seedable.of(records)  # records above and below BLOCK: both paths
     for r, counts in zip(records, side.counts, strict=True):
         flags = np.isin(r.seq, np.frombuffer(b"ACGT", np.uint8))
         want = [int(flags[a : a + 64].sum()) for a in range(0, len(flags), 64)]
@@ -421,6 +421,39 @@ def test_seedable_counts_bound_the_valid_windows_of_every_batch(seed, monkeypatc
             a, b = len(packed) - b - 19 + 1, len(packed) - a - 19 + 1
         got = int(np.count_nonzero((valid >= a) & (valid < b)))
         assert got <= bound <= max(b - a, 0) + 18, (strand, a, b, got, bound)  # its bases
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_seedable_counts_of_many_records_at_once_are_each_records_own(seed, monkeypatch):
+    """`Seedable.of` counts runs of small records in one pass (`grouped_counts`) and the rest
+    one by one: the same counts, in record order, as `granule_counts` of each, for empty, small,
+    large and length-only records in any order."""
+    from hspz.io.digests import KnownRecord
+    from hspz.io.records import Record
+    from hspz.planning import seedable
+
+    monkeypatch.setattr(seedable, "GRANULE", 64)
+    monkeypatch.setattr(seedable, "BLOCK", 1024)
+    rng = np.random.default_rng(seed)
+    alphabet = np.frombuffer(b"ACGTacgtNnRY", np.uint8)
+    records: list = []
+    for k in range(int(rng.integers(20, 80))):
+        kind = int(rng.integers(0, 8))
+        if kind == 0:
+            records.append(KnownRecord(f"k{k}", int(rng.integers(1, 5000))))
+        elif kind == 1:
+            records.append(Record(f"e{k}", np.zeros(0, np.uint8)))
+        else:
+            n = int(rng.integers(1, 1300 if kind > 2 else 4000))
+            records.append(Record(f"r{k}", rng.choice(alphabet, n)))
+    got = seedable.Seedable.of(records).counts
+    want = [
+        seedable.granule_counts(r.seq) if hasattr(r, "seq") else seedable.all_seedable(len(r))
+        for r in records
+    ]
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == np.int64 and g.tolist() == w.tolist()
 
 
 def test_the_estimate_counts_seedable_bases_never_more_than_lengths(mammal):

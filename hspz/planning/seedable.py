@@ -30,16 +30,38 @@ def granule_counts(seq: np.ndarray) -> np.ndarray:
     n = len(seq)
     out = np.zeros(-(-n // GRANULE), np.int64)
     for a in range(0, n, BLOCK):
-        block = seq[a : a + BLOCK]
-        flags = block == _SEEDABLE_BYTES[0]
-        for byte in _SEEDABLE_BYTES[1:]:
-            flags |= block == byte
+        flags = _flags(seq[a : a + BLOCK])
         full = len(flags) // GRANULE * GRANULE
         g = a // GRANULE
         out[g : g + full // GRANULE] = np.count_nonzero(flags[:full].reshape(-1, GRANULE), axis=1)
         if full < len(flags):
             out[g + full // GRANULE] = np.count_nonzero(flags[full:])
     return out
+
+
+def _flags(block: np.ndarray) -> np.ndarray:
+    flags = block == _SEEDABLE_BYTES[0]
+    for byte in _SEEDABLE_BYTES[1:]:
+        flags |= block == byte
+    return flags
+
+
+def grouped_counts(seqs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """`granule_counts` of several records in one pass over their bases laid end to end: a
+    fragmented assembly's 100,000 contigs of 1 kbp take 0.24 s so, 0.77 s one by one (0.06 s
+    for the same bases as one record; dev machine, medians of 5)."""
+    if not seqs:
+        return []
+    lengths = np.array([len(s) for s in seqs], np.int64)
+    grains = -(-lengths // GRANULE)
+    ends = np.cumsum(grains)
+    firsts = np.cumsum(lengths) - lengths  # each record's offset in the joined bases
+    owner = np.repeat(np.arange(len(seqs)), grains)
+    k = np.arange(int(ends[-1])) - (ends - grains)[owner]
+    starts = firsts[owner] + k * GRANULE
+    flags = _flags(np.concatenate(seqs))
+    sums = np.add.reduceat(flags, starts, dtype=np.int64) if len(starts) else starts
+    return np.split(sums, ends[:-1])
 
 
 def all_seedable(n: int) -> np.ndarray:
@@ -58,15 +80,26 @@ class Seedable:
 
     @classmethod
     def of(cls, records: Sequence) -> Seedable:
-        """The counts of these records (~0.5 s per 100 Mbp on the loaded dev machine); a record
-        known only by its length (`sequence.KnownRecord`: a reference read from an index) counts
-        every base."""
-        return cls(
-            tuple(
-                granule_counts(r.seq) if hasattr(r, "seq") else all_seedable(len(r))
-                for r in records
-            )
-        )
+        """The counts of these records, runs of small ones together (`grouped_counts`); a
+        record known only by its length (`io.digests.KnownRecord`: a reference read from an
+        index) counts every base."""
+        counts: list[np.ndarray] = []
+        group: list[np.ndarray] = []  # small records, counted together (`grouped_counts`)
+        held = 0
+        for r in records:
+            if hasattr(r, "seq") and len(r.seq) < BLOCK:
+                group.append(r.seq)
+                held += len(r.seq)
+                if held < BLOCK:
+                    continue
+            counts += grouped_counts(group)
+            group, held = [], 0
+            if not hasattr(r, "seq"):
+                counts.append(all_seedable(len(r)))
+            elif len(r.seq) >= BLOCK:
+                counts.append(granule_counts(r.seq))
+        counts += grouped_counts(group)
+        return cls(tuple(counts))
 
     def bases(self, members: Sequence[int]) -> int:
         """Seedable bases of a bin's records."""
