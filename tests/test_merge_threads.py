@@ -5,6 +5,7 @@ the merge that stages one job after the other."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -150,3 +151,27 @@ def test_an_interrupt_while_jobs_stage_leaves_what_one_thread_leaves(
         got.append(tree(out))
     assert got[0] == got[1]
     assert sorted({Path(f).parts[0] for f in got[0]}) == [".hspz-retired", "000001", "000005"]
+
+
+@pytest.mark.parametrize("mark", [None, b"", b"hspZ made"], ids=["no-mark", "empty", "short"])
+def test_a_stage_killed_while_it_was_made_is_swept_by_the_next_merge(batch, tmp_path, mark):
+    """A SIGKILL between a stage folder's mkdir and its mark's last byte (`make_marked`; with
+    jobs staging on threads the window is wide enough to hit by hand) leaves a stage folder
+    holding no mark or part of one, and nothing else: the next merge removes it, in OUT and in
+    a job folder, so OUT ends as an uninterrupted merge leaves it."""
+    from hspz.core import durable
+
+    clean = tmp_path / "clean"
+    merge_command(batch["plan"], str(clean), None, False, batch["results"])
+    out = tmp_path / "out"
+    shutil.copytree(clean, out)  # a merge killed while it merged into an earlier one's OUT
+    for where in (out, out / "000002"):
+        stage = where / f".hspz-stage-{'0' * 32}"
+        stage.mkdir(parents=True)
+        if mark is not None:
+            (stage / durable.MARK).write_bytes(mark)
+    merge_command(batch["plan"], str(out), None, False, batch["results"])
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == sorted(
+        p.relative_to(clean) for p in clean.rglob("*")
+    )
+    assert tree(out) == tree(clean)
