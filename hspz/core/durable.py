@@ -278,7 +278,16 @@ def remove_marked(path: PathArg) -> bool:
     if not is_marked(path):
         return _remove_half_made(Path(path))
     check_holds_no_input(path)
-    shutil.rmtree(path, ignore_errors=True)
+    p = Path(path)
+    # the MARK goes last: a removal stopped half-way (a second Ctrl-C) leaves a folder the
+    # next command still knows as hspZ's, never one holding files and no mark
+    for entry in os.scandir(p):
+        if entry.name != MARK:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                Path(entry.path).unlink(missing_ok=True)
+    shutil.rmtree(p, ignore_errors=True)
     return True
 
 
