@@ -98,3 +98,28 @@ def test_a_failure_inside_the_lock_removes_the_folders_it_made(tmp_path):
     with pytest.raises(RuntimeError), OutLock(tmp_path / "new" / "out"):
         raise RuntimeError("the run failed")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_removal_stopped_half_way_leaves_the_mark(tmp_path, monkeypatch):
+    """`remove_marked` stopped by a second Ctrl-C after its first file: the folder keeps its
+    MARK (removed last), so the next command still removes it as hspZ's."""
+    from hspz.core import durable
+
+    stage = tmp_path / ".hspz-stage-x"
+    durable.make_marked(stage)
+    for k in range(3):
+        (stage / f"tmp{k}.segments").write_text("x\n")
+    unlink, calls = os.unlink, []
+
+    def interrupted(path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        durable.remove_marked(stage)
+    monkeypatch.setattr(os, "unlink", unlink)
+    assert durable.is_marked(stage)
+    assert durable.remove_marked(stage) and not stage.exists()

@@ -248,3 +248,18 @@ def test_big_legal_scores_equal_lastz_up_to_its_int32_scores(tmp_path):
     theirs = sorted(line.split("\t") for line in done.stdout.splitlines())
     assert ["s", "1", "2000", "s", "1", "2000", "+", "2000000000"] in theirs
     assert sorted(_segments(out)) == theirs
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
+def test_a_device_is_refused_in_one_line_not_read(tmp_path, capfd, device):
+    """/dev/zero given as a sequence file was read into memory for ever (found by the hostile
+    pass: `hspZ run -r /dev/zero` grew until killed); a device is refused at once."""
+    from hspz.cli import main
+
+    fa = tmp_path / "q.fa"
+    fa.write_text(">q\nACGTACGTACGTACGTACGT\n")
+    argv = ["run", "-r", device, "-q", str(fa), "-o", str(tmp_path / "out"), "--backend", "cpu"]
+    assert main(argv) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert err[-1] == f"hspZ: {device}: a device, not a sequence file"
+    assert not (tmp_path / "out").exists()

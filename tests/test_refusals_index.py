@@ -48,6 +48,21 @@ def test_a_killed_index_build_is_removed_by_the_next_build_and_a_users_folder_is
     assert not (tmp_path / "ix" / ".hspz-made").exists()
 
 
+@pytest.mark.parametrize("mark", [None, b"", b"hspZ made"], ids=["no-mark", "empty", "short"])
+def test_a_build_killed_while_its_folder_was_made_is_removed_by_the_next_build(tmp_path, mark):
+    """A SIGKILL between DIR.tmp's mkdir and its mark's last byte (`durable.make_marked`)
+    leaves DIR.tmp holding no mark or part of one, and nothing else: the next build removes it
+    (it holds nothing to lose) and succeeds."""
+    from hspz.core import durable
+
+    c = Case(tmp_path)
+    (tmp_path / "ix.tmp").mkdir()
+    if mark is not None:
+        (tmp_path / "ix.tmp" / durable.MARK).write_bytes(mark)
+    assert main(["index", "-r", c["tr.fa"], "--index", c["ix"], "-B", "1000", *CPU]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ix")) == ["ix"]
+
+
 def test_a_killed_build_folder_holding_the_reference_is_kept(tmp_path, capfd):
     """The next build removes a killed build's DIR.tmp, but never when the reference it is
     asked to read lies inside it (found by the adversarial pass: the input was removed)."""

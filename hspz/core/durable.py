@@ -16,7 +16,8 @@ Four rules, so that no command writes or removes what it did not make:
   hspZ made (a stage or build folder), fsynced.
 * `make_marked` / `remove_marked`: a folder hspZ makes to stage or build in carries a token file
   (MARK) written when it is made; only a folder carrying it is ever removed, never a path
-  matched by name alone.
+  matched by name alone (or one a SIGKILL stopped `make_marked` in: nothing but part of
+  its MARK).
 """
 
 from __future__ import annotations
@@ -275,9 +276,40 @@ def remove_marked(path: PathArg) -> bool:
     marked folder that holds one of the command's inputs (a reference copied into a killed
     build's DIR.tmp) is refused, never removed."""
     if not is_marked(path):
-        return False
+        return _remove_half_made(Path(path))
     check_holds_no_input(path)
-    shutil.rmtree(path, ignore_errors=True)
+    p = Path(path)
+    # the MARK goes last: a removal stopped half-way (a second Ctrl-C) leaves a folder the
+    # next command still knows as hspZ's, never one holding files and no mark
+    for entry in os.scandir(p):
+        if entry.name != MARK:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                Path(entry.path).unlink(missing_ok=True)
+    shutil.rmtree(p, ignore_errors=True)
+    return True
+
+
+def _remove_half_made(p: Path) -> bool:
+    """Remove a folder `make_marked` was stopped in (a SIGKILL between its mkdir and its MARK's
+    last byte): one holding nothing, or only a MARK whose bytes begin MARK_TEXT, so nothing is
+    lost; whether it did.  Never followed through a link; a folder anything else was put in
+    meanwhile stays (rmdir refuses it)."""
+    try:
+        if not stat.S_ISDIR(os.lstat(p).st_mode):
+            return False
+        names = os.listdir(p)
+        if names == [MARK]:
+            st = os.lstat(p / MARK)
+            if not stat.S_ISREG(st.st_mode) or not MARK_TEXT.startswith((p / MARK).read_bytes()):
+                return False
+            os.unlink(p / MARK)
+        elif names:
+            return False
+        os.rmdir(p)
+    except OSError:
+        return False
     return True
 
 

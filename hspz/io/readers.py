@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
@@ -25,8 +26,12 @@ def _format_of(head: bytes) -> str:
 
 
 def _read_file(path: PathLike, size: int = -1) -> bytes:
+    """The file's bytes (the first `size`); a device (/dev/zero, a terminal) is refused, never
+    read: it would be read into memory for ever."""
     try:
         with open(path, "rb") as fh:
+            if stat.S_ISCHR(mode := os.fstat(fh.fileno()).st_mode) or stat.S_ISBLK(mode):
+                raise InputError(f"{os.fspath(path)}: a device, not a sequence file")
             return fh.read(size)
     except OSError as exc:
         raise InputError(f"cannot read {os.fspath(path)}: {exc.strerror or exc}") from exc

@@ -82,11 +82,23 @@ def _replay_batch(
         progress.wait_past(_END)
     except BaseException:
         progress.halt(-1)
-        wait(futures)
+        _wait_through_interrupts(futures)
         raise
     for j, its in items.items():
         if emitters.left[j]:
             emitters.left[j] -= len(its)
+
+
+def _wait_through_interrupts(futures: list[Future]) -> None:
+    """Until every job's thread has stopped (each after the unit it is staging), a repeated
+    Ctrl-C or SIGTERM included: the caller's `Emitters.abort` then removes stages no thread
+    still writes into (one raced by a thread was left with files and no mark)."""
+    while True:
+        try:
+            wait(futures)
+            return
+        except BaseException:  # the interrupt being handled is raised once they have stopped
+            continue
 
 
 def _stage_job(
