@@ -263,3 +263,40 @@ def test_a_device_is_refused_in_one_line_not_read(tmp_path, capfd, device):
     err = capfd.readouterr().err.strip().splitlines()
     assert err[-1] == f"hspZ: {device}: a device, not a sequence file"
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("with_index", [False, True])
+def test_a_run_blocked_reading_a_fifo_stops_on_sigterm(tmp_path, with_index):
+    """A FIFO nobody writes to, as the reference (read on a thread: `read_both`, or the index's
+    `Verification`), blocks its reader in open(); SIGTERM must still end the run at once, exit
+    143 and no OUT (it hung for ever: the thread pools were waited for on the way out)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import write_fasta
+
+    fa = write_fasta(tmp_path / "q.fa", [("q", "ACGT" * 2000)])
+    fifo = tmp_path / "ref.fifo"
+    os.mkfifo(fifo)
+    argv = ["run", "-r", str(fifo), "-q", str(fa), "-o", str(tmp_path / "out"), "--backend", "cpu"]
+    if with_index:
+        ix = tmp_path / "ix"
+        cmd = [sys.executable, "-m", "hspz", "index", "-r", str(fa), "--index", str(ix)]
+        subprocess.run([*cmd, "--backend", "cpu"], check=True, capture_output=True)
+        argv += ["--index", str(ix)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hspz", *argv], stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(2.0)  # well into the blocked read
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("SIGTERM did not stop a run blocked on a FIFO") from None
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "hspZ: terminated (SIGTERM)"
+    assert not (tmp_path / "out").exists()

@@ -7,6 +7,7 @@ exception, so that a terminated run cleans up as an interrupted one does (exit s
 `sigterm_held` keeps it out of a block that must not stop half-way (publishing the files).
 """
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -64,3 +65,10 @@ def sigterm_held() -> Iterator[None]:
     if not _held["depth"] and _held["pending"]:
         _held["pending"] = False
         raise Terminated()
+
+
+def in_flight() -> bool:
+    """Whether an exception is on its way out (asked in a `finally`): threads are then not
+    waited for, so that an interrupt is never held up by a thread blocked in a read (a FIFO
+    nobody writes to: `hspZ run -r FIFO` could not be stopped by Ctrl-C or SIGTERM)."""
+    return sys.exc_info()[0] is not None

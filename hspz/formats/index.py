@@ -39,7 +39,7 @@ import numpy as np
 
 from hspz import __version__
 from hspz.core import durable, faults
-from hspz.core.errors import InputError, UsageError
+from hspz.core.errors import InputError, UsageError, in_flight
 from hspz.formats.sealed import checksum_line, sealed
 from hspz.io.packing import pack_bin, score_codes, seed_codes
 from hspz.io.records import MAX_BIN_BP, Record
@@ -610,7 +610,9 @@ class Verification:
             raise self._error
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Wait for the check to end, unless an exception (an interrupt) is on its way out: a
+        check blocked reading the reference (a FIFO) must not hold the exit up."""
+        self._pool.shutdown(wait=not in_flight(), cancel_futures=True)
 
 
 def same_file(path: str, size: int, sha256: str) -> bool:

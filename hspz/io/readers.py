@@ -9,7 +9,7 @@ import stat
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
-from hspz.core.errors import InputError
+from hspz.core.errors import InputError, in_flight
 from hspz.io.fasta import read_fasta_bytes
 from hspz.io.records import PathLike, Record
 from hspz.io.twobit import TWOBIT_MAGIC, read_2bit_bytes
@@ -75,7 +75,10 @@ def read_side(path: str, side: str) -> list[Record]:
 def read_both(reference: str, query: str) -> tuple[list[Record], list[Record]]:
     """Both sides, read at once on two threads (the decoding loops release the GIL); a bad
     reference is reported before a bad query, as when read one after the other."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    pool = ThreadPoolExecutor(max_workers=2)
+    try:
         ref = pool.submit(read_side, reference, "reference")
         qry = pool.submit(read_side, query, "query")
         return ref.result(), qry.result()
+    finally:  # not waited for on an interrupt: a thread may block in a FIFO's open for ever
+        pool.shutdown(wait=not in_flight(), cancel_futures=True)
