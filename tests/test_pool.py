@@ -11,6 +11,7 @@ they are found (and, when a test fails half-way, stopped: by pid, never by name)
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,14 +194,19 @@ def test_a_sigkilled_run_leaves_no_worker_and_no_shared_memory_and_reruns_the_sa
     pair, tmp_path, point
 ):
     out = tmp_path / "out"
-    tagged = Tagged()
-    proc = hspz_run(pair, out, tagged, "--gpus", "2")
+    for _ in range(3):  # a loaded machine may let a run end between two polls: run it again
+        shutil.rmtree(out, ignore_errors=True)
+        tagged = Tagged()
+        proc = hspz_run(pair, out, tagged, "--gpus", "2")
+        reached = wait_for(proc, lambda t=tagged, p=proc: POINTS[point](t, p, out))
+        if reached:
+            break
+        proc.wait(timeout=60)
     try:
-        reached = wait_for(proc, lambda: POINTS[point](tagged, proc, out))
         blocks = shm_segments([proc.pid, *tagged.workers(proc.pid)])
         proc.kill()
         proc.wait(timeout=60)
-        assert reached, f"the run ended before {point}"
+        assert reached, f"the run ended before {point}, three times"
         left = tagged.settled()
         assert not left, f"processes left after the SIGKILL: {left}"
         assert not [b for b in blocks if Path("/dev/shm", b).exists()], blocks
