@@ -617,3 +617,56 @@ def test_packed_bins_and_base_free_tables_take_one_set_of_offsets(lengths):
         assert table.lengths.tolist() == packed.lengths.tolist() == lens.tolist()
     pairs = zip(plus.starts.tolist(), plus.lengths.tolist(), strict=True)
     assert minus.starts.tolist() == [plus.block_len - s - n for s, n in pairs][::-1]
+
+
+@pytest.mark.parametrize("numba", [False, True])
+def test_packing_and_codes_on_many_threads_give_the_one_thread_bytes(numba, monkeypatch):
+    """pack_bin, both alphabets and the reverse complement split their work into spans on
+    `threads` threads: every byte is the one-thread result, across record boundaries and
+    with spans that do not divide the bin, with numpy's path and with numba's."""
+    from hspz.core import jit
+    from hspz.io import packing
+
+    monkeypatch.setattr(packing, "SPAN_BYTES", 1000)
+    if numba:
+        jit.load()
+    else:
+        monkeypatch.setattr(jit, "loaded", lambda: False)
+    rng = np.random.default_rng(7)
+    alphabet = np.frombuffer(b"ACGTacgtNnRYxX-", np.uint8)
+    records = [
+        rec(f"r{i}", rng.choice(alphabet, n).tobytes())
+        for i, n in enumerate([3001, 1, 0, 4999, 77, 2500])
+    ]
+    one = pack_bin(records, "p.", 1)
+    for threads in (2, 3, 7, 64):
+        many = pack_bin(records, "p.", threads)
+        assert many.buf.tobytes() == one.buf.tobytes() and many.names == one.names
+        assert seed_codes(one.buf, threads).tobytes() == packing.SEED_TABLE[one.buf].tobytes()
+        assert score_codes(one.buf, threads).tobytes() == packing.SCORE_TABLE[one.buf].tobytes()
+        s, c = packing.both_codes(one.buf, threads)
+        assert s.tobytes() == packing.SEED_TABLE[one.buf].tobytes()
+        assert c.tobytes() == packing.SCORE_TABLE[one.buf].tobytes()
+        flipped = reverse_complement(one, threads).buf
+        n = one.block_len
+        assert flipped[:n].tobytes() == packing.COMPLEMENT[one.buf[:n][::-1]].tobytes()
+        assert flipped.tobytes() == reverse_complement(one, 1).buf.tobytes()
+
+
+def test_a_large_2bit_record_decodes_on_threads_to_the_same_bases(monkeypatch, tmp_path):
+    """One 2bit record past the threaded size unpacks in spans on every core: the same bases
+    as the one-span decode, N and mask blocks included, in either byte order."""
+    from hspz.io import twobit
+
+    rng = np.random.default_rng(3)
+    seq = rng.choice(np.frombuffer(b"ACGTacgtNn", np.uint8), 40_003)
+    for order in ("<", ">"):
+        path = tmp_path / f"big{order == '<'}.2bit"
+        write_2bit(path, [rec("big", seq.tobytes())], order)
+        data = path.read_bytes()
+        monkeypatch.setattr(twobit, "_THREADED_BYTES", 1 << 40)
+        single = read_2bit_bytes(data, "a")[0].seq.tobytes()
+        monkeypatch.setattr(twobit, "_THREADED_BYTES", 100)
+        monkeypatch.setattr(twobit, "SPAN_BYTES", 400)  # 100 packed bytes a span
+        monkeypatch.setattr(twobit.os, "cpu_count", lambda: 16)
+        assert read_2bit_bytes(data, "b")[0].seq.tobytes() == single == seq.tobytes()

@@ -89,7 +89,7 @@ class RefBin:
         if self._table is None and self.source is not None:
             self._table = self.source.table(self.index)
         if self._table is None:
-            codes = seed_codes(self.packed.buf)
+            codes = seed_codes(self.packed.buf, threads)
             self._table = build_seed_table(
                 codes, self.packed.block_len, self.shape, self.step, threads
             )
@@ -121,12 +121,14 @@ class QueryBin:
 
 
 def prepare_reference(
-    ctx: Context, index: int, records: list[Record], host_codes: bool = True
+    ctx: Context, index: int, records: list[Record], host_codes: bool = True, threads: int = 1
 ) -> RefBin:
-    """The reference bin of these records; `host_codes` makes its score codes now."""
-    ref = RefBin(index, pack_bin(records, ctx.options.target_prefix), ctx.shape, ctx.options.step)
+    """The reference bin of these records; `host_codes` makes its score codes now.  Packing and
+    codes run on up to `threads` threads."""
+    packed = pack_bin(records, ctx.options.target_prefix, threads)
+    ref = RefBin(index, packed, ctx.shape, ctx.options.step)
     if host_codes:
-        ref.score  # noqa: B018
+        ref.__dict__["score"] = score_codes(packed.buf, threads)  # the cached_property's value
     return ref
 
 
@@ -156,17 +158,17 @@ def bases_free_bin(block_len: int) -> PackedBin:
 
 
 def prepare_query(
-    ctx: Context, index: int, records: list[Record], host_codes: bool = True
+    ctx: Context, index: int, records: list[Record], host_codes: bool = True, threads: int = 1
 ) -> QueryBin:
     """The query bin of these records, both strands where the run needs them; `host_codes`
-    makes their codes now (on the thread that prepares the bin)."""
-    plus = pack_bin(records, ctx.options.query_prefix)
+    makes their codes now (on the thread that prepares the bin, helped by up to `threads`)."""
+    plus = pack_bin(records, ctx.options.query_prefix, threads)
     packs = {"plus": plus}
     if "minus" in ctx.strands:
-        packs["minus"] = reverse_complement(plus)
+        packs["minus"] = reverse_complement(plus, threads)
     qry = QueryBin(index, packs)
-    if host_codes:
-        qry.score  # noqa: B018
+    if host_codes:  # the cached_property's value
+        qry.__dict__["_codes"] = {s: both_codes(p.buf, threads) for s, p in packs.items()}
     return qry
 
 

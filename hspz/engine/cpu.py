@@ -529,10 +529,10 @@ class CpuBackend:
         warm_worker(worker)
 
     def prepare_reference(self, ctx: Context, index: int, records: list[Record]) -> RefBin:
-        return prepare_reference(ctx, index, records, self.capabilities.host_codes)
+        return prepare_reference(ctx, index, records, self.capabilities.host_codes, _threads[0])
 
     def prepare_query(self, ctx: Context, index: int, records: list[Record]) -> QueryBin:
-        return prepare_query(ctx, index, records, self.capabilities.host_codes)
+        return prepare_query(ctx, index, records, self.capabilities.host_codes, _threads[0])
 
     def load_reference(self, ctx: Context, index: Index, b: int, threads: int = 0) -> RefBin:
         return load_reference(ctx, index, b, threads)

@@ -9,7 +9,8 @@ docs/algorithm.md, "Packing a bin".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,23 @@ from hspz.core.jit import njit
 from hspz.io.records import MAX_BIN_BP, SEPARATOR, Record
 
 SMALL_BYTES = 1 << 26  # numpy translates below this while numba is not loaded (`_lookup`)
+SPAN_BYTES = 1 << 22  # least bytes a thread copies or translates when `threads` share the work
+
+
+def on_threads(
+    work: Callable[[int, int], object], n: int, threads: int, least: int = SPAN_BYTES
+) -> None:
+    """work(lo, hi) over consecutive spans of range(n), one span a thread, on up to `threads`
+    threads of at least `least` items each (the copies, numpy gathers and numba loops given to
+    it release the GIL).  Each span writes its own part of the output: the bytes never depend
+    on the thread count."""
+    spans = max(1, min(threads, n // least))
+    edges = [n * k // spans for k in range(spans + 1)]
+    if spans == 1:
+        work(0, n)
+        return
+    with ThreadPoolExecutor(spans) as pool:
+        list(pool.map(work, edges[:-1], edges[1:]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -59,8 +77,9 @@ def record_offsets(
     return starts, lengths_a, block_len
 
 
-def pack_bin(records: Sequence[Record], prefix: str = "") -> PackedBin:
-    """Concatenate records (input order), each followed by '&'; names get `prefix`."""
+def pack_bin(records: Sequence[Record], prefix: str = "", threads: int = 1) -> PackedBin:
+    """Concatenate records (input order), each followed by '&'; names get `prefix`.  The
+    copies run on up to `threads` threads."""
     if len(records) == 0:
         raise ValueError("pack_bin needs at least one record")
     starts, lengths, block_len = record_offsets([len(rec.seq) for rec in records])
@@ -75,8 +94,21 @@ def pack_bin(records: Sequence[Record], prefix: str = "") -> PackedBin:
             f"bins must stay below {MAX_BIN_BP} bp"
         )
     buf = np.empty(block_len + 1, dtype=np.uint8)
-    for rec, start in zip(records, starts.tolist(), strict=True):
-        buf[start : start + len(rec.seq)] = rec.seq
+    if threads > 1 and block_len >= 2 * SPAN_BYTES:
+        firsts = starts.tolist()
+
+        def copy(lo: int, hi: int) -> None:  # buf[lo:hi] from the records it overlaps
+            r = int(np.searchsorted(starts, lo, side="right")) - 1
+            while r < len(records) and firsts[r] < hi:
+                a, b = max(lo, firsts[r]), min(hi, firsts[r] + len(records[r].seq))
+                if a < b:
+                    buf[a:b] = records[r].seq[a - firsts[r] : b - firsts[r]]
+                r += 1
+
+        on_threads(copy, block_len, threads)
+    else:
+        for rec, start in zip(records, starts.tolist(), strict=True):
+            buf[start : start + len(rec.seq)] = rec.seq
     buf[starts + lengths] = SEPARATOR
     names = tuple(prefix + rec.name for rec in records)
     return PackedBin(buf, block_len, names, starts, lengths)
@@ -96,15 +128,20 @@ def _complement_table() -> np.ndarray:
 COMPLEMENT = _complement_table()
 
 
-def reverse_complement(packed: PackedBin) -> PackedBin:
+def reverse_complement(packed: PackedBin, threads: int = 1) -> PackedBin:
     """The minus strand: reverse complement of buf[:block_len] plus one '&'; the record table
-    in reversed order with starts block_len - start - len."""
+    in reversed order with starts block_len - start - len.  On up to `threads` threads."""
     n = packed.block_len
     buf = np.empty(n + 1, dtype=np.uint8)
-    if jit.numpy_first(n, SMALL_BYTES):
-        np.take(COMPLEMENT, packed.buf[:n][::-1], out=buf[:n])
-    else:
-        _reverse_lookup(packed.buf[:n], COMPLEMENT, buf[:n])
+    src = packed.buf
+
+    def flip(lo: int, hi: int) -> None:  # src[lo:hi] lands, reversed, on buf[n - hi : n - lo]
+        if jit.numpy_first(n, SMALL_BYTES):
+            np.take(COMPLEMENT, src[lo:hi][::-1], out=buf[n - hi : n - lo], mode="clip")
+        else:
+            _reverse_lookup(src[lo:hi], COMPLEMENT, buf[n - hi : n - lo])
+
+    on_threads(flip, n, threads)
     buf[n] = SEPARATOR
     starts, lengths, _ = record_offsets(packed.lengths, "minus")
     return PackedBin(buf, n, packed.names[::-1], starts, lengths)
@@ -139,32 +176,45 @@ SEED_TABLE = _seed_table()
 SCORE_TABLE = _score_table()
 
 
-def seed_codes(buf: np.ndarray) -> np.ndarray:
+def seed_codes(buf: np.ndarray, threads: int = 1) -> np.ndarray:
     """Seeding alphabet: uppercase A,C,G,T -> 0..3; every other byte -> 4 (invalidates windows)."""
-    return _translated(buf, SEED_TABLE)
+    return _translated(buf, SEED_TABLE, threads)
 
 
-def score_codes(buf: np.ndarray) -> np.ndarray:
+def score_codes(buf: np.ndarray, threads: int = 1) -> np.ndarray:
     """Scoring alphabet: ACGT 0..3, acgt L=4, Nn N=5, '&' E=7, any other byte X=6."""
-    return _translated(buf, SCORE_TABLE)
+    return _translated(buf, SCORE_TABLE, threads)
 
 
-def both_codes(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(seed codes, score codes) of buf in one pass."""
+def both_codes(buf: np.ndarray, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(seed codes, score codes) of buf in one pass, on up to `threads` threads."""
     buf = np.ascontiguousarray(buf, dtype=np.uint8)
-    if jit.numpy_first(len(buf), SMALL_BYTES):
-        return SEED_TABLE[buf], SCORE_TABLE[buf]
     seed, score = np.empty_like(buf), np.empty_like(buf)
-    _lookup2(buf, SEED_TABLE, SCORE_TABLE, seed, score)
+    numpy = jit.numpy_first(len(buf), SMALL_BYTES)
+
+    def span(lo: int, hi: int) -> None:
+        if numpy:
+            np.take(SEED_TABLE, buf[lo:hi], out=seed[lo:hi], mode="clip")
+            np.take(SCORE_TABLE, buf[lo:hi], out=score[lo:hi], mode="clip")
+        else:
+            _lookup2(buf[lo:hi], SEED_TABLE, SCORE_TABLE, seed[lo:hi], score[lo:hi])
+
+    on_threads(span, len(buf), threads)
     return seed, score
 
 
-def _translated(buf: np.ndarray, table: np.ndarray) -> np.ndarray:
+def _translated(buf: np.ndarray, table: np.ndarray, threads: int = 1) -> np.ndarray:
     buf = np.ascontiguousarray(buf, dtype=np.uint8)
-    if jit.numpy_first(len(buf), SMALL_BYTES):
-        return table[buf]
     out = np.empty_like(buf)
-    _lookup(buf, table, out)
+    numpy = jit.numpy_first(len(buf), SMALL_BYTES)
+
+    def span(lo: int, hi: int) -> None:
+        if numpy:
+            np.take(table, buf[lo:hi], out=out[lo:hi], mode="clip")  # uint8: in range
+        else:
+            _lookup(buf[lo:hi], table, out[lo:hi])
+
+    on_threads(span, len(buf), threads)
     return out
 
 

@@ -23,10 +23,14 @@ SEPARATOR = ord("&")
 
 @dataclass(frozen=True)
 class Record:
-    """One sequence: its unprefixed name and its bytes (1-D uint8, case kept)."""
+    """One sequence: its unprefixed name and its bytes (1-D uint8, case kept).  `unseedable`,
+    where the reader knows it (2bit: the N and mask blocks), is (starts, sizes) of blocks
+    covering exactly the bases that are not uppercase A, C, G or T, so that the memory preflight
+    counts seedable bases without a pass over the bases (`planning.seedable`)."""
 
     name: str
     seq: np.ndarray
+    unseedable: tuple[np.ndarray, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         seq = self.seq

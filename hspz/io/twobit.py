@@ -15,6 +15,7 @@ from hspz.core import jit
 from hspz.core.errors import InputError
 from hspz.core.jit import njit
 from hspz.core.names import name_problem
+from hspz.io.packing import SPAN_BYTES, on_threads
 from hspz.io.records import MAX_BIN_BP, PathLike, Record, refuse_duplicates, write_atomic
 
 TWOBIT_MAGIC = {b"\x1a\x41\x27\x43": ">", b"\x43\x27\x41\x1a": "<"}  # byte order of the file
@@ -42,7 +43,7 @@ def _twobit_lut() -> np.ndarray:
 _TWOBIT_LUT = _twobit_lut()
 
 
-_THREADED_BYTES = 1 << 24  # smaller 2bit files unpack on the calling thread
+_THREADED_BYTES = 1 << 22  # smaller 2bit files unpack on the calling thread
 
 
 def read_2bit_bytes(data: bytes, source: str) -> list[Record]:
@@ -69,7 +70,8 @@ def _twobit_records(
     arr = np.frombuffer(data, dtype=np.uint8)
     unpack = functools.partial(_twobit_record, data, arr, order, source=source)
     if len(index) == 1 or len(data) < _THREADED_BYTES:
-        return [unpack(name, off) for name, off in index]
+        spans = (os.cpu_count() or 1) if len(data) >= _THREADED_BYTES else 1
+        return [unpack(name, off, spans=spans) for name, off in index]
     # Records unpack independently, and numpy's gather and the numba loops release the GIL:
     # a genome's chromosomes unpack on every core (map raises the first error in order).
     with ThreadPoolExecutor(min(len(index), os.cpu_count() or 1)) as pool:
@@ -115,7 +117,7 @@ def _twobit_name(raw: bytes, i: int, source: str) -> str:
 
 
 def _twobit_record(
-    data: bytes, arr: np.ndarray, order: str, name: str, off: int, source: str
+    data: bytes, arr: np.ndarray, order: str, name: str, off: int, source: str, spans: int = 1
 ) -> Record:
     where = f"{source}: 2bit record {name!r}"
     if off < _TWOBIT_HEADER or off + 8 > len(data):
@@ -128,14 +130,24 @@ def _twobit_record(
     packed_len = (size + 3) // 4
     if pos + packed_len > len(data):
         raise InputError(f"{where}: {size} bases run past the end of the file")
-    seq = _TWOBIT_LUT[arr[pos : pos + packed_len]].view(np.uint8)[:size]
+    quads = np.empty(packed_len, dtype=np.uint32)  # 4 bases a packed byte, on `spans` threads
+    packed = arr[pos : pos + packed_len]
+    on_threads(
+        lambda lo, hi: np.take(_TWOBIT_LUT, packed[lo:hi], out=quads[lo:hi], mode="clip"),
+        packed_len,
+        spans,
+        SPAN_BYTES // 4,
+    )
+    seq = quads.view(np.uint8)[:size]
     if jit.numpy_first(int(n_sizes.sum()) + int(m_sizes.sum()), SMALL_BLOCK_BASES):
         seq[block_positions(n_starts, n_sizes)] = 78
         seq[block_positions(m_starts, m_sizes)] |= 0x20
     else:
         _set_n(seq, n_starts, n_sizes)
         _set_lower(seq, m_starts, m_sizes)
-    return Record(name, seq)
+    # 2bit holds T, C, A and G alone: a base is seedable unless an N or a mask block covers it
+    blocks = (np.concatenate((n_starts, m_starts)), np.concatenate((n_sizes, m_sizes)))
+    return Record(name, seq, blocks)
 
 
 SMALL_BLOCK_BASES = 1 << 22  # N and mask bases set through index arrays (8 bytes each) below
