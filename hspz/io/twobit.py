@@ -43,7 +43,10 @@ def _twobit_lut() -> np.ndarray:
 _TWOBIT_LUT = _twobit_lut()
 
 
-_THREADED_BYTES = 1 << 22  # smaller 2bit files unpack on the calling thread
+# Smaller 2bit files unpack on the calling thread, a record at a time: while numba is not loaded
+# a record's N and mask blocks take index arrays of 8 bytes a base, and four records unpacked at
+# once raised the peak of issue 24's 30 x 6 Mbp run at -t 1 by up to 120 MiB (H200 machine).
+_THREADED_BYTES = 1 << 24
 
 
 def read_2bit_bytes(data: bytes, source: str) -> list[Record]:
