@@ -9,6 +9,7 @@ docs/algorithm.md, "Packing a bin".
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -94,21 +95,19 @@ def pack_bin(records: Sequence[Record], prefix: str = "", threads: int = 1) -> P
             f"bins must stay below {MAX_BIN_BP} bp"
         )
     buf = np.empty(block_len + 1, dtype=np.uint8)
-    if threads > 1 and block_len >= 2 * SPAN_BYTES:
-        firsts = starts.tolist()
+    firsts, seqs = starts.tolist(), [rec.seq for rec in records]
 
-        def copy(lo: int, hi: int) -> None:  # buf[lo:hi] from the records it overlaps
-            r = int(np.searchsorted(starts, lo, side="right")) - 1
-            while r < len(records) and firsts[r] < hi:
-                a, b = max(lo, firsts[r]), min(hi, firsts[r] + len(records[r].seq))
-                if a < b:
-                    buf[a:b] = records[r].seq[a - firsts[r] : b - firsts[r]]
-                r += 1
+    def copy(lo: int, hi: int) -> None:  # buf[lo:hi] from the records it overlaps
+        r0, r1 = bisect.bisect_right(firsts, lo) - 1, bisect.bisect_left(firsts, hi)
+        for r in (r0, r1 - 1) if r1 - r0 > 1 else (r0,):  # the two that may be cut
+            first, seq = firsts[r], seqs[r]
+            a, b = max(lo, first), min(hi, first + len(seq))
+            if a < b:
+                buf[a:b] = seq[a - first : b - first]
+        for first, seq in zip(firsts[r0 + 1 : r1 - 1], seqs[r0 + 1 : r1 - 1], strict=True):
+            buf[first : first + len(seq)] = seq  # whole records (a fragmented assembly's)
 
-        on_threads(copy, block_len, threads)
-    else:
-        for rec, start in zip(records, starts.tolist(), strict=True):
-            buf[start : start + len(rec.seq)] = rec.seq
+    on_threads(copy, block_len, threads)
     buf[starts + lengths] = SEPARATOR
     names = tuple(prefix + rec.name for rec in records)
     return PackedBin(buf, block_len, names, starts, lengths)
@@ -134,9 +133,10 @@ def reverse_complement(packed: PackedBin, threads: int = 1) -> PackedBin:
     n = packed.block_len
     buf = np.empty(n + 1, dtype=np.uint8)
     src = packed.buf
+    numpy = jit.numpy_first(n, SMALL_BYTES)
 
     def flip(lo: int, hi: int) -> None:  # src[lo:hi] lands, reversed, on buf[n - hi : n - lo]
-        if jit.numpy_first(n, SMALL_BYTES):
+        if numpy:
             np.take(COMPLEMENT, src[lo:hi][::-1], out=buf[n - hi : n - lo], mode="clip")
         else:
             _reverse_lookup(src[lo:hi], COMPLEMENT, buf[n - hi : n - lo])
@@ -178,44 +178,39 @@ SCORE_TABLE = _score_table()
 
 def seed_codes(buf: np.ndarray, threads: int = 1) -> np.ndarray:
     """Seeding alphabet: uppercase A,C,G,T -> 0..3; every other byte -> 4 (invalidates windows)."""
-    return _translated(buf, SEED_TABLE, threads)
+    return _translated(buf, (SEED_TABLE,), threads)[0]
 
 
 def score_codes(buf: np.ndarray, threads: int = 1) -> np.ndarray:
     """Scoring alphabet: ACGT 0..3, acgt L=4, Nn N=5, '&' E=7, any other byte X=6."""
-    return _translated(buf, SCORE_TABLE, threads)
+    return _translated(buf, (SCORE_TABLE,), threads)[0]
 
 
 def both_codes(buf: np.ndarray, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(seed codes, score codes) of buf in one pass, on up to `threads` threads."""
-    buf = np.ascontiguousarray(buf, dtype=np.uint8)
-    seed, score = np.empty_like(buf), np.empty_like(buf)
-    numpy = jit.numpy_first(len(buf), SMALL_BYTES)
-
-    def span(lo: int, hi: int) -> None:
-        if numpy:
-            np.take(SEED_TABLE, buf[lo:hi], out=seed[lo:hi], mode="clip")
-            np.take(SCORE_TABLE, buf[lo:hi], out=score[lo:hi], mode="clip")
-        else:
-            _lookup2(buf[lo:hi], SEED_TABLE, SCORE_TABLE, seed[lo:hi], score[lo:hi])
-
-    on_threads(span, len(buf), threads)
+    seed, score = _translated(buf, (SEED_TABLE, SCORE_TABLE), threads)
     return seed, score
 
 
-def _translated(buf: np.ndarray, table: np.ndarray, threads: int = 1) -> np.ndarray:
+def _translated(
+    buf: np.ndarray, tables: tuple[np.ndarray, ...], threads: int = 1
+) -> list[np.ndarray]:
+    """buf looked up in one table or two (one pass over buf), in spans on `threads` threads."""
     buf = np.ascontiguousarray(buf, dtype=np.uint8)
-    out = np.empty_like(buf)
+    outs = [np.empty_like(buf) for _ in tables]
     numpy = jit.numpy_first(len(buf), SMALL_BYTES)
 
     def span(lo: int, hi: int) -> None:
         if numpy:
-            np.take(table, buf[lo:hi], out=out[lo:hi], mode="clip")  # uint8: in range
+            for table, out in zip(tables, outs, strict=True):
+                np.take(table, buf[lo:hi], out=out[lo:hi], mode="clip")  # uint8: in range
+        elif len(tables) == 1:
+            _lookup(buf[lo:hi], tables[0], outs[0][lo:hi])
         else:
-            _lookup(buf[lo:hi], table, out[lo:hi])
+            _lookup2(buf[lo:hi], *tables, *(out[lo:hi] for out in outs))
 
     on_threads(span, len(buf), threads)
-    return out
+    return outs
 
 
 # Table lookups as numba loops: numpy's gather (table[buf]) costs about 3 ns a byte, these

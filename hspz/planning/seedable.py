@@ -119,7 +119,7 @@ class Seedable:
             group, held = [], 0
             if not hasattr(r, "seq"):
                 counts.append(all_seedable(len(r)))
-            elif len(r.seq) >= BLOCK and getattr(r, "unseedable", None) is not None:
+            elif len(r.seq) >= BLOCK and r.unseedable is not None:
                 counts.append(blocked_counts(len(r.seq), *r.unseedable))
             elif len(r.seq) >= BLOCK:
                 counts.append(granule_counts(r.seq))
