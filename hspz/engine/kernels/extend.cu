@@ -531,3 +531,54 @@ extern "C" __global__ void __launch_bounds__(256, 8) filter_lane8(
     filter_lane_hit(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL, cand,
                     cand_tag, n_cand, tab);
 }
+
+// filter_short (split, split16, split32): filter_lane in two launches, so that a warp's lanes
+// walk alike.  A warp steps as long as its longest walk, and on repeat-rich pairs nearly every
+// warp holds a hit that walks both caps: the lanes of hits that stop early idle meanwhile.  Here
+// each side first walks at most cap_r (right) or cap_l (left) bases, multiples of 8.  A hit
+// whose walks stop within them, or whose whole walk is that short, is decided as filter_lane
+// decides it: the first blocks of a longer walk are the same full blocks, tested at the same
+// ends.  Every other hit is deferred, (r << 32 | q) past the seed, for filter_lane's full walk
+// over the deferred hits alone (size 0), whose candidates join the same list.
+extern "C" __global__ void filter_short(WALK_PARAMS, u64* __restrict__ cand,
+                                        u32* __restrict__ cand_tag, u32* __restrict__ n_cand,
+                                        u64* __restrict__ defer, u32* __restrict__ defer_tag,
+                                        u32* __restrict__ n_defer, int cap_r, int cap_l)
+{
+    __shared__ int tab[64 * 64];
+    lane_table(tab, mat_g);
+    u32 lane4 = (threadIdx.x & 31) << 2;
+    i64 r, q;
+    u32 tag;
+    if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return;
+    int br = 0, bl = 0;
+    bool decided = true, reject = false;
+    i64 lim = min(ref_len - r, qry_len - q);
+    int end = (int)min(lim, (i64)cap);
+    int part = min(end, cap_r);
+    bool stop = bound_walk_lane(Forward(ref, r), Forward(qry, q), part, tab, lane4, xdrop, &br);
+    if (!stop && part < end) {
+        decided = false;
+    } else {
+        reject = stop || end == lim;
+        if (reject) {
+            lim = min(r, q);
+            end = (int)min(lim, (i64)cap);
+            part = min(end, cap_l);
+            stop = bound_walk_lane(Backward(ref, r), Backward(qry, q), part, tab, lane4, xdrop, &bl);
+            if (!stop && part < end) decided = false;
+            else reject = (stop || end == lim) && br + bl < thresh;
+        }
+    }
+    bool keep = decided && !reject;
+    u32 slot = warp_append(keep, n_cand);
+    if (keep) {
+        cand[slot] = ((u64)r << 32) | (u64)q;
+        cand_tag[slot] = tag;
+    }
+    slot = warp_append(!decided, n_defer);
+    if (!decided) {
+        defer[slot] = ((u64)r << 32) | (u64)q;
+        defer_tag[slot] = tag;
+    }
+}
