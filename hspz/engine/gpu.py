@@ -120,8 +120,6 @@ FILTERS = {
     "lane4": ("filter_lane4", 4),
     "lane8": ("filter_lane8", 1),
 }
-# filter_short's first walks (bases right, left) before a hit is deferred to filter_lane's
-SPLITS = {"split": (24, 48), "split16": (16, 40), "split32": (32, 56)}
 DEFAULT_FILTER = "lane"  # simM 0.1256 vs filter_pass 0.1375 ns/hit, same digest (BENCHMARKS.md)
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
@@ -554,33 +552,12 @@ class _Group:
         cand = cp.empty(n, cp.uint64)
         cand_tag = cp.empty(n, cp.uint32)
         count = cp.zeros(1, cp.uint32)
-        name = _state.get("filter") or DEFAULT_FILTER
-        if n and name in SPLITS:
-            return self._split_filter(pairs, tags, h0, n, size, cand, cand_tag, SPLITS[name])
         if n:
-            kernel, per_thread = FILTERS[name]
+            kernel, per_thread = FILTERS[_state.get("filter") or DEFAULT_FILTER]
             self._launch(
                 kernel, pairs, tags, h0, n, CAP, size, cand, cand_tag, count, per_thread=per_thread
             )
         k = int(count.get()[0])
-        return cand[:k], cand_tag[:k]
-
-    def _split_filter(self, pairs, tags, h0: int, n: int, size: int, cand, cand_tag, caps):
-        """filter_short over n hits, then filter_lane over the hits it deferred: the same
-        candidates as filter_lane alone (extend.cu), in another order."""
-        counts = cp.zeros(2, cp.uint32)
-        defer, defer_tag = cp.empty(n, cp.uint64), cp.empty(n, cp.uint32)
-        self._launch(
-            "filter_short", pairs, tags, h0, n, CAP, size, cand, cand_tag, counts[0:1],
-            defer, defer_tag, counts[1:2], np.int32(caps[0]), np.int32(caps[1]),
-        )  # fmt: skip
-        late = int(counts.get()[1])
-        if late:
-            self._launch(
-                "filter_lane", defer[:late], defer_tag[:late], 0, late, CAP, 0, cand, cand_tag,
-                counts[0:1],
-            )  # fmt: skip
-        k = int(counts.get()[0])
         return cand[:k], cand_tag[:k]
 
     def walk(self, pairs, tags, cap: int, size: int):
