@@ -531,3 +531,65 @@ extern "C" __global__ void __launch_bounds__(256, 8) filter_lane8(
     filter_lane_hit(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL, cand,
                     cand_tag, n_cand, tab);
 }
+
+// filter_goal (goal): filter_lane that stops a walk once its bound reaches `goal`, tested with
+// the x-drop once per 8 bases.  The bound only grows, so a right walk at thresh, or a left walk
+// at thresh minus the right bound, keeps the hit whatever the rest would walk: such hits (the
+// candidates, about 2%, each in a long alignment) no longer hold their warp to both caps.
+// Returns 2 at the goal, else bound_walk_lane's answer (1: the walk surely stopped).
+template <class Bases>
+__device__ __forceinline__ int goal_walk_lane(Bases A, Bases B, int end, const int* tab,
+                                              u32 lane4, int xdrop, int goal, int* bound)
+{
+    int sc = 0, mr = 0, k = 0;
+    for (; k + 8 <= end; k += 8) {
+        u64 z = (A.next() << 3) | B.next();
+        u32 lo = (u32)z, hi = (u32)(z >> 32);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            sc += lane_score(tab, u < 4 ? lo : hi, lane4, u);
+            mr = max(mr, sc);
+        }
+        if (mr - sc > xdrop) { *bound = mr; return 1; }
+        if (mr >= goal) { *bound = mr; return 2; }
+    }
+    if (k < end) {
+        u64 z = (A.next() << 3) | B.next();
+        u32 lo = (u32)z, hi = (u32)(z >> 32);
+        for (int u = 0; k + u < end; ++u) {
+            sc += lane_score(tab, u < 4 ? lo : hi, lane4, u);
+            mr = max(mr, sc);
+            if (mr - sc > xdrop) { *bound = mr; return 1; }
+        }
+    }
+    *bound = mr;
+    return 0;
+}
+
+extern "C" __global__ void filter_goal(WALK_PARAMS, u64* __restrict__ cand,
+                                       u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    __shared__ int tab[64 * 64];
+    lane_table(tab, mat_g);
+    u32 lane4 = (threadIdx.x & 31) << 2;
+    i64 r, q;
+    u32 tag;
+    if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return;
+    int br = 0, bl = 0;
+    i64 lim = min(ref_len - r, qry_len - q);
+    int end = (int)min(lim, (i64)cap);
+    int right = goal_walk_lane(Forward(ref, r), Forward(qry, q), end, tab, lane4, xdrop, thresh, &br);
+    bool reject = right != 2 && (right == 1 || end == lim);
+    if (reject) {
+        lim = min(r, q);
+        end = (int)min(lim, (i64)cap);
+        int left = goal_walk_lane(Backward(ref, r), Backward(qry, q), end, tab, lane4, xdrop,
+                                  thresh - br, &bl);
+        reject = left != 2 && (left == 1 || end == lim) && br + bl < thresh;
+    }
+    u32 slot = warp_append(!reject, n_cand);
+    if (!reject) {
+        cand[slot] = ((u64)r << 32) | (u64)q;
+        cand_tag[slot] = tag;
+    }
+}
