@@ -119,7 +119,6 @@ FILTERS = {
     "lane": ("filter_lane", 1),
     "lane4": ("filter_lane4", 4),
     "lane8": ("filter_lane8", 1),
-    "goal": ("filter_goal", 1),
 }
 DEFAULT_FILTER = "lane"  # simM 0.1256 vs filter_pass 0.1375 ns/hit, same digest (BENCHMARKS.md)
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
