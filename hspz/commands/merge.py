@@ -71,11 +71,14 @@ def merge_command(
             bt.retire(Path(outdir), entry_names(pf.jobs, tarball is not None))
         else:
             jobs = [Job(pf.manifest, outdir, tarball)]
-        emitters = Emitters(jobs, pf.schedule, Execution(diagonal), summary)
+        # a query list's jobs published together, under one journal (`Emitters`, a batch)
+        batch = Path(outdir) if pf.query_list else None
+        emitters = Emitters(jobs, pf.schedule, Execution(diagonal), summary, batch)
         try:
             replay(emitters, _results(pf, workers), threads)
             for j in sorted(emitters.open):
                 emitters.finish(j)
+            emitters.flush()
         except BaseException:
             emitters.abort()
             raise

@@ -350,6 +350,12 @@ def write_new(path: PathArg, data: bytes | memoryview | Callable[[BinaryIO], Non
         ) from exc
 
 
+def create_new(path: PathArg) -> None:
+    """Create the empty file `path` (which must not exist: O_EXCL, no link followed)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    os.close(os.open(path, flags, 0o644))
+
+
 @contextmanager
 def new_file(path: PathArg) -> Iterator:
     """A binary file object on a new file `path` (O_EXCL, no link followed), fsynced when the
@@ -380,7 +386,7 @@ def replaced(path: PathArg, flag: str = "") -> Iterator[Path]:
         raise UsageError(f"{lead}{path} is a directory")
     tmp = temporary_name(path)
     try:
-        write_new(tmp, b"")
+        create_new(tmp)  # not synced empty: it is synced once written, before the rename
         yield tmp
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())

@@ -17,6 +17,11 @@ the journal removed.  Stale files are the segments files named as hspZ names the
 did not write (an earlier layout's, say), so OUT then holds exactly this run's output and
 `cat *.segments | LC_ALL=C sort | sha256sum` gives the printed digest; other files are kept.
 
+`hspZ merge` of a query list publishes all its jobs at once (`execute.Emitters` with a batch
+root): every job stages into one stage folder in OUT under names of its own (`prefix`), its
+`ready` gives the moves and stale files `publish` would take, and one journal in OUT moves them
+all, so each folder is synced once, not once a job.
+
 The invariant: at every instant, OUT holds the complete earlier result, plus at most a stage
 folder (before the journal exists), or a journal whose steps, repeated by the next command that
 takes OUT's lock (`outdir.OutLock`), give the complete new result.  So after a SIGKILL at any
@@ -35,6 +40,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +59,17 @@ from hspz.stages.segments import format_lines
 TableLookup = Callable[[str, int, str], PackedBin]  # (side, bin, strand) -> record table
 
 
+@dataclass(frozen=True)
+class Ready:
+    """A job staged whole: the (staged, destination) moves and the stale files of its publish,
+    and its digest."""
+
+    moves: list[tuple[Path, Path]]
+    stale: list[str]
+    remove: list[Path]
+    digest: str
+
+
 class Emitter:
     """Ordinal replay into OUT; one per job."""
 
@@ -64,13 +81,19 @@ class Emitter:
         tarball: str | Path | None = None,
         diagonal: bool = False,
         on_emit: Callable[[UnitResult], None] | None = None,
+        stage: Path | None = None,
+        prefix: str = "",
     ):
+        """`stage`: a stage folder the caller made and removes, shared with other emitters
+        (each stages under its `prefix`); None: one of its own, in OUT."""
         self.units = {u.ordinal: u for u in units}
         self.tables = tables
         self.outdir = Path(outdir)
         self.root = Path(os.path.abspath(outdir))
         self.tarball = Path(tarball) if tarball else None
-        self.stage = new_stage(self.root)
+        self.shared = stage is not None
+        self.stage = stage if stage is not None else new_stage(self.root)
+        self.prefix = prefix
         self.created = not self.outdir.exists()  # removed again if the run fails
         self.partitioner = partition.Partitioner() if diagonal else None
         self.on_emit = on_emit
@@ -145,7 +168,7 @@ class Emitter:
         def render(file: tuple) -> np.ndarray:
             file_name, rows, qry, strand = file
             data = format_lines(rows, ref, qry, strand)
-            durable.write_new(self.stage / file_name, data)
+            durable.write_new(self.staged(file_name), data)
             return sorted_lines(data)
 
         with _writing(self.outdir):
@@ -170,41 +193,56 @@ class Emitter:
         parts = split_file(h, ref, qry, strand, chunk)
         return [(f"{base}.split{k}.segments", h[idx]) for k, idx in enumerate(parts, 1)]
 
+    def staged(self, name: str) -> Path:
+        """Where the file `name` of this emitter is staged."""
+        return self.stage / f"{self.prefix}{name}"
+
     def finish(self) -> str:
         """Check completeness, publish the files (or the archive) and the extra files in one
         step (see the module docstring); return the digest."""
+        ready = self.ready()
+        with _writing(self.outdir), sigterm_held():  # all of the renames, or none
+            publish(self.root, self.stage, ready.moves, ready.remove, ready.digest)
+        return self.published(ready)
+
+    def ready(self) -> Ready:
+        """Check completeness and stage the archive and the extra files: what `publish` then
+        moves and removes.  A shared stage's job folder is made here, as its own stage made it."""
         missing = [o for o in self.order[self.next :] if o not in self.pending]
         if missing:
             raise RunError(
                 f"{len(missing)} of {len(self.order)} work unit(s) never arrived "
                 f"(first missing: {missing[0]})"
             )
-        digest = self.digest.hexdigest()
         with _writing(self.outdir):
-            if not self.stage.exists():
+            if self.shared:
+                self.outdir.mkdir(parents=True, exist_ok=True)
+            elif not self.stage.exists():
                 durable.ensure_marked(self.stage)
             moves = [self._extra(path, write, flag) for path, write, flag in self.extras]
             if self.tarball is not None:
                 moves.append(self._archive())
                 stale = []
             else:
-                moves += [(self.stage / n, self.outdir / n) for n in self.written]
+                moves += [(self.staged(n), self.outdir / n) for n in self.written]
                 stale = self._stale()
             faults.point("staged")
-            with sigterm_held():  # all of the renames, or none
-                publish(self.root, self.stage, moves, [self.outdir / n for n in stale], digest)
-        self.removed = stale
+        return Ready(moves, stale, [self.outdir / n for n in stale], self.digest.hexdigest())
+
+    def published(self, ready: Ready) -> str:
+        """After the publish of `ready`: what it removed kept, the stage gone; the digest."""
+        self.removed = ready.stale
         if self.tarball is None:
             self.created = False  # OUT is the result, even with no files in it
         self.abort()  # an OUT made only for staging a -Z archive elsewhere
-        return digest
+        return ready.digest
 
     def _staged_for(self, path: Path) -> Path:
         """Where a file destined for `path` is written first: in the stage when `path` lies in
         OUT itself (a rename within one folder tree), else beside `path` (one mount)."""
         path = Path(os.path.abspath(path))
         if path.parent == self.root:
-            return self.stage / f".{path.name}"
+            return self.staged(f".{path.name}")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.partial-{uuid.uuid4().hex}")
         self.outside.append(tmp)
@@ -224,7 +262,7 @@ class Emitter:
         assert tarball is not None  # called only with --tarball
         durable.guard("--tarball", tarball)
         tmp = self._staged_for(tarball)
-        write_tarball(tmp, self.stage, self.written)
+        write_tarball(tmp, [(n, self.staged(n)) for n in self.written])
         return tmp, tarball
 
     def _stale(self) -> list[str]:
@@ -241,7 +279,11 @@ class Emitter:
     def abort(self) -> None:
         """Remove the stage and the files staged outside OUT (and OUT when this emitter created
         it and it is empty).  A publish stopped after its journal was written (an error, or
-        Ctrl-C, between two renames) is completed instead: the journal promised it."""
+        Ctrl-C, between two renames) is completed instead: the journal promised it.  A shared
+        stage, and a journal naming it, are its maker's to remove or complete."""
+        if self.shared:
+            self._remove_own()
+            return
         try:
             journal = journal_of(self.root)
             if journal is not None and journal["stage"] == self.stage.name:
@@ -249,6 +291,9 @@ class Emitter:
         except (OSError, RunError):
             return  # the journal, its stage and files stay for the next command to complete
         durable.remove_marked(self.stage)
+        self._remove_own()
+
+    def _remove_own(self) -> None:
         for tmp in self.outside:
             tmp.unlink(missing_ok=True)
         if self.created and self.outdir.is_dir() and not any(self.outdir.iterdir()):
@@ -284,16 +329,16 @@ STAGE_THREADS = 4  # a unit's files formatted and made digest runs at once (numb
 # numpy's sort release the GIL)
 
 
-def write_tarball(path: Path, stage: Path, names: list[str]) -> None:
+def write_tarball(path: Path, files: list[tuple[str, Path]]) -> None:
     """A byte-reproducible .tar.gz at `path` (synced; the caller renames it into place):
-    entries in emission order, mode 0644, mtime 0, bare names."""
+    entries (name, staged file) in emission order, mode 0644, mtime 0, bare names."""
     with (
         durable.new_file(path) as raw,
         gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
     ):
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-            for name in names:
-                data = (stage / name).read_bytes()
+            for name, staged in files:
+                data = staged.read_bytes()
                 info = tarfile.TarInfo(name)
                 info.size, info.mode, info.mtime = len(data), 0o644, 0
                 info.uid = info.gid = 0

@@ -6,6 +6,7 @@ unit ledger for the report.  It is the driver's execute stage (`hspz.run.driver.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from hspz.core.errors import RunError
+from hspz.core import durable
+from hspz.core.errors import RunError, sigterm_held
 from hspz.core.progress import Progress
 from hspz.engine.contract import UnitResult
 from hspz.formats.manifest import Manifest
@@ -23,8 +25,9 @@ from hspz.planning import bins, estimate
 from hspz.planning import schedule as scheduling
 from hspz.planning.budget import per_worker_threads
 from hspz.planning.joblist import JobAxis
-from hspz.run.emit import Emitter, table_lookup
+from hspz.run.emit import Emitter, Ready, table_lookup
 from hspz.run.freeze import context_of
+from hspz.run.outdir import check_moves, complete, journal_of, new_stage, publish
 from hspz.run.pool import Pool, run_workers
 from hspz.run.report import say, write_raw
 from hspz.run.summary import Summary
@@ -142,12 +145,26 @@ def _raw_writer(job: Job) -> Callable[[Path], None]:
 class Emitters:
     """One emitter per job, fed in any order; a query-list job is published as soon as its last
     unit is in (its folder fills as its units finish), a single query once the workers are
-    done.  Nothing is staged before the reference has been verified against the index."""
+    done.  Nothing is staged before the reference has been verified against the index.
+
+    With a `batch` root (OUT: `hspZ merge` of a query list, whose results are all there), every
+    job stages into one stage folder in OUT and a finished job waits (`queued`) for `flush`,
+    which publishes them all under one journal: each folder is synced once, not once a job.  A
+    failure or an interrupt publishes the jobs finished before it (`abort`), so OUT ends as the
+    job-by-job publish leaves it."""
 
     def __init__(
-        self, jobs: list[Job], sched: scheduling.Schedule, how: Execution, summary: Summary
+        self,
+        jobs: list[Job],
+        sched: scheduling.Schedule,
+        how: Execution,
+        summary: Summary,
+        batch: Path | None = None,
     ):
         self.jobs, self.how, self.summary = jobs, how, summary
+        self.batch = Path(os.path.abspath(batch)) if batch is not None else None
+        self.shared = new_stage(self.batch) if self.batch is not None else None
+        self.queued: list[tuple[int, Ready]] = []
         self.query_list = jobs[0].spec is not None
         labels = dict(enumerate(sched.labels))
         self.left = [len(job.manifest.plan.units) for job in jobs]
@@ -179,9 +196,13 @@ class Emitters:
                 job.tarball,
                 how.diagonal,
                 emitted(j, job),
+                self.shared,
+                f"{j}." if self.shared is not None else "",
             )
             for j, job in enumerate(jobs)
         ]
+        if self.shared is not None:  # made here, before any job stages on a thread of its own
+            durable.ensure_marked(self.shared)
         for job, emitter in zip(jobs, self.emitters, strict=True):
             if job.raw:
                 emitter.also(job.raw, _raw_writer(job), "--dump-raw")
@@ -208,18 +229,67 @@ class Emitters:
         """Publish job j; its summary gets the counts and the digest."""
         if self.how.verify is not None:
             self.how.verify.wait("index.verify wait")
-        emitter, job = self.emitters[j], self.jobs[j]
-        job.summary.digest = emitter.finish()
+        emitter = self.emitters[j]
+        if self.batch is not None:
+            ready = emitter.ready()
+            check_moves(self.batch, ready.moves)  # where the job-by-job publish would refuse
+            self.queued.append((j, ready))
+            self.open.discard(j)
+            return
+        self.jobs[j].summary.digest = emitter.finish()
         self.open.discard(j)
+        self.published(j)
+
+    def published(self, j: int) -> None:
+        emitter, job = self.emitters[j], self.jobs[j]
         say_removed(emitter)
         for key, value in emitter.counts.items():
             setattr(job.summary, key, value)
         if self.how.on_job is not None:
             self.how.on_job(job)
 
+    def flush(self) -> None:
+        """Publish the queued jobs under one journal in the batch root, in the order they
+        finished; then each job's summary, as `finish` gives it."""
+        queued, self.queued = self.queued, []
+        if not queued or self.batch is None or self.shared is None:
+            return
+        moves = [m for _, ready in queued for m in ready.moves]
+        remove = [r for _, ready in queued for r in ready.remove]
+        try:
+            with sigterm_held():  # all of the renames, or none
+                publish(self.batch, self.shared, moves, remove)
+        except OSError as exc:
+            name = f" ({Path(exc.filename).name})" if exc.filename else ""
+            raise RunError(
+                f"cannot write the output in {self.batch}: {exc.strerror or exc}{name}"
+            ) from exc
+        for j, ready in queued:
+            self.jobs[j].summary.digest = self.emitters[j].published(ready)
+            self.published(j)
+        self._remove_shared()  # the roll removed it: a no-op unless it left it
+
     def abort(self) -> None:
-        for j in sorted(self.open):
-            self.emitters[j].abort()
+        """The jobs finished before a failure published (a batch), the others' stages removed."""
+        try:
+            self.flush()
+        finally:
+            for j in sorted(self.open):
+                self.emitters[j].abort()
+            self._remove_shared()
+
+    def _remove_shared(self) -> None:
+        """The batch's stage removed; a publish stopped after its journal was written is
+        completed instead (the journal promised it), or left for the next command."""
+        if self.shared is None:
+            return
+        try:
+            journal = journal_of(self.shared.parent)
+            if journal is not None and journal["stage"] == self.shared.name:
+                complete(self.shared.parent)
+        except (OSError, RunError):
+            return
+        durable.remove_marked(self.shared)
 
 
 def execute(

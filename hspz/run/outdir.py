@@ -22,7 +22,9 @@ journal that makes a publish atomic as a whole.  Every write it makes goes throu
   complete new one, never a mixture.
 
 OUT is one lock however many jobs publish into it (query-list mode publishes job folders under one
-OUT lock): the lock is per OUT, a publish (the emitter's) per job.
+OUT lock): the lock is per OUT; `run --query-list` publishes a job at a time (the emitter's, as
+it completes), `merge` every job in one (`execute.Emitters`, a batch: one journal in OUT whose
+moves go into the job folders), so each folder is synced once.
 """
 
 from __future__ import annotations
@@ -494,10 +496,7 @@ def publish(
     for any reader that takes OUT's lock (see the module docstring).  The sources must be
     complete and synced.  A destination that is a directory fails before anything moves.
     `folders`: a query-list run's stale job folders, removed with all they hold."""
-    for _, dst in moves:
-        durable.guard("--output", dst)
-        if dst.is_dir() and not dst.is_symlink():
-            raise RunError(f"cannot write the output in {root}: {dst.name} is a directory")
+    check_moves(root, moves)
     journal = dict(
         format=JOURNAL_FORMAT,
         stage=stage.name,
@@ -517,6 +516,14 @@ def publish(
     fsync_dir(root)
     faults.point("journal")
     _roll(root, journal)
+
+
+def check_moves(root: Path, moves: Sequence[tuple[Path, Path]]) -> None:
+    """Refuse, before anything moves, a destination that is an input or a directory."""
+    for _, dst in moves:
+        durable.guard("--output", dst)
+        if dst.is_dir() and not dst.is_symlink():
+            raise RunError(f"cannot write the output in {root}: {dst.name} is a directory")
 
 
 def journal_of(root: Path) -> dict | None:
@@ -594,12 +601,13 @@ def complete(root: Path) -> str | None:
 
 def _roll(root: Path, journal: dict) -> None:
     """Do the journal's moves and removals (skipping what was done), sync, remove the journal,
-    then the stage."""
-    touched = {root}
+    then the stage.  Each folder a move or a removal changed (or a folder made for a move was
+    made in) is synced once, after all of them, however many jobs' files the journal moves."""
+    touched: set[Path] = set()
     for src, dst in journal["moves"]:
         s, d = _located(root, src), _located(root, dst)
         if s.exists() or s.is_symlink():
-            d.parent.mkdir(parents=True, exist_ok=True)
+            _make_folders(d.parent, touched)
             os.replace(s, d)
             touched.add(d.parent)
             faults.point("publish")
@@ -620,6 +628,18 @@ def _roll(root: Path, journal: dict) -> None:
     fsync_dir(root)
     faults.point("done")
     durable.remove_marked(root / journal["stage"])
+
+
+def _make_folders(folder: Path, touched: set[Path]) -> None:
+    """`folder` and its missing parents made; the folders that gained an entry added to
+    `touched`."""
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        made.mkdir(exist_ok=True)
+        touched.add(made.parent)
 
 
 def _stored(root: Path, path: Path) -> str:
