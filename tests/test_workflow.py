@@ -178,6 +178,28 @@ def test_dry_run_resolves_under_local_and_slurm_profiles(tmp_path: Path) -> None
     assert slurm["executor"] == "slurm"
 
 
+def test_snakemake_exits_when_the_last_job_is_done(tmp_path: Path) -> None:
+    """The scheduler's rescheduling timers (a thread each, not daemons) are cancelled when the
+    workflow ends (`cancel_rescheduling`): snakemake exits soon after its last line, not a
+    --max-jobs-per-timespan window (1 s) later."""
+    import time
+
+    config = make_workdir(tmp_path, [JOBS[2]])
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile")]
+    cmd += ["--directory", str(tmp_path), "--configfile", str(config)]
+    cmd += ["--profile", str(ROOT / "profiles" / "local")]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=ENV)
+    assert proc.stderr is not None
+    last = None
+    for line in proc.stderr:
+        if line.startswith("Complete log"):
+            last = time.monotonic()
+    proc.wait(timeout=600)
+    ended = time.monotonic()
+    assert proc.returncode == 0 and last is not None
+    assert ended - last < 0.6, f"snakemake exited {ended - last:.2f} s after its last line"
+
+
 def test_backend_gpu_asks_a_gpu_for_plan_and_work_jobs(tmp_path: Path) -> None:
     config = make_workdir(tmp_path, [JOBS[2]])
     job = yaml.safe_load(config.read_text())["jobs"][0]
