@@ -530,3 +530,22 @@ def test_a_bad_2bit_query_of_a_gpu_plan_is_one_line_naming_its_job(
         tmp_path,
         chatter=True,  # the list's note on job 000004
     )
+
+
+def test_a_users_file_named_like_the_batch_record_is_refused_and_kept(batch, tmp_path, capfd):
+    """OUT/.hspz-retired that no batch wrote is refused before any work and left as it was; the
+    record a killed batch left is taken over (the batch's own)."""
+    d, _ = batch
+    out = tmp_path / "out"
+    out.mkdir()
+    mine = out / ".hspz-retired"
+    mine.write_text("my notes\n")
+    argv = ["run", "-r", str(d / "ref.fa"), "--query-list", str(d / "sub" / "list.txt")]
+    argv += ["-o", str(out), *FLAGS, "--backend", "cpu"]
+    assert main(argv) == 2
+    assert "is not the record a batch keeps there" in capfd.readouterr().err
+    assert mine.read_text() == "my notes\n"
+    assert sorted(p.name for p in out.iterdir()) == [".hspz-retired"]
+    mine.write_text('{"hspz": "batch", "entries": ["000007"]}\n')  # a killed batch's record
+    assert main(argv) == 0
+    assert (out / "queries.tsv").is_file() and not mine.exists()

@@ -33,13 +33,19 @@ def _listed(out: Path) -> set[str]:
     return {f"{j}{form}" for j in jobs if re.fullmatch(r"\d{6}", j) for form in ("", ".tar.gz")}
 
 
-def _retired(out: Path) -> set[str]:
-    """The job entries a query-list run under way (or killed) recorded as hspZ's."""
+def _record(out: Path) -> list | None:
+    """The entries of OUT/.hspz-retired when it is a record a query-list run wrote, else None."""
     try:
         record = json.loads((out / outdir.RETIRED).read_text(encoding="utf-8"))
-        entries = record["entries"] if record.get("hspz") == "batch" else []
+        entries = record["entries"] if record.get("hspz") == "batch" else None
     except (OSError, ValueError, KeyError, AttributeError, TypeError):
-        return set()
+        return None
+    return entries if isinstance(entries, list) else None
+
+
+def _retired(out: Path) -> set[str]:
+    """The job entries a query-list run under way (or killed) recorded as hspZ's."""
+    entries = _record(out) or []
     return {e for e in entries if isinstance(e, str) and JOB_ENTRY.fullmatch(e)}
 
 
@@ -115,6 +121,11 @@ def check_entries(out: Path, flag: str = "--output") -> None:
                 f"archives and queries.tsv there and never follows or replaces "
                 f"another: move it away"
             )
+    if (out / outdir.RETIRED).is_file() and _record(out) is None:
+        raise UsageError(
+            f"{flag}: {out / outdir.RETIRED} is not the record a batch keeps there while it "
+            f"runs, and a batch never replaces a file it did not write: move it away"
+        )
 
 
 def retire(out: Path, entries: Sequence[str]) -> None:
