@@ -580,3 +580,26 @@ def test_a_fifo_under_a_batch_name_is_refused_without_waiting_on_it(batch, tmp_p
     assert f"{out / name} is " in done.stderr
     assert (out / name).is_symlink() == linked and fifo.exists()
     assert sorted(p.name for p in out.iterdir()) == [name]
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        '{"hspz": "batch", "entries": ["../notes", "/etc/passwd"]}',
+        '{"hspz": "batch", "entries": [1, null]}',
+        '{"hspz": "batch", "entries": ["000001", "000001/../x"]}',
+    ],
+)
+def test_a_record_naming_what_no_batch_records_is_refused_and_kept(batch, tmp_path, capfd, record):
+    """A batch records job entry names only: a record with anything else in its entries is a
+    user's file, refused and kept (found by the adversarial pass: it was replaced)."""
+    d, _ = batch
+    out = tmp_path / "out"
+    out.mkdir()
+    mine = out / ".hspz-retired"
+    mine.write_text(record)
+    argv = ["run", "-r", str(d / "ref.fa"), "--query-list", str(d / "sub" / "list.txt")]
+    argv += ["-o", str(out), *FLAGS, "--backend", "cpu"]
+    assert main(argv) == 2
+    assert "is not the record a batch keeps there" in capfd.readouterr().err
+    assert mine.read_text() == record

@@ -46,20 +46,23 @@ def _listed(out: Path) -> set[str]:
     return {f"{j}{form}" for j in jobs if re.fullmatch(r"\d{6}", j) for form in ("", ".tar.gz")}
 
 
-def _record(out: Path) -> list | None:
-    """The entries of OUT/.hspz-retired when it is a record a query-list run wrote, else None."""
+def _record(out: Path) -> list[str] | None:
+    """The entries of OUT/.hspz-retired when it is a record a query-list run wrote (`retire`: a
+    list of job entry names, nothing else), else None."""
     try:
         record = json.loads(_read_plain(out / outdir.RETIRED))
         entries = record["entries"] if record.get("hspz") == "batch" else None
     except (OSError, ValueError, KeyError, AttributeError, TypeError):
         return None
-    return entries if isinstance(entries, list) else None
+    if not isinstance(entries, list):
+        return None
+    ours = all(isinstance(e, str) and JOB_ENTRY.fullmatch(e) for e in entries)
+    return entries if ours else None
 
 
 def _retired(out: Path) -> set[str]:
     """The job entries a query-list run under way (or killed) recorded as hspZ's."""
-    entries = _record(out) or []
-    return {e for e in entries if isinstance(e, str) and JOB_ENTRY.fullmatch(e)}
+    return set(_record(out) or [])
 
 
 def known_entries(out: Path) -> set[str]:
