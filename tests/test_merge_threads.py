@@ -279,3 +279,19 @@ def test_a_merge_killed_in_its_one_publish_is_rolled_forward_to_every_job(batch,
     assert jobs == {k: v for k, v in tree(clean).items() if k != "queries.tsv"}
     assert merge_command(batch["plan"], str(out), None, False, batch["results"]) == 0
     assert tree(out) == tree(clean)
+
+
+def test_a_job_folder_that_cannot_take_a_file_is_named_as_one_thread_names_it(batch, tmp_path):
+    """A directory where a job's segments file goes is refused with the job-by-job publish's
+    line, naming that job's folder (found by the adversarial pass: the batch named OUT)."""
+    out = tmp_path / "out"
+    assert merge_command(batch["plan"], str(out), None, False, batch["results"]) == 0
+    name = sorted((out / "000002").iterdir())[0].name
+    (out / "000002" / name).unlink()
+    (out / "000002" / name).mkdir()
+    with pytest.raises(RunError) as caught:
+        merge_command(batch["plan"], str(out), None, False, batch["results"])
+    assert (
+        str(caught.value) == f"cannot write the output in {out / '000002'}: {name} is a directory"
+    )
+    assert (out / "000002" / name).is_dir()

@@ -549,3 +549,57 @@ def test_a_users_file_named_like_the_batch_record_is_refused_and_kept(batch, tmp
     mine.write_text('{"hspz": "batch", "entries": ["000007"]}\n')  # a killed batch's record
     assert main(argv) == 0
     assert (out / "queries.tsv").is_file() and not mine.exists()
+
+
+@pytest.mark.parametrize("name", [".hspz-retired", "queries.tsv"])
+@pytest.mark.parametrize("linked", [False, True])
+def test_a_fifo_under_a_batch_name_is_refused_without_waiting_on_it(batch, tmp_path, name, linked):
+    """A FIFO (or a link to one) at OUT/.hspz-retired or OUT/queries.tsv is refused at once and
+    kept: the check never opens it to wait for a writer (found by the adversarial pass: the
+    record's read hung the run and merge for ever)."""
+    import os
+    import subprocess
+    import sys
+
+    d, _ = batch
+    out = tmp_path / "out"
+    out.mkdir()
+    fifo = tmp_path / "fifo" if linked else out / name
+    os.mkfifo(fifo)
+    if linked:
+        (out / name).symlink_to(fifo)
+    argv = ["run", "-r", str(d / "ref.fa"), "--query-list", str(d / "sub" / "list.txt")]
+    argv += ["-o", str(out), *FLAGS, "--backend", "cpu"]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "hspz", *argv], capture_output=True, text=True, timeout=20
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"a FIFO at OUT/{name} hung the run")
+    assert done.returncode == 2
+    assert f"{out / name} is " in done.stderr
+    assert (out / name).is_symlink() == linked and fifo.exists()
+    assert sorted(p.name for p in out.iterdir()) == [name]
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        '{"hspz": "batch", "entries": ["../notes", "/etc/passwd"]}',
+        '{"hspz": "batch", "entries": [1, null]}',
+        '{"hspz": "batch", "entries": ["000001", "000001/../x"]}',
+    ],
+)
+def test_a_record_naming_what_no_batch_records_is_refused_and_kept(batch, tmp_path, capfd, record):
+    """A batch records job entry names only: a record with anything else in its entries is a
+    user's file, refused and kept (found by the adversarial pass: it was replaced)."""
+    d, _ = batch
+    out = tmp_path / "out"
+    out.mkdir()
+    mine = out / ".hspz-retired"
+    mine.write_text(record)
+    argv = ["run", "-r", str(d / "ref.fa"), "--query-list", str(d / "sub" / "list.txt")]
+    argv += ["-o", str(out), *FLAGS, "--backend", "cpu"]
+    assert main(argv) == 2
+    assert "is not the record a batch keeps there" in capfd.readouterr().err
+    assert mine.read_text() == record

@@ -232,7 +232,7 @@ class Emitters:
         emitter = self.emitters[j]
         if self.batch is not None:
             ready = emitter.ready()
-            check_moves(self.batch, ready.moves)  # where the job-by-job publish would refuse
+            check_moves(emitter.root, ready.moves)  # where (and as) the job-by-job publish refuses
             self.queued.append((j, ready))
             self.open.discard(j)
             return

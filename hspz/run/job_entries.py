@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,30 +24,45 @@ def job_entries(out: Path) -> set[str]:
     return {e.name for e in os.scandir(out) if JOB_ENTRY.fullmatch(e.name)}
 
 
+def _read_plain(path: Path) -> str:
+    """The text of `path` when it is a regular file; OSError otherwise.  No link is followed and
+    a FIFO is never waited on (O_NONBLOCK): a user's FIFO or link to one (or to /dev/zero) under
+    a reserved name is refused by `check_entries`, not read."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return fh.read().decode("utf-8")
+
+
 def _listed(out: Path) -> set[str]:
     """The job entries (either form) that OUT's queries.tsv lists, or none."""
     try:
-        lines = (out / QUERIES_TSV).read_text(encoding="utf-8").splitlines()
+        lines = _read_plain(out / QUERIES_TSV).splitlines()
     except (OSError, UnicodeDecodeError):
         return set()
     jobs = [line.split("\t", 1)[0] for line in lines[1:]]
     return {f"{j}{form}" for j in jobs if re.fullmatch(r"\d{6}", j) for form in ("", ".tar.gz")}
 
 
-def _record(out: Path) -> list | None:
-    """The entries of OUT/.hspz-retired when it is a record a query-list run wrote, else None."""
+def _record(out: Path) -> list[str] | None:
+    """The entries of OUT/.hspz-retired when it is a record a query-list run wrote (`retire`: a
+    list of job entry names, nothing else), else None."""
     try:
-        record = json.loads((out / outdir.RETIRED).read_text(encoding="utf-8"))
+        record = json.loads(_read_plain(out / outdir.RETIRED))
         entries = record["entries"] if record.get("hspz") == "batch" else None
     except (OSError, ValueError, KeyError, AttributeError, TypeError):
         return None
-    return entries if isinstance(entries, list) else None
+    if not isinstance(entries, list):
+        return None
+    ours = all(isinstance(e, str) and JOB_ENTRY.fullmatch(e) for e in entries)
+    return entries if ours else None
 
 
 def _retired(out: Path) -> set[str]:
     """The job entries a query-list run under way (or killed) recorded as hspZ's."""
-    entries = _record(out) or []
-    return {e for e in entries if isinstance(e, str) and JOB_ENTRY.fullmatch(e)}
+    return set(_record(out) or [])
 
 
 def known_entries(out: Path) -> set[str]:
