@@ -4,6 +4,7 @@ worker count, with or without --reference, and nothing damaged or mismatched is 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -324,8 +325,55 @@ def test_an_index_recording_another_source_file_verifies_by_the_records(built, t
     m = ix.open_index(other).manifest
     body = "".join(f"{line}\n" for line in m.lines())
     body = body.replace(f"source_sha256 {m.source_sha256}\n", f"source_sha256 {'0' * 64}\n")
+    pieces = ",".join(m.source_pieces)
+    assert pieces and pieces in body
+    body = body.replace(pieces, ",".join("0" * 64 for _ in m.source_pieces))
     (other / ix.MANIFEST).write_text(sealed(body))
     assert not verified(ref, other).by_file
+
+
+def older_index(built, tmp_path, sha256: str | None = None):
+    """The built index as an hspZ before `source_pieces` wrote it (no pieces line)."""
+    d, ref, _, _ = built
+    tmp_path.mkdir()
+    other = copy_index(d / "ix", tmp_path / "ix")
+    m = ix.open_index(other).manifest
+    lines = [line for line in m.lines() if not line.startswith("source_pieces ")]
+    body = "".join(f"{line}\n" for line in lines)
+    if sha256 is not None:
+        body = body.replace(f"source_sha256 {m.source_sha256}\n", f"source_sha256 {sha256}\n")
+    (other / ix.MANIFEST).write_text(sealed(body))
+    assert ix.open_index(other).manifest.source_pieces == ()
+    return other
+
+
+def test_an_older_index_without_piece_hashes_verifies_by_the_files_sha256(
+    built, tmp_path, monkeypatch
+):
+    _, ref, _, _ = built
+    wrong = older_index(built, tmp_path / "a", "0" * 64)
+    assert not verified(ref, wrong).by_file
+    no_records_read(monkeypatch)
+    assert verified(ref, older_index(built, tmp_path / "b")).by_file
+
+
+def test_the_source_files_pieces_are_the_sha256_of_each_slice(tmp_path):
+    data = np.random.default_rng(3).integers(0, 256, 5 * 1000 + 17, dtype=np.uint8).tobytes()
+    f = tmp_path / "f"
+    f.write_bytes(data)
+    want = tuple(hashlib.sha256(data[a : a + 1000]).hexdigest() for a in range(0, len(data), 1000))
+    for threads in (1, 4):
+        assert ix.file_pieces(f, 1000, threads) == (len(data), want)
+    (tmp_path / "empty").write_bytes(b"")
+    assert ix.file_pieces(tmp_path / "empty") == (0, (hashlib.sha256(b"").hexdigest(),))
+
+
+def test_an_index_records_its_source_files_sha256_and_pieces(built):
+    d, ref, _, _ = built
+    m = ix.open_index(d / "ix").manifest
+    data = ref.read_bytes()
+    assert (m.source_size, m.source_sha256) == (len(data), hashlib.sha256(data).hexdigest())
+    assert m.source_pieces == ix.file_pieces(ref)[1]
 
 
 def test_a_changed_byte_of_the_indexed_file_that_keeps_its_size_is_refused(built, tmp_path, capfd):

@@ -2,8 +2,8 @@
 score codes (on the device when the backend is the GPU), write them with their checksums into a
 sibling `.tmp` folder and rename it onto the index path.
 
-    read (records + the file's sha256) -> check names and bins -> build bins -> write, fsync
-    -> MANIFEST -> READY -> rename
+    read (records + the file's sha256 and piece hashes) -> check names and bins -> build bins
+    -> write, fsync -> MANIFEST -> READY -> rename
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from hspz.core.errors import UsageError
+from hspz.core.errors import InputError, UsageError
 from hspz.core.options import Options
 from hspz.engine.contract import Backend
 from hspz.formats import index as ix
@@ -45,8 +45,11 @@ def index_command(
     with ix.building(path) as tmp:
         with timed(phases, "input"), ThreadPoolExecutor(2) as pool:
             source = pool.submit(ix.file_sha256, reference)
+            pieces = pool.submit(ix.file_pieces, reference, threads=options.threads)
             records = read_side(reference, "reference")
             size, sha = source.result()
+            if pieces.result()[0] != size:
+                raise InputError(f"{reference}: the file changed while it was read")
         # record names are never empty nor hold whitespace: the readers refuse them (names.py)
         lengths = [len(r) for r in records]
         bins = planning.make_bins(lengths, options.seq_block_size, options.kegalign_bins)
@@ -66,6 +69,7 @@ def index_command(
             sha,
             bins,
             arrays,
+            source_pieces=pieces.result()[1],
         )
         ix.write_text_synced(tmp / ix.MANIFEST, m.to_text())
         ix.write_text_synced(tmp / ix.READY, "")

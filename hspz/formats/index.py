@@ -3,7 +3,8 @@
 
     DIR/MANIFEST   text, `key value` lines: format and hspZ versions, the seed pattern, step and
                    layout flags, every record's name and length, the records hash
-                   (`sequence.records_digest`), the source file's size and sha256, the bins, and
+                   (`sequence.records_digest`), the source file's size, sha256 and the sha256 of
+                   each of its SOURCE_PIECE pieces (`source_pieces`), the bins, and
                    each array's length and piece checksums; its last line is a sha256 of the
                    lines before it
     DIR/READY      written last, before the folder is renamed into place
@@ -82,6 +83,7 @@ def piece_digests(data: np.ndarray, threads: int = 0) -> list[str]:
 
 
 HASH_BUFFER = 1 << 20  # bytes a file is hashed through (`file_sha256`)
+SOURCE_PIECE = 16 << 20  # bytes per hashed piece of the source file (`file_pieces`)
 
 
 def file_sha256(path: str | os.PathLike) -> tuple[int, str]:
@@ -97,6 +99,37 @@ def file_sha256(path: str | os.PathLike) -> tuple[int, str]:
             h.update(view[:n])
             size += n
     return size, h.hexdigest()
+
+
+def file_pieces(
+    path: str | os.PathLike, piece: int = SOURCE_PIECE, threads: int = 0
+) -> tuple[int, tuple[str, ...]]:
+    """(size, sha256 hex of each `piece` bytes) of a file, the pieces hashed on threads: a
+    reference the index was built from is recognised in a fraction of `file_sha256`'s time (a
+    258 MB 2bit file took 0.93 s to hash whole on the H200 machine, where the plan waited for
+    it).  A file that changes size while it is read gives pieces that match no record."""
+    with open(path, "rb", buffering=0) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        starts = range(0, max(size, 1), piece)
+
+        def one(start: int) -> str:
+            h = hashlib.sha256()
+            buf = bytearray(min(HASH_BUFFER, piece))
+            view = memoryview(buf)
+            left = min(piece, size - start)
+            while left > 0:
+                n = os.preadv(fh.fileno(), [view[: min(left, len(buf))]], start)
+                if n == 0:
+                    break
+                h.update(view[:n])
+                start, left = start + n, left - n
+            return h.hexdigest()
+
+        workers = min(len(starts), threads or os.cpu_count() or 1)
+        if workers == 1:
+            return size, tuple(map(one, starts))
+        with ThreadPoolExecutor(workers, thread_name_prefix="hash") as pool:
+            return size, tuple(pool.map(one, starts))
 
 
 # --------------------------------------------------------------------------------------------
@@ -126,6 +159,7 @@ class IndexManifest:
     bins: planning.Bins
     arrays: dict[tuple[int, str], ArrayEntry] = field(default_factory=dict)
     version: str = __version__
+    source_pieces: tuple[str, ...] = ()  # sha256 of each SOURCE_PIECE bytes (none: older)
 
     def lines(self) -> list[str]:
         out = [
@@ -137,8 +171,10 @@ class IndexManifest:
             f"kegalign_bins {int(self.kegalign_bins)}",
             f"source_size {self.source_size}",
             f"source_sha256 {self.source_sha256}",
-            f"records {len(self.names)} {self.records_digest}",
         ]
+        if self.source_pieces:
+            out.append(f"source_pieces {SOURCE_PIECE} {','.join(self.source_pieces)}")
+        out += [f"records {len(self.names)} {self.records_digest}"]
         out += [
             f"record {i} {n} {name}"
             for i, (name, n) in enumerate(zip(self.names, self.lengths, strict=True))
@@ -223,7 +259,17 @@ def _manifest_from(rows: list[list[str]]) -> IndexManifest:
         tuple(bins),
         arrays,
         one["hspz_version"][0],
+        _source_pieces(one.get("source_pieces")),
     )
+
+
+def _source_pieces(row: list[str] | None) -> tuple[str, ...]:
+    """The source file's piece hashes (an index of an older hspZ has none)."""
+    if row is None:
+        return ()
+    if int(row[0]) != SOURCE_PIECE:
+        raise ValueError(f"source pieces of {row[0]} bytes")
+    return tuple(row[1].split(","))
 
 
 # --------------------------------------------------------------------------------------------
@@ -566,7 +612,7 @@ class Verification:
         t = time.perf_counter()
         m = self.idx.manifest
         try:
-            if same_file(self.reference, m.source_size, m.source_sha256):
+            if same_file(self.reference, m.source_size, m.source_sha256, m.source_pieces):
                 self.by_file = True
                 self.seconds = time.perf_counter() - t
                 return m.records_digest
@@ -622,13 +668,16 @@ class Verification:
         self._pool.shutdown(wait=not in_flight(), cancel_futures=True)
 
 
-def same_file(path: str, size: int, sha256: str) -> bool:
-    """Whether the file holds exactly these bytes (`file_sha256`): its size is compared first,
-    so only a file of the recorded size is hashed.  A file that cannot be read is not the same
-    (the records check that follows says why)."""
+def same_file(path: str, size: int, sha256: str, pieces: tuple[str, ...] = ()) -> bool:
+    """Whether the file holds exactly these bytes: its pieces' hashes (`file_pieces`) when
+    recorded, else its sha256 (`file_sha256`).  Its size is compared first, so only a file of
+    the recorded size is hashed.  A file that cannot be read is not the same (the records check
+    that follows says why)."""
     try:
         if os.stat(path).st_size != size:
             return False
+        if pieces:
+            return file_pieces(path) == (size, pieces)
         return file_sha256(path) == (size, sha256)
     except OSError:
         return False
