@@ -16,6 +16,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,7 @@ from hspz.core.progress import Progress
 from hspz.engine.contract import Backend, UnitResult
 from hspz.formats import index as ix
 from hspz.formats.manifest import check_side, check_version
-from hspz.formats.planfile import PlanFile, read_plan
+from hspz.formats.planfile import PlanFile, PlanJob, read_plan
 from hspz.formats.results import read_unit, unit_key, unit_path, write_results, write_unit
 from hspz.io.readers import read_side
 from hspz.planning.budget import devices_for
@@ -112,14 +113,24 @@ def _inputs(pf: PlanFile, index: str | None, source: str) -> tuple[list[Record],
 
 def check_queries(pf: PlanFile) -> None:
     """Before any unit runs: every listed query file has the size and sha256 it was planned
-    with, so an edited query is refused (exit 2) before a unit file is written."""
-    for job in pf.jobs:
+    with, so an edited query is refused (exit 2) before a unit file is written.  The files are
+    hashed on threads (20 queries of 5 Mbp took 0.36 s one after another on the H200 machine,
+    before its GPU started); the first job in order that fails is the one named."""
+
+    def hashed(job: PlanJob) -> tuple[int, str] | OSError:
         try:
-            size, sha = ix.file_sha256(job.path)
+            return ix.file_sha256(job.path)
         except OSError as exc:
+            return exc
+
+    with ThreadPoolExecutor(min(len(pf.jobs), os.cpu_count() or 1) or 1) as pool:
+        found = list(pool.map(hashed, pf.jobs))
+    for job, got in zip(pf.jobs, found, strict=True):
+        if isinstance(got, OSError):
             raise InputError(
-                f"job {job.name} ({job.path}): cannot read it: {exc.strerror or exc}"
+                f"job {job.name} ({job.path}): cannot read it: {got.strerror or got}"
             ) from None
+        size, sha = got
         if (job.size is not None and size != job.size) or (
             job.sha256 not in ("", "-") and sha != job.sha256
         ):

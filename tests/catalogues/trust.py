@@ -708,6 +708,27 @@ CASES = [
     ),
     (
         7,
+        "work-two-edited-batch-queries-name-the-first-job",
+        lambda c: (
+            c.batch_plan(),
+            (c.d / "tq2.fa").write_bytes(Q2.replace(b"GACTG", b"GACTC")),
+            (c.d / "tq1.fa").write_bytes(Q1 + Q1.replace(b">b", b">b2")),
+            ["work", "--plan", c["bplan.txt"], "--worker", "0", "-o", c["w9.result"], *CPU],
+        )[-1],
+        r"^hspZ: job 000001 \(.*tq1\.fa\): the file changed since",
+    ),
+    (
+        7,
+        "work-a-batch-query-gone-is-named",
+        lambda c: (
+            c.batch_plan(),
+            (c.d / "tq2.fa").unlink(),
+            ["work", "--plan", c["bplan.txt"], "--worker", "0", "-o", c["w9.result"], *CPU],
+        )[-1],
+        r"^hspZ: job 000002 \(.*tq2\.fa\): cannot read it: No such file",
+    ),
+    (
+        7,
         "merge-a-results-file-with-flipped-zip-header-bits",
         lambda c: (
             c.batch_plan(),
