@@ -29,7 +29,8 @@ import shutil
 import socket
 import stat
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -433,6 +434,23 @@ def fsync_dir(folder: PathArg) -> None:
             raise
     finally:
         os.close(fd)
+
+
+SYNC_THREADS = 16  # folders synced at once (`fsync_dirs`)
+
+
+def fsync_dirs(folders: Iterable[PathArg]) -> None:
+    """`fsync_dir` of every folder, at once on threads: the file system commits concurrent
+    syncs together, where one after another each waits for its own commit (about 0.09 s a
+    folder on the H200 machine's disk, where a 20-job merge synced 21 folders)."""
+    todo = list(dict.fromkeys(os.fspath(f) for f in folders))
+    if len(todo) <= 1:
+        for folder in todo:
+            fsync_dir(folder)
+        return
+    with ThreadPoolExecutor(min(len(todo), SYNC_THREADS), thread_name_prefix="sync") as pool:
+        for done in [pool.submit(fsync_dir, f) for f in todo]:
+            done.result()
 
 
 def holder() -> str:

@@ -506,9 +506,7 @@ def publish(
         moves=[[_stored(root, s), _stored(root, d)] for s, d in moves],
         remove=[_stored(root, r) for r in remove] + [_stored(root, f) + "/" for f in folders],
     )
-    for folder in {stage, *(s.parent for s, _ in moves)}:
-        if folder.is_dir():
-            fsync_dir(folder)
+    durable.fsync_dirs(f for f in {stage, *(s.parent for s, _ in moves)} if f.is_dir())
     durable.ensure_marked(stage)
     tmp = stage / f".journal.partial-{uuid.uuid4().hex}"
     durable.write_new(tmp, json.dumps(journal).encode())
@@ -621,8 +619,7 @@ def _roll(root: Path, journal: dict) -> None:
         elif not durable.remove_marked(gone) and (not gone.is_dir() or gone.is_symlink()):
             gone.unlink(missing_ok=True)
         touched.add(gone.parent)
-    for folder in touched:
-        fsync_dir(folder)
+    durable.fsync_dirs(touched)
     faults.point("published")
     (root / JOURNAL).unlink()
     fsync_dir(root)
