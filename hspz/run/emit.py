@@ -52,7 +52,7 @@ from hspz.formats.manifest import Manifest
 from hspz.io.packing import PackedBin, table_from
 from hspz.planning.bins import WorkUnit
 from hspz.run.digest import LineDigest, sorted_lines
-from hspz.run.outdir import OUR_NAMES, complete, journal_of, new_stage, publish, segments_name
+from hspz.run.outdir import OUR_NAMES, discard_stage, new_stage, publish, segments_name
 from hspz.stages import partition
 from hspz.stages.segments import format_lines
 
@@ -91,7 +91,7 @@ class Emitter:
         self.outdir = Path(outdir)
         self.root = Path(os.path.abspath(outdir))
         self.tarball = Path(tarball) if tarball else None
-        self.shared = stage is not None
+        self.borrowed = stage is not None  # the stage is its maker's (`Emitters`)
         self.stage = stage if stage is not None else new_stage(self.root)
         self.prefix = prefix
         self.created = not self.outdir.exists()  # removed again if the run fails
@@ -215,7 +215,7 @@ class Emitter:
                 f"(first missing: {missing[0]})"
             )
         with _writing(self.outdir):
-            if self.shared:
+            if self.borrowed:
                 self.outdir.mkdir(parents=True, exist_ok=True)
             elif not self.stage.exists():
                 durable.ensure_marked(self.stage)
@@ -281,17 +281,8 @@ class Emitter:
         it and it is empty).  A publish stopped after its journal was written (an error, or
         Ctrl-C, between two renames) is completed instead: the journal promised it.  A shared
         stage, and a journal naming it, are its maker's to remove or complete."""
-        if self.shared:
+        if self.borrowed or discard_stage(self.root, self.stage):
             self._remove_own()
-            return
-        try:
-            journal = journal_of(self.root)
-            if journal is not None and journal["stage"] == self.stage.name:
-                complete(self.root)
-        except (OSError, RunError):
-            return  # the journal, its stage and files stay for the next command to complete
-        durable.remove_marked(self.stage)
-        self._remove_own()
 
     def _remove_own(self) -> None:
         for tmp in self.outside:

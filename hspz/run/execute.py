@@ -27,7 +27,7 @@ from hspz.planning.budget import per_worker_threads
 from hspz.planning.joblist import JobAxis
 from hspz.run.emit import Emitter, Ready, table_lookup
 from hspz.run.freeze import context_of
-from hspz.run.outdir import check_moves, complete, journal_of, new_stage, publish
+from hspz.run.outdir import check_moves, discard_stage, new_stage, publish
 from hspz.run.pool import Pool, run_workers
 from hspz.run.report import say, write_raw
 from hspz.run.summary import Summary
@@ -281,15 +281,8 @@ class Emitters:
     def _remove_shared(self) -> None:
         """The batch's stage removed; a publish stopped after its journal was written is
         completed instead (the journal promised it), or left for the next command."""
-        if self.shared is None:
-            return
-        try:
-            journal = journal_of(self.shared.parent)
-            if journal is not None and journal["stage"] == self.shared.name:
-                complete(self.shared.parent)
-        except (OSError, RunError):
-            return
-        durable.remove_marked(self.shared)
+        if self.shared is not None:
+            discard_stage(self.shared.parent, self.shared)
 
 
 def execute(

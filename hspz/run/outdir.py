@@ -597,6 +597,21 @@ def complete(root: Path) -> str | None:
     )
 
 
+def discard_stage(root: Path, stage: Path) -> bool:
+    """Remove a stage folder of OUT (`root`) after a failure, whether True.  A publish stopped
+    after its journal was written (an error, or Ctrl-C, between two renames) is completed
+    instead: the journal promised it.  Where the journal cannot be read or completed, it and
+    the stage stay for the next command to complete (False)."""
+    try:
+        journal = journal_of(root)
+        if journal is not None and journal["stage"] == stage.name:
+            complete(root)
+    except (OSError, RunError):
+        return False
+    durable.remove_marked(stage)
+    return True
+
+
 def _roll(root: Path, journal: dict) -> None:
     """Do the journal's moves and removals (skipping what was done), sync, remove the journal,
     then the stage.  Each folder a move or a removal changed (or a folder made for a move was
