@@ -329,10 +329,14 @@ def mark(path: PathArg) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+# open flags of a new file: never an existing one, no link followed
+NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def write_new(path: PathArg, data: bytes | memoryview | Callable[[BinaryIO], None]) -> None:
     """Create file `path` (which must not exist: O_EXCL, no link followed) with `data` (or
     what `data(fh)` writes), fsynced."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, NEW_FILE, 0o644)
     try:
         with os.fdopen(fd, "wb") as fh:
             if callable(data):
@@ -352,16 +356,15 @@ def write_new(path: PathArg, data: bytes | memoryview | Callable[[BinaryIO], Non
 
 
 def create_new(path: PathArg) -> None:
-    """Create the empty file `path` (which must not exist: O_EXCL, no link followed)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    os.close(os.open(path, flags, 0o644))
+    """Create the empty file `path` (which must not exist), not synced: `write_new` syncs."""
+    os.close(os.open(path, NEW_FILE, 0o644))
 
 
 @contextmanager
 def new_file(path: PathArg) -> Iterator:
     """A binary file object on a new file `path` (O_EXCL, no link followed), fsynced when the
     block ends."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, NEW_FILE, 0o644)
     with os.fdopen(fd, "wb") as fh:
         yield fh
         fh.flush()
