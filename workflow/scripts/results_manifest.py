@@ -23,6 +23,7 @@ import os
 import sys
 from pathlib import Path
 
+HASH_THREADS = 8  # files hashed at once by `write`
 TOUCHED = ("queries.tsv", "names.tsv")  # Snakemake resets their mtimes after the job
 
 
@@ -49,11 +50,17 @@ def files(folder: Path) -> list[Path]:
 
 def write(folder: str, manifest: str) -> None:
     """The manifest of `folder`, written to a temporary name, fsynced and renamed."""
+    from concurrent.futures import ThreadPoolExecutor
+
     base = Path(folder)
-    lines = []
-    for rel in files(base):
+
+    def line(rel: Path) -> str:
         st = (base / rel).lstat()
-        lines.append(f"{_sha256(base / rel)}\t{st.st_size}\t{st.st_mtime_ns}\t{rel.as_posix()}\n")
+        return f"{_sha256(base / rel)}\t{st.st_size}\t{st.st_mtime_ns}\t{rel.as_posix()}\n"
+
+    # hashed on threads (hashlib lets go of the GIL): a batch's folder is the size of its results
+    with ThreadPoolExecutor(min(HASH_THREADS, os.cpu_count() or 1)) as pool:
+        lines = list(pool.map(line, files(base)))
     write_atomically(manifest, lines)
 
 
