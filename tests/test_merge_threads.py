@@ -365,7 +365,7 @@ def test_work_refuses_a_query_that_became_a_fifo_or_folder_without_waiting(tmp_p
     assert [str(e) for e in got] == [
         f"job 000002 ({tmp_path / 'q.fifo'}): cannot read it: not a regular file"
     ]
-    for k, n in enumerate(bad[1:], 3):
+    for k in range(3, len(bad) + 2):
         with pytest.raises(InputError, match=f"job {k:06d} .*cannot read it: "):
             check_queries(SimpleNamespace(jobs=[jobs[0], jobs[k - 1]]))  # type: ignore[arg-type]
 
