@@ -538,3 +538,193 @@ def test_a_slow_bin_load_warns(built, tmp_path, capsys, monkeypatch):
         == 5
     )
     assert outputs(tmp_path / "out") == plain
+
+
+# --------------------------------------------------------------------------------------------
+# Hostile pass 5: a reference that changes, is not a file, or a forged source_pieces line
+# --------------------------------------------------------------------------------------------
+
+SMALL = [("a", "ACGTTGCA" * 300), ("b", "TTGACCAG" * 250)]
+
+
+def _index_argv(ref: Path, dest: Path) -> list[str]:
+    return ["index", "-r", str(ref), "--index", str(dest), *INDEX_FLAGS, "--backend", "cpu"]
+
+
+def test_a_reference_appended_to_while_it_is_indexed_is_hashed_as_it_was_decoded(
+    tmp_path, monkeypatch
+):
+    """A record appended after the file was hashed but before it was decoded was indexed under
+    the sha256 and pieces of the file without it (three readers of one file), so that file
+    would later be taken for the indexed one.  The bytes are read once now."""
+    import time
+
+    from hspz.io import readers
+    from tests.helpers import write_fasta
+
+    ref = write_fasta(tmp_path / "r.fa", SMALL)
+    real = readers._read_file
+
+    def appended_then_read(path, size=-1):
+        if size == -1 and Path(path) == ref:
+            time.sleep(0.3)  # the hashing threads are done with a small file by now
+            with open(ref, "a") as fh:
+                fh.write(">c\n" + "GATTACA" * 200 + "\n")
+        return real(path, size)
+
+    monkeypatch.setattr(readers, "_read_file", appended_then_read)
+    assert main(_index_argv(ref, tmp_path / "ix")) == 0
+    m = ix.open_index(tmp_path / "ix").manifest
+    data = ref.read_bytes()
+    assert m.names == ["a", "b", "c"]
+    assert (m.source_size, m.source_sha256) == (len(data), hashlib.sha256(data).hexdigest())
+    assert m.source_pieces == ix.file_pieces(ref)[1]
+
+
+def _hspz(argv: list[str], **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hspz", *argv], stderr=subprocess.PIPE, text=True, **kw
+    )
+
+
+def test_indexing_a_device_is_refused_at_once(tmp_path):
+    """`hspZ index -r /dev/zero` hashed /dev/zero for ever on a thread the exit waited for."""
+    proc = _hspz(_index_argv(Path("/dev/zero"), tmp_path / "ix"))
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("hspZ index -r /dev/zero hung") from None
+    assert proc.returncode == 2
+    assert err.strip().splitlines() == ["hspZ: /dev/zero: a device, not a sequence file"]
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_index_of_a_pipe_reads_it_once(tmp_path):
+    """A FIFO given to `hspZ index` (`-r <(zcat ...)`) was opened by three readers, which
+    split its bytes between them or waited for ever; it is read once, as `run` reads one."""
+    import threading
+
+    from tests.helpers import write_fasta
+
+    ref = write_fasta(tmp_path / "r.fa", SMALL)
+    fifo = tmp_path / "r.fifo"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        with open(fifo, "wb") as fh:
+            fh.write(ref.read_bytes())
+
+    threading.Thread(target=feed, daemon=True).start()
+    proc = _hspz(_index_argv(fifo, tmp_path / "ix"))
+    try:
+        _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        raise AssertionError("hspZ index -r FIFO hung") from None
+    assert proc.returncode == 0, err
+    m = ix.open_index(tmp_path / "ix").manifest
+    data = ref.read_bytes()
+    assert (m.names, m.source_size) == (["a", "b"], len(data))
+    assert m.source_sha256 == hashlib.sha256(data).hexdigest()
+
+
+def test_an_index_build_blocked_on_a_fifo_stops_on_sigterm(tmp_path):
+    """It waited for its hashing threads, blocked in the FIFO's open for ever: SIGTERM was
+    ignored.  Now it exits 143 at once and leaves no build folder."""
+    import signal
+    import time
+
+    fifo = tmp_path / "r.fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "link").symlink_to(fifo)
+    proc = _hspz(_index_argv(tmp_path / "link", tmp_path / "ix"))
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("SIGTERM did not stop an index build blocked on a FIFO") from None
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "hspZ: terminated (SIGTERM)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "r.fifo"]
+
+
+def test_same_file_never_opens_a_fifo_nor_takes_a_device_for_the_indexed_file(tmp_path):
+    """An index recording an empty source (a forged MANIFEST, resealed) made `same_file` open a
+    FIFO (waiting for ever) and take /dev/zero (size 0 to stat) for the indexed file."""
+    import threading
+
+    empty = hashlib.sha256(b"").hexdigest()
+    fifo = tmp_path / "f.fifo"
+    os.mkfifo(fifo)
+    got: dict[str, bool] = {}
+
+    def check() -> None:
+        for p in (str(fifo), "/dev/zero", str(tmp_path)):
+            got[p] = ix.same_file(p, 0, empty, (empty,)) or ix.same_file(p, 0, empty)
+
+    t = threading.Thread(target=check, daemon=True)
+    t.start()
+    t.join(10)
+    if t.is_alive():
+        os.close(os.open(fifo, os.O_RDWR))
+        raise AssertionError("same_file waited on a FIFO")
+    assert got == {str(fifo): False, "/dev/zero": False, str(tmp_path): False}
+
+
+@pytest.mark.parametrize("change", ["grows", "shrinks"])
+def test_file_pieces_of_a_file_that_changes_size_while_hashed_raise(tmp_path, monkeypatch, change):
+    """A file cut while hashed was hashed short (its missing bytes skipped), one appended to
+    hashed as it was at open: pieces of bytes the file never held at once."""
+    f = tmp_path / "f"
+    f.write_bytes(b"x" * 5000)
+    real, done = os.preadv, []
+
+    def changing(fd, buffers, offset):
+        if not done:
+            done.append(1)
+            with open(f, "r+b") as fh:
+                fh.truncate(6000 if change == "grows" else 1500)
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", changing)
+    with pytest.raises(ix.ChangedWhileRead):
+        ix.file_pieces(f, 1000, 1)
+    assert not ix.same_file(f, 5000, "", ix.file_pieces(f, 1000, 1)[1][:0])
+
+
+@pytest.mark.parametrize(
+    "forged, why",
+    [
+        ("{size} {h},{h}", r"2 source piece hash\(es\) for a file of"),
+        ("{size} ", r"not 64 hex digits"),
+        ("{size}", r"source_pieces is not"),
+        ("{size} zz", r"not 64 hex digits"),
+        ("{size} " + "a" * 64, r"one piece hash is not its sha256"),
+        ("1048576 {h}", r"source_pieces is not"),
+    ],
+)
+def test_a_forged_source_pieces_line_is_refused(built, tmp_path, capfd, forged, why):
+    """A source_pieces line with a wrong count of hashes, none, non-hex ones or one that
+    contradicts the sha256 (the MANIFEST resealed: its checksum is a plain sha256 of its
+    lines) was accepted and quietly never matched; it is a malformed MANIFEST now."""
+    d, ref, qry, _ = built
+    other = copy_index(d / "ix", tmp_path / "ix")
+    m = ix.open_index(other).manifest
+    line = f"source_pieces {forged.format(size=ix.SOURCE_PIECE, h=m.source_pieces[0])}"
+    lines = [line if x.startswith("source_pieces ") else x for x in m.lines()]
+    (other / ix.MANIFEST).write_text(sealed("".join(f"{x}\n" for x in lines)))
+    with pytest.raises(ix.InputError, match="malformed index MANIFEST .*" + why):
+        ix.open_index(other)
+    unsealed = copy_index(d / "ix", tmp_path / "ix2")
+    text = (
+        (unsealed / ix.MANIFEST)
+        .read_text()
+        .replace(f"source_pieces {ix.SOURCE_PIECE} {','.join(m.source_pieces)}", line)
+    )
+    (unsealed / ix.MANIFEST).write_text(text)
+    with pytest.raises(ix.InputError, match="fails its checksum"):
+        ix.open_index(unsealed)

@@ -5,6 +5,7 @@ the merge that stages one job after the other."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -323,3 +324,79 @@ def test_a_job_folder_that_cannot_take_a_file_is_named_as_one_thread_names_it(ba
         str(caught.value) == f"cannot write the output in {out / '000002'}: {name} is a directory"
     )
     assert (out / "000002" / name).is_dir()
+
+
+def test_work_refuses_a_query_that_became_a_fifo_or_folder_without_waiting(tmp_path):
+    """`check_queries` hashed a query that had become a FIFO on a thread blocked in its open
+    for ever (the pool waited, so neither the error nor SIGTERM ended `hspZ work`); a FIFO, a
+    link to one, a folder and a deleted file are each refused, the first failing job named."""
+    import hashlib
+    import threading
+    from types import SimpleNamespace
+
+    from hspz.commands.work import check_queries
+    from hspz.core.errors import InputError
+    from hspz.formats.planfile import PlanJob
+
+    good = tmp_path / "good.fa"
+    good.write_bytes(b">q\nACGT\n")
+    sha = hashlib.sha256(good.read_bytes()).hexdigest()
+    os.mkfifo(tmp_path / "q.fifo")
+    (tmp_path / "link").symlink_to(tmp_path / "q.fifo")
+    (tmp_path / "folder").mkdir()
+    bad = ["q.fifo", "link", "folder", "gone.fa"]
+    jobs = [PlanJob(1, str(good), 8, sha, None)]  # type: ignore[arg-type]
+    jobs += [PlanJob(i + 2, str(tmp_path / n), 8, sha, None) for i, n in enumerate(bad)]  # type: ignore[arg-type]
+    got: list[BaseException] = []
+
+    def check() -> None:
+        try:
+            check_queries(SimpleNamespace(jobs=jobs))  # type: ignore[arg-type]
+        except InputError as exc:
+            got.append(exc)
+
+    t = threading.Thread(target=check, daemon=True)
+    t.start()
+    t.join(20)
+    if t.is_alive():
+        for _ in range(4):
+            os.close(os.open(tmp_path / "q.fifo", os.O_RDWR))
+        raise AssertionError("check_queries waited on a FIFO")
+    assert [str(e) for e in got] == [
+        f"job 000002 ({tmp_path / 'q.fifo'}): cannot read it: not a regular file"
+    ]
+    for k in range(3, len(bad) + 2):
+        with pytest.raises(InputError, match=f"job {k:06d} .*cannot read it: "):
+            check_queries(SimpleNamespace(jobs=[jobs[0], jobs[k - 1]]))  # type: ignore[arg-type]
+
+
+def test_a_failed_folder_sync_raises_naming_the_folder(tmp_path, monkeypatch):
+    """A folder sync that fails (EIO) still raises from `fsync_dirs`, and its error names the
+    folder: os.fsync's names none, so the CLI's one line said only 'Input/output error'."""
+    import errno
+
+    from hspz.cli import _one_line
+    from hspz.core import durable
+
+    folders = [tmp_path / f"d{i}" for i in range(4)]
+    for f in folders:
+        f.mkdir()
+    (tmp_path / "link").symlink_to(folders[0])
+    bad = os.stat(folders[2]).st_ino
+    fsync = os.fsync
+
+    def failing(fd):
+        if os.fstat(fd).st_ino == bad:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing)
+    durable.fsync_dirs([folders[0], folders[0], tmp_path / "link", folders[1]])
+    with pytest.raises(OSError) as caught:
+        durable.fsync_dirs([*folders, folders[2]])
+    assert caught.value.errno == errno.EIO
+    assert _one_line(caught.value) == f"{folders[2]}: cannot sync the folder: Input/output error"
+    folders[3].rmdir()  # removed between listing and sync: raises, never skipped in silence
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(FileNotFoundError):
+        durable.fsync_dirs([folders[0], folders[3]])

@@ -8,6 +8,7 @@ sibling `.tmp` folder and rename it onto the index path.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
@@ -15,13 +16,13 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from hspz.core.errors import InputError, UsageError
+from hspz.core.errors import UsageError
 from hspz.core.options import Options
 from hspz.engine.contract import Backend
 from hspz.formats import index as ix
 from hspz.io.digests import records_digest
 from hspz.io.packing import pack_bin
-from hspz.io.readers import read_side
+from hspz.io.readers import read_bytes, side_of
 from hspz.io.records import Record
 from hspz.planning import bins as planning
 from hspz.planning.budget import host_memory_bytes
@@ -43,13 +44,8 @@ def index_command(
         )
     phases: dict[str, float] = {}
     with ix.building(path) as tmp:
-        with timed(phases, "input"), ThreadPoolExecutor(2) as pool:
-            source = pool.submit(ix.file_sha256, reference)
-            pieces = pool.submit(ix.file_pieces, reference, threads=options.threads)
-            records = read_side(reference, "reference")
-            size, sha = source.result()
-            if pieces.result()[0] != size:
-                raise InputError(f"{reference}: the file changed while it was read")
+        with timed(phases, "input"):
+            size, sha, pieces, records = read_reference(reference, options.threads)
         # record names are never empty nor hold whitespace: the readers refuse them (names.py)
         lengths = [len(r) for r in records]
         bins = planning.make_bins(lengths, options.seq_block_size, options.kegalign_bins)
@@ -69,7 +65,7 @@ def index_command(
             sha,
             bins,
             arrays,
-            source_pieces=pieces.result()[1],
+            source_pieces=pieces,
         )
         ix.write_text_synced(tmp / ix.MANIFEST, m.to_text())
         ix.write_text_synced(tmp / ix.READY, "")
@@ -86,6 +82,20 @@ def index_command(
             print(f"time: {name:<28} {seconds:>9.3f}", file=sys.stderr)
         print(f"time: {'wall':<28} {wall:>9.3f}", file=sys.stderr)
     return 0
+
+
+def read_reference(reference: str, threads: int) -> tuple[int, str, tuple[str, ...], list[Record]]:
+    """(size, sha256, piece hashes, records) of the reference, all of the same bytes, read once:
+    a file appended to or cut while it is read cannot give records its recorded hashes do not
+    describe (three readers of the file did: a record appended between the hashing and the
+    decoding was indexed under the hashes of the file without it), and a pipe is read once.
+    The bytes are hashed on threads while the records are decoded."""
+    data = read_bytes(reference)
+    with ThreadPoolExecutor(2) as pool:
+        whole = pool.submit(lambda: hashlib.sha256(data).hexdigest())
+        pieces = pool.submit(ix.bytes_pieces, data, threads=threads)
+        records = side_of(data, reference, "reference")
+        return len(data), whole.result(), pieces.result(), records
 
 
 def build_bins(

@@ -428,13 +428,15 @@ def append_text(path: PathArg, text: str, flag: str = "") -> None:
 
 
 def fsync_dir(folder: PathArg) -> None:
-    """Make the folder's entries (renames, new files) durable."""
+    """Make the folder's entries (renames, new files) durable.  A failed sync raises an
+    OSError naming the folder (os.fsync's names none: the CLI's line said only
+    'Input/output error')."""
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     except OSError as exc:
         if exc.errno not in (errno.EINVAL, errno.ENOTSUP):  # a file system without it
-            raise
+            raise OSError(exc.errno, f"cannot sync the folder: {exc.strerror}", folder) from exc
     finally:
         os.close(fd)
 

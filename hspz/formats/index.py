@@ -25,10 +25,12 @@ and 4 otherwise, and the table is already built from them.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import os
 import socket
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -86,31 +88,68 @@ HASH_BUFFER = 1 << 20  # bytes a file is hashed through (`file_sha256`)
 SOURCE_PIECE = 16 << 20  # bytes per hashed piece of the source file (`file_pieces`)
 
 
+def _open_regular(path: str | os.PathLike) -> int:
+    """A read-only descriptor of `path` when it is a regular file (a link to one is followed);
+    OSError otherwise, never blocking: a FIFO is opened without waiting for a writer and
+    refused, as are a device (/dev/zero would be hashed for ever) and a folder."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def file_sha256(path: str | os.PathLike) -> tuple[int, str]:
-    """(size, sha256 hex) of a file, read unbuffered into one reused buffer: 0.23 s for 270 MB
-    on the dev machine, where reading fresh 64 MiB pieces took 0.40 s (every piece a new
-    allocation, faulted in page by page)."""
+    """(size, sha256 hex) of a regular file (OSError for anything else: `_open_regular`), read
+    unbuffered into one reused buffer: 0.23 s for 270 MB on the dev machine, where reading
+    fresh 64 MiB pieces took 0.40 s (every piece a new allocation, faulted in page by page)."""
     h = hashlib.sha256()
     size = 0
     buf = bytearray(HASH_BUFFER)
     view = memoryview(buf)
-    with open(path, "rb", buffering=0) as fh:
+    with open(_open_regular(path), "rb", buffering=0) as fh:
         while n := fh.readinto(buf):
             h.update(view[:n])
             size += n
     return size, h.hexdigest()
 
 
+def bytes_pieces(data: bytes, piece: int = SOURCE_PIECE, threads: int = 0) -> tuple[str, ...]:
+    """sha256 hex of each `piece` bytes of `data` (one hash of nothing for no bytes), on
+    threads: the same hashes `file_pieces` gives a file of these bytes."""
+    raw = memoryview(data).cast("B")
+    starts = range(0, max(len(raw), 1), piece)
+
+    def one(start: int) -> str:
+        return hashlib.sha256(raw[start : start + piece]).hexdigest()
+
+    workers = min(len(starts), threads or os.cpu_count() or 1)
+    if workers == 1:
+        return tuple(map(one, starts))
+    with ThreadPoolExecutor(workers, thread_name_prefix="hash") as pool:
+        return tuple(pool.map(one, starts))
+
+
+class ChangedWhileRead(OSError):
+    """A file's size changed while `file_pieces` hashed it."""
+
+
 def file_pieces(
     path: str | os.PathLike, piece: int = SOURCE_PIECE, threads: int = 0
 ) -> tuple[int, tuple[str, ...]]:
-    """(size, sha256 hex of each `piece` bytes) of a file, the pieces hashed on threads: a
-    reference the index was built from is recognised in a fraction of `file_sha256`'s time (a
-    258 MB 2bit file, in the page cache: 0.24 s whole, 0.04 s in pieces on the H200 machine's 16
-    cores; benchmarks/sync_and_hash.py).  A file that changes size while it is read gives
-    pieces that match no record."""
-    with open(path, "rb", buffering=0) as fh:
-        size = os.fstat(fh.fileno()).st_size
+    """(size, sha256 hex of each `piece` bytes) of a regular file (OSError for anything else:
+    `_open_regular`), the pieces hashed on threads: a reference the index was built from is
+    recognised in a fraction of `file_sha256`'s time (a 258 MB 2bit file, in the page cache:
+    0.24 s whole, 0.04 s in pieces on the H200 machine's 16 cores;
+    benchmarks/sync_and_hash.py).  A file that grows or shrinks while it is read raises
+    ChangedWhileRead (its pieces would describe bytes the file never held at once)."""
+    fd = _open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
         starts = range(0, max(size, 1), piece)
 
         def one(start: int) -> str:
@@ -119,18 +158,24 @@ def file_pieces(
             view = memoryview(buf)
             left = min(piece, size - start)
             while left > 0:
-                n = os.preadv(fh.fileno(), [view[: min(left, len(buf))]], start)
+                n = os.preadv(fd, [view[: min(left, len(buf))]], start)
                 if n == 0:
-                    break
+                    raise ChangedWhileRead(errno.EIO, "the file shrank while it was read", path)
                 h.update(view[:n])
                 start, left = start + n, left - n
             return h.hexdigest()
 
         workers = min(len(starts), threads or os.cpu_count() or 1)
         if workers == 1:
-            return size, tuple(map(one, starts))
-        with ThreadPoolExecutor(workers, thread_name_prefix="hash") as pool:
-            return size, tuple(pool.map(one, starts))
+            pieces = tuple(map(one, starts))
+        else:
+            with ThreadPoolExecutor(workers, thread_name_prefix="hash") as pool:
+                pieces = tuple(pool.map(one, starts))
+        if os.fstat(fd).st_size != size:
+            raise ChangedWhileRead(errno.EIO, "the file changed size while it was read", path)
+        return size, pieces
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------------------------
@@ -260,17 +305,28 @@ def _manifest_from(rows: list[list[str]]) -> IndexManifest:
         tuple(bins),
         arrays,
         one["hspz_version"][0],
-        _source_pieces(one.get("source_pieces")),
+        _source_pieces(
+            one.get("source_pieces"), int(one["source_size"][0]), one["source_sha256"][0]
+        ),
     )
 
 
-def _source_pieces(row: list[str] | None) -> tuple[str, ...]:
-    """The source file's piece hashes (an index of an older hspZ has none)."""
+def _source_pieces(row: list[str] | None, size: int, sha256: str) -> tuple[str, ...]:
+    """The source file's piece hashes (an index of an older hspZ has none): exactly one sha256
+    hex for each SOURCE_PIECE bytes of the `size` recorded (one for an empty file), and a file
+    of one piece has the whole file's sha256 as its piece's."""
     if row is None:
         return ()
-    if int(row[0]) != SOURCE_PIECE:
-        raise ValueError(f"source pieces of {row[0]} bytes")
-    return tuple(row[1].split(","))
+    if len(row) != 2 or int(row[0]) != SOURCE_PIECE:
+        raise ValueError(f"source_pieces is not '{SOURCE_PIECE} HASH,HASH,...'")
+    pieces = tuple(row[1].split(","))
+    if len(pieces) != max(1, -(-size // SOURCE_PIECE)):
+        raise ValueError(f"{len(pieces)} source piece hash(es) for a file of {size} bytes")
+    if not all(len(h) == 64 and set(h) <= set("0123456789abcdef") for h in pieces):
+        raise ValueError("a source piece hash is not 64 hex digits")
+    if len(pieces) == 1 and pieces[0] != sha256:
+        raise ValueError("the source file's one piece hash is not its sha256")
+    return pieces
 
 
 # --------------------------------------------------------------------------------------------
@@ -671,11 +727,13 @@ class Verification:
 
 def same_file(path: str, size: int, sha256: str, pieces: tuple[str, ...] = ()) -> bool:
     """Whether the file holds exactly these bytes: its pieces' hashes (`file_pieces`) when
-    recorded, else its sha256 (`file_sha256`).  Its size is compared first, so only a file of
-    the recorded size is hashed.  A file that cannot be read is not the same (the records check
-    that follows says why)."""
+    recorded, else its sha256 (`file_sha256`).  Its size is compared first, so only a regular
+    file of the recorded size is hashed (a FIFO or device is never opened here).  A file that
+    cannot be read, or changes while it is hashed, is not the same (the records check that
+    follows says why)."""
     try:
-        if os.stat(path).st_size != size:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
             return False
         if pieces:
             return file_pieces(path) == (size, pieces)

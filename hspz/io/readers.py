@@ -44,8 +44,11 @@ def detect_format(path: PathLike) -> str:
 
 def read_records(path: PathLike) -> list[Record]:
     """Every record of a FASTA, gzip (FASTA or 2bit inside) or 2bit file, in file order."""
-    source = os.fspath(path)
-    data = _read_file(path)
+    return records_of(_read_file(path), os.fspath(path))
+
+
+def records_of(data: bytes, source: str) -> list[Record]:
+    """Every record of a sequence file's bytes (FASTA, gzip or 2bit), in file order."""
     kind = _format_of(data)
     if kind == "gzip":
         data = _gunzip(data, source)
@@ -66,7 +69,21 @@ def _gunzip(data: bytes, source: str) -> bytes:
 
 
 def read_side(path: str, side: str) -> list[Record]:
-    records = read_records(path)
+    return _one_side(read_records(path), path, side)
+
+
+def read_bytes(path: str) -> bytes:
+    """A sequence file's bytes, read once (a device refused): for `side_of` and for hashing
+    the very bytes the records come from (`hspZ index`)."""
+    return _read_file(path)
+
+
+def side_of(data: bytes, path: str, side: str) -> list[Record]:
+    """One side's records decoded from the bytes of `path` (`read_bytes`); none is refused."""
+    return _one_side(records_of(data, path), path, side)
+
+
+def _one_side(records: list[Record], path: str, side: str) -> list[Record]:
     if not records:
         raise InputError(f"{path}: no {side} records")
     return records
