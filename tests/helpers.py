@@ -105,3 +105,22 @@ def _array(seq: Seq) -> np.ndarray:
     if isinstance(seq, np.ndarray):
         return seq.astype(np.uint8, copy=False)
     return np.frombuffer(seq.encode() if isinstance(seq, str) else bytes(seq), np.uint8)
+
+
+def sigterm_after(proc, what: str, wait: float = 2.0) -> str:
+    """SIGTERM `proc` (a Popen with stderr=PIPE, text) after `wait` seconds, well into a read
+    it is blocked in; its stderr once it has stopped with hspZ's SIGTERM status and line."""
+    import signal
+    import subprocess
+    import time
+
+    time.sleep(wait)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"SIGTERM did not stop {what}") from None
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "hspZ: terminated (SIGTERM)"
+    return err

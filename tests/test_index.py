@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import sigterm_after
 from multibin import FLAGS, outputs, write_pair
 from refusal import assert_refused, snapshot
 
@@ -633,22 +634,11 @@ def test_an_index_of_a_pipe_reads_it_once(tmp_path):
 def test_an_index_build_blocked_on_a_fifo_stops_on_sigterm(tmp_path):
     """It waited for its hashing threads, blocked in the FIFO's open for ever: SIGTERM was
     ignored.  Now it exits 143 at once and leaves no build folder."""
-    import signal
-    import time
-
     fifo = tmp_path / "r.fifo"
     os.mkfifo(fifo)
     (tmp_path / "link").symlink_to(fifo)
     proc = _hspz(_index_argv(tmp_path / "link", tmp_path / "ix"))
-    time.sleep(2.0)
-    proc.send_signal(signal.SIGTERM)
-    try:
-        _, err = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise AssertionError("SIGTERM did not stop an index build blocked on a FIFO") from None
-    assert proc.returncode == 143, err
-    assert err.strip().splitlines()[-1] == "hspZ: terminated (SIGTERM)"
+    sigterm_after(proc, "an index build blocked on a FIFO")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "r.fifo"]
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import fasta_bytes, mutate, random_dna
+from helpers import fasta_bytes, mutate, random_dna, sigterm_after
 from scorefiles import MILLION
 
 from hspz.cli import main
@@ -271,10 +271,8 @@ def test_a_run_blocked_reading_a_fifo_stops_on_sigterm(tmp_path, with_index):
     `Verification`), blocks its reader in open(); SIGTERM must still end the run at once, exit
     143 and no OUT (it hung for ever: the thread pools were waited for on the way out)."""
     import os
-    import signal
     import subprocess
     import sys
-    import time
 
     from tests.helpers import write_fasta
 
@@ -290,13 +288,5 @@ def test_a_run_blocked_reading_a_fifo_stops_on_sigterm(tmp_path, with_index):
     proc = subprocess.Popen(
         [sys.executable, "-m", "hspz", *argv], stderr=subprocess.PIPE, text=True
     )
-    time.sleep(2.0)  # well into the blocked read
-    proc.send_signal(signal.SIGTERM)
-    try:
-        _, err = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise AssertionError("SIGTERM did not stop a run blocked on a FIFO") from None
-    assert proc.returncode == 143, err
-    assert err.strip().splitlines()[-1] == "hspZ: terminated (SIGTERM)"
+    sigterm_after(proc, "a run blocked on a FIFO")
     assert not (tmp_path / "out").exists()
