@@ -12,7 +12,7 @@ import hashlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -93,9 +93,9 @@ def read_reference(reference: str, threads: int) -> tuple[int, str, tuple[str, .
     data = read_bytes(reference)
     with ThreadPoolExecutor(2) as pool:
         whole = pool.submit(lambda: hashlib.sha256(data).hexdigest())
-        pieces = pool.submit(ix.bytes_pieces, data, threads=threads)
+        pieces = pool.submit(ix.piece_digests, data, threads, ix.SOURCE_PIECE)
         records = side_of(data, reference, "reference")
-        return len(data), whole.result(), pieces.result(), records
+        return len(data), whole.result(), tuple(pieces.result()), records
 
 
 def build_bins(
@@ -141,7 +141,7 @@ def _host_builders(threads: int, largest_bp: int) -> int:
     return max(1, min(threads, fit))
 
 
-def bounded_map(fn: Callable, items: Iterable, workers: int) -> Iterator:
+def bounded_map(fn: Callable, items: Iterable, workers: int) -> Generator:
     """fn(item) for each item, in order, at most `workers` computed at once (and held)."""
     items = list(items)
     with ThreadPoolExecutor(max(1, workers)) as pool:

@@ -16,10 +16,11 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hspz.commands.index import bounded_map
 from hspz.commands.query_list import spec_of
 from hspz.core import durable, faults
 from hspz.core.errors import InputError, UsageError
@@ -27,7 +28,7 @@ from hspz.core.progress import Progress
 from hspz.engine.contract import Backend, UnitResult
 from hspz.formats import index as ix
 from hspz.formats.manifest import check_side, check_version
-from hspz.formats.planfile import PlanFile, PlanJob, read_plan
+from hspz.formats.planfile import PlanFile, read_plan
 from hspz.formats.results import read_unit, unit_key, unit_path, write_results, write_unit
 from hspz.io.readers import read_side
 from hspz.planning.budget import devices_for
@@ -116,29 +117,23 @@ def check_queries(pf: PlanFile) -> None:
     with, so an edited query is refused (exit 2) before a unit file is written.  The files are
     hashed on threads (16 ms for 20 queries of 5 Mbp on the H200 machine, under cProfile); the
     first job in order that fails is the one named."""
-
-    def hashed(job: PlanJob) -> tuple[int, str] | OSError:
-        try:
-            return ix.file_sha256(job.path)
-        except OSError as exc:
-            return exc
-
-    with ThreadPoolExecutor(min(len(pf.jobs), os.cpu_count() or 1) or 1) as pool:
-        found = list(pool.map(hashed, pf.jobs))
-    for job, got in zip(pf.jobs, found, strict=True):
-        if isinstance(got, OSError):
-            raise InputError(
-                f"job {job.name} ({job.path}): cannot read it: {got.strerror or got}"
-            ) from None
-        size, sha = got
-        if (job.size is not None and size != job.size) or (
-            job.sha256 not in ("", "-") and sha != job.sha256
-        ):
-            raise InputError(
-                f"job {job.name} ({job.path}): the file changed since the batch "
-                f"was planned ({size} bytes, sha256 {sha[:16]}… here; {job.size} "
-                f"bytes, {job.sha256[:16]}… planned)"
-            )
+    reads = bounded_map(lambda job: ix.file_sha256(job.path), pf.jobs, os.cpu_count() or 1)
+    with closing(reads) as hashes:
+        for job in pf.jobs:
+            try:
+                size, sha = next(hashes)
+            except OSError as exc:
+                raise InputError(
+                    f"job {job.name} ({job.path}): cannot read it: {exc.strerror or exc}"
+                ) from None
+            if (job.size is not None and size != job.size) or (
+                job.sha256 not in ("", "-") and sha != job.sha256
+            ):
+                raise InputError(
+                    f"job {job.name} ({job.path}): the file changed since the batch "
+                    f"was planned ({size} bytes, sha256 {sha[:16]}… here; {job.size} "
+                    f"bytes, {job.sha256[:16]}… planned)"
+                )
 
 
 def _work(

@@ -73,15 +73,17 @@ def bin_folder(b: int) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def piece_digests(data: np.ndarray, threads: int = 0) -> list[str]:
-    """sha256 of each PIECE bytes of `data` (the last piece may be shorter), on threads:
-    hashlib releases the GIL while it hashes."""
-    raw = np.ascontiguousarray(data).data.cast("B")
-    cuts = range(0, max(len(raw), 1), PIECE)
+def piece_digests(data: np.ndarray | bytes, threads: int = 0, piece: int = PIECE) -> list[str]:
+    """sha256 of each `piece` bytes of `data` (the last piece may be shorter; one hash of
+    nothing for no bytes), on threads: hashlib releases the GIL while it hashes.  A source
+    file's bytes in SOURCE_PIECE pieces give the hashes `file_pieces` gives the file."""
+    array = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else data
+    raw = np.ascontiguousarray(array).data.cast("B")
+    cuts = range(0, max(len(raw), 1), piece)
     if len(cuts) == 1:
         return [hashlib.sha256(raw).hexdigest()]
     with ThreadPoolExecutor(threads or os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda a: hashlib.sha256(raw[a : a + PIECE]).hexdigest(), cuts))
+        return list(pool.map(lambda a: hashlib.sha256(raw[a : a + piece]).hexdigest(), cuts))
 
 
 HASH_BUFFER = 1 << 20  # bytes a file is hashed through (`file_sha256`)
@@ -116,22 +118,6 @@ def file_sha256(path: str | os.PathLike) -> tuple[int, str]:
             h.update(view[:n])
             size += n
     return size, h.hexdigest()
-
-
-def bytes_pieces(data: bytes, piece: int = SOURCE_PIECE, threads: int = 0) -> tuple[str, ...]:
-    """sha256 hex of each `piece` bytes of `data` (one hash of nothing for no bytes), on
-    threads: the same hashes `file_pieces` gives a file of these bytes."""
-    raw = memoryview(data).cast("B")
-    starts = range(0, max(len(raw), 1), piece)
-
-    def one(start: int) -> str:
-        return hashlib.sha256(raw[start : start + piece]).hexdigest()
-
-    workers = min(len(starts), threads or os.cpu_count() or 1)
-    if workers == 1:
-        return tuple(map(one, starts))
-    with ThreadPoolExecutor(workers, thread_name_prefix="hash") as pool:
-        return tuple(pool.map(one, starts))
 
 
 class ChangedWhileRead(OSError):
