@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -14,7 +17,7 @@ import pytest
 from multibin import FLAGS, records, write_records
 
 from hspz.cli import main
-from hspz.commands.merge import merge_command
+from hspz.commands.merge import merge_command, results_bytes
 from hspz.core.errors import RunError
 from hspz.formats.planfile import read_plan
 from hspz.run import emit
@@ -400,3 +403,38 @@ def test_a_failed_folder_sync_raises_naming_the_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "fsync", fsync)
     with pytest.raises(FileNotFoundError):
         durable.fsync_dirs([folders[0], folders[3]])
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
+def test_a_merge_of_many_lines_loads_numba_beside_its_reads_and_writes_the_same(
+    batch, tmp_path, capsys, large
+):
+    """A merge whose results files hold at least `NUMBA_BYTES` (lowered here to the batch's
+    size) loads numba on a thread as it starts, so that formatting and digesting run in
+    numba's loops, which release the GIL; a smaller one never imports numba.  Both write and
+    print the bytes of the in-process merge (fresh processes: numba not loaded before)."""
+    one = merged(batch, tmp_path, capsys, 1)
+    out, ledger = tmp_path / "sub", tmp_path / "sub.tsv"
+    argv = ["merge", "--plan", batch["plan"], "-o", str(out), "--ledger", str(ledger)]
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from hspz.commands import merge
+        from hspz.cli import main
+        merge.NUMBA_BYTES = 1 if {large} else 1 << 40
+        status = main({[*argv, *batch["results"]]!r})
+        print("numba" in sys.modules, file=sys.stderr)
+        sys.exit(status)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    err, loaded = done.stderr.rsplit("\n", 2)[0] + "\n", done.stderr.split()[-1]
+    assert loaded == str(large)
+    shown = [s.replace(str(out), "OUT") for s in (done.stdout, err)]
+    assert (tree(out), ledger.read_bytes(), *shown) == one
+
+
+def test_the_results_bytes_count_what_can_be_read():
+    here = Path(__file__)
+    assert results_bytes([str(here), str(here), "/no/such/file"]) == 2 * len(here.read_bytes())

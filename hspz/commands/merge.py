@@ -14,9 +14,11 @@ exactly that worker's units, and that no worker's results come twice or are miss
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from hspz.core import jit
 from hspz.core.errors import InputError
 from hspz.engine.contract import UnitResult
 from hspz.formats.planfile import PlanFile, read_plan
@@ -25,6 +27,8 @@ from hspz.run.execute import Emitters, Execution, Job, Summary, print_counts
 from hspz.run.outdir import OutLock, Tree, check_disjoint, publish_claims, query_list_claims
 from hspz.run.replay import replay
 from hspz.run.report import write_ledger
+from hspz.stages.hsp import HSP_DTYPE
+from hspz.stages.segments import SMALL_LINES
 
 
 def merge_command(
@@ -62,6 +66,8 @@ def merge_command(
             )
         },
     )
+    if results_bytes(result_paths) >= NUMBA_BYTES:
+        jit.load_on_thread()  # beside the checks and reads below
     workers = check_arguments(pf, plan_path, result_paths)  # before any byte is published
     with OutLock(outdir, "--output", wait, command, keep_empty=tarball is None):
         summary = Summary(query_list=pf.query_list)
@@ -92,6 +98,24 @@ def merge_command(
         else:
             print(f"digest: {jobs[0].summary.digest}")
     return 0
+
+
+NUMBA_BYTES = SMALL_LINES * HSP_DTYPE.itemsize  # results of as many HSPs as one file's lines
+# that take numba's loops: a merge of more loads numba at once.  Its files each hold fewer lines,
+# so without it they all took numpy's paths, which hold the GIL: 40 units, 2.5 M lines (119 MB)
+# merged in 3.23 s, 4.2 s of CPU, against 2.18 s, 2.4 s of CPU, with numba (dev machine)
+
+
+def results_bytes(paths: list[str]) -> int:
+    """The results files' sizes summed (a file that cannot be read counts 0: it is refused
+    by `check_arguments`)."""
+    total = 0
+    for path in paths:
+        try:
+            total += os.stat(path).st_size
+        except OSError:
+            pass
+    return total
 
 
 def check_arguments(pf: PlanFile, plan_path: str, result_paths: list[str]) -> dict[str, int]:

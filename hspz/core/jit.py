@@ -112,6 +112,14 @@ def numpy_first(n: int, limit: int) -> bool:
     return n < limit and not loaded()
 
 
+def load_on_thread() -> threading.Thread:
+    """`load` on a daemon thread: for a caller that knows much work of numba's is coming
+    (`hspZ merge` of more lines than the numpy paths serve well) and has reading to do first."""
+    thread = threading.Thread(target=load, daemon=True, name="hspz-numba")
+    thread.start()
+    return thread
+
+
 def load() -> None:
     """Load numba now and hand it every function decorated so far (a CPU worker process does,
     while its parent reads the inputs)."""
