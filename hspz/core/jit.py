@@ -34,7 +34,8 @@ class _Lazy:
         functools.update_wrapper(self, fn)
         self.py_func = fn
         self.options = {**_OPTIONS, **options}
-        self.make = make or (lambda: _numba().njit(**self.options)(fn))
+        self.default_make = lambda: _numba().njit(**self.options)(fn)
+        self.make = make or self.default_make
         self.compiled = None
         _lazy.append(self)
 
@@ -118,6 +119,39 @@ def load_on_thread() -> threading.Thread:
     thread = threading.Thread(target=load, daemon=True, name="hspz-numba")
     thread.start()
     return thread
+
+
+def load_cached(modules: tuple[str, ...]) -> int:
+    """Take from numba's on-disk cache, now, every overload it holds for the decorated loops of
+    these modules and this code (what earlier runs compiled): a loop's first call otherwise
+    loads its overload then, a few ms each, while every thread that calls it waits.  Call it on
+    a thread beside the caller's reading (`engine.cpu.preload`).  Only overloads whose key
+    (signature, machine, bytecode hash) is this code's are taken, so nothing is compiled; any
+    surprise in numba's cache internals just leaves the rest to the first calls.  Returns how
+    many were taken."""
+    load()
+    taken = 0
+    for lazy in list(_lazy):
+        if lazy.py_func.__module__ not in modules or lazy.make is not lazy.default_make:
+            continue
+        try:
+            taken += _take_cached(lazy.compiled or _load(lazy))
+        except Exception:  # numba's internals moved: the first call loads as before
+            continue
+    return taken
+
+
+def _take_cached(dispatcher: Any) -> int:
+    cache = dispatcher._cache
+    codegen = dispatcher.targetctx.codegen()
+    taken = 0
+    for key in cache._cache_file._load_index():
+        sig = key[0]
+        if key != cache._index_key(sig, codegen) or sig in dispatcher.overloads:
+            continue
+        dispatcher.compile(sig)
+        taken += 1
+    return taken
 
 
 def load() -> None:
