@@ -14,6 +14,7 @@ numba's array maths is loaded without its scipy probe (`hspz.core.lean`).
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -142,12 +143,16 @@ def load_cached(modules: tuple[str, ...]) -> int:
 
 
 def _take_cached(dispatcher: Any) -> int:
-    cache = dispatcher._cache
+    """Every cached overload of one dispatcher whose key is this code's and whose data file is
+    there (a missing one would make `compile` compile, holding numba's lock for seconds)."""
+    cache, files = dispatcher._cache, dispatcher._cache._cache_file
     codegen = dispatcher.targetctx.codegen()
     taken = 0
-    for key in cache._cache_file._load_index():
+    for key, name in files._load_index().items():
         sig = key[0]
         if key != cache._index_key(sig, codegen) or sig in dispatcher.overloads:
+            continue
+        if not os.path.isfile(os.path.join(files._cache_path, name)):
             continue
         dispatcher.compile(sig)
         taken += 1
