@@ -15,7 +15,8 @@ from hspz.cli import main
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    """{relative path: sha256 of its bytes, or 'dir'} of everything under `root`."""
+    """{relative path: sha256 of its bytes, 'dir', a link's target or 'fifo'} of everything
+    under `root` (a FIFO is never opened: reading it would wait for a writer)."""
     out = {}
     for p in sorted(root.rglob("*")):
         rel = str(p.relative_to(root))
@@ -23,6 +24,8 @@ def snapshot(root: Path) -> dict[str, str]:
             out[rel] = f"link:{p.readlink()}"
         elif p.is_dir():
             out[rel] = "dir"
+        elif p.is_fifo():
+            out[rel] = "fifo"
         else:
             out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out

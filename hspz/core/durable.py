@@ -152,6 +152,21 @@ def os_path(entry: str, folder: PathArg) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def open_regular(path: PathArg) -> int:
+    """A read-only descriptor of `path` when it is a regular file (a link to one is followed);
+    OSError otherwise, never blocking: a FIFO is opened without waiting for a writer and
+    refused, as are a device (/dev/zero would be read for ever) and a folder."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def open_lock(path: PathArg, flag: str) -> int:
     """The descriptor of lock file `path`, created when missing, never through a symbolic
     link; a lock that is not a regular file, or has other hard links, is refused."""

@@ -90,30 +90,16 @@ HASH_BUFFER = 1 << 20  # bytes a file is hashed through (`file_sha256`)
 SOURCE_PIECE = 16 << 20  # bytes per hashed piece of the source file (`file_pieces`)
 
 
-def _open_regular(path: str | os.PathLike) -> int:
-    """A read-only descriptor of `path` when it is a regular file (a link to one is followed);
-    OSError otherwise, never blocking: a FIFO is opened without waiting for a writer and
-    refused, as are a device (/dev/zero would be hashed for ever) and a folder."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def file_sha256(path: str | os.PathLike) -> tuple[int, str]:
-    """(size, sha256 hex) of a regular file (OSError for anything else: `_open_regular`), read
-    unbuffered into one reused buffer: 0.23 s for 270 MB on the dev machine, where reading
-    fresh 64 MiB pieces took 0.40 s (every piece a new allocation, faulted in page by page)."""
+    """(size, sha256 hex) of a regular file (OSError for anything else:
+    `durable.open_regular`), read unbuffered into one reused buffer: 0.23 s for 270 MB on the
+    dev machine, where reading fresh 64 MiB pieces took 0.40 s (every piece a new allocation,
+    faulted in page by page)."""
     h = hashlib.sha256()
     size = 0
     buf = bytearray(HASH_BUFFER)
     view = memoryview(buf)
-    with open(_open_regular(path), "rb", buffering=0) as fh:
+    with open(durable.open_regular(path), "rb", buffering=0) as fh:
         while n := fh.readinto(buf):
             h.update(view[:n])
             size += n
@@ -128,12 +114,12 @@ def file_pieces(
     path: str | os.PathLike, piece: int = SOURCE_PIECE, threads: int = 0
 ) -> tuple[int, tuple[str, ...]]:
     """(size, sha256 hex of each `piece` bytes) of a regular file (OSError for anything else:
-    `_open_regular`), the pieces hashed on threads: a reference the index was built from is
+    `durable.open_regular`), the pieces hashed on threads: a reference the index was built from is
     recognised in a fraction of `file_sha256`'s time (a 258 MB 2bit file, in the page cache:
     0.24 s whole, 0.04 s in pieces on the H200 machine's 16 cores;
     benchmarks/sync_and_hash.py).  A file that grows or shrinks while it is read raises
     ChangedWhileRead (its pieces would describe bytes the file never held at once)."""
-    fd = _open_regular(path)
+    fd = durable.open_regular(path)
     try:
         size = os.fstat(fd).st_size
         starts = range(0, max(size, 1), piece)

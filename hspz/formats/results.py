@@ -82,7 +82,7 @@ def seal_results(path: str | os.PathLike) -> None:
 
 def _check_seal(source: str) -> None:
     """Every byte of a results file as `seal_results` sealed it."""
-    with open(source, "rb") as fh:
+    with open(durable.open_regular(source), "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size < SEAL_LEN + 22:
             raise InputError(f"{source}: not a readable hspZ results file (too short)")
@@ -147,12 +147,17 @@ def _open_results(source: str, read: Callable) -> tuple[dict, Any]:
     """(header, read(z, header)) of a results file's checked header, a damaged or foreign file
     being one InputError line."""
     try:
-        z = np.load(source, allow_pickle=False)
-        if not isinstance(z, np.lib.npyio.NpzFile):
-            raise InputError(f"{source}: not an hspZ results file (made by `hspZ work`)")
-        with z:
-            header = _results_header(z, source)
-            return header, read(z, header)
+        fh = open(durable.open_regular(source), "rb")  # a FIFO or a device: refused, not waited on
+    except OSError as exc:
+        raise InputError(f"{source}: cannot read it: {exc.strerror or exc}") from None
+    try:
+        with fh:
+            z = np.load(fh, allow_pickle=False)
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise InputError(f"{source}: not an hspZ results file (made by `hspZ work`)")
+            with z:
+                header = _results_header(z, source)
+                return header, read(z, header)
     except _DAMAGED as exc:
         raise InputError(
             f"{source}: not a readable hspZ results file ({type(exc).__name__}: {exc})"

@@ -11,7 +11,7 @@ traceback, nothing under the directory changed.  `COMMAND` says which command ea
 - `plan-`: the same for a plan file (`hspZ plan`), read by `work`, `merge` and `--from-manifest`;
 - `results-`: a results file (`hspZ work`) with a bad CRC, truncated, not a zip, empty, a forged
   header (stale or recomputed checksum), a damaged unit image in a valid zip, another plan's,
-  given twice, a worker's missing, an older format;
+  given twice, a worker's missing, an older format, a FIFO or a device in its place;
 - `workers-`: a worker number outside the plan;
 - `preflight-`: the memory preflight's refusal naming only the flags that apply to the run
   (never --gpus to a run with one worker, --threads only with several threads per worker, -B
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import zipfile
@@ -370,6 +371,14 @@ def results_case(kind: str):
             return merge, 2, f"the results of worker 0 were given twice \\(also {name}\\)$"
         if kind == "missing-worker":
             return merge[:-1], 2, "^hspZ: no results of worker\\(s\\) 1 of .*plan.txt were given"
+        if kind == "fifo":  # np.load opened it and waited for a writer for ever
+            w0.unlink()
+            os.mkfifo(w0)
+            return merge, 2, f"^hspZ: {name}: cannot read it: not a regular file$"
+        if kind == "device":
+            w0.unlink()
+            w0.symlink_to("/dev/zero")
+            return merge, 2, f"^hspZ: {name}: cannot read it: not a regular file$"
         if kind == "old-format":
             header = _header(w0)
             for key in ("sha256", "checksum"):
@@ -519,6 +528,8 @@ CASES = {
             "duplicate",
             "missing-worker",
             "old-format",
+            "fifo",
+            "device",
         )
     },
     **{f"workers-{k}": workers_case(k) for k in ("out-of-range", "far-out-of-range")},
