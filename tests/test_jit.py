@@ -257,34 +257,3 @@ def test_digest_rows_are_the_same_either_way(monkeypatch, text):
     empty lines kept, trailing newlines dropped, a last line without one kept."""
     numpy_way, numba_way = _both_ways(monkeypatch, lambda: emit._rows_of(text))
     assert numpy_way.dtype == numba_way.dtype and numpy_way.tolist() == numba_way.tolist()
-
-
-_CACHED_PROBE = """
-from hspz.core.jit import njit
-
-@njit
-def double(x):
-    return 2 * x
-"""
-
-
-def test_load_cached_takes_this_codes_cached_overloads_and_compiles_none(tmp_path):
-    """`jit.load_cached` (the CPU preload) takes from numba's cache every overload an earlier
-    process compiled for a module's loops (cache hits, no miss: nothing compiled), skips one
-    whose data file is gone, and takes none once the source changed (another bytecode)."""
-    (tmp_path / "cachedprobe.py").write_text(textwrap.dedent(_CACHED_PROBE))
-    taken = """
-        import cachedprobe
-        from hspz.core import jit
-        n = jit.load_cached(("cachedprobe",))
-        stats = cachedprobe.double.stats
-        print(n, sum(stats.cache_hits.values()), sum(stats.cache_misses.values()))
-    """
-    _python("import cachedprobe; cachedprobe.double(1); cachedprobe.double(1.5)", cwd=tmp_path)
-    assert _python(taken, cwd=tmp_path) == ["2", "2", "0"]
-    data = sorted((tmp_path / "__pycache__").glob("cachedprobe.double-*.nbc"))
-    assert len(data) == 2
-    data[0].unlink()
-    assert _python(taken, cwd=tmp_path) == ["1", "1", "0"]
-    (tmp_path / "cachedprobe.py").write_text(textwrap.dedent(_CACHED_PROBE).replace("2 *", "3 *"))
-    assert _python(taken, cwd=tmp_path) == ["0", "0", "0"]

@@ -14,7 +14,6 @@ numba's array maths is loaded without its scipy probe (`hspz.core.lean`).
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -35,8 +34,7 @@ class _Lazy:
         functools.update_wrapper(self, fn)
         self.py_func = fn
         self.options = {**_OPTIONS, **options}
-        self.default_make = lambda: _numba().njit(**self.options)(fn)
-        self.make = make or self.default_make
+        self.make = make or (lambda: _numba().njit(**self.options)(fn))
         self.compiled = None
         _lazy.append(self)
 
@@ -120,43 +118,6 @@ def load_on_thread() -> threading.Thread:
     thread = threading.Thread(target=load, daemon=True, name="hspz-numba")
     thread.start()
     return thread
-
-
-def load_cached(modules: tuple[str, ...]) -> int:
-    """Take from numba's on-disk cache, now, every overload it holds for the decorated loops of
-    these modules and this code (what earlier runs compiled): a loop's first call otherwise
-    loads its overload then, a few ms each, while every thread that calls it waits.  Call it on
-    a thread beside the caller's reading (`engine.cpu.preload`).  Only overloads whose key
-    (signature, machine, bytecode hash) is this code's are taken, so nothing is compiled; any
-    surprise in numba's cache internals just leaves the rest to the first calls.  Returns how
-    many were taken."""
-    load()
-    taken = 0
-    for lazy in list(_lazy):
-        if lazy.py_func.__module__ not in modules or lazy.make is not lazy.default_make:
-            continue
-        try:
-            taken += _take_cached(lazy.compiled or _load(lazy))
-        except Exception:  # numba's internals moved: the first call loads as before
-            continue
-    return taken
-
-
-def _take_cached(dispatcher: Any) -> int:
-    """Every cached overload of one dispatcher whose key is this code's and whose data file is
-    there (a missing one would make `compile` compile, holding numba's lock for seconds)."""
-    cache, files = dispatcher._cache, dispatcher._cache._cache_file
-    codegen = dispatcher.targetctx.codegen()
-    taken = 0
-    for key, name in files._load_index().items():
-        sig = key[0]
-        if key != cache._index_key(sig, codegen) or sig in dispatcher.overloads:
-            continue
-        if not os.path.isfile(os.path.join(files._cache_path, name)):
-            continue
-        dispatcher.compile(sig)
-        taken += 1
-    return taken
 
 
 def load() -> None:

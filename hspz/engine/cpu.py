@@ -59,16 +59,11 @@ def warm_worker(worker: int) -> None:
     jit.load()
 
 
-ENGINE_MODULES = ("hspz.stages.seed", "hspz.stages.xdrop", "hspz.stages.hsp", "hspz.stages.chunks")
-
-
 def preload() -> None:
-    """Load numba, start its code generator (`stages.seed.start_codegen`) and take the engine's
-    cached loops (`jit.load_cached`), on a thread while the caller reads and plans
-    (`engine.backends.warm`)."""
+    """Load numba and start its code generator (`stages.seed.start_codegen`), on a thread while
+    the caller reads and plans (`engine.backends.warm`)."""
     jit.load()
     start_codegen()
-    jit.load_cached(ENGINE_MODULES)
 
 
 PHASES = ("table", "seed", "first pass", "sweep", "gate", "dedup")
