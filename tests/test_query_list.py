@@ -4,6 +4,8 @@ index, at every worker count and policy; queries.tsv marks a complete batch; eve
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shutil
 from pathlib import Path
@@ -321,6 +323,9 @@ def test_queries_tsv_is_written_last_and_a_rerun_replaces_it(batch, tmp_path):
         ([], "q1.fa\nnot-fasta.fa\n", r"job 000002 \(.*not-fasta\.fa\): .*no FASTA records"),
         ([], "q1.fa\nempty.fa\n", r"job 000002 \(.*empty\.fa\): .*empty file"),
         ([], "q1.fa\nsub\n", r"job 000002 \(.*sub\): cannot read"),
+        # a FIFO nobody writes to held the plan for ever; the work jobs read each query again
+        ([], "q1.fa\nfifo\n", r"job 000002 \(.*fifo\): cannot read .*fifo: not a regular file$"),
+        ([], "q1.fa\n/dev/zero\n", r"job 000002 \(/dev/zero\): cannot read /dev/zero: not a"),
     ],
 )
 def test_batch_refusals(batch, tmp_path, capfd, extra, text, pattern):
@@ -330,6 +335,7 @@ def test_batch_refusals(batch, tmp_path, capfd, extra, text, pattern):
     (tmp_path / "not-fasta.fa").write_text("this is not a sequence file\n")
     (tmp_path / "empty.fa").write_bytes(b"")
     (tmp_path / "sub").mkdir()
+    os.mkfifo(tmp_path / "fifo")
     (tmp_path / "list.txt").write_text(text or "q1.fa\n")
     argv = [
         "run",
@@ -603,3 +609,30 @@ def test_a_record_naming_what_no_batch_records_is_refused_and_kept(batch, tmp_pa
     assert main(argv) == 2
     assert "is not the record a batch keeps there" in capfd.readouterr().err
     assert mine.read_text() == record
+
+
+def test_the_plan_hashes_the_very_bytes_its_records_came_from(batch, tmp_path, monkeypatch):
+    """A query edited while the plan reads it: the size and sha256 the plan records for the
+    job are those of the bytes its records were decoded from (the file is read once), so the
+    work jobs' check refuses the edited file instead of running it under another's records."""
+    from hspz.commands import query_list
+    from hspz.formats.planfile import read_plan
+
+    d, _ = batch
+    original = (d / "q1.fa").read_bytes()
+    (tmp_path / "q1.fa").write_bytes(original)
+    (tmp_path / "list.txt").write_text("q1.fa\n")
+    hashed, first = query_list.HashedRecords, original.split()[0][1:].decode()
+
+    def editing(records, *args):  # the query's records made: the file edited before any hash
+        if records and records[0].name == first:
+            (tmp_path / "q1.fa").write_bytes(original + b">appended\nACGTACGTAC\n")
+        return hashed(records, *args)
+
+    monkeypatch.setattr(query_list, "HashedRecords", editing)
+    plan = tmp_path / "plan.txt"
+    argv = ["plan", "-r", str(d / "ref.fa"), "--query-list", str(tmp_path / "list.txt")]
+    assert main([*argv, *FLAGS, "--backend", "cpu", "-o", str(plan)]) == 0
+    (job,) = read_plan(str(plan)).jobs
+    assert (job.size, job.sha256) == (len(original), hashlib.sha256(original).hexdigest())
+    assert (tmp_path / "q1.fa").read_bytes() != original  # the edit did land mid-plan

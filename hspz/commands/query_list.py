@@ -14,6 +14,7 @@ file when they reach it, so memory follows the largest job, not the query-list r
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Callable, Generator, Iterator
@@ -21,15 +22,16 @@ from contextlib import closing
 from pathlib import Path
 
 from hspz.commands.index import bounded_map
+from hspz.core import durable
 from hspz.core.durable import write_text
-from hspz.core.errors import HspzError, UsageError
+from hspz.core.errors import HspzError, InputError, UsageError
 from hspz.core.progress import Progress
 from hspz.core.scoring import resolve_matrix
 from hspz.engine.contract import Backend
 from hspz.formats import index as ix
 from hspz.formats.planfile import PlanJob
 from hspz.io.digests import HashedRecords, KnownRecords
-from hspz.io.readers import read_side
+from hspz.io.readers import read_side, side_of
 from hspz.planning import joblist
 from hspz.planning.budget import devices_for
 from hspz.planning.schedule import Devices, Schedule, run_schedule, schedule_lines
@@ -188,11 +190,21 @@ def query_reads(
 
 def planned_query(path: str, bases: bool) -> tuple[HashedRecords, int, str]:
     """A job's query as its plan needs it: its records with their records hash, and the file's
-    (size, sha256).  Without `bases` (a GPU plan needs only names, lengths and the hash: its
-    budget is the device's) the bases are dropped once hashed, so the queries a GPU plan reads
-    ahead on threads (decoding and hashing release the GIL) hold none."""
-    records = HashedRecords(read_side(path, "query"))
-    size, sha = ix.file_sha256(path)
+    (size, sha256), all of the same bytes, read once (a file edited between two reads was
+    planned under the records of one version and the sha256 of the other).  A FIFO or a device
+    is refused before anything is read: the work jobs read each query again, and a FIFO nobody
+    writes to held the plan for ever.  Without `bases` (a GPU plan needs only names, lengths
+    and the hash: its budget is the device's) the bases are dropped once hashed, so the
+    queries a GPU plan reads ahead on threads (decoding and hashing release the GIL) hold
+    none."""
+    try:
+        with open(durable.open_regular(path), "rb") as fh:
+            data = fh.read()
+    except OSError as exc:  # worded as every sequence file's read (`io.readers`)
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    records = HashedRecords(side_of(data, path, "query"))
+    size, sha = len(data), hashlib.sha256(data).hexdigest()
+    del data
     if not bases:
         records = KnownRecords([r.name for r in records], [len(r) for r in records], records.digest)
     return records, size, sha
