@@ -566,12 +566,12 @@ def test_a_reference_appended_to_while_it_is_indexed_is_hashed_as_it_was_decoded
     ref = write_fasta(tmp_path / "r.fa", SMALL)
     real = readers._read_file
 
-    def appended_then_read(path, size=-1):
+    def appended_then_read(path, size=-1, regular=False):
         if size == -1 and Path(path) == ref:
             time.sleep(0.3)  # the hashing threads are done with a small file by now
             with open(ref, "a") as fh:
                 fh.write(">c\n" + "GATTACA" * 200 + "\n")
-        return real(path, size)
+        return real(path, size, regular)
 
     monkeypatch.setattr(readers, "_read_file", appended_then_read)
     assert main(_index_argv(ref, tmp_path / "ix")) == 0

@@ -66,8 +66,7 @@ def merge_command(
             )
         },
     )
-    if results_bytes(result_paths) >= NUMBA_BYTES:
-        jit.load_on_thread()  # beside the checks and reads below
+    jit.expect(results_bytes(result_paths), NUMBA_BYTES)  # beside the checks and reads below
     workers = check_arguments(pf, plan_path, result_paths)  # before any byte is published
     with OutLock(outdir, "--output", wait, command, keep_empty=tarball is None):
         summary = Summary(query_list=pf.query_list)

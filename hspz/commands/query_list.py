@@ -22,16 +22,15 @@ from contextlib import closing
 from pathlib import Path
 
 from hspz.commands.index import bounded_map
-from hspz.core import durable
 from hspz.core.durable import write_text
-from hspz.core.errors import HspzError, InputError, UsageError
+from hspz.core.errors import HspzError, UsageError
 from hspz.core.progress import Progress
 from hspz.core.scoring import resolve_matrix
 from hspz.engine.contract import Backend
 from hspz.formats import index as ix
 from hspz.formats.planfile import PlanJob
 from hspz.io.digests import HashedRecords, KnownRecords
-from hspz.io.readers import read_side, side_of
+from hspz.io.readers import read_bytes, read_side, side_of
 from hspz.planning import joblist
 from hspz.planning.budget import devices_for
 from hspz.planning.schedule import Devices, Schedule, run_schedule, schedule_lines
@@ -197,14 +196,9 @@ def planned_query(path: str, bases: bool) -> tuple[HashedRecords, int, str]:
     and the hash: its budget is the device's) the bases are dropped once hashed, so the
     queries a GPU plan reads ahead on threads (decoding and hashing release the GIL) hold
     none."""
-    try:
-        with open(durable.open_regular(path), "rb") as fh:
-            data = fh.read()
-    except OSError as exc:  # worded as every sequence file's read (`io.readers`)
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    data = read_bytes(path, regular=True)
     records = HashedRecords(side_of(data, path, "query"))
     size, sha = len(data), hashlib.sha256(data).hexdigest()
-    del data
     if not bases:
         records = KnownRecords([r.name for r in records], [len(r) for r in records], records.digest)
     return records, size, sha

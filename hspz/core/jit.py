@@ -112,12 +112,13 @@ def numpy_first(n: int, limit: int) -> bool:
     return n < limit and not loaded()
 
 
-def load_on_thread() -> threading.Thread:
-    """`load` on a daemon thread: for a caller that knows much work of numba's is coming
-    (`hspZ merge` of more lines than the numpy paths serve well) and has reading to do first."""
-    thread = threading.Thread(target=load, daemon=True, name="hspz-numba")
-    thread.start()
-    return thread
+def expect(n: int, limit: int) -> None:
+    """n items of work are coming, in calls each of which may be under `limit` (so that
+    `numpy_first` would send every one to numpy's path): from `limit` items on, and while numba
+    is not loaded, load it now on a daemon thread, beside the caller's reading (`hspZ merge`
+    of many units' lines)."""
+    if n >= limit and not loaded():
+        threading.Thread(target=load, daemon=True, name="hspz-numba").start()
 
 
 def load() -> None:

@@ -9,6 +9,7 @@ import stat
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
+from hspz.core import durable
 from hspz.core.errors import InputError, in_flight
 from hspz.io.fasta import read_fasta_bytes
 from hspz.io.records import PathLike, Record
@@ -25,11 +26,12 @@ def _format_of(head: bytes) -> str:
     return "fasta"
 
 
-def _read_file(path: PathLike, size: int = -1) -> bytes:
+def _read_file(path: PathLike, size: int = -1, regular: bool = False) -> bytes:
     """The file's bytes (the first `size`); a device (/dev/zero, a terminal) is refused, never
-    read: it would be read into memory for ever."""
+    read: it would be read into memory for ever.  With `regular`, anything but a regular file
+    is refused before a byte is read (`durable.open_regular`: a FIFO is not waited on)."""
     try:
-        with open(path, "rb") as fh:
+        with open(durable.open_regular(path) if regular else path, "rb") as fh:
             if stat.S_ISCHR(mode := os.fstat(fh.fileno()).st_mode) or stat.S_ISBLK(mode):
                 raise InputError(f"{os.fspath(path)}: a device, not a sequence file")
             return fh.read(size)
@@ -72,10 +74,11 @@ def read_side(path: str, side: str) -> list[Record]:
     return _one_side(read_records(path), path, side)
 
 
-def read_bytes(path: str) -> bytes:
-    """A sequence file's bytes, read once (a device refused): for `side_of` and for hashing
-    the very bytes the records come from (`hspZ index`)."""
-    return _read_file(path)
+def read_bytes(path: str, regular: bool = False) -> bytes:
+    """A sequence file's bytes, read once (a device refused; with `regular`, a FIFO too): for
+    `side_of` and for hashing the very bytes the records come from (`hspZ index`, a query-list
+    plan's queries, which the work jobs read again)."""
+    return _read_file(path, regular=regular)
 
 
 def side_of(data: bytes, path: str, side: str) -> list[Record]:
