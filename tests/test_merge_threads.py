@@ -438,3 +438,27 @@ def test_a_merge_of_many_lines_loads_numba_beside_its_reads_and_writes_the_same(
 def test_the_results_bytes_count_what_can_be_read():
     here = Path(__file__)
     assert results_bytes([str(here), str(here), "/no/such/file"]) == 2 * len(here.read_bytes())
+
+
+@pytest.mark.parametrize("keep", [True, False], ids=["kept", "read-again"])
+def test_a_merge_reads_each_results_file_once_unless_they_are_large(
+    batch, tmp_path, capsys, monkeypatch, keep
+):
+    """Results files of at most `KEEP_BYTES` in all are read once, their checks and units
+    together, the units kept for the replay; larger ones are checked, then read again one file
+    at a time.  The outputs are the same either way."""
+    from hspz.commands import merge
+    from hspz.formats import results
+
+    one = merged(batch, tmp_path / "one", capsys, 1)
+    opened: list[str] = []
+    real = results._open_results
+
+    def counted(source, read):
+        opened.append(source)
+        return real(source, read)
+
+    monkeypatch.setattr(results, "_open_results", counted)
+    monkeypatch.setattr(merge, "KEEP_BYTES", 1 << 40 if keep else 0)
+    assert merged(batch, tmp_path / "two", capsys, 1) == one
+    assert sorted(opened) == sorted(batch["results"] * (1 if keep else 2))
