@@ -159,6 +159,8 @@ def test_gpu_equals_cpu_on_lastz_examples(tmp_path, examples):
         {"HSPZ_GPU_FILTER": "hits4"},
         {"HSPZ_GPU_FILTER": "pass"},
         {"HSPZ_GPU_FILTER": "lane4"},
+        {"HSPZ_GPU_FILTER": "pair"},
+        {"HSPZ_GPU_FILTER": "nib"},
     ],
     ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()),
 )
@@ -196,7 +198,10 @@ def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
         run_both(tmp_path, r, q, "-m", "500", env={"HSPZ_DEVICE_SEEDS": seeds})
 
 
-@pytest.mark.parametrize("variant", ["pass", "hits2", "hits4", "lane4", "lane8"])
+@pytest.mark.parametrize(
+    "variant",
+    ["pass", "hits2", "hits4", "lane4", "lane8", "lanepf", "lanepf1", "pair", "pairpf", "nib"],
+)
 def test_gpu_filter_variants_never_change_bytes(tmp_path, monkeypatch, variant):
     """Each other filter (HSPZ_GPU_FILTER: `pass`, the former default, and the experimental
     ones) on related pairs with repeats, N, lowercase and sequence ends, in pieces of 97 hits

@@ -20,7 +20,19 @@ from hspz.core.options import MAX_WORKERS, shown
 # (BENCHMARKS.md, "reference order"), though still slower than no sort, so auto is off.
 DEFAULT_BUCKET_SHIFT = 10
 # HSPZ_GPU_FILTER's values (experimental, issue 27): the GPU filter kernel; gpu.FILTERS names them
-GPU_FILTERS = ("pass", "hits2", "hits4", "lane", "lane4", "lane8")
+GPU_FILTERS = (
+    "pass",
+    "hits2",
+    "hits4",
+    "lane",
+    "lane4",
+    "lane8",
+    "lanepf",
+    "lanepf1",
+    "pair",
+    "pairpf",
+    "nib",
+)
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,15 @@ FILTERS = {
     "lane": ("filter_lane", 1),
     "lane4": ("filter_lane4", 4),
     "lane8": ("filter_lane8", 1),
+    "lanepf": ("filter_lanepf", 1),
+    "lanepf1": ("filter_lanepf1", 1),
+    "pair": ("filter_pair", 0),  # resident grid (per_thread 0: _launch)
+    "pairpf": ("filter_pairpf", 0),
+    "nib": ("filter_nib", 1),  # reads nibble-packed codes (_nibbles)
 }
+PAIR_THREADS, PAIR_BLOCKS_PER_SM = 512, 3  # filter_pair's __launch_bounds__
+PAIR_SHARED = (256 * 32 * 2 + 64 * 32) * 4  # its tables (extend.cu, PAIR_SHARED_BYTES)
+PAIR_HALF = 32000  # filter_pair's 16-bit halves: cap x best score and xdrop must stay under it
 DEFAULT_FILTER = "lane"  # simM 0.1256 vs filter_pass 0.1375 ns/hit, same digest (BENCHMARKS.md)
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
@@ -201,6 +209,17 @@ def _codes(shape: SeedShape, packed: np.ndarray) -> tuple:
         ),
     )
     return seed, score[PAD:]
+
+
+def _nibbles(shape: SeedShape, score, length: int):
+    """The score codes of `score` (a view with PAD codes before and after `length` bases) packed
+    two a byte, base p at nibble p + PAD, with spare words after: filter_nib's input."""
+    n_out = (length + 2 * PAD + 1) // 2 + 8
+    out = cp.empty(n_out, cp.uint8)
+    _kernel(shape, "extend", "pack_nibbles")(
+        _grid(n_out), (BLOCK,), (score, np.int64(length + PAD), np.int64(n_out), out)
+    )
+    return out
 
 
 class DeviceRef:
@@ -508,12 +527,26 @@ class _Group:
         per_thread: int = 1,
     ):
         o, d = self.ctx.options, self.dref
-        _kernel(self.ctx.shape, "extend", kernel)(
-            (-(-_grid(n)[0] // per_thread),),
-            (BLOCK,),
+        function = _kernel(self.ctx.shape, "extend", kernel)
+        ref_codes, qry_codes = d.score, self.qscore
+        if kernel == "filter_nib":
+            if getattr(d, "nib", None) is None:
+                d.nib = _nibbles(self.ctx.shape, d.score, d.len)
+            if getattr(self, "qnib", None) is None:
+                self.qnib = _nibbles(self.ctx.shape, self.qscore, self.qlen)
+            ref_codes, qry_codes = d.nib, self.qnib
+        grid, block, shared = (-(-_grid(n)[0] // max(per_thread, 1)),), (BLOCK,), 0
+        if per_thread == 0:  # a resident grid striding over the hits (filter_pair)
+            function.max_dynamic_shared_size_bytes = PAIR_SHARED
+            sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+            grid = (max(1, min(-(-n // PAIR_THREADS), sms * PAIR_BLOCKS_PER_SM)),)
+            block, shared = (PAIR_THREADS,), PAIR_SHARED
+        function(
+            grid,
+            block,
             (
-                d.score,
-                self.qscore,
+                ref_codes,
+                qry_codes,
                 np.int64(d.len),
                 np.int64(self.qlen),
                 self.mat,
@@ -537,7 +570,13 @@ class _Group:
                 np.int32(size),
                 *out,
             ),
+            shared_mem=shared,
         )
+
+    def _pair_fits(self, cap: int) -> bool:
+        """Whether filter_pair's 16-bit sums cannot overflow under these scores."""
+        o = self.ctx.options
+        return o.xdrop < PAIR_HALF - 8 and cap * max(int(self.ctx.matrix.max()), 0) < PAIR_HALF
 
     def _block_seeds(self, h0: int, n: int):
         """bseed[b]: the seed owning block b's first hit, then the last hit's seed (see
@@ -554,6 +593,8 @@ class _Group:
         count = cp.zeros(1, cp.uint32)
         if n:
             kernel, per_thread = FILTERS[_state.get("filter") or DEFAULT_FILTER]
+            if per_thread == 0 and not self._pair_fits(CAP):
+                kernel, per_thread = FILTERS[DEFAULT_FILTER]
             self._launch(
                 kernel, pairs, tags, h0, n, CAP, size, cand, cand_tag, count, per_thread=per_thread
             )
