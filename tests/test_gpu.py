@@ -159,8 +159,7 @@ def test_gpu_equals_cpu_on_lastz_examples(tmp_path, examples):
         {"HSPZ_GPU_FILTER": "hits4"},
         {"HSPZ_GPU_FILTER": "pass"},
         {"HSPZ_GPU_FILTER": "lane4"},
-        {"HSPZ_GPU_FILTER": "pair"},
-        {"HSPZ_GPU_FILTER": "nib"},
+        {"HSPZ_GPU_FILTER": "lane"},
     ],
     ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()),
 )
@@ -185,7 +184,7 @@ def test_gpu_physical_pieces_never_change_bytes(tmp_path, examples, monkeypatch)
 
 @pytest.mark.parametrize("piece", [97, 5000, 1 << 28])
 def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
-    """The default filter (filter_lane) on related pairs with repeats, N, lowercase and
+    """The default filter (filter_nib) on related pairs with repeats, N, lowercase and
     sequence ends, in pieces of a few hits and of all of them, with either seeder."""
     from hspz.engine import gpu
 
@@ -198,12 +197,9 @@ def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
         run_both(tmp_path, r, q, "-m", "500", env={"HSPZ_DEVICE_SEEDS": seeds})
 
 
-@pytest.mark.parametrize(
-    "variant",
-    ["pass", "hits2", "hits4", "lane4", "lane8", "lanepf", "lanepf1", "pair", "pairpf", "nib"],
-)
+@pytest.mark.parametrize("variant", ["pass", "hits2", "hits4", "lane", "lane4", "lane8"])
 def test_gpu_filter_variants_never_change_bytes(tmp_path, monkeypatch, variant):
-    """Each other filter (HSPZ_GPU_FILTER: `pass`, the former default, and the experimental
+    """Each other filter (HSPZ_GPU_FILTER: `pass` and `lane`, former defaults, and experimental
     ones) on related pairs with repeats, N, lowercase and sequence ends, in pieces of 97 hits
     (a piece's last block of threads part full)."""
     from hspz.engine import gpu

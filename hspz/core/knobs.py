@@ -27,10 +27,6 @@ GPU_FILTERS = (
     "lane",
     "lane4",
     "lane8",
-    "lanepf",
-    "lanepf1",
-    "pair",
-    "pairpf",
     "nib",
 )
 

@@ -7,8 +7,8 @@ seeder's arrays uploaded), one prefix sum of hit counts, each seed batch's seman
 walk, and every hit tagged with its semantic chunk.  Per group, in physical pieces of at most
 `PIECE` hits (how many fit never changes bytes):
 
-    filter_pass (thread per hit: finds its seed, walks bounded, x-drop tested per 8 bases;
-                 rejects about 98% of hits exactly)
+    filter_nib (thread per hit: finds its seed, walks bounded, x-drop tested per 8 bases, over
+                score codes packed two a byte; rejects about 98% of hits exactly)
       -> first_pass (the exact walk of the rest, capped at CAP bases a side)
       -> first_pass again, capped at CAP2, for the unfinished hits (all of them when few,
          else those on short diagonals)
@@ -22,7 +22,8 @@ then per group (`_Group.finish`, kernels in finish.cu):
       -> identical (rs, qs, len, chunk) rows collapsed, with their copies (a device sort)
       -> match_counts (the four match counts entropy needs, per distinct row)
 
-Walks read aligned 8-byte words, left walks backwards from where their right walks began.  Only
+Walks read aligned words (the filter's 4-byte words of nibbles, 8 bases each), left walks
+backwards from where their right walks began.  Only
 the distinct HSPs scoring at least `--hspthresh` leave the device, sorted by their tags into
 semantic chunks.  The host half of each group (the entropy gate from the counts, then dedup and
 final order of every chunk, one vectorised call) runs on a host thread through `hspz.stages.hsp`,
@@ -119,16 +120,9 @@ FILTERS = {
     "lane": ("filter_lane", 1),
     "lane4": ("filter_lane4", 4),
     "lane8": ("filter_lane8", 1),
-    "lanepf": ("filter_lanepf", 1),
-    "lanepf1": ("filter_lanepf1", 1),
-    "pair": ("filter_pair", 0),  # resident grid (per_thread 0: _launch)
-    "pairpf": ("filter_pairpf", 0),
     "nib": ("filter_nib", 1),  # reads nibble-packed codes (_nibbles)
 }
-PAIR_THREADS, PAIR_BLOCKS_PER_SM = 512, 3  # filter_pair's __launch_bounds__
-PAIR_SHARED = (256 * 32 * 2 + 64 * 32) * 4  # its tables (extend.cu, PAIR_SHARED_BYTES)
-PAIR_HALF = 32000  # filter_pair's 16-bit halves: cap x best score and xdrop must stay under it
-DEFAULT_FILTER = "lane"  # simM 0.1256 vs filter_pass 0.1375 ns/hit, same digest (BENCHMARKS.md)
+DEFAULT_FILTER = "nib"  # simM 0.0980 vs lane's 0.1084 ns/hit, same digest (BENCHMARKS.md)
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
@@ -535,15 +529,9 @@ class _Group:
             if getattr(self, "qnib", None) is None:
                 self.qnib = _nibbles(self.ctx.shape, self.qscore, self.qlen)
             ref_codes, qry_codes = d.nib, self.qnib
-        grid, block, shared = (-(-_grid(n)[0] // max(per_thread, 1)),), (BLOCK,), 0
-        if per_thread == 0:  # a resident grid striding over the hits (filter_pair)
-            function.max_dynamic_shared_size_bytes = PAIR_SHARED
-            sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-            grid = (max(1, min(-(-n // PAIR_THREADS), sms * PAIR_BLOCKS_PER_SM)),)
-            block, shared = (PAIR_THREADS,), PAIR_SHARED
         function(
-            grid,
-            block,
+            (-(-_grid(n)[0] // per_thread),),
+            (BLOCK,),
             (
                 ref_codes,
                 qry_codes,
@@ -570,13 +558,7 @@ class _Group:
                 np.int32(size),
                 *out,
             ),
-            shared_mem=shared,
         )
-
-    def _pair_fits(self, cap: int) -> bool:
-        """Whether filter_pair's 16-bit sums cannot overflow under these scores."""
-        o = self.ctx.options
-        return o.xdrop < PAIR_HALF - 8 and cap * max(int(self.ctx.matrix.max()), 0) < PAIR_HALF
 
     def _block_seeds(self, h0: int, n: int):
         """bseed[b]: the seed owning block b's first hit, then the last hit's seed (see
@@ -586,15 +568,13 @@ class _Group:
         return cp.searchsorted(self.cum, marks, side="right")
 
     def filter(self, pairs, tags, h0: int, n: int, size: int):
-        """filter_pass over n hits: the candidates for the exact walk, device (r << 32 | q),
-        and their tags."""
+        """The filter (DEFAULT_FILTER, or HSPZ_GPU_FILTER's) over n hits: the candidates for
+        the exact walk, device (r << 32 | q), and their tags."""
         cand = cp.empty(n, cp.uint64)
         cand_tag = cp.empty(n, cp.uint32)
         count = cp.zeros(1, cp.uint32)
         if n:
             kernel, per_thread = FILTERS[_state.get("filter") or DEFAULT_FILTER]
-            if per_thread == 0 and not self._pair_fits(CAP):
-                kernel, per_thread = FILTERS[DEFAULT_FILTER]
             self._launch(
                 kernel, pairs, tags, h0, n, CAP, size, cand, cand_tag, count, per_thread=per_thread
             )

@@ -343,6 +343,7 @@ extern "C" __global__ void first_pass(
 //     (lane * 4) and the base's index (ref << 3 | query) go into one PRMT as the address
 //     idx * 256 + lane * 4 of a table whose entry idx for lane l is at idx * 64 + l (bank l,
 //     as lane_matrix's), where lane_matrix's column needs a PRMT and a LEA a base.
+//   filter_nib (nib, the default): filter_lane over score codes packed two a byte (below).
 // ---------------------------------------------------------------------------------------------
 
 // The matrix for filter_lane: entry i of lane l at i * 64 + l (slots 32..63 unused).
@@ -495,24 +496,7 @@ extern "C" __global__ void __launch_bounds__(256, 6) filter_lane4(
                          cand, cand_tag, n_cand, tab);
 }
 
-// Asks the cache level PF (1: L2, 2: L1) for the lines a hit's walks will read: the reference
-// bases within cap + 8 of r on either side, and the query's (the walks' loads then wait on the
-// cache, not on DRAM, one sector after another).
-template <int PF>
-__device__ __forceinline__ void prefetch_walks(const u8* ref, const u8* qry, i64 r, i64 q, int cap)
-{
-    if (PF == 0) return;
-    const u8* at[6] = {ref + r - cap - 8, ref + r, ref + r + cap + 7,
-                       qry + q - cap - 8, qry + q, qry + q + cap + 7};
-#pragma unroll
-    for (int i = 0; i < 6; ++i) {
-        if (PF == 1) asm volatile("prefetch.global.L2 [%0];" ::"l"(at[i]));
-        else asm volatile("prefetch.global.L1 [%0];" ::"l"(at[i]));
-    }
-}
-
-// filter_lane's body: the kernels differ only in their launch bounds (and PF, prefetch_walks).
-template <int PF = 0>
+// filter_lane's body: the kernels differ only in their launch bounds.
 __device__ __forceinline__ void filter_lane_hit(WALK_PARAMS, u64* __restrict__ cand,
                                                 u32* __restrict__ cand_tag,
                                                 u32* __restrict__ n_cand, int* tab)
@@ -522,7 +506,6 @@ __device__ __forceinline__ void filter_lane_hit(WALK_PARAMS, u64* __restrict__ c
     i64 r, q;
     u32 tag;
     if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return;
-    prefetch_walks<PF>(ref, qry, r, q, cap);
     bool reject = filter_rejects<true>(ref, qry, ref_len, qry_len, tab, lane4, xdrop, thresh, cap,
                                        r, q);
     u32 slot = warp_append(!reject, n_cand);
@@ -551,218 +534,11 @@ extern "C" __global__ void __launch_bounds__(256, 8) filter_lane8(
 }
 
 // ---------------------------------------------------------------------------------------------
-// filter_pair (HSPZ_GPU_FILTER=pair; issue 27): the same exact rejection, two bases a table
-// lookup.  A walk keeps x = [d : sc] in 16-bit halves, d = (running maximum) - (sum) and sc the
-// sum; one DPX add-max (__viaddmax_s16x2) advances both over a pair of ACGT bases from one
-// 8-byte shared entry: d' = max(d - s0 - s1, max(0, -s1), 0 folded) and sc' = sc + s0 + s1.  A
-// block of 8 bases with a non-ACGT code in either sequence walks base by base from a one-base
-// table.  Scores below FLOOR are raised to it (an upper bound of each score keeps every
-// rejection exact: a stop proven on raised scores is a stop of the exact walk, and its maximum
-// bounds the exact one), FLOOR = -(32000 - xdrop) / 8, so no half can overflow in a block of 8;
-// gpu.py takes this kernel only when cap * (best score) and xdrop fit 16 bits that way.  The
-// grid is resident (each block fills its 72 KB of tables once), each warp striding over
-// 32-hit tiles.  Bases come from aligned 4-byte words, one byte permute aligning 4 bases.
-// ---------------------------------------------------------------------------------------------
-
-#define PAIR_TABLE_WORDS (256 * 32 * 2)  // pair entries: idx * 64 + lane * 2 (+1: floors)
-#define ONE_TABLE_WORDS (64 * 32)        // one-base entries: idx * 32 + lane
-#define PAIR_SHARED_BYTES ((PAIR_TABLE_WORDS + ONE_TABLE_WORDS) * 4)
-
-// Fills the tables from the 8x8 matrix (scores raised to floor).
-__device__ __forceinline__ void pair_tables(u32* tab, const int* __restrict__ mat_g, int floor)
-{
-    for (int i = threadIdx.x; i < 256 * 32; i += blockDim.x) {
-        int idx = i >> 5, l = i & 31;
-        int s0 = max(mat_g[((idx >> 2) & 3) * 8 + (idx & 3)], floor);
-        int s1 = max(mat_g[((idx >> 6) & 3) * 8 + ((idx >> 4) & 3)], floor);
-        int s = s0 + s1;
-        tab[idx * 64 + l * 2] = ((u32)(-s) << 16) | ((u32)s & 0xFFFFu);
-        tab[idx * 64 + l * 2 + 1] = ((u32)max(0, -s1) << 16) | 0x8000u;
-    }
-    for (int i = threadIdx.x; i < 64 * 32; i += blockDim.x) {
-        int s = max(mat_g[i >> 5], floor);
-        tab[PAIR_TABLE_WORDS + i] = ((u32)(-s) << 16) | ((u32)s & 0xFFFFu);
-    }
-    __syncthreads();
-}
-
-// One base: byte u of z (r << 3 | q) from the one-base table.
-__device__ __forceinline__ u32 pair_one(u32 x, const u32* tab, u32 z, int u, u32 lane)
-{
-    u32 idx = (z >> (8 * u)) & 63;
-    return __viaddmax_s16x2(x, tab[PAIR_TABLE_WORDS + idx * 32 + lane], 0x00008000u);
-}
-
-// Two bases: the pair entry at byte address off.
-__device__ __forceinline__ u32 pair_two(u32 x, const u32* tab, u32 off)
-{
-    uint2 e = *(const uint2*)((const char*)tab + off);
-    return __viaddmax_s16x2(x, e.x, e.y);
-}
-
-__device__ __forceinline__ int pair_bound(u32 x) { return (int)(x >> 16) + (int)(short)(x & 0xFFFFu); }
-
-// The walk of bound_walk on raised scores: true when it proves the exact walk stopped within
-// `end` bases; *bound is then at least the exact walk's maximum.  DIR 1 walks right from the
-// words wa, wb (byte permutes sa, sb align them), DIR -1 left.
-template <int DIR>
-__device__ __forceinline__ bool pair_walk(const u32* __restrict__ wa, u32 sa,
-                                          const u32* __restrict__ wb, u32 sb, int end,
-                                          const u32* tab, u32 lane8, u32 lane, u32 stop,
-                                          int* bound)
-{
-    u32 ca = __ldg(wa), cb = __ldg(wb), x = 0;
-    asm volatile("" : "+r"(lane8));  // kept in a register, not recomputed each block
-    int blocks = end >> 3;
-#pragma unroll 2
-    for (int j = 0; j < blocks; ++j) {
-        wa += 2 * DIR;
-        wb += 2 * DIR;
-        u32 ma = __ldg(wa - DIR), mb = __ldg(wb - DIR), na = __ldg(wa), nb = __ldg(wb);
-        u32 a0 = DIR > 0 ? __byte_perm(ca, ma, sa) : __byte_perm(ma, ca, sa);
-        u32 b0 = DIR > 0 ? __byte_perm(cb, mb, sb) : __byte_perm(mb, cb, sb);
-        u32 a1 = DIR > 0 ? __byte_perm(ma, na, sa) : __byte_perm(na, ma, sa);
-        u32 b1 = DIR > 0 ? __byte_perm(mb, nb, sb) : __byte_perm(nb, mb, sb);
-        ca = na;
-        cb = nb;
-        if (((a0 | b0 | a1 | b1) & 0x04040404u) == 0) {
-            u32 z0 = (a0 << 2) + b0, z1 = (a1 << 2) + b1;
-            z0 += z0 >> 4;  // bytes 0 and 2: a pair's index, its first base in the low nibble
-            z1 += z1 >> 4;
-            x = pair_two(x, tab, __byte_perm(z0, lane8, 0x5504));
-            x = pair_two(x, tab, __byte_perm(z0, lane8, 0x5524));
-            x = pair_two(x, tab, __byte_perm(z1, lane8, 0x5504));
-            x = pair_two(x, tab, __byte_perm(z1, lane8, 0x5524));
-        } else {
-            u32 z0 = (a0 << 3) | b0, z1 = (a1 << 3) | b1;
-#pragma unroll
-            for (int u = 0; u < 4; ++u) x = pair_one(x, tab, z0, u, lane);
-#pragma unroll
-            for (int u = 0; u < 4; ++u) x = pair_one(x, tab, z1, u, lane);
-        }
-        if (x > stop) { *bound = pair_bound(x); return true; }
-    }
-    for (int k = blocks << 3; k < end; k += 4) {
-        wa += DIR;
-        wb += DIR;
-        u32 na = __ldg(wa), nb = __ldg(wb);
-        u32 a = DIR > 0 ? __byte_perm(ca, na, sa) : __byte_perm(na, ca, sa);
-        u32 b = DIR > 0 ? __byte_perm(cb, nb, sb) : __byte_perm(nb, cb, sb);
-        ca = na;
-        cb = nb;
-        u32 z = (a << 3) | b;
-        for (int u = 0; u < 4 && k + u < end; ++u) {
-            x = pair_one(x, tab, z, u, lane);
-            if (x > stop) { *bound = pair_bound(x); return true; }
-        }
-    }
-    *bound = pair_bound(x);
-    return false;
-}
-
-// Where a right walk from p reads: its first word and the permute aligning its bases.
-__device__ __forceinline__ const u32* right_words(const u8* s, i64 p, u32* sel)
-{
-    *sel = 0x3210u + 0x1111u * (u32)(p & 3);
-    return (const u32*)(s + (p & ~3ll));
-}
-
-// The same for a left walk from the base before e.
-__device__ __forceinline__ const u32* left_words(const u8* s, i64 e, u32* sel)
-{
-    *sel = 0x1234u + 0x1111u * (u32)((e - 1) & 3);
-    return (const u32*)(s + ((e - 1) & ~3ll));
-}
-
-template <int PF>
-__device__ __forceinline__ void filter_pair_hits(
-    WALK_PARAMS, u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
-{
-    extern __shared__ u32 tab[];
-    pair_tables(tab, mat_g, -((32000 - xdrop) >> 3));
-    u32 lane = threadIdx.x & 31, stop = ((u32)xdrop << 16) | 0xFFFFu;
-    i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
-    for (i64 t0 = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * 32; t0 < n; t0 += warps * 32) {
-        i64 t = t0 + lane, r = 0, q = 0;
-        u32 tag = 0;
-        bool keep = false;
-        if (t < n) {
-            if (pairs) {
-                u64 p = pairs[t];
-                r = (i64)(p >> 32);
-                q = (i64)(p & 0xFFFFFFFFull);
-                tag = tags[t];
-            } else {
-                i64 h = h0 + t;
-                i64 s = owner_vb(cum, bseed, t >> 8, h);
-                r = (i64)pos_table[lo[s] + h - (cum[s] - counts[s])];
-                q = qpos ? qpos[s] : first + s / variants;
-                tag = chunk_of(chunk_start, n_chunks, h);
-            }
-            r += size;
-            q += size;
-            prefetch_walks<PF>(ref, qry, r, q, cap);
-            int br, bl = 0;
-            i64 lim = min(ref_len - r, qry_len - q);
-            int end = (int)min(lim, (i64)cap);
-            u32 sa, sb;
-            const u32* wa = right_words(ref, r, &sa);
-            const u32* wb = right_words(qry, q, &sb);
-            bool reject = pair_walk<1>(wa, sa, wb, sb, end, tab, lane << 3, lane, stop, &br)
-                          || end == lim;
-            if (reject) {
-                lim = min(r, q);
-                end = (int)min(lim, (i64)cap);
-                wa = left_words(ref, r, &sa);
-                wb = left_words(qry, q, &sb);
-                reject = (pair_walk<-1>(wa, sa, wb, sb, end, tab, lane << 3, lane, stop, &bl)
-                          || end == lim) && br + bl < thresh;
-            }
-            keep = !reject;
-        }
-        u32 slot = warp_append(keep, n_cand);
-        if (keep) {
-            cand[slot] = ((u64)r << 32) | (u64)q;
-            cand_tag[slot] = tag;
-        }
-    }
-}
-
-// lanepf / lanepf1: filter_lane with the walks' lines prefetched into L2 / L1 (prefetch_walks).
-extern "C" __global__ void filter_lanepf(WALK_PARAMS, u64* __restrict__ cand,
-                                         u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
-{
-    __shared__ int tab[64 * 64];
-    filter_lane_hit<1>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL,
-                       cand, cand_tag, n_cand, tab);
-}
-
-extern "C" __global__ void filter_lanepf1(WALK_PARAMS, u64* __restrict__ cand,
-                                          u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
-{
-    __shared__ int tab[64 * 64];
-    filter_lane_hit<2>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL,
-                       cand, cand_tag, n_cand, tab);
-}
-
-extern "C" __global__ void __launch_bounds__(512, 3) filter_pair(
-    WALK_PARAMS, u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
-{
-    filter_pair_hits<0>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL,
-                        cand, cand_tag, n_cand);
-}
-
-extern "C" __global__ void __launch_bounds__(512, 3) filter_pairpf(
-    WALK_PARAMS, u64* __restrict__ cand, u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
-{
-    filter_pair_hits<1>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL,
-                        cand, cand_tag, n_cand);
-}
-
-// ---------------------------------------------------------------------------------------------
-// filter_nib (HSPZ_GPU_FILTER=nib; issue 27): filter_lane reading score codes packed two a byte
+// filter_nib (the default filter; issue 27): filter_lane reading score codes packed two a byte
 // (pack_nibbles: base p of the padded codes is nibble p + NIB_PAD), half the bytes from DRAM and
 // one 4-byte load and one funnel shift per 8 bases of a sequence.  Same walk, same decisions.
+// simM, first launch (Nsight Compute): 14.04 ms against filter_lane's 16.80, DRAM read 8.2 GB
+// against 18.0, 10.2e9 warp instructions against 12.3e9 (BENCHMARKS.md, issue 27).
 // ---------------------------------------------------------------------------------------------
 
 #define NIB_PAD 16  // gpu.PAD
