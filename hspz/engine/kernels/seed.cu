@@ -32,10 +32,36 @@ extern "C" __global__ void ref_keys(const u8* __restrict__ codes, i64 start, i64
     keys[i] = window_kmer(codes, p, &k) ? (((u64)k << 32) | (u64)p) : ~0ull;
 }
 
+// Slots i * V ... i * V + V - 1 of window i's k-mer k: every variant's index_table loads are
+// issued before any is used (V is known here, so the loop unrolls; with V a kernel argument
+// each variant's two loads waited for the one before: simM's query_seeds, BENCHMARKS.md).
+template <int V>
+__device__ __forceinline__ void window_slots(u32 k, bool ok, const u32* __restrict__ index_table,
+                                             i64 i, u32* __restrict__ lo,
+                                             u32* __restrict__ counts)
+{
+    u32 a[V], b[V];
+#pragma unroll
+    for (int t = 0; t < V; ++t) {
+        u32 v = t == 0 ? k : k ^ (2u << (2 * (t - 1)));
+        a[t] = 0;
+        b[t] = 0;
+        if (ok) {
+            b[t] = __ldg(index_table + v);
+            a[t] = v ? __ldg(index_table + v - 1) : 0u;
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < V; ++t) {
+        lo[i * V + t] = a[t];
+        counts[i * V + t] = b[t] - a[t];
+    }
+}
+
 // The dense seed stream of one chunk: VARIANTS slots per window start j = first + i (slot 0 the
 // exact k-mer, slot t + 1 the transition at care base t counted from the last).  Invalid windows
 // keep their slots with zero hits, which leaves every cumulative hit count, and so the semantic
-// chunk walk, exactly as over the compact stream.
+// chunk walk, exactly as over the compact stream.  variants is 1 or WEIGHT + 1.
 extern "C" __global__ void query_seeds(const u8* __restrict__ codes, i64 first, i64 n,
                                        const u32* __restrict__ index_table, int variants,
                                        u32* __restrict__ lo, u32* __restrict__ counts,
@@ -46,16 +72,8 @@ extern "C" __global__ void query_seeds(const u8* __restrict__ codes, i64 first, 
     u32 k = 0;
     bool ok = window_kmer(codes, first + i, &k);
     valid[i] = ok;
-    for (int t = 0; t < variants; ++t) {
-        u32 v = t == 0 ? k : k ^ (2u << (2 * (t - 1)));
-        u32 a = 0, b = 0;
-        if (ok) {
-            b = __ldg(index_table + v);
-            a = v ? __ldg(index_table + v - 1) : 0u;
-        }
-        lo[i * variants + t] = a;
-        counts[i * variants + t] = b - a;
-    }
+    if (variants == 1) window_slots<1>(k, ok, index_table, i, lo, counts);
+    else window_slots<WEIGHT + 1>(k, ok, index_table, i, lo, counts);
 }
 
 // Seed and score codes of packed bytes through the two 256-entry tables.  score has `pad` spare
