@@ -160,6 +160,7 @@ def test_gpu_equals_cpu_on_lastz_examples(tmp_path, examples):
         {"HSPZ_GPU_FILTER": "pass"},
         {"HSPZ_GPU_FILTER": "lane4"},
         {"HSPZ_GPU_FILTER": "lane"},
+        {"HSPZ_GPU_FILTER": "nib16"},
     ],
     ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()),
 )
@@ -197,7 +198,7 @@ def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
         run_both(tmp_path, r, q, "-m", "500", env={"HSPZ_DEVICE_SEEDS": seeds})
 
 
-@pytest.mark.parametrize("variant", ["pass", "hits2", "hits4", "lane", "lane4", "lane8"])
+@pytest.mark.parametrize("variant", ["pass", "hits2", "hits4", "lane", "lane4", "lane8", "nib16"])
 def test_gpu_filter_variants_never_change_bytes(tmp_path, monkeypatch, variant):
     """Each other filter (HSPZ_GPU_FILTER: `pass` and `lane`, former defaults, and experimental
     ones) on related pairs with repeats, N, lowercase and sequence ends, in pieces of 97 hits

@@ -28,6 +28,7 @@ GPU_FILTERS = (
     "lane4",
     "lane8",
     "nib",
+    "nib16",
 )
 
 

@@ -121,7 +121,10 @@ FILTERS = {
     "lane4": ("filter_lane4", 4),
     "lane8": ("filter_lane8", 1),
     "nib": ("filter_nib", 1),  # reads nibble-packed codes (_nibbles)
+    "nib16": ("filter_nib16", 1),  # nib on 16-bit halves, where _half_fits
 }
+NIBBLE_KERNELS = ("filter_nib", "filter_nib16")
+HALF = 32000  # filter_nib16's 16-bit halves: cap x best score and xdrop stay under it
 DEFAULT_FILTER = "nib"  # simM 0.0980 vs lane's 0.1084 ns/hit, same digest (BENCHMARKS.md)
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
@@ -523,7 +526,7 @@ class _Group:
         o, d = self.ctx.options, self.dref
         function = _kernel(self.ctx.shape, "extend", kernel)
         ref_codes, qry_codes = d.score, self.qscore
-        if kernel == "filter_nib":
+        if kernel in NIBBLE_KERNELS:
             if getattr(d, "nib", None) is None:
                 d.nib = _nibbles(self.ctx.shape, d.score, d.len)
             if getattr(self, "qnib", None) is None:
@@ -560,6 +563,11 @@ class _Group:
             ),
         )
 
+    def _half_fits(self, cap: int) -> bool:
+        """Whether filter_nib16's 16-bit halves hold every sum a walk of `cap` bases reaches."""
+        best = max(int(self.ctx.matrix.max()), 0)
+        return self.ctx.options.xdrop < HALF - 8 and cap * best < HALF
+
     def _block_seeds(self, h0: int, n: int):
         """bseed[b]: the seed owning block b's first hit, then the last hit's seed (see
         `owner` in extend.cu)."""
@@ -575,6 +583,8 @@ class _Group:
         count = cp.zeros(1, cp.uint32)
         if n:
             kernel, per_thread = FILTERS[_state.get("filter") or DEFAULT_FILTER]
+            if kernel == "filter_nib16" and not self._half_fits(CAP):
+                kernel = "filter_nib"
             self._launch(
                 kernel, pairs, tags, h0, n, CAP, size, cand, cand_tag, count, per_thread=per_thread
             )

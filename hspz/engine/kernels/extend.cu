@@ -673,3 +673,87 @@ extern "C" __global__ void filter_nib(WALK_PARAMS, u64* __restrict__ cand,
         cand_tag[slot] = tag;
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// filter_nib16 (HSPZ_GPU_FILTER=nib16; issue 27): filter_nib with one DPX add-max a base.  A walk
+// keeps x = [d : sc] in 16-bit halves (d = running maximum - sum, sc = sum); the table entry of a
+// base is [-s : s], and __viaddmax_s16x2(x, entry, [0 : -32768]) gives d' = max(d - s, 0) and
+// sc' = sc + s at once, where the 32-bit walk takes an add and half a 3-way max.  Scores below
+// FLOOR = -(32000 - xdrop) / 8 are raised to it: an upper bound of each score keeps every
+// rejection exact (a stop proven on raised scores is a stop of the exact walk, and its maximum
+// bounds the exact one), and no half overflows within a block of 8.  gpu.py takes this kernel
+// only when cap * (best score) and xdrop fit 16 bits that way.
+// ---------------------------------------------------------------------------------------------
+
+// filter_nib's table layout (entry i of lane l at i * 64 + l), each entry [-s : s], s raised to floor.
+__device__ __forceinline__ void lane_table16(u32* tab, const int* __restrict__ mat_g, int floor)
+{
+    for (int i = threadIdx.x; i < 64 * 32; i += blockDim.x) {
+        int s = max(mat_g[i >> 5], floor);
+        tab[(i >> 5) * 64 + (i & 31)] = ((u32)(-s) << 16) | ((u32)s & 0xFFFFu);
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ u32 nib_step16(u32 x, u32 z, u32 lane4, int u)
+{
+    return __viaddmax_s16x2(x, (u32)nib_score(z, lane4, u), 0x00008000u);
+}
+
+// nib_walk on [d : sc]: the same stops (d > xdrop, tested per 8 bases), *bound = sc + d.
+template <bool REV, class Bases>
+__device__ __forceinline__ bool nib_walk16(Bases A, Bases B, int end, u32 row, u32 lane4,
+                                           u32 stop, int* bound)
+{
+    u32 x = 0;
+    int k = 0;
+    for (;; k += 8) {
+        u32 a = A.next(), b = B.next();
+        u32 zl = (((a << 3) & 0x78787878u) | (b & 0x0F0F0F0Fu)) + row;
+        u32 zh = (((a >> 1) & 0x78787878u) | ((b >> 4) & 0x0F0F0F0Fu)) + row;
+        if (k + 8 > end) {
+            for (int u = 0; k + u < end; ++u) {
+                int nib = REV ? 7 - u : u;
+                x = nib_step16(x, (nib & 1) ? zh : zl, lane4, nib >> 1);
+                if (x > stop) break;
+            }
+            break;
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            int nib = REV ? 7 - u : u;
+            x = nib_step16(x, (nib & 1) ? zh : zl, lane4, nib >> 1);
+        }
+        if (x > stop) break;
+    }
+    *bound = (int)(x >> 16) + (int)(short)(x & 0xFFFFu);
+    return x > stop;
+}
+
+extern "C" __global__ void filter_nib16(WALK_PARAMS, u64* __restrict__ cand,
+                                        u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    __shared__ __align__(256) u32 tab[64 * 64];
+    lane_table16(tab, mat_g, -((32000 - xdrop) >> 3));
+    u32 row = ((u32)__cvta_generic_to_shared(tab) >> 8) * 0x01010101u;  // as filter_nib's
+    u32 lane4 = (threadIdx.x & 31) << 2, stop = ((u32)xdrop << 16) | 0xFFFFu;
+    i64 r, q;
+    u32 tag;
+    if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return;
+    int br, bl = 0;
+    i64 lim = min(ref_len - r, qry_len - q);
+    int end = (int)min(lim, (i64)cap);
+    bool reject = nib_walk16<false>(NibFwd(ref, r), NibFwd(qry, q), end, row, lane4, stop, &br)
+                  || end == lim;
+    if (reject) {
+        lim = min(r, q);
+        end = (int)min(lim, (i64)cap);
+        reject = (nib_walk16<true>(NibBwd(ref, r), NibBwd(qry, q), end, row, lane4, stop, &bl)
+                  || end == lim) && br + bl < thresh;
+    }
+    u32 slot = warp_append(!reject, n_cand);
+    if (!reject) {
+        cand[slot] = ((u64)r << 32) | (u64)q;
+        cand_tag[slot] = tag;
+    }
+}
