@@ -160,7 +160,7 @@ def test_gpu_equals_cpu_on_lastz_examples(tmp_path, examples):
         {"HSPZ_GPU_FILTER": "pass"},
         {"HSPZ_GPU_FILTER": "lane4"},
         {"HSPZ_GPU_FILTER": "lane"},
-        {"HSPZ_GPU_FILTER": "nib16"},
+        {"HSPZ_GPU_FILTER": "nib"},
     ],
     ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()),
 )
@@ -185,7 +185,7 @@ def test_gpu_physical_pieces_never_change_bytes(tmp_path, examples, monkeypatch)
 
 @pytest.mark.parametrize("piece", [97, 5000, 1 << 28])
 def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
-    """The default filter (filter_nib) on related pairs with repeats, N, lowercase and
+    """The default filter (filter_nib16) on related pairs with repeats, N, lowercase and
     sequence ends, in pieces of a few hits and of all of them, with either seeder."""
     from hspz.engine import gpu
 
@@ -198,7 +198,7 @@ def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
         run_both(tmp_path, r, q, "-m", "500", env={"HSPZ_DEVICE_SEEDS": seeds})
 
 
-@pytest.mark.parametrize("variant", ["pass", "hits2", "hits4", "lane", "lane4", "lane8", "nib16"])
+@pytest.mark.parametrize("variant", ["pass", "hits2", "hits4", "lane", "lane4", "lane8", "nib"])
 def test_gpu_filter_variants_never_change_bytes(tmp_path, monkeypatch, variant):
     """Each other filter (HSPZ_GPU_FILTER: `pass` and `lane`, former defaults, and experimental
     ones) on related pairs with repeats, N, lowercase and sequence ends, in pieces of 97 hits
@@ -211,6 +211,13 @@ def test_gpu_filter_variants_never_change_bytes(tmp_path, monkeypatch, variant):
     r = write_fasta(tmp_path / "r.fa", [(f"r{i}", a) for i, (a, _) in enumerate(pairs)])
     q = write_fasta(tmp_path / "q.fa", [(f"q{i}", b) for i, (_, b) in enumerate(pairs)])
     run_both(tmp_path, r, q, "-m", "500", env={"HSPZ_GPU_FILTER": variant})
+
+
+@pytest.mark.parametrize("xdrop", ["31990", "40000"])
+def test_gpu_default_filter_past_its_16_bit_halves(tmp_path, examples, xdrop):
+    """An x-drop that filter_nib16's halves cannot hold (gpu.HALF) takes filter_nib instead,
+    and one just under it keeps filter_nib16 (its floor then -1): the CPU's bytes either way."""
+    run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"], "-m", "300", "-x", xdrop)
 
 
 def test_warm_compiles_what_a_later_run_needs(tmp_path):

@@ -125,7 +125,7 @@ FILTERS = {
 }
 NIBBLE_KERNELS = ("filter_nib", "filter_nib16")
 HALF = 32000  # filter_nib16's 16-bit halves: cap x best score and xdrop stay under it
-DEFAULT_FILTER = "nib"  # simM 0.0980 vs lane's 0.1084 ns/hit, same digest (BENCHMARKS.md)
+DEFAULT_FILTER = "nib16"  # simM filter 70.1 ms vs nib 73.8, lane 85.7; same digest (BENCHMARKS.md)
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
