@@ -462,3 +462,84 @@ def test_a_merge_reads_each_results_file_once_unless_they_are_large(
     monkeypatch.setattr(merge, "KEEP_BYTES", 1 << 40 if keep else 0)
     assert merged(batch, tmp_path / "two", capsys, 1) == one
     assert sorted(opened) == sorted(batch["results"] * (1 if keep else 2))
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory: pytest.TempPathFactory, batch: dict) -> dict:
+    """The batch's five jobs planned for one worker: its results file holds every job whole,
+    with each unit's formatted lines and each job's digest, as `hspZ work` writes them."""
+    d, src = tmp_path_factory.mktemp("merge_whole"), batch["dir"]
+    plan = d / "plan.txt"
+    argv = ["plan", "-r", str(src / "ref.fa"), "--query-list", str(src / "list.txt"), *FLAGS]
+    assert main([*argv, *CPU, "-o", str(plan)]) == 0
+    result = d / "w0.result"
+    assert (
+        main(["work", "--plan", str(plan), "--worker", "0", "-t", "2", "-o", str(result), *CPU])
+        == 0
+    )
+    return dict(dir=d, plan=str(plan), results=[str(result)])
+
+
+def _unformatted(whole: dict, path: Path) -> dict:
+    """`whole` with its results written again without the lines and digests `work` made."""
+    from hspz.formats.results import read_results, write_results
+
+    header, results = read_results(whole["results"][0])
+    for r in results:
+        r.rendered = None
+    keep = ("plan", "worker", "workers", "busy_ms", "finished_ms")
+    write_results(path, results, {k: header[k] for k in keep})
+    return dict(whole, results=[str(path)])
+
+
+def test_work_formats_its_units_and_digests_the_jobs_it_holds_whole(whole, batch):
+    from hspz.formats.results import read_results
+
+    header, results = read_results(whole["results"][0])
+    assert sorted(header["digests"]) == [str(j) for j in range(5)]
+    assert all(r.rendered is not None for r in results)
+    assert sum(len(r.rendered or []) for r in results) > 0
+    for path in batch["results"]:  # three workers: every job's units are split between them
+        header, results = read_results(path)
+        assert header["digests"] == {} and all(r.rendered is not None for r in results)
+
+
+@pytest.mark.parametrize("flags", [(), ("-D",), ("-Z",)], ids=["folders", "split", "archives"])
+def test_a_merge_takes_works_lines_and_digests_and_writes_the_bytes_of_one_that_makes_them(
+    whole, tmp_path, capsys, monkeypatch, flags
+):
+    """A merge of results whose lines and digests `work` made neither formats, sorts nor
+    hashes a line (without -D: -D cuts other files, formatted again) and writes and prints the
+    bytes of a merge of the same results without them, on one thread or several."""
+    plain = _unformatted(whole, tmp_path / "plain.result")
+    want = merged(plain, tmp_path / "plain", capsys, 1, *flags)
+    assert "queries.tsv" in want[0]
+
+    def refuse(*_):
+        raise AssertionError("formatted or sorted again")
+
+    if "-D" not in flags:
+        monkeypatch.setattr(emit, "format_lines", refuse)
+    monkeypatch.setattr(emit, "sorted_lines", refuse)
+    for threads in (1, 4):
+        assert merged(whole, tmp_path / f"took{threads}", capsys, threads, *flags) == want
+
+
+def test_a_merge_of_formatted_results_loads_no_numba(whole, tmp_path):
+    """With every unit's lines and every job's digest made by `work`, nothing is left for
+    numba's loops: the merge never imports it, whatever the results' size (fresh process)."""
+    out = tmp_path / "out"
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from hspz.commands import merge
+        from hspz.cli import main
+        merge.NUMBA_BYTES = 1
+        status = main({["merge", "--plan", whole["plan"], "-o", str(out), *whole["results"]]!r})
+        print("numba" in sys.modules, file=sys.stderr)
+        sys.exit(status)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.split()[-1] == "False"

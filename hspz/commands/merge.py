@@ -15,11 +15,16 @@ exactly that worker's units, and that no worker's results come twice or are miss
 
 from __future__ import annotations
 
+import json
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from zipfile import BadZipFile
 
-from hspz.core import jit
+import numpy as np
+
+from hspz.core import durable, jit
 from hspz.core.errors import InputError
 from hspz.engine.contract import UnitResult
 from hspz.formats.planfile import PlanFile, read_plan
@@ -68,9 +73,11 @@ def merge_command(
         },
     )
     size = results_bytes(result_paths)
-    jit.expect(size, NUMBA_BYTES)  # beside the checks and reads below
+    if diagonal or not all(map(_formatted, result_paths)):
+        jit.expect(size, NUMBA_BYTES)  # beside the checks and reads below
     kept: dict[str, list[UnitResult]] | None = {} if size <= KEEP_BYTES else None
-    workers = check_arguments(pf, plan_path, result_paths, kept)  # before any byte is published
+    known: dict[int, str] = {}
+    workers = check_arguments(pf, plan_path, result_paths, kept, known)  # before any publish
     with OutLock(outdir, "--output", wait, command, keep_empty=tarball is None):
         summary = Summary(query_list=pf.query_list)
         if pf.query_list:
@@ -82,6 +89,8 @@ def merge_command(
         # a query list's jobs published together, under one journal (`Emitters`, a batch)
         batch = Path(outdir) if pf.query_list else None
         emitters = Emitters(jobs, pf.schedule, Execution(diagonal), summary, batch)
+        for j, digest in known.items():
+            emitters.emitters[j].known = digest
         try:
             replay(emitters, _results(pf, workers, kept), threads)
             for j in sorted(emitters.open):
@@ -131,10 +140,12 @@ def check_arguments(
     plan_path: str,
     result_paths: list[str],
     kept: dict[str, list[UnitResult]] | None = None,
+    known: dict[int, str] | None = None,
 ) -> dict[str, int]:
     """Every results file checked (its seal, its header, its worker's units; none twice, none
     missing) before the first byte is published: {path: worker}.  Given `kept`, each file's
-    units are read with its checks (`read_results`) and kept there by path."""
+    units are read with its checks (`read_results`) and kept there by path; given `known`, the
+    digests `hspZ work` made of the jobs it ran whole go there, by job."""
     seen: dict[int, str] = {}
     for path in result_paths:
         if kept is None:
@@ -142,6 +153,8 @@ def check_arguments(
         else:
             header, kept[path] = read_results(path)
         seen[_worker_of(header, pf, path, plan_path, seen)] = path
+        if known is not None:
+            known.update(_whole_jobs(header, pf, path))
     missing = [str(k) for k in range(pf.schedule.workers) if k not in seen]
     if missing:
         raise InputError(
@@ -183,6 +196,30 @@ def _worker_of(header: dict, pf: PlanFile, path: str, plan_path: str, seen: dict
             f"{plan_path} runs units {_shown(planned, pf)}"
         )
     return k
+
+
+def _whole_jobs(header: dict, pf: PlanFile, path: str) -> dict[int, str]:
+    """{job: digest} of the jobs whose digest the file gives: each must be held whole there."""
+    held = Counter(j for j, _ in header["units"])
+    out = {}
+    for key, digest in header["digests"].items():
+        j = int(key)
+        if not (j < len(pf.jobs) and held[j] == len(pf.jobs[j].manifest.plan.units)):
+            raise InputError(f"{path}: gives the digest of a job whose units it does not all hold")
+        out[j] = digest
+    return out
+
+
+def _formatted(path: str) -> bool:
+    """Whether a results file (read unchecked: the checks come later) holds every unit's lines
+    and its jobs' digests, so that merge neither formats nor sorts (nor loads numba)."""
+    try:
+        with open(durable.open_regular(path), "rb") as fh, np.load(fh, allow_pickle=False) as z:
+            header = json.loads(z["header"].tobytes())
+        units, text, digests = header["units"], header["text"], header["digests"]
+        return None not in text and {str(j) for j, _ in units} <= set(digests)
+    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError, BadZipFile):
+        return False  # unreadable or not one: the checks refuse it, one line
 
 
 def _shown(units: list[tuple[int, int]], pf: PlanFile) -> str:

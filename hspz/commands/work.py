@@ -34,6 +34,7 @@ from hspz.io.readers import read_side
 from hspz.planning.budget import devices_for
 from hspz.run.freeze import context_of
 from hspz.run.outdir import check_disjoint
+from hspz.run.render import Renderer
 from hspz.run.report import say
 from hspz.run.worker import WorkerJob, run_worker
 
@@ -181,17 +182,26 @@ def _work(
     results: list[UnitResult] = []
     # `progress:` lines in the job's log, as `run` prints them (a tenth of the units at a time)
     progress = Progress(len(planned) - len(done), len({j for j, _ in planned}) or 1)
+    # every unit's lines formatted, and whole jobs' digests made, while the worker runs
+    renderer = Renderer([j.manifest for j in pf.jobs], planned)
 
     def keep(result: UnitResult, _: object) -> None:
         write_unit(folder, keys[result.job], result)
         results.append(result)
+        renderer.add(result)
         progress.unit_done((result.job, result.ordinal), result.hits)
         faults.point("work-unit")
 
     try:
-        rep = run_worker(job, ref, qry, keep, progress.advance)
+        for result in done:
+            renderer.add(result)
+        try:
+            rep = run_worker(job, ref, qry, keep, progress.advance)
+        finally:
+            progress.close()
+        digests = renderer.close()
     finally:
-        progress.close()
+        renderer.shutdown()
     write_results(
         output,
         done + results,
@@ -202,6 +212,7 @@ def _work(
             busy_ms=rep.busy_ms,
             finished_ms=rep.finished_ms,
         ),
+        digests,
     )
     say(
         f"work: worker {worker} ran {len(results)} unit(s) in {rep.finished_ms / 1e3:.3f} s "

@@ -194,6 +194,9 @@ class UnitResult:
     worker: int = 0
     device: int = -1
     job: int = 0
+    # its segments files as `hspZ work` formatted them, (name, lines) in emission order, carried
+    # to `hspZ merge` beside the image (`formats.results`; not in `to_bytes`)
+    rendered: list[tuple[str, bytes]] | None = None
 
     def to_bytes(self) -> bytes:
         """A self-contained .npz image (how `hspZ work` hands results to `hspZ merge`)."""

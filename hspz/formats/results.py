@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,7 +28,8 @@ from hspz.core.errors import InputError
 from hspz.engine.contract import UnitResult
 from hspz.formats.manifest import INFORMATIONAL, Manifest, manifest_lines
 
-RESULTS_FORMAT = 5  # 4: units keyed by (job, ordinal); unit files; 5: a whole-file seal
+RESULTS_FORMAT = 6  # 4: units keyed by (job, ordinal); unit files; 5: a whole-file seal;
+# 6: each unit's formatted lines beside it, and the digests of the jobs the file holds whole
 
 
 SEAL = b"hspz-sha256:"  # the zip comment: this, then the sha256 of every byte before the hex
@@ -43,18 +45,34 @@ def unit_key(m: Manifest) -> str:
     return hashlib.sha256("".join(f"{line}\n" for line in keep).encode()).hexdigest()
 
 
-def write_results(path: str | os.PathLike, results: Sequence[UnitResult], header: dict) -> None:
+def write_results(
+    path: str | os.PathLike,
+    results: Sequence[UnitResult],
+    header: dict,
+    digests: dict[int, str] | None = None,
+) -> None:
     """UnitResults in one .npz, written under a temporary name; the header records each unit
-    as (job, ordinal), each image's sha256 and its own checksum."""
+    as (job, ordinal), each image's sha256 and its own checksum.  A result's formatted lines
+    (`rendered`) go beside its image, as `text{j}_{o}` (the header: each file's name and
+    length, or None), and `digests` (job -> digest of all its lines) into the header."""
     images = {(r.job, r.ordinal): r.to_bytes() for r in results}
     head = dict(
         header,
         format=RESULTS_FORMAT,
         units=[list(k) for k in images],
         sha256=[hashlib.sha256(b).hexdigest() for b in images.values()],
+        text=[
+            None if r.rendered is None else [[name, len(data)] for name, data in r.rendered]
+            for r in results
+        ],
+        digests={str(j): d for j, d in sorted((digests or {}).items())},
     )
     head["checksum"] = _header_checksum(head)
     arrays = {f"unit{j}_{o}": np.frombuffer(b, np.uint8) for (j, o), b in images.items()}
+    for r in results:
+        if r.rendered is not None:
+            text = b"".join(data for _, data in r.rendered)
+            arrays[f"text{r.job}_{r.ordinal}"] = np.frombuffer(text, np.uint8)
     arrays["header"] = np.frombuffer(json.dumps(head).encode(), np.uint8)
     with durable.replaced(path, "--output") as tmp:
         with open(tmp, "wb") as fh:
@@ -168,9 +186,16 @@ def read_results(path: str | os.PathLike) -> tuple[dict, list[UnitResult]]:
     """(header, UnitResults) of one results (or unit) file, every checksum checked;
     InputError when it is damaged, of another format or not a results file."""
     source = os.fspath(path)
-    header, images = _open_results(
-        source, lambda z, h: {(j, o): z[f"unit{j}_{o}"].tobytes() for j, o in h["units"]}
-    )
+
+    def members(z: np.lib.npyio.NpzFile, h: dict) -> tuple[dict, list]:
+        images = {(j, o): z[f"unit{j}_{o}"].tobytes() for j, o in h["units"]}
+        texts = [
+            None if files is None else z[f"text{j}_{o}"].tobytes()
+            for (j, o), files in zip(h["units"], h["text"], strict=True)
+        ]
+        return images, texts
+
+    header, (images, texts) = _open_results(source, members)
     for ((j, o), image), want in zip(images.items(), header["sha256"], strict=True):
         _check_image(image, want, j, o, source)
     try:
@@ -178,12 +203,25 @@ def read_results(path: str | os.PathLike) -> tuple[dict, list[UnitResult]]:
     except OSError as exc:
         raise InputError(f"{source}: cannot read it: {exc.strerror or exc}") from None
     results = [UnitResult.from_file(io.BytesIO(image)) for image in images.values()]
-    for (j, o), r in zip(images, results, strict=True):
+    for (j, o), r, files, text in zip(images, results, header["text"], texts, strict=True):
         if (r.job, r.ordinal) != (j, o):
             raise InputError(
                 f"{source}: unit {o} of job {j} holds the result of unit {r.ordinal} of job {r.job}"
             )
+        if files is not None:
+            r.rendered = _split_text(text, files, source, j, o)
     return header, results
+
+
+def _split_text(text: bytes, files: list, source: str, j: int, o: int) -> list[tuple[str, bytes]]:
+    """A unit's formatted lines cut into its files by the lengths the header gives."""
+    if sum(size for _, size in files) != len(text):
+        raise InputError(f"{source}: the formatted lines of unit {o} of job {j} are cut short")
+    view, at, out = memoryview(text), 0, []
+    for name, size in files:
+        out.append((name, bytes(view[at : at + size])))
+        at += size
+    return out
 
 
 def _results_header(z: np.lib.npyio.NpzFile, source: str) -> dict:
@@ -208,6 +246,7 @@ def _results_header(z: np.lib.npyio.NpzFile, source: str) -> dict:
             f"damaged after `hspZ work` wrote it"
         )
     units, digests = header.get("units"), header.get("sha256")
+    text, jobs = header.get("text"), header.get("digests")
     ok = (
         isinstance(units, list)
         and isinstance(digests, list)
@@ -216,11 +255,36 @@ def _results_header(z: np.lib.npyio.NpzFile, source: str) -> dict:
             isinstance(u, list) and len(u) == 2 and all(isinstance(x, int) for x in u)
             for u in units
         )
+        and isinstance(text, list)
+        and len(text) == len(units)
+        and all(t is None or _files_listed(t) for t in text)
+        and isinstance(jobs, dict)
+        and all(_JOB.fullmatch(j) and _DIGEST.fullmatch(str(d)) for j, d in jobs.items())
     )
+    if not ok or not isinstance(units, list) or not isinstance(text, list):
+        raise InputError(f"{source}: the results header does not list the file's units")
     members = sorted(f for f in z.files if f != "header")
-    if not ok or members != sorted(f"unit{j}_{o}" for j, o in units or []):
+    listed = [f"unit{j}_{o}" for j, o in units]
+    listed += [f"text{j}_{o}" for (j, o), t in zip(units, text, strict=True) if t is not None]
+    if members != sorted(listed):
         raise InputError(f"{source}: the results header does not list the file's units")
     return header
+
+
+_JOB = re.compile(r"0|[1-9][0-9]*")
+_DIGEST = re.compile(r"[0-9a-f]{16}")
+
+
+def _files_listed(files: object) -> bool:
+    """A unit's text entry: [[file name, length], ...]."""
+    return isinstance(files, list) and all(
+        isinstance(f, list)
+        and len(f) == 2
+        and isinstance(f[0], str)
+        and isinstance(f[1], int)
+        and f[1] >= 0
+        for f in files
+    )
 
 
 def unit_path(folder: str | os.PathLike, key: str, ordinal: int) -> Path:
@@ -252,5 +316,5 @@ def read_unit(path: Path, key: str, job: int, ordinal: int) -> UnitResult | None
 def write_unit(folder: str | os.PathLike, key: str, result: UnitResult) -> None:
     """One finished unit's result, atomically, under its `unit_path` (job index 0: the file
     belongs to the job's plan, not to one query-list run)."""
-    saved = UnitResult(**{**result.__dict__, "job": 0})
+    saved = UnitResult(**{**result.__dict__, "job": 0, "rendered": None})
     write_results(unit_path(folder, key, result.ordinal), [saved], dict(kind="unit", job_key=key))

@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from hspz.core import durable, faults
-from hspz.core.errors import RunError, sigterm_held
+from hspz.core.errors import InputError, RunError, sigterm_held
 from hspz.engine.contract import UnitResult
 from hspz.formats.manifest import Manifest
 from hspz.io.packing import PackedBin, table_from
@@ -102,14 +102,10 @@ class Emitter:
         self.order = sorted(self.units)
         self.next = 0
         self.written: list[str] = []
-        # one digest group per reference bin, sealed once its units are staged (`LineDigest`)
-        self.left = Counter(u.ref_bin for u in self.units.values())
-        self.digest = LineDigest(
-            {
-                b: [n.encode() for n in tables("reference", b, "plus").names]
-                for b in sorted(self.left)
-            }
-        )
+        self.digest, self.left = unit_digest(self.units.values(), tables)
+        # the digest `hspZ work` made of this job's lines, when it ran all of its units: then
+        # the lines are neither sorted nor hashed again (`Emitters.known`)
+        self.known: str | None = None
         self.counts = dict(seeds=0, hits=0, raw_hsps=0, hsps=0)
         self.removed: list[str] = []  # an earlier run's segments files, removed by `finish`
         self.extras: list[tuple[Path, Callable[[Path], None], str]] = []  # `also`
@@ -149,49 +145,31 @@ class Emitter:
         faults.point("unit")
 
     def _stage(self, result: UnitResult) -> list[str]:
-        """Write one unit's files into the stage, synced; their names, in emission order."""
+        """Write one unit's files into the stage, synced; their names, in emission order.  The
+        lines `hspZ work` formatted come with the result (`rendered`): they are written as they
+        are, where the same files are asked for (no -D split)."""
         for key in self.counts:
             self.counts[key] += getattr(result, key)
-        ref = self.tables("reference", result.ref_bin, "plus")
-        files = []  # (name, rows, query table, strand), in emission order
-        for n, strand, h in result.segments:
-            if len(h) == 0:
-                continue
-            qry = self.tables("query", result.query_bin, strand)
-            ordered = h if strand == "plus" else h[::-1]
-            name = segments_name(n, result.query_bin, result.ref_bin, strand)
-            files += [
-                (file_name, rows, qry, strand)
-                for file_name, rows in self._pieces(name, ordered, ref, qry, strand)
-            ]
+        files = unit_files(result, self.tables, self.partitioner)
+        texts = rendered_texts(result, files) if self.partitioner is None else None
 
-        def render(file: tuple) -> np.ndarray:
-            file_name, rows, qry, strand = file
-            data = format_lines(rows, ref, qry, strand)
+        def render(k: int) -> np.ndarray | None:
+            file_name, rows, ref, qry, strand = files[k]
+            data = texts[k] if texts is not None else format_lines(rows, ref, qry, strand)
             durable.write_new(self.staged(file_name), data)
-            return sorted_lines(data)
+            return sorted_lines(data) if self.known is None else None
 
         with _writing(self.outdir):
             if files and not self.stage.exists():
                 durable.ensure_marked(self.stage)
             with ThreadPoolExecutor(max(1, min(STAGE_THREADS, len(files)))) as pool:
-                for lines in pool.map(render, files):
-                    self.digest.add_sorted(lines, result.ref_bin)
+                for lines in pool.map(render, range(len(files))):
+                    if lines is not None:
+                        self.digest.add_sorted(lines, result.ref_bin)
         self.left[result.ref_bin] -= 1
-        if not self.left[result.ref_bin]:
+        if not self.left[result.ref_bin] and self.known is None:
             self.digest.seal(result.ref_bin)
         return [f[0] for f in files]
-
-    def _pieces(
-        self, name: str, h: np.ndarray, ref: PackedBin, qry: PackedBin, strand: str
-    ) -> list[tuple[str, np.ndarray]]:
-        """(file name, HSP rows) of one logical segments file: itself, or its -D splits."""
-        chunk = self.partitioner.chunk_for(len(h)) if self.partitioner else None
-        if chunk is None:
-            return [(name, h)]
-        base = name[: -len(".segments")]
-        parts = split_file(h, ref, qry, strand, chunk)
-        return [(f"{base}.split{k}.segments", h[idx]) for k, idx in enumerate(parts, 1)]
 
     def staged(self, name: str) -> Path:
         """Where the file `name` of this emitter is staged."""
@@ -227,7 +205,8 @@ class Emitter:
                 moves += [(self.staged(n), self.outdir / n) for n in self.written]
                 stale = self._stale()
             faults.point("staged")
-        return Ready(moves, stale, [self.outdir / n for n in stale], self.digest.hexdigest())
+        digest = self.known if self.known is not None else self.digest.hexdigest()
+        return Ready(moves, stale, [self.outdir / n for n in stale], digest)
 
     def published(self, ready: Ready) -> str:
         """After the publish of `ready`: what it removed kept, the stage gone; the digest."""
@@ -299,6 +278,64 @@ def _writing(outdir: Path) -> Iterator[None]:
     except OSError as exc:
         name = f" ({Path(exc.filename).name})" if exc.filename else ""
         raise RunError(f"cannot write the output in {outdir}: {exc.strerror or exc}{name}") from exc
+
+
+UnitFile = tuple[str, np.ndarray, PackedBin, PackedBin, str]  # name, rows, ref, query, strand
+
+
+def unit_files(
+    result: UnitResult, tables: TableLookup, partitioner: partition.Partitioner | None = None
+) -> list[UnitFile]:
+    """A unit's segments files in emission order (its -D splits, given a partitioner, whose
+    history they then advance): (name, HSP rows in file order, the record tables, strand)."""
+    ref = tables("reference", result.ref_bin, "plus")
+    files = []
+    for n, strand, h in result.segments:
+        if len(h) == 0:
+            continue
+        qry = tables("query", result.query_bin, strand)
+        rows = h if strand == "plus" else h[::-1]
+        name = segments_name(n, result.query_bin, result.ref_bin, strand)
+        chunk = partitioner.chunk_for(len(rows)) if partitioner else None
+        if chunk is None:
+            files.append((name, rows, ref, qry, strand))
+            continue
+        base = name[: -len(".segments")]
+        for k, idx in enumerate(split_file(rows, ref, qry, strand, chunk), 1):
+            files.append((f"{base}.split{k}.segments", rows[idx], ref, qry, strand))
+    return files
+
+
+def render_unit(result: UnitResult, tables: TableLookup) -> list[tuple[str, bytes]]:
+    """A unit's segments files (no -D split) as an emitter writes them: (name, lines)."""
+    return [(f[0], format_lines(*f[1:])) for f in unit_files(result, tables)]
+
+
+def rendered_texts(result: UnitResult, files: list[UnitFile]) -> list[bytes] | None:
+    """The lines `hspZ work` formatted for these files (`result.rendered`), checked to be one
+    line per HSP of each file under the same names; None when the result came without them."""
+    if result.rendered is None:
+        return None
+    names = [name for name, _ in result.rendered]
+    fits = names == [f[0] for f in files] and all(
+        data.count(b"\n") == len(f[1]) for (_, data), f in zip(result.rendered, files, strict=True)
+    )
+    if not fits:
+        raise InputError(
+            f"work unit {result.ordinal} of job {result.job + 1}: its formatted lines do not "
+            f"match its HSPs (a damaged results file: rerun `hspZ work`)"
+        )
+    return [data for _, data in result.rendered]
+
+
+def unit_digest(
+    units: Iterable[WorkUnit], tables: TableLookup, threads: int = 0
+) -> tuple[LineDigest, Counter]:
+    """A job's digest, one group per reference bin, and each bin's unit count: a group is
+    sealed once its units are in (`LineDigest`, merging on `threads`, 0: every core)."""
+    left = Counter(u.ref_bin for u in units)
+    groups = {b: [n.encode() for n in tables("reference", b, "plus").names] for b in sorted(left)}
+    return LineDigest(groups, threads), left
 
 
 def split_file(

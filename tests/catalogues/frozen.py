@@ -11,7 +11,9 @@ traceback, nothing under the directory changed.  `COMMAND` says which command ea
 - `plan-`: the same for a plan file (`hspZ plan`), read by `work`, `merge` and `--from-manifest`;
 - `results-`: a results file (`hspZ work`) with a bad CRC, truncated, not a zip, empty, a forged
   header (stale or recomputed checksum), a damaged unit image in a valid zip, another plan's,
-  given twice, a worker's missing, an older format, a FIFO or a device in its place;
+  given twice, a worker's missing, an older format, a FIFO or a device in its place, and
+  (resealed) formatted lines cut short or under another file's name, or the digest of a job
+  it does not hold whole;
 - `workers-`: a worker number outside the plan;
 - `preflight-`: the memory preflight's refusal naming only the flags that apply to the run
   (never --gpus to a run with one worker, --threads only with several threads per worker, -B
@@ -379,6 +381,22 @@ def results_case(kind: str):
             w0.unlink()
             w0.symlink_to("/dev/zero")
             return merge, 2, f"^hspZ: {name}: cannot read it: not a regular file$"
+        if kind in ("text-cut-resealed", "text-renamed-resealed"):
+            header = _header(w0)
+            files = next(t for t in header["text"] if t)
+            if kind == "text-cut-resealed":
+                files[0][1] -= 1
+                pattern = "the formatted lines of unit \\d+ of job 0 are cut short$"
+            else:
+                files[0][0] = "tmp99.block0.r0.plus.segments"
+                pattern = "work unit \\d+ of job 1: its formatted lines do not match its HSPs"
+            _with_header(w0, header, reseal=True)
+            return merge, 2, pattern
+        if kind == "digest-not-whole-resealed":  # both workers run units of the one job
+            header = _header(w0)
+            header["digests"] = {"0": "0123456789abcdef"}
+            _with_header(w0, header, reseal=True)
+            return merge, 2, f"^hspZ: {name}: gives the digest of a job whose units it does not"
         if kind == "old-format":
             header = _header(w0)
             for key in ("sha256", "checksum"):
@@ -530,6 +548,9 @@ CASES = {
             "old-format",
             "fifo",
             "device",
+            "text-cut-resealed",
+            "text-renamed-resealed",
+            "digest-not-whole-resealed",
         )
     },
     **{f"workers-{k}": workers_case(k) for k in ("out-of-range", "far-out-of-range")},
