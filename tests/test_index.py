@@ -18,6 +18,7 @@ from multibin import FLAGS, outputs, write_pair
 from refusal import assert_refused, snapshot
 
 from hspz.cli import main
+from hspz.core import hashing
 from hspz.core.errors import UsageError
 from hspz.core.options import Options
 from hspz.engine.contract import Context, prepare_reference
@@ -681,7 +682,7 @@ def test_file_pieces_of_a_file_that_changes_size_while_hashed_raise(tmp_path, mo
         return real(fd, buffers, offset)
 
     monkeypatch.setattr(os, "preadv", changing)
-    with pytest.raises(ix.ChangedWhileRead):
+    with pytest.raises(hashing.ChangedWhileRead):
         ix.file_pieces(f, 1000, 1)
     assert not ix.same_file(f, 5000, "", ix.file_pieces(f, 1000, 1)[1][:0])
 

@@ -25,7 +25,6 @@ and 4 otherwise, and the table is already built from them.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import os
@@ -41,8 +40,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hspz import __version__
-from hspz.core import durable, faults
+from hspz.core import durable, faults, hashing
 from hspz.core.errors import InputError, UsageError, in_flight
+from hspz.core.hashing import file_pieces, file_sha256
 from hspz.formats.sealed import checksum_line, sealed
 from hspz.io.packing import pack_bin, score_codes, seed_codes
 from hspz.io.records import MAX_BIN_BP, Record
@@ -86,68 +86,7 @@ def piece_digests(data: np.ndarray | bytes, threads: int = 0, piece: int = PIECE
         return list(pool.map(lambda a: hashlib.sha256(raw[a : a + piece]).hexdigest(), cuts))
 
 
-HASH_BUFFER = 1 << 20  # bytes a file is hashed through (`file_sha256`)
-SOURCE_PIECE = 16 << 20  # bytes per hashed piece of the source file (`file_pieces`)
-
-
-def file_sha256(path: str | os.PathLike) -> tuple[int, str]:
-    """(size, sha256 hex) of a regular file (OSError for anything else:
-    `durable.open_regular`), read unbuffered into one reused buffer: 0.23 s for 270 MB on the
-    dev machine, where reading fresh 64 MiB pieces took 0.40 s (every piece a new allocation,
-    faulted in page by page)."""
-    h = hashlib.sha256()
-    size = 0
-    buf = bytearray(HASH_BUFFER)
-    view = memoryview(buf)
-    with open(durable.open_regular(path), "rb", buffering=0) as fh:
-        while n := fh.readinto(buf):
-            h.update(view[:n])
-            size += n
-    return size, h.hexdigest()
-
-
-class ChangedWhileRead(OSError):
-    """A file's size changed while `file_pieces` hashed it."""
-
-
-def file_pieces(
-    path: str | os.PathLike, piece: int = SOURCE_PIECE, threads: int = 0
-) -> tuple[int, tuple[str, ...]]:
-    """(size, sha256 hex of each `piece` bytes) of a regular file (OSError for anything else:
-    `durable.open_regular`), the pieces hashed on threads: a reference the index was built from is
-    recognised in a fraction of `file_sha256`'s time (a 258 MB 2bit file, in the page cache:
-    0.24 s whole, 0.04 s in pieces on the H200 machine's 16 cores;
-    benchmarks/sync_and_hash.py).  A file that grows or shrinks while it is read raises
-    ChangedWhileRead (its pieces would describe bytes the file never held at once)."""
-    fd = durable.open_regular(path)
-    try:
-        size = os.fstat(fd).st_size
-        starts = range(0, max(size, 1), piece)
-
-        def one(start: int) -> str:
-            h = hashlib.sha256()
-            buf = bytearray(min(HASH_BUFFER, piece))
-            view = memoryview(buf)
-            left = min(piece, size - start)
-            while left > 0:
-                n = os.preadv(fd, [view[: min(left, len(buf))]], start)
-                if n == 0:
-                    raise ChangedWhileRead(errno.EIO, "the file shrank while it was read", path)
-                h.update(view[:n])
-                start, left = start + n, left - n
-            return h.hexdigest()
-
-        workers = min(len(starts), threads or os.cpu_count() or 1)
-        if workers == 1:
-            pieces = tuple(map(one, starts))
-        else:
-            with ThreadPoolExecutor(workers, thread_name_prefix="hash") as pool:
-                pieces = tuple(pool.map(one, starts))
-        if os.fstat(fd).st_size != size:
-            raise ChangedWhileRead(errno.EIO, "the file changed size while it was read", path)
-        return size, pieces
-    finally:
-        os.close(fd)
+SOURCE_PIECE = hashing.PIECE  # bytes per hashed piece of the source file (`file_pieces`)
 
 
 # --------------------------------------------------------------------------------------------

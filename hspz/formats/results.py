@@ -23,16 +23,17 @@ from typing import Any
 
 import numpy as np
 
-from hspz.core import durable
+from hspz.core import durable, hashing
 from hspz.core.errors import InputError
 from hspz.engine.contract import UnitResult
 from hspz.formats.manifest import INFORMATIONAL, Manifest, manifest_lines
 
 RESULTS_FORMAT = 6  # 4: units keyed by (job, ordinal); unit files; 5: a whole-file seal;
-# 6: each unit's formatted lines beside it, and the digests of the jobs the file holds whole
+# 6: each unit's formatted lines beside it, the digests of the jobs the file holds whole, and
+# the seal hashed in pieces on threads
 
 
-SEAL = b"hspz-sha256:"  # the zip comment: this, then the sha256 of every byte before the hex
+SEAL = b"hspz-pieces:"  # the zip comment: this, then `seal_of` every byte before the hex
 
 
 SEAL_LEN = len(SEAL) + 64
@@ -80,8 +81,14 @@ def write_results(
         seal_results(tmp)
 
 
+def seal_of(fd: int, size: int) -> str:
+    """The seal of the first `size` bytes of an open file: the sha256 of their pieces' sha256
+    hex digests (`hashing.fd_pieces`, on threads: 169 MB took 0.12 s on one thread whole)."""
+    return hashlib.sha256("".join(hashing.fd_pieces(fd, size)).encode()).hexdigest()
+
+
 def seal_results(path: str | os.PathLike) -> None:
-    """Make the zip's comment (its last bytes) the sha256 of every byte before it, the zip
+    """Make the zip's comment (its last bytes) the seal of every byte before it, the zip
     headers included, so that `read_results` finds any changed bit: the comment length is set
     in the end-of-central-directory record, SEAL appended, the file hashed, the hex appended."""
     with open(path, "r+b") as fh:
@@ -92,9 +99,7 @@ def seal_results(path: str | os.PathLike) -> None:
         fh.seek(-2, os.SEEK_END)
         fh.write(SEAL_LEN.to_bytes(2, "little") + SEAL)
         fh.flush()
-        fh.seek(0)
-        digest = hashlib.file_digest(fh, "sha256").hexdigest()
-        fh.seek(0, os.SEEK_END)
+        digest = seal_of(fh.fileno(), fh.tell())
         fh.write(digest.encode())
 
 
@@ -111,16 +116,11 @@ def _check_seal(source: str) -> None:
                 f"{source}: no whole-file checksum: not a results file this hspZ "
                 f"wrote (rerun `hspZ work`)"
             )
-        fh.seek(0)
-        h = hashlib.sha256()
-        left = size - 64
-        while left:
-            chunk = fh.read(min(left, 1 << 22))
-            if not chunk:
-                break
-            h.update(chunk)
-            left -= len(chunk)
-    if h.hexdigest().encode() != tail[len(SEAL) :]:
+        try:
+            digest = seal_of(fh.fileno(), size - 64)
+        except hashing.ChangedWhileRead:
+            digest = ""
+    if digest.encode() != tail[len(SEAL) :]:
         raise InputError(
             f"{source}: checksum mismatch: the results file was edited or damaged "
             f"after `hspZ work` wrote it (its bytes, zip headers included, no "
