@@ -644,35 +644,6 @@ __device__ __forceinline__ bool nib_walk(Bases A, Bases B, int end, u32 row, u32
     return false;
 }
 
-extern "C" __global__ void filter_nib(WALK_PARAMS, u64* __restrict__ cand,
-                                      u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
-{
-    __shared__ __align__(256) int tab[64 * 64];
-    lane_table(tab, mat_g);
-    // the table's shared address, a multiple of 256 below 64 KB - 16 KB (48 KB of static
-    // shared memory at most), so row + 63 < 256 in every byte
-    u32 row = ((u32)__cvta_generic_to_shared(tab) >> 8) * 0x01010101u;
-    u32 lane4 = (threadIdx.x & 31) << 2;
-    i64 r, q;
-    u32 tag;
-    if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return;
-    int br, bl = 0;
-    i64 lim = min(ref_len - r, qry_len - q);
-    int end = (int)min(lim, (i64)cap);
-    bool reject = nib_walk<false>(NibFwd(ref, r), NibFwd(qry, q), end, row, lane4, xdrop, &br)
-                  || end == lim;
-    if (reject) {
-        lim = min(r, q);
-        end = (int)min(lim, (i64)cap);
-        reject = (nib_walk<true>(NibBwd(ref, r), NibBwd(qry, q), end, row, lane4, xdrop, &bl)
-                  || end == lim) && br + bl < thresh;
-    }
-    u32 slot = warp_append(!reject, n_cand);
-    if (!reject) {
-        cand[slot] = ((u64)r << 32) | (u64)q;
-        cand_tag[slot] = tag;
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // filter_nib16 (HSPZ_GPU_FILTER=nib16; issue 27): filter_nib with one DPX add-max a base.  A walk
@@ -730,25 +701,45 @@ __device__ __forceinline__ bool nib_walk16(Bases A, Bases B, int end, u32 row, u
     return x > stop;
 }
 
-extern "C" __global__ void filter_nib16(WALK_PARAMS, u64* __restrict__ cand,
-                                        u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+// ---------------------------------------------------------------------------------------------
+// The nib filters' kernels.
+// ---------------------------------------------------------------------------------------------
+
+// A nib walk, on 32-bit sums or (HALVES, filter_nib16) on 16-bit halves.
+template <bool REV, bool HALVES, class Bases>
+__device__ __forceinline__ bool nib_side(Bases A, Bases B, int end, u32 row, u32 lane4,
+                                         int xdrop, int* bound)
+{
+    if (HALVES) return nib_walk16<REV>(A, B, end, row, lane4, ((u32)xdrop << 16) | 0xFFFFu, bound);
+    return nib_walk<REV>(A, B, end, row, lane4, xdrop, bound);
+}
+
+// filter_nib's and filter_nib16's body: the same hit, the same decision, their tables and walks.
+template <bool HALVES>
+__device__ __forceinline__ void nib_filter(WALK_PARAMS, u64* __restrict__ cand,
+                                           u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
 {
     __shared__ __align__(256) u32 tab[64 * 64];
-    lane_table16(tab, mat_g, -((32000 - xdrop) >> 3));
-    u32 row = ((u32)__cvta_generic_to_shared(tab) >> 8) * 0x01010101u;  // as filter_nib's
-    u32 lane4 = (threadIdx.x & 31) << 2, stop = ((u32)xdrop << 16) | 0xFFFFu;
+    if (HALVES) lane_table16(tab, mat_g, -((32000 - xdrop) >> 3));
+    else lane_table((int*)tab, mat_g);
+    // the table's shared address, a multiple of 256 below 64 KB - 16 KB (48 KB of static
+    // shared memory at most), so row + 63 < 256 in every byte
+    u32 row = ((u32)__cvta_generic_to_shared(tab) >> 8) * 0x01010101u;
+    u32 lane4 = (threadIdx.x & 31) << 2;
     i64 r, q;
     u32 tag;
     if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return;
     int br, bl = 0;
     i64 lim = min(ref_len - r, qry_len - q);
     int end = (int)min(lim, (i64)cap);
-    bool reject = nib_walk16<false>(NibFwd(ref, r), NibFwd(qry, q), end, row, lane4, stop, &br)
+    bool reject = nib_side<false, HALVES>(NibFwd(ref, r), NibFwd(qry, q), end, row, lane4, xdrop,
+                                          &br)
                   || end == lim;
     if (reject) {
         lim = min(r, q);
         end = (int)min(lim, (i64)cap);
-        reject = (nib_walk16<true>(NibBwd(ref, r), NibBwd(qry, q), end, row, lane4, stop, &bl)
+        reject = (nib_side<true, HALVES>(NibBwd(ref, r), NibBwd(qry, q), end, row, lane4, xdrop,
+                                         &bl)
                   || end == lim) && br + bl < thresh;
     }
     u32 slot = warp_append(!reject, n_cand);
@@ -756,4 +747,18 @@ extern "C" __global__ void filter_nib16(WALK_PARAMS, u64* __restrict__ cand,
         cand[slot] = ((u64)r << 32) | (u64)q;
         cand_tag[slot] = tag;
     }
+}
+
+extern "C" __global__ void filter_nib(WALK_PARAMS, u64* __restrict__ cand,
+                                      u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    nib_filter<false>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL, cand,
+                      cand_tag, n_cand);
+}
+
+extern "C" __global__ void filter_nib16(WALK_PARAMS, u64* __restrict__ cand,
+                                        u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    nib_filter<true>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL, cand,
+                     cand_tag, n_cand);
 }
