@@ -21,6 +21,19 @@ __device__ __forceinline__ u32 warp_append(bool vote, u32* counter)
     return base + __popc(ballot & ((1u << lane) - 1));
 }
 
+// Appends hit (r, q) and its chunk tag to the candidates when `keep` (one atomic per warp).
+__device__ __forceinline__ void append_candidate(bool keep, i64 r, i64 q, u32 tag,
+                                                 u64* __restrict__ cand,
+                                                 u32* __restrict__ cand_tag,
+                                                 u32* __restrict__ n_cand)
+{
+    u32 slot = warp_append(keep, n_cand);
+    if (keep) {
+        cand[slot] = ((u64)r << 32) | (u64)q;
+        cand_tag[slot] = tag;
+    }
+}
+
 // The seed owning hit h: the first s in [lo, hi] with cum[s] > h (cum is the inclusive prefix sum
 // of the hits per seed, and cum[hi] > h).  bseed[b] is the owner of block b's first hit and
 // bseed[b + 1] bounds its last, so a thread searches only its block's few seeds.
@@ -284,11 +297,7 @@ extern "C" __global__ void filter_pass(
         reject = (bound_walk(Backward(ref, r), Backward(qry, q), end, mat, xdrop, &bl)
                   || end == lim) && br + bl < thresh;
     }
-    u32 slot = warp_append(!reject, n_cand);
-    if (!reject) {
-        cand[slot] = ((u64)r << 32) | (u64)q;
-        cand_tag[slot] = tag;
-    }
+    append_candidate(!reject, r, q, tag, cand, cand_tag, n_cand);
 }
 
 // The exact capped walk, one thread per hit: right then left, at most `cap` bases each.
@@ -464,11 +473,7 @@ __device__ __forceinline__ void filter_hits(WALK_PARAMS, u64* __restrict__ cand,
             keep = !filter_rejects<LANE>(ref, qry, ref_len, qry_len, mat, lane4, xdrop, thresh,
                                          cap, r, q);
         }
-        u32 slot = warp_append(keep, n_cand);
-        if (keep) {
-            cand[slot] = ((u64)r << 32) | (u64)q;
-            cand_tag[slot] = tag;
-        }
+        append_candidate(keep, r, q, tag, cand, cand_tag, n_cand);
     }
 }
 
@@ -508,11 +513,7 @@ __device__ __forceinline__ void filter_lane_hit(WALK_PARAMS, u64* __restrict__ c
     if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return;
     bool reject = filter_rejects<true>(ref, qry, ref_len, qry_len, tab, lane4, xdrop, thresh, cap,
                                        r, q);
-    u32 slot = warp_append(!reject, n_cand);
-    if (!reject) {
-        cand[slot] = ((u64)r << 32) | (u64)q;
-        cand_tag[slot] = tag;
-    }
+    append_candidate(!reject, r, q, tag, cand, cand_tag, n_cand);
 }
 
 extern "C" __global__ void filter_lane(WALK_PARAMS, u64* __restrict__ cand,
@@ -611,14 +612,27 @@ __device__ __forceinline__ int nib_score(u32 z, u32 lane4, int u)
     return v;
 }
 
-// bound_walk_lane over nibble-packed codes; REV: the bases come in nibble order 7, 6, ..., 0.
-// row: the table's shared address / 256 in each byte.
-template <bool REV, class Bases>
-__device__ __forceinline__ bool nib_walk(Bases A, Bases B, int end, u32 row, u32 lane4,
-                                         int xdrop, int* bound)
+// filter_nib's walk state: the sum and its running maximum in 32 bits (bound_walk_lane's).
+struct NibSums {
+    int sc = 0, mr = 0, xdrop;
+    __device__ __forceinline__ explicit NibSums(int xd) : xdrop(xd) {}
+    __device__ __forceinline__ void add(u32 z, u32 lane4, int u)
+    {
+        sc += nib_score(z, lane4, u);
+        mr = max(mr, sc);
+    }
+    __device__ __forceinline__ bool stopped() const { return mr - sc > xdrop; }
+    __device__ __forceinline__ int bound() const { return mr; }
+};
+
+// bound_walk_lane over nibble-packed codes, its sums kept by State (NibSums, NibHalves); REV:
+// the bases come in nibble order 7, 6, ..., 0.  row: the table's shared address / 256 in each
+// byte.  True when the walk stopped within `end` bases; *bound then bounds its maximum.
+template <bool REV, class State, class Bases>
+__device__ __forceinline__ bool nib_walk(Bases A, Bases B, int end, u32 row, u32 lane4, State st,
+                                         int* bound)
 {
-    int sc = 0, mr = 0, k = 0;
-    for (;; k += 8) {
+    for (int k = 0;; k += 8) {
         u32 a = A.next(), b = B.next();
         // even nibbles' table index (ref << 3 | query) in zl's bytes, odd ones' in zh's
         u32 zl = (((a << 3) & 0x78787878u) | (b & 0x0F0F0F0Fu)) + row;
@@ -626,22 +640,20 @@ __device__ __forceinline__ bool nib_walk(Bases A, Bases B, int end, u32 row, u32
         if (k + 8 > end) {
             for (int u = 0; k + u < end; ++u) {
                 int nib = REV ? 7 - u : u;
-                sc += nib_score((nib & 1) ? zh : zl, lane4, nib >> 1);
-                mr = max(mr, sc);
-                if (mr - sc > xdrop) { *bound = mr; return true; }
+                st.add((nib & 1) ? zh : zl, lane4, nib >> 1);
+                if (st.stopped()) break;
             }
             break;
         }
 #pragma unroll
         for (int u = 0; u < 8; ++u) {
             int nib = REV ? 7 - u : u;
-            sc += nib_score((nib & 1) ? zh : zl, lane4, nib >> 1);
-            mr = max(mr, sc);
+            st.add((nib & 1) ? zh : zl, lane4, nib >> 1);
         }
-        if (mr - sc > xdrop) { *bound = mr; return true; }
+        if (st.stopped()) break;
     }
-    *bound = mr;
-    return false;
+    *bound = st.bound();
+    return st.stopped();
 }
 
 
@@ -666,40 +678,17 @@ __device__ __forceinline__ void lane_table16(u32* tab, const int* __restrict__ m
     __syncthreads();
 }
 
-__device__ __forceinline__ u32 nib_step16(u32 x, u32 z, u32 lane4, int u)
-{
-    return __viaddmax_s16x2(x, (u32)nib_score(z, lane4, u), 0x00008000u);
-}
-
-// nib_walk on [d : sc]: the same stops (d > xdrop, tested per 8 bases), *bound = sc + d.
-template <bool REV, class Bases>
-__device__ __forceinline__ bool nib_walk16(Bases A, Bases B, int end, u32 row, u32 lane4,
-                                           u32 stop, int* bound)
-{
-    u32 x = 0;
-    int k = 0;
-    for (;; k += 8) {
-        u32 a = A.next(), b = B.next();
-        u32 zl = (((a << 3) & 0x78787878u) | (b & 0x0F0F0F0Fu)) + row;
-        u32 zh = (((a >> 1) & 0x78787878u) | ((b >> 4) & 0x0F0F0F0Fu)) + row;
-        if (k + 8 > end) {
-            for (int u = 0; k + u < end; ++u) {
-                int nib = REV ? 7 - u : u;
-                x = nib_step16(x, (nib & 1) ? zh : zl, lane4, nib >> 1);
-                if (x > stop) break;
-            }
-            break;
-        }
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-            int nib = REV ? 7 - u : u;
-            x = nib_step16(x, (nib & 1) ? zh : zl, lane4, nib >> 1);
-        }
-        if (x > stop) break;
+// filter_nib16's walk state: [d : sc] in the 16-bit halves of one register.
+struct NibHalves {
+    u32 x = 0, stop;
+    __device__ __forceinline__ explicit NibHalves(int xdrop) : stop(((u32)xdrop << 16) | 0xFFFFu) {}
+    __device__ __forceinline__ void add(u32 z, u32 lane4, int u)
+    {
+        x = __viaddmax_s16x2(x, (u32)nib_score(z, lane4, u), 0x00008000u);
     }
-    *bound = (int)(x >> 16) + (int)(short)(x & 0xFFFFu);
-    return x > stop;
-}
+    __device__ __forceinline__ bool stopped() const { return x > stop; }  // d > xdrop
+    __device__ __forceinline__ int bound() const { return (int)(x >> 16) + (int)(short)(x & 0xFFFFu); }
+};
 
 // ---------------------------------------------------------------------------------------------
 // The nib filters' kernels.
@@ -710,8 +699,8 @@ template <bool REV, bool HALVES, class Bases>
 __device__ __forceinline__ bool nib_side(Bases A, Bases B, int end, u32 row, u32 lane4,
                                          int xdrop, int* bound)
 {
-    if (HALVES) return nib_walk16<REV>(A, B, end, row, lane4, ((u32)xdrop << 16) | 0xFFFFu, bound);
-    return nib_walk<REV>(A, B, end, row, lane4, xdrop, bound);
+    if (HALVES) return nib_walk<REV>(A, B, end, row, lane4, NibHalves(xdrop), bound);
+    return nib_walk<REV>(A, B, end, row, lane4, NibSums(xdrop), bound);
 }
 
 // filter_nib's and filter_nib16's body: the same hit, the same decision, their tables and walks.
@@ -742,11 +731,7 @@ __device__ __forceinline__ void nib_filter(WALK_PARAMS, u64* __restrict__ cand,
                                          &bl)
                   || end == lim) && br + bl < thresh;
     }
-    u32 slot = warp_append(!reject, n_cand);
-    if (!reject) {
-        cand[slot] = ((u64)r << 32) | (u64)q;
-        cand_tag[slot] = tag;
-    }
+    append_candidate(!reject, r, q, tag, cand, cand_tag, n_cand);
 }
 
 extern "C" __global__ void filter_nib(WALK_PARAMS, u64* __restrict__ cand,
