@@ -543,3 +543,46 @@ def test_a_merge_of_formatted_results_loads_no_numba(whole, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stderr.split()[-1] == "False"
+
+
+def test_the_numba_check_of_odd_results_files_is_false_at_once(tmp_path):
+    """`_formatted` reads a results header unchecked, before the checks: whatever the file, it
+    answers False (the checks then refuse it in one line), never raising or waiting (a header
+    nested too deep raised RecursionError; an array claiming 1 TiB, MemoryError)."""
+    import io
+    import threading
+    import zipfile
+
+    import numpy as np
+    from numpy.lib import format as npy_format
+
+    from hspz.commands.merge import _formatted
+
+    def npz(path: Path, header: bytes) -> str:
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("header.npy", header)
+        return str(path)
+
+    deep = io.BytesIO()
+    np.save(deep, np.frombuffer(b"[" * 100000 + b"]" * 100000, np.uint8))
+    huge = io.BytesIO()
+    npy_format.write_array_header_1_0(
+        huge, {"descr": "|u1", "fortran_order": False, "shape": (1 << 40,)}
+    )
+    os.mkfifo(tmp_path / "fifo")
+    paths = [
+        npz(tmp_path / "deep.npz", deep.getvalue()),
+        npz(tmp_path / "huge.npz", huge.getvalue() + b"{}"),
+        str(tmp_path / "fifo"),
+        "/dev/zero",
+        str(tmp_path),
+        str(tmp_path / "missing"),
+    ]
+    got: list[bool] = []
+    t = threading.Thread(target=lambda: got.extend(map(_formatted, paths)), daemon=True)
+    t.start()
+    t.join(20)
+    if t.is_alive():
+        os.close(os.open(tmp_path / "fifo", os.O_RDWR))
+        raise AssertionError("_formatted waited")
+    assert got == [False] * len(paths)
