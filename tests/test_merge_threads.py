@@ -545,6 +545,35 @@ def test_a_merge_of_formatted_results_loads_no_numba(whole, tmp_path):
     assert done.stderr.split()[-1] == "False"
 
 
+def test_a_failing_units_formatting_is_one_line_and_stops_the_worker(
+    whole, tmp_path, capsys, monkeypatch
+):
+    """A unit whose formatting fails on a render thread (a bug, memory): `hspZ work` ends with
+    one line naming the unit, at once (it ran every unit first, then raised the thread's
+    RuntimeError: a traceback), writes no results file and keeps the units it finished."""
+    from hspz.commands import work
+    from hspz.run import render
+
+    def failing(result, tables):
+        raise RuntimeError("boom")
+
+    write_unit = work.write_unit
+
+    def slow(*args):  # every unit long enough for the failure to be seen before the next
+        time.sleep(0.02)
+        return write_unit(*args)
+
+    monkeypatch.setattr(render, "render_unit", failing)
+    monkeypatch.setattr(work, "write_unit", slow)
+    out = tmp_path / "w0.result"
+    argv = ["work", "--plan", whole["plan"], "--worker", "0", "-t", "1", "-o", str(out), *CPU]
+    assert main(argv) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hspZ:")]
+    assert err == ["hspZ: work: formatting unit 0 of job 1 failed (RuntimeError: boom)"]
+    assert not out.exists()
+    assert 0 < len(list(Path(f"{out}.units").iterdir())) < 10
+
+
 def test_the_numba_check_of_odd_results_files_is_false_at_once(tmp_path):
     """`_formatted` reads a results header unchecked, before the checks: whatever the file, it
     answers False (the checks then refuse it in one line), never raising or waiting (a header
