@@ -615,3 +615,34 @@ def test_the_numba_check_of_odd_results_files_is_false_at_once(tmp_path):
         os.close(os.open(tmp_path / "fifo", os.O_RDWR))
         raise AssertionError("_formatted waited")
     assert got == [False] * len(paths)
+
+
+def test_a_resumed_units_failing_formatting_is_one_line(whole, tmp_path, capsys, monkeypatch):
+    """A rerun whose resumed unit (read from its unit file) fails to format: the same one
+    line, the failure seen while the resumed units are handed to the renderer, before the
+    worker starts (RenderFailed escaped `hspZ work` there)."""
+    from concurrent.futures import wait
+
+    from hspz.run import render
+
+    out = tmp_path / "w0.result"
+    argv = ["work", "--plan", whole["plan"], "--worker", "0", "-t", "1", "-o", str(out), *CPU]
+    assert main(argv) == 0
+    out.unlink()
+    capsys.readouterr()
+
+    def failing(result, tables):
+        raise RuntimeError("boom")
+
+    add = render.Renderer.add
+
+    def waiting(self, result):  # each unit formatted before the next is handed over
+        wait(self.futures)
+        return add(self, result)
+
+    monkeypatch.setattr(render, "render_unit", failing)
+    monkeypatch.setattr(render.Renderer, "add", waiting)
+    assert main(argv) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hspZ:")]
+    assert err == ["hspZ: work: formatting unit 0 of job 1 failed (RuntimeError: boom)"]
+    assert not out.exists()

@@ -193,9 +193,9 @@ def _work(
         faults.point("work-unit")
 
     try:
-        for result in done:
-            renderer.add(result)
         try:
+            for result in done:
+                renderer.add(result)
             rep = run_worker(job, ref, qry, keep, progress.advance)
         except RenderFailed:  # a unit's formatting failed: its error, not the worker's
             renderer.close()
