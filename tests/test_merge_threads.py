@@ -543,3 +543,106 @@ def test_a_merge_of_formatted_results_loads_no_numba(whole, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stderr.split()[-1] == "False"
+
+
+def test_a_failing_units_formatting_is_one_line_and_stops_the_worker(
+    whole, tmp_path, capsys, monkeypatch
+):
+    """A unit whose formatting fails on a render thread (a bug, memory): `hspZ work` ends with
+    one line naming the unit, at once (it ran every unit first, then raised the thread's
+    RuntimeError: a traceback), writes no results file and keeps the units it finished."""
+    from hspz.commands import work
+    from hspz.run import render
+
+    def failing(result, tables):
+        raise RuntimeError("boom")
+
+    write_unit = work.write_unit
+
+    def slow(*args):  # every unit long enough for the failure to be seen before the next
+        time.sleep(0.02)
+        return write_unit(*args)
+
+    monkeypatch.setattr(render, "render_unit", failing)
+    monkeypatch.setattr(work, "write_unit", slow)
+    out = tmp_path / "w0.result"
+    argv = ["work", "--plan", whole["plan"], "--worker", "0", "-t", "1", "-o", str(out), *CPU]
+    assert main(argv) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hspZ:")]
+    assert err == ["hspZ: work: formatting unit 0 of job 1 failed (RuntimeError: boom)"]
+    assert not out.exists()
+    assert 0 < len(list(Path(f"{out}.units").iterdir())) < 10
+
+
+def test_the_numba_check_of_odd_results_files_is_false_at_once(tmp_path):
+    """`_formatted` reads a results header unchecked, before the checks: whatever the file, it
+    answers False (the checks then refuse it in one line), never raising or waiting (a header
+    nested too deep raised RecursionError; an array claiming 1 TiB, MemoryError)."""
+    import io
+    import threading
+    import zipfile
+
+    import numpy as np
+    from numpy.lib import format as npy_format
+
+    from hspz.commands.merge import _formatted
+
+    def npz(path: Path, header: bytes) -> str:
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("header.npy", header)
+        return str(path)
+
+    deep = io.BytesIO()
+    np.save(deep, np.frombuffer(b"[" * 100000 + b"]" * 100000, np.uint8))
+    huge = io.BytesIO()
+    npy_format.write_array_header_1_0(
+        huge, {"descr": "|u1", "fortran_order": False, "shape": (1 << 40,)}
+    )
+    os.mkfifo(tmp_path / "fifo")
+    paths = [
+        npz(tmp_path / "deep.npz", deep.getvalue()),
+        npz(tmp_path / "huge.npz", huge.getvalue() + b"{}"),
+        str(tmp_path / "fifo"),
+        "/dev/zero",
+        str(tmp_path),
+        str(tmp_path / "missing"),
+    ]
+    got: list[bool] = []
+    t = threading.Thread(target=lambda: got.extend(map(_formatted, paths)), daemon=True)
+    t.start()
+    t.join(20)
+    if t.is_alive():
+        os.close(os.open(tmp_path / "fifo", os.O_RDWR))
+        raise AssertionError("_formatted waited")
+    assert got == [False] * len(paths)
+
+
+def test_a_resumed_units_failing_formatting_is_one_line(whole, tmp_path, capsys, monkeypatch):
+    """A rerun whose resumed unit (read from its unit file) fails to format: the same one
+    line, the failure seen while the resumed units are handed to the renderer, before the
+    worker starts (RenderFailed escaped `hspZ work` there)."""
+    from concurrent.futures import wait
+
+    from hspz.run import render
+
+    out = tmp_path / "w0.result"
+    argv = ["work", "--plan", whole["plan"], "--worker", "0", "-t", "1", "-o", str(out), *CPU]
+    assert main(argv) == 0
+    out.unlink()
+    capsys.readouterr()
+
+    def failing(result, tables):
+        raise RuntimeError("boom")
+
+    add = render.Renderer.add
+
+    def waiting(self, result):  # each unit formatted before the next is handed over
+        wait(self.futures)
+        return add(self, result)
+
+    monkeypatch.setattr(render, "render_unit", failing)
+    monkeypatch.setattr(render.Renderer, "add", waiting)
+    assert main(argv) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hspZ:")]
+    assert err == ["hspZ: work: formatting unit 0 of job 1 failed (RuntimeError: boom)"]
+    assert not out.exists()

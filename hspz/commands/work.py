@@ -34,7 +34,7 @@ from hspz.io.readers import read_side
 from hspz.planning.budget import devices_for
 from hspz.run.freeze import context_of
 from hspz.run.outdir import check_disjoint
-from hspz.run.render import Renderer
+from hspz.run.render import Renderer, RenderFailed
 from hspz.run.report import say
 from hspz.run.worker import WorkerJob, run_worker
 
@@ -193,10 +193,13 @@ def _work(
         faults.point("work-unit")
 
     try:
-        for result in done:
-            renderer.add(result)
         try:
+            for result in done:
+                renderer.add(result)
             rep = run_worker(job, ref, qry, keep, progress.advance)
+        except RenderFailed:  # a unit's formatting failed: its error, not the worker's
+            renderer.close()
+            raise
         finally:
             progress.close()
         digests = renderer.close()

@@ -228,9 +228,11 @@ def _results_header(z: np.lib.npyio.NpzFile, source: str) -> dict:
     """The header, its format, its checksum and the members it names checked."""
     if "header" not in z.files:
         raise InputError(f"{source}: not an hspZ results file (made by `hspZ work`)")
+    assert z.zip is not None  # open: `np.load`'s NpzFile, not yet closed
+    _check_members(z.zip, source)
     try:
         header = json.loads(z["header"].tobytes().decode())
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):  # nested too deep
         header = None
     if not isinstance(header, dict):
         raise InputError(f"{source}: the results header is not a JSON object")
@@ -259,7 +261,11 @@ def _results_header(z: np.lib.npyio.NpzFile, source: str) -> dict:
         and len(text) == len(units)
         and all(t is None or _files_listed(t) for t in text)
         and isinstance(jobs, dict)
-        and all(_JOB.fullmatch(j) and _DIGEST.fullmatch(str(d)) for j, d in jobs.items())
+        and all(
+            _JOB.fullmatch(j) and isinstance(d, str) and _DIGEST.fullmatch(d)
+            for j, d in jobs.items()
+        )
+        and len({(j, o) for j, o in units}) == len(units)  # each unit once
     )
     if not ok or not isinstance(units, list) or not isinstance(text, list):
         raise InputError(f"{source}: the results header does not list the file's units")
@@ -269,6 +275,34 @@ def _results_header(z: np.lib.npyio.NpzFile, source: str) -> dict:
     if members != sorted(listed):
         raise InputError(f"{source}: the results header does not list the file's units")
     return header
+
+
+def _check_members(zf: zipfile.ZipFile, source: str) -> None:
+    """Every member stored as `np.savez` stores it (not compressed), and no array claiming more
+    bytes than its member holds: a forged shape (or a compressed member) made numpy allocate
+    what the header claims before it found the data missing (a MemoryError, a traceback)."""
+    for info in zf.infolist():
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise InputError(
+                f"{source}: member {info.filename!r} is compressed: not a results file "
+                f"`hspZ work` wrote"
+            )
+        with zf.open(info) as fh:
+            version = np.lib.format.read_magic(fh)
+            read = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, _, dtype = read(fh)
+        count = 1
+        for n in shape:
+            count *= n
+        if count * dtype.itemsize > info.compress_size:
+            raise InputError(
+                f"{source}: member {info.filename!r} claims more bytes than it holds (a damaged or "
+                f"forged results file: rerun `hspZ work`)"
+            )
 
 
 _JOB = re.compile(r"0|[1-9][0-9]*")

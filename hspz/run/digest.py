@@ -17,6 +17,10 @@ from hspz.core.jit import njit
 from hspz.stages.segments import SMALL_LINES
 
 
+class OutsideGroup(RuntimeError):
+    """Lines added to a group that cannot hold them (outside its names' span, or sealed)."""
+
+
 class LineDigest:
     """The run digest: the first 16 hex digits of sha256 over all lines sorted bytewise
     (LC_ALL=C sort).  Each added chunk's lines are sorted as they arrive, while workers still
@@ -68,7 +72,7 @@ class LineDigest:
             return
         lo, hi = self.spans.get(group, (b"", b""))
         if group not in self.pending or _search(lines, lo) or _search(lines, hi) < len(lines):
-            raise RuntimeError(f"digest: lines outside group {group}'s names or after its seal")
+            raise OutsideGroup(f"digest: lines outside group {group}'s names or after its seal")
         self.pending[group].append(lines)
 
     def seal(self, group: int) -> None:

@@ -51,7 +51,7 @@ from hspz.engine.contract import UnitResult
 from hspz.formats.manifest import Manifest
 from hspz.io.packing import PackedBin, table_from
 from hspz.planning.bins import WorkUnit
-from hspz.run.digest import LineDigest, sorted_lines
+from hspz.run.digest import LineDigest, OutsideGroup, sorted_lines
 from hspz.run.outdir import OUR_NAMES, discard_stage, new_stage, publish, segments_name
 from hspz.stages import partition
 from hspz.stages.segments import format_lines
@@ -164,8 +164,12 @@ class Emitter:
                 durable.ensure_marked(self.stage)
             with ThreadPoolExecutor(max(1, min(STAGE_THREADS, len(files)))) as pool:
                 for lines in pool.map(render, range(len(files))):
-                    if lines is not None:
+                    if lines is None:
+                        continue
+                    try:
                         self.digest.add_sorted(lines, result.ref_bin)
+                    except OutsideGroup:  # lines `hspZ work` never formats: forged
+                        raise _damaged(result) from None
         self.left[result.ref_bin] -= 1
         if not self.left[result.ref_bin] and self.known is None:
             self.digest.seal(result.ref_bin)
@@ -318,14 +322,19 @@ def rendered_texts(result: UnitResult, files: list[UnitFile]) -> list[bytes] | N
         return None
     names = [name for name, _ in result.rendered]
     fits = names == [f[0] for f in files] and all(
-        data.count(b"\n") == len(f[1]) for (_, data), f in zip(result.rendered, files, strict=True)
-    )
+        data.count(b"\n") == len(f[1]) and data.endswith(b"\n") and b"\0" not in data
+        for (_, data), f in zip(result.rendered, files, strict=True)
+    )  # one whole line a HSP (no unended last line), and no NUL: the digest's lines hold none
     if not fits:
-        raise InputError(
-            f"work unit {result.ordinal} of job {result.job + 1}: its formatted lines do not "
-            f"match its HSPs (a damaged results file: rerun `hspZ work`)"
-        )
+        raise _damaged(result)
     return [data for _, data in result.rendered]
+
+
+def _damaged(result: UnitResult) -> InputError:
+    return InputError(
+        f"work unit {result.ordinal} of job {result.job + 1}: its formatted lines do not "
+        f"match its HSPs (a damaged results file: rerun `hspZ work`)"
+    )
 
 
 def unit_digest(

@@ -14,6 +14,7 @@ import threading
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from hspz.core.errors import HspzError, RunError
 from hspz.engine.contract import UnitResult
 from hspz.formats.manifest import Manifest
 from hspz.run.digest import LineDigest, sorted_lines
@@ -22,6 +23,11 @@ from hspz.run.emit import render_unit, table_lookup, unit_digest
 RENDER_THREADS = 2  # beside the worker's own threads; the lines of a unit are formatted and
 # made sorted runs in numba's loops and numpy's sort, which release the GIL
 DIGEST_THREADS = 2  # each job's digest merges its runs on at most these
+
+
+class RenderFailed(Exception):
+    """A unit's formatting failed: raised through the worker to stop it (not an HspzError, so
+    no job's name is prefixed); `Renderer.close` then raises the failure itself."""
 
 
 class Renderer:
@@ -42,12 +48,35 @@ class Renderer:
         self.locks = {j: threading.Lock() for j in self.jobs}
         self.pool = ThreadPoolExecutor(threads or RENDER_THREADS, thread_name_prefix="hspz-render")
         self.futures: list[Future] = []
+        self.failed = threading.Event()  # a unit's formatting failed
 
     def add(self, result: UnitResult) -> None:
-        """Format `result`'s files (into `result.rendered`) on the pool."""
-        self.futures.append(self.pool.submit(self._render, result))
+        """Format `result`'s files (into `result.rendered`) on the pool; RenderFailed once a
+        unit's formatting has failed, so that the worker stops (`close` raises the failure)."""
+        if self.failed.is_set():
+            raise RenderFailed
+        future = self.pool.submit(self._render, result)
+        future.add_done_callback(self._check)
+        self.futures.append(future)
+
+    def _check(self, future: Future) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            self.failed.set()
 
     def _render(self, result: UnitResult) -> None:
+        """One unit formatted; any failure one RunError line naming the unit (a traceback from
+        a thread, before)."""
+        try:
+            self._render_unit(result)
+        except HspzError:
+            raise
+        except Exception as exc:
+            raise RunError(
+                f"work: formatting unit {result.ordinal} of job {result.job + 1} failed "
+                f"({type(exc).__name__}{f': {exc}' if str(exc) else ''})"
+            ) from exc
+
+    def _render_unit(self, result: UnitResult) -> None:
         result.rendered = render_unit(result, self.tables[result.job])
         job = self.jobs.get(result.job)
         if job is None:

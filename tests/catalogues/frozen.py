@@ -23,10 +23,12 @@ traceback, nothing under the directory changed.  `COMMAND` says which command ea
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -148,6 +150,17 @@ def _with_header(path: Path, header: dict, reseal: bool) -> None:
         from hspz.formats.results import seal_results
 
         seal_results(path)
+
+
+def _reseal(path: Path) -> None:
+    """The whole-file seal of a zip written again (its comment, the old seal, dropped)."""
+    from hspz.formats.results import SEAL_LEN, seal_results
+
+    data = path.read_bytes()
+    if data[-SEAL_LEN - 2 : -SEAL_LEN] == SEAL_LEN.to_bytes(2, "little"):
+        data = data[:-SEAL_LEN]
+        path.write_bytes(data[:-2] + b"\0\0")
+    seal_results(path)
 
 
 def _bad_crc(path: Path) -> None:
@@ -392,6 +405,74 @@ def results_case(kind: str):
                 pattern = "work unit \\d+ of job 1: its formatted lines do not match its HSPs"
             _with_header(w0, header, reseal=True)
             return merge, 2, pattern
+        if kind in ("text-foreign-lines-resealed", "text-unended-resealed", "text-nul-resealed"):
+            # each file still holds one newline a HSP: lines no unit of the job formats (the
+            # job's digest raised a RuntimeError: a traceback), a last line without its
+            # newline, a NUL byte (the digest's lines hold none)
+            header = _header(w0)
+            k = next(i for i, t in enumerate(header["text"]) if t)
+            j, o = header["units"][k]
+            members = _members(w0)
+            text = np.load(io.BytesIO(members[f"text{j}_{o}.npy"])).tobytes()
+            name, size = header["text"][k][0]
+            first = text[:size]
+            if kind == "text-foreign-lines-resealed":
+                first = b"zzz\tforeign\n" * first.count(b"\n")
+            elif kind == "text-unended-resealed":
+                first += b"chr0"
+            else:
+                first = first.replace(b"\t", b"\0", 1)
+            header["text"][k][0] = [name, len(first)]
+            text = first + text[size:]
+            members[f"text{j}_{o}.npy"] = _npy(np.frombuffer(text, np.uint8))
+            _write_members(w0, members)
+            _with_header(w0, header, reseal=True)
+            return merge, 2, f"work unit {o} of job 1: its formatted lines do not match its HSPs"
+        if kind == "duplicate-unit-resealed":  # read_results' zip(strict=True): a ValueError
+            header = _header(w0)
+            members = _members(w0)
+            j, o = header["units"][0]
+            for key in ("units", "sha256", "text"):
+                header[key].append(header[key][0])
+            _with_header(w0, header, reseal=True)  # the header, checksummed
+            with zipfile.ZipFile(w0, "a") as z, warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "Duplicate name": the forgery
+                z.writestr(f"unit{j}_{o}.npy", members[f"unit{j}_{o}.npy"])
+                z.writestr(f"text{j}_{o}.npy", members[f"text{j}_{o}.npy"])
+            _reseal(w0)
+            return merge, 2, f"^hspZ: {name}: the results header does not list the file's units$"
+        if kind == "digest-number-resealed":  # 16 digits, but not a string
+            header = _header(w0)
+            header["digests"] = {"0": 1234567890123456}
+            _with_header(w0, header, reseal=True)
+            return merge, 2, f"^hspZ: {name}: the results header does not list the file's units$"
+        if kind == "deep-header":  # json's RecursionError: a traceback from the numba check
+            members = _members(w0)
+            members["header.npy"] = _npy(np.frombuffer(b"[" * 100000 + b"]" * 100000, np.uint8))
+            _write_members(w0, members)
+            return merge, 2, f"^hspZ: {name}: the results header is not a JSON object$"
+        if kind in ("huge-header", "huge-unit"):  # numpy allocated 1 TiB first: a MemoryError
+            from numpy.lib import format as npy_format
+
+            member = "header.npy"
+            buf = io.BytesIO()
+            npy_format.write_array_header_1_0(
+                buf, {"descr": "|u1", "fortran_order": False, "shape": (1 << 40,)}
+            )
+            members = _members(w0)
+            if kind == "huge-unit":
+                member = next(m for m in members if m.startswith("unit"))
+            members[member] = buf.getvalue() + b"{}"
+            _write_members(w0, members)
+            _reseal(w0)
+            return merge, 2, f"^hspZ: {name}: member '.*' claims more bytes than it holds"
+        if kind == "compressed-member":
+            members = _members(w0)
+            with zipfile.ZipFile(w0, "w", zipfile.ZIP_DEFLATED) as z:
+                for member, data in members.items():
+                    z.writestr(member, data)
+            _reseal(w0)  # accepted before: a small file inflating to any size (a zip bomb)
+            return merge, 2, f"^hspZ: {name}: member '.*' is compressed"
         if kind == "digest-not-whole-resealed":  # both workers run units of the one job
             header = _header(w0)
             header["digests"] = {"0": "0123456789abcdef"}
@@ -550,6 +631,15 @@ CASES = {
             "device",
             "text-cut-resealed",
             "text-renamed-resealed",
+            "text-foreign-lines-resealed",
+            "text-unended-resealed",
+            "text-nul-resealed",
+            "duplicate-unit-resealed",
+            "digest-number-resealed",
+            "deep-header",
+            "huge-header",
+            "huge-unit",
+            "compressed-member",
             "digest-not-whole-resealed",
         )
     },
