@@ -87,9 +87,7 @@ def merge_command(
             jobs = [Job(pf.manifest, outdir, tarball)]
         # a query list's jobs published together, under one journal (`Emitters`, a batch)
         batch = Path(outdir) if pf.query_list else None
-        emitters = Emitters(jobs, pf.schedule, Execution(diagonal), summary, batch)
-        for j, digest in known.items():
-            emitters.emitters[j].known = digest
+        emitters = Emitters(jobs, pf.schedule, Execution(diagonal), summary, batch, known)
         try:
             replay(emitters, _results(pf, workers, kept), threads)
             for j in sorted(emitters.open):

@@ -7,8 +7,8 @@ seeder's arrays uploaded), one prefix sum of hit counts, each seed batch's seman
 walk, and every hit tagged with its semantic chunk.  Per group, in physical pieces of at most
 `PIECE` hits (how many fit never changes bytes):
 
-    filter_nib (thread per hit: finds its seed, walks bounded, x-drop tested per 8 bases, over
-                score codes packed two a byte; rejects about 98% of hits exactly)
+    filter_nib16 (thread per hit: finds its seed, walks bounded, x-drop tested per 8 bases, over
+                  score codes packed two a byte; rejects about 98% of hits exactly)
       -> first_pass (the exact walk of the rest, capped at CAP bases a side)
       -> first_pass again, capped at CAP2, for the unfinished hits (all of them when few,
          else those on short diagonals)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import zipfile
@@ -295,10 +296,7 @@ def _check_members(zf: zipfile.ZipFile, source: str) -> None:
                 else np.lib.format.read_array_header_2_0
             )
             shape, _, dtype = read(fh)
-        count = 1
-        for n in shape:
-            count *= n
-        if count * dtype.itemsize > info.compress_size:
+        if math.prod(shape) * dtype.itemsize > info.compress_size:
             raise InputError(
                 f"{source}: member {info.filename!r} claims more bytes than it holds (a damaged or "
                 f"forged results file: rerun `hspZ work`)"

@@ -102,9 +102,9 @@ class Emitter:
         self.order = sorted(self.units)
         self.next = 0
         self.written: list[str] = []
-        self.digest, self.left = unit_digest(self.units.values(), tables)
+        self.digest = UnitDigest(self.units.values(), tables)
         # the digest `hspZ work` made of this job's lines, when it ran all of its units: then
-        # the lines are neither sorted nor hashed again (`Emitters.known`)
+        # the lines are neither sorted nor hashed again (`Emitters`' `known`)
         self.known: str | None = None
         self.counts = dict(seeds=0, hits=0, raw_hsps=0, hsps=0)
         self.removed: list[str] = []  # an earlier run's segments files, removed by `finish`
@@ -153,7 +153,7 @@ class Emitter:
         files = unit_files(result, self.tables, self.partitioner)
         texts = rendered_texts(result, files) if self.partitioner is None else None
 
-        def render(k: int) -> np.ndarray | None:
+        def render(k: int) -> np.ndarray | None:  # the file's sorted lines, for the digest
             file_name, rows, ref, qry, strand = files[k]
             data = texts[k] if texts is not None else format_lines(rows, ref, qry, strand)
             durable.write_new(self.staged(file_name), data)
@@ -163,16 +163,12 @@ class Emitter:
             if files and not self.stage.exists():
                 durable.ensure_marked(self.stage)
             with ThreadPoolExecutor(max(1, min(STAGE_THREADS, len(files)))) as pool:
-                for lines in pool.map(render, range(len(files))):
-                    if lines is None:
-                        continue
-                    try:
-                        self.digest.add_sorted(lines, result.ref_bin)
-                    except OutsideGroup:  # lines `hspZ work` never formats: forged
-                        raise _damaged(result) from None
-        self.left[result.ref_bin] -= 1
-        if not self.left[result.ref_bin] and self.known is None:
-            self.digest.seal(result.ref_bin)
+                runs = [r for r in pool.map(render, range(len(files))) if r is not None]
+        if self.known is None:
+            try:
+                self.digest.add(result.ref_bin, runs)
+            except OutsideGroup:  # lines `hspZ work` never formats: forged
+                raise _damaged(result) from None
         return [f[0] for f in files]
 
     def staged(self, name: str) -> Path:
@@ -337,14 +333,26 @@ def _damaged(result: UnitResult) -> InputError:
     )
 
 
-def unit_digest(
-    units: Iterable[WorkUnit], tables: TableLookup, threads: int = 0
-) -> tuple[LineDigest, Counter]:
-    """A job's digest, one group per reference bin, and each bin's unit count: a group is
-    sealed once its units are in (`LineDigest`, merging on `threads`, 0: every core)."""
-    left = Counter(u.ref_bin for u in units)
-    groups = {b: [n.encode() for n in tables("reference", b, "plus").names] for b in sorted(left)}
-    return LineDigest(groups, threads), left
+class UnitDigest:
+    """A job's digest fed a unit at a time: one `LineDigest` group per reference bin, sealed
+    once the bin's last unit is in (merging on `threads`, 0: every core)."""
+
+    def __init__(self, units: Iterable[WorkUnit], tables: TableLookup, threads: int = 0):
+        self.left = Counter(u.ref_bin for u in units)
+        names = {b: [n.encode() for n in tables("reference", b, "plus").names] for b in self.left}
+        self.lines = LineDigest({b: names[b] for b in sorted(names)}, threads)
+
+    def add(self, ref_bin: int, runs: Iterable[np.ndarray]) -> None:
+        """One unit's files' sorted lines (`sorted_lines`); OutsideGroup for lines outside
+        the bin's record names."""
+        for run in runs:
+            self.lines.add_sorted(run, ref_bin)
+        self.left[ref_bin] -= 1
+        if not self.left[ref_bin]:
+            self.lines.seal(ref_bin)
+
+    def hexdigest(self) -> str:
+        return self.lines.hexdigest()
 
 
 def split_file(

@@ -151,7 +151,8 @@ class Emitters:
     job stages into one stage folder in OUT and a finished job waits (`queued`) for `flush`,
     which publishes them all under one journal: each folder is synced once, not once a job.  A
     failure or an interrupt publishes the jobs finished before it (`abort`), so OUT ends as the
-    job-by-job publish leaves it."""
+    job-by-job publish leaves it.  `known`: {job: digest} `hspZ work` made of jobs it ran whole
+    (their lines are then not sorted and hashed again)."""
 
     def __init__(
         self,
@@ -160,6 +161,7 @@ class Emitters:
         how: Execution,
         summary: Summary,
         batch: Path | None = None,
+        known: dict[int, str] | None = None,
     ):
         self.jobs, self.how, self.summary = jobs, how, summary
         self.batch = Path(os.path.abspath(batch)) if batch is not None else None
@@ -201,6 +203,8 @@ class Emitters:
             )
             for j, job in enumerate(jobs)
         ]
+        for j, digest in (known or {}).items():  # the jobs `hspZ work` digested whole
+            self.emitters[j].known = digest
         if self.shared is not None:  # made here, before any job stages on a thread of its own
             durable.ensure_marked(self.shared)
         for job, emitter in zip(jobs, self.emitters, strict=True):

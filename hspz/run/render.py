@@ -5,7 +5,7 @@ lines as they are and takes those digests (`emit.Emitter.known`), where it forma
 and hashed every line after the work jobs were done.
 
     finished unit -> its files' lines (`emit.render_unit`) -> result.rendered
-                  -> (a job held whole) sorted runs into the job's digest (`emit.unit_digest`)
+                  -> (a job held whole) sorted runs into the job's digest (`emit.UnitDigest`)
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from hspz.core.errors import HspzError, RunError
 from hspz.engine.contract import UnitResult
 from hspz.formats.manifest import Manifest
-from hspz.run.digest import LineDigest, sorted_lines
-from hspz.run.emit import render_unit, table_lookup, unit_digest
+from hspz.run.digest import sorted_lines
+from hspz.run.emit import UnitDigest, render_unit, table_lookup
 
 RENDER_THREADS = 2  # beside the worker's own threads; the lines of a unit are formatted and
 # made sorted runs in numba's loops and numpy's sort, which release the GIL
@@ -40,8 +40,8 @@ class Renderer:
         """`manifests`: every job's, by job index; `units`: this worker's (job, ordinal)."""
         self.tables = [table_lookup(m) for m in manifests]
         held = Counter(j for j, _ in units)
-        self.jobs: dict[int, tuple[LineDigest, Counter]] = {
-            j: unit_digest(m.plan.units, self.tables[j], DIGEST_THREADS)
+        self.jobs: dict[int, UnitDigest] = {
+            j: UnitDigest(m.plan.units, self.tables[j], DIGEST_THREADS)
             for j, m in enumerate(manifests)
             if held[j] == len(m.plan.units)
         }
@@ -82,20 +82,15 @@ class Renderer:
         if job is None:
             return
         runs = [sorted_lines(data) for _, data in result.rendered]
-        digest, left = job
         with self.locks[result.job]:
-            for run in runs:
-                digest.add_sorted(run, result.ref_bin)
-            left[result.ref_bin] -= 1
-            if not left[result.ref_bin]:
-                digest.seal(result.ref_bin)
+            job.add(result.ref_bin, runs)
 
     def close(self) -> dict[int, str]:
         """Every unit formatted (the first failure raised): the digest of each job held whole."""
         for future in self.futures:
             future.result()
         self.shutdown()
-        return {j: digest.hexdigest() for j, (digest, _) in self.jobs.items()}
+        return {j: digest.hexdigest() for j, digest in self.jobs.items()}
 
     def shutdown(self) -> None:
         """The pool stopped: units not yet begun are dropped, those begun are waited for."""

@@ -352,7 +352,8 @@ extern "C" __global__ void first_pass(
 //     (lane * 4) and the base's index (ref << 3 | query) go into one PRMT as the address
 //     idx * 256 + lane * 4 of a table whose entry idx for lane l is at idx * 64 + l (bank l,
 //     as lane_matrix's), where lane_matrix's column needs a PRMT and a LEA a base.
-//   filter_nib (nib, the default): filter_lane over score codes packed two a byte (below).
+//   filter_nib (nib) and filter_nib16 (nib16, the default): filter_lane over score codes packed
+//     two a byte, nib16 on 16-bit halves (below).
 // ---------------------------------------------------------------------------------------------
 
 // The matrix for filter_lane: entry i of lane l at i * 64 + l (slots 32..63 unused).
@@ -535,9 +536,10 @@ extern "C" __global__ void __launch_bounds__(256, 8) filter_lane8(
 }
 
 // ---------------------------------------------------------------------------------------------
-// filter_nib (the default filter; issue 27): filter_lane reading score codes packed two a byte
-// (pack_nibbles: base p of the padded codes is nibble p + NIB_PAD), half the bytes from DRAM and
-// one 4-byte load and one funnel shift per 8 bases of a sequence.  Same walk, same decisions.
+// filter_nib (issue 27; filter_nib16 below, the default, is it on 16-bit halves): filter_lane
+// reading score codes packed two a byte (pack_nibbles: base p of the padded codes is nibble
+// p + NIB_PAD), half the bytes from DRAM and one 4-byte load and one funnel shift per 8 bases
+// of a sequence.  Same walk, same decisions.
 // simM, first launch (Nsight Compute): 14.04 ms against filter_lane's 16.80, DRAM read 8.2 GB
 // against 18.0, 10.2e9 warp instructions against 12.3e9 (BENCHMARKS.md, issue 27).
 // ---------------------------------------------------------------------------------------------
