@@ -697,6 +697,7 @@ def _writable_files(ns: argparse.Namespace, *flags: str) -> None:
 
 
 def cmd_plan(ns: argparse.Namespace) -> int:
+    from hspz.commands.out_lock import warming
     from hspz.commands.plan import plan_command
     from hspz.engine import backends
     from hspz.run import outdir
@@ -713,7 +714,10 @@ def cmd_plan(ns: argparse.Namespace) -> int:
         },
     )
     _writable_files(ns, "--output", "--dump-plan", "--dump-manifest", "--sizes")
-    return plan_command(req, lambda: backends.select(options), ns.sizes, ns.sizes_hits)
+    # CUDA starts while the inputs are read (the plan reads the devices and their free memory);
+    # no numba on a thread: a plan runs no engine loop
+    with warming(options.backend, numba=False):
+        return plan_command(req, lambda: backends.select(options), ns.sizes, ns.sizes_hits)
 
 
 def cmd_work(ns: argparse.Namespace) -> int:
