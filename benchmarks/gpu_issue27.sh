@@ -14,6 +14,7 @@
 #   L100     the variants on L100 at -B 250M (generated in the background from the start);
 #            $OUT/variants_L100.*
 #   tests    tests/test_gpu.py; $OUT/tests.log
+#   kprof    every kernel of one simM run, by name (nsys, else ncu's durations); $OUT/kprof.txt
 #   ab       `hspZ benchmark` on simM, this code and .device/alt in turn, ROUNDS (2) rounds;
 #            $OUT/ab.*
 #   export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/gpu_issue27.sh  # 1 GPU, repository root
@@ -78,6 +79,27 @@ if has ncu; then
     done
     grep -E "=====|filter_|smsp__|Duration|DRAM Throughput|L2 Hit|lts__t_sector_hit_rate|dram__bytes|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Registers|No Eligible|Issued Warp" "$OUT/ncu.txt" | head -80
   fi
+fi
+if has kprof; then  # every kernel of one simM run by name: what the ledger's "rest" is
+  NSYS=$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  python3 -m hspz run -r "$MREF" -q "$MQRY" -o /tmp/kprof_warm > /dev/null 2>&1  # kernels compiled
+  if [ -n "$NSYS" ]; then
+    echo "nsys: $NSYS" > "$OUT/kprof.txt"
+    timeout "${KPROF_TIMEOUT:-150}" "$NSYS" profile -t cuda -o /tmp/kprof -f true \
+      python3 -m hspz run -r "$MREF" -q "$MQRY" -o /tmp/kprof_run --time >> "$OUT/kprof.txt" 2>&1
+    "$NSYS" stats -q -r cuda_gpu_kern_sum -f csv /tmp/kprof.nsys-rep > /tmp/kprof.csv 2>> "$OUT/kprof.txt"
+    python3 benchmarks/kernel_table.py nsys /tmp/kprof.csv >> "$OUT/kprof.txt"
+  elif [ -n "$NCU" ]; then
+    echo "ncu (no nsys): $NCU" > "$OUT/kprof.txt"
+    timeout "${KPROF_TIMEOUT:-150}" "$NCU" --clock-control none --metrics gpu__time_duration.sum \
+      --csv --print-units base python3 -m hspz run -r "$MREF" -q "$MQRY" -o /tmp/kprof_run \
+      > /tmp/kprof.csv 2>> "$OUT/kprof.txt"
+    python3 benchmarks/kernel_table.py ncu /tmp/kprof.csv >> "$OUT/kprof.txt"
+  else
+    echo "kprof: neither nsys nor ncu" > "$OUT/kprof.txt"
+  fi
+  tail -45 "$OUT/kprof.txt"
 fi
 if has ab; then  # this code against ALT (.device/alt, `ALT=COMMIT bash benchmarks/device_files.sh`)
   for round in $(seq "${ROUNDS:-2}"); do
