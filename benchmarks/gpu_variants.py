@@ -4,8 +4,9 @@ seed hit", issue 27).
     python3 benchmarks/gpu_variants.py REF QUERY [--variants base,NAME=VALUE[+NAME=VALUE]]
         [--rounds 3] [--passes 3] [--json FILE] [--breakdown] [--hspz-args "-B 250M"]
 
-A variant is `base` (the environment as given) or environment settings joined by `+` (knobs,
-or a switch a trial kernel reads; issue 27's trials were HSPZ_GPU_FILTER values, `git log`).
+A variant is `base` (the environment as given) or settings joined by `+`: environment
+variables (knobs, or a switch a trial kernel reads; issue 27's trials were HSPZ_GPU_FILTER
+values, `git log`), or `gpu.NAME=VALUE`, a constant of `hspz.engine.gpu` for the pass.
 Reads the pair once, runs one untimed pass per variant (compiles its kernels), then ROUNDS
 rounds, each variant in turn, PASSES timed passes each (`hspz.tools.bench.
 one_pass`: a whole `run` into a scratch folder, ledger GPU time and digest per pass).  Prints one
@@ -34,16 +35,27 @@ from hspz.planning.inputs import read_inputs  # noqa: E402
 from hspz.tools import bench  # noqa: E402
 
 _SET: set[str] = set()  # the environment variables the variants set
+_MODULE: dict[str, object] = {}  # hspz.engine.gpu's constants the variants set, as they were
 
 
 def one(options, inputs, engine, variant: str, kind: str) -> dict:
-    """One pass under `variant` (`base`, or NAME=VALUE[+NAME=VALUE...])."""
+    """One pass under `variant` (`base`, or NAME=VALUE[+NAME=VALUE...]; a NAME `gpu.X` sets
+    the constant X of `hspz.engine.gpu` for the pass, e.g. gpu.LAUNCH_SWITCH_S=0.005)."""
+    from hspz.engine import gpu
+
     for name in _SET:
         os.environ.pop(name, None)
+    for attr, value in _MODULE.items():
+        setattr(gpu, attr, value)
     for setting in [] if variant == "base" else variant.split("+"):
         name, eq, value = setting.partition("=")
         if not eq:
             raise SystemExit(f"gpu_variants: variant {variant!r}: not base or NAME=VALUE")
+        if name.startswith("gpu."):
+            attr = name.removeprefix("gpu.")
+            was = _MODULE.setdefault(attr, getattr(gpu, attr))
+            setattr(gpu, attr, type(was)(value))
+            continue
         _SET.add(name)
         os.environ[name] = value
     rec = bench.one_pass(options, inputs, engine, kind)
