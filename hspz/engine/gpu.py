@@ -41,12 +41,10 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -113,9 +111,6 @@ HOST_THREADS = 4  # host threads for the host halves while groups are being laun
 # the launching thread of the GIL and leave the device idle (simM 0.143 vs 0.173 ns/hit at 4 vs
 # 16 threads: BENCHMARKS.md, "GPU ns per seed hit (H200)"); once the last group is launched,
 # every thread takes them
-LAUNCH_SWITCH_S = 0.0002  # the interpreter's switch interval while a unit launches: a host
-# half's thread holding the GIL keeps the launching thread waiting up to this long (Python's
-# default, 5 ms, left the device idle between launches: benchmarks/gpu_timeline.py)
 # HSPZ_GPU_FILTER (experimental, docs/knobs.md): the filter kernel and the hits a thread takes;
 # every one rejects the same hits exactly (extend.cu, "Experimental filter variants")
 FILTERS = {
@@ -909,18 +904,6 @@ def run_group(
     return out
 
 
-@contextmanager
-def _switching_every(seconds: float) -> Iterator[None]:
-    """The interpreter's thread switch interval set to `seconds` for the block, then put back
-    (a process-wide setting: a worker process runs one unit at a time)."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(seconds)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
-
-
 def _in_slot(slots: threading.Semaphore, fn: Callable, *args: object) -> object:
     with slots:
         return fn(*args)
@@ -971,7 +954,7 @@ def run_unit(
         )
     threads = _state["threads"]
     slots = threading.Semaphore(min(threads, HOST_THREADS))
-    with _switching_every(LAUNCH_SWITCH_S), ThreadPoolExecutor(max_workers=threads) as pool:
+    with ThreadPoolExecutor(max_workers=threads) as pool:
         # mypy's partial wants submit's fn and its arguments now; they come at each call
         submit = functools.partial(pool.submit, _in_slot, slots)  # type: ignore[call-arg]
         pending = []
