@@ -108,6 +108,40 @@ def test_2bit_blocks_read_the_same_either_way(monkeypatch, tmp_path, order):
         assert a.name == b.name and bytes(a.seq) == bytes(b.seq) == bytes(want)
 
 
+@pytest.mark.parametrize("kind", ["ordered", "touching", "zero sizes", "unordered", "overlapping"])
+def test_2bit_block_marks_of_any_blocks_equal_the_numba_loops(kind):
+    """`_mark_blocks` (numpy: one byte a base for blocks in order, index arrays otherwise)
+    writes what `_set_n` then `_set_lower` write, N blocks inside mask blocks included."""
+    rng = np.random.default_rng(len(kind))
+    length = 5000
+    seq = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, length)]
+
+    def blocks(n: int) -> tuple[np.ndarray, np.ndarray]:
+        starts = np.sort(rng.choice(length - 40, n, replace=False)).astype(np.int64)
+        sizes = np.minimum(rng.integers(1, 40, n), np.diff(starts, append=length))
+        if kind == "touching":
+            sizes = np.diff(starts, append=length)
+        elif kind == "zero sizes":
+            sizes[::3] = 0
+        elif kind == "unordered":
+            order = rng.permutation(n)
+            starts, sizes = starts[order], sizes[order]
+        elif kind == "overlapping":
+            sizes = sizes + 60
+            sizes = np.minimum(sizes, length - starts)
+        return starts, sizes
+
+    n_blocks, m_blocks = blocks(30), blocks(80)
+    if kind == "ordered":
+        assert not (n_blocks[0][1:] < (n_blocks[0] + n_blocks[1])[:-1]).any()
+    by_numpy, by_numba = seq.copy(), seq.copy()
+    twobit._mark_blocks(by_numpy, *n_blocks, *m_blocks)
+    twobit._set_n(by_numba, *n_blocks)
+    twobit._set_lower(by_numba, *m_blocks)
+    assert by_numpy.tobytes() == by_numba.tobytes()
+    assert (by_numpy == ord("n")).any() or kind == "zero sizes"
+
+
 def test_the_gpu_paths_host_work_loads_no_numba(tmp_path):
     """What the GPU backend's host does for a small run (query bins without host codes, the
     gate from match counts, dedup, the segments lines, the digest, reading 2bit) never imports

@@ -143,8 +143,7 @@ def _twobit_record(
     )
     seq = quads.view(np.uint8)[:size]
     if jit.numpy_first(int(n_sizes.sum()) + int(m_sizes.sum()), SMALL_BLOCK_BASES):
-        seq[block_positions(n_starts, n_sizes)] = 78
-        seq[block_positions(m_starts, m_sizes)] |= 0x20
+        _mark_blocks(seq, n_starts, n_sizes, m_starts, m_sizes)
     else:
         _set_n(seq, n_starts, n_sizes)
         _set_lower(seq, m_starts, m_sizes)
@@ -154,6 +153,50 @@ def _twobit_record(
 
 
 SMALL_BLOCK_BASES = 1 << 22  # N and mask bases set through index arrays (8 bytes each) below
+
+
+def _mark_blocks(
+    seq: np.ndarray,
+    n_starts: np.ndarray,
+    n_sizes: np.ndarray,
+    m_starts: np.ndarray,
+    m_sizes: np.ndarray,
+) -> None:
+    """numpy's path for `_set_n` then `_set_lower`: every N block 'N', then every mask block
+    lowercase.  Blocks in order and apart (as UCSC's tools write them) become one byte a base
+    (`_block_bytes`); others, index arrays of 8 bytes a covered base (`block_positions`)."""
+    for starts, sizes, value in ((n_starts, n_sizes, 78), (m_starts, m_sizes, 0x20)):
+        if not len(starts):
+            continue
+        marks = _block_bytes(starts, sizes, len(seq), value)
+        if marks is None:
+            at = block_positions(starts, sizes)
+            if value == 78:
+                seq[at] = 78
+            else:
+                seq[at] |= 0x20
+        elif value == 78:
+            np.putmask(seq, marks, 78)
+        else:
+            seq |= marks
+
+
+def _block_bytes(
+    starts: np.ndarray, sizes: np.ndarray, length: int, value: int
+) -> np.ndarray | None:
+    """`value` over the blocks and 0 between them, one uint8 a base; None unless each block
+    starts at or after the end of the one before."""
+    ends = starts + sizes
+    if (starts[1:] < ends[:-1]).any():
+        return None
+    runs = np.empty(2 * len(starts) + 1, np.int64)  # gap, block, gap, block, ..., tail
+    runs[0] = starts[0]
+    runs[2:-1:2] = starts[1:] - ends[:-1]
+    runs[1::2] = sizes
+    runs[-1] = length - ends[-1]
+    values = np.zeros(len(runs), np.uint8)
+    values[1::2] = value
+    return np.repeat(values, runs)
 
 
 def block_positions(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
