@@ -108,10 +108,13 @@ def test_2bit_blocks_read_the_same_either_way(monkeypatch, tmp_path, order):
         assert a.name == b.name and bytes(a.seq) == bytes(b.seq) == bytes(want)
 
 
-@pytest.mark.parametrize("kind", ["ordered", "touching", "zero sizes", "unordered", "overlapping"])
+@pytest.mark.parametrize(
+    "kind", ["ordered", "touching", "zero sizes", "unordered", "overlapping", "any"]
+)
 def test_2bit_block_marks_of_any_blocks_equal_the_numba_loops(kind):
-    """`_mark_blocks` (numpy: one byte a base for blocks in order, index arrays otherwise)
-    writes what `_set_n` then `_set_lower` write, N blocks inside mask blocks included."""
+    """`_mark_blocks` (numpy: one bool a base from the runs between blocks, merged first where
+    out of order or overlapping) writes what `_set_n` then `_set_lower` write, N blocks inside
+    mask blocks included."""
     rng = np.random.default_rng(len(kind))
     length = 5000
     seq = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, length)]
@@ -129,6 +132,9 @@ def test_2bit_block_marks_of_any_blocks_equal_the_numba_loops(kind):
         elif kind == "overlapping":
             sizes = sizes + 60
             sizes = np.minimum(sizes, length - starts)
+        elif kind == "any":  # repeated starts, nested, zero sizes, any order
+            starts = rng.integers(0, length, n)
+            sizes = np.minimum(rng.integers(0, 300, n), length - starts)
         return starts, sizes
 
     n_blocks, m_blocks = blocks(30), blocks(80)

@@ -152,7 +152,7 @@ def _twobit_record(
     return Record(name, seq, blocks)
 
 
-SMALL_BLOCK_BASES = 1 << 22  # N and mask bases set through index arrays (8 bytes each) below
+SMALL_BLOCK_BASES = 1 << 22  # N and mask bases set by numpy (`_mark_blocks`) below
 
 
 def _mark_blocks(
@@ -163,45 +163,40 @@ def _mark_blocks(
     m_sizes: np.ndarray,
 ) -> None:
     """numpy's path for `_set_n` then `_set_lower`: every N block 'N', then every mask block
-    lowercase.  Blocks in order and apart (as UCSC's tools write them) become one byte a base
-    (`_block_bytes`); others, index arrays of 8 bytes a covered base (`block_positions`)."""
-    for starts, sizes, value in ((n_starts, n_sizes, 78), (m_starts, m_sizes, 0x20)):
-        if not len(starts):
-            continue
-        marks = _block_bytes(starts, sizes, len(seq), value)
-        if marks is None:
-            at = block_positions(starts, sizes)
-            if value == 78:
-                seq[at] = 78
-            else:
-                seq[at] |= 0x20
-        elif value == 78:
-            np.putmask(seq, marks, 78)
-        else:
-            seq |= marks
+    lowercase."""
+    if len(n_starts):
+        np.copyto(seq, np.uint8(78), where=_covered(n_starts, n_sizes, len(seq)))
+    if len(m_starts):
+        np.bitwise_or(seq, 0x20, out=seq, where=_covered(m_starts, m_sizes, len(seq)))
 
 
-def _block_bytes(
-    starts: np.ndarray, sizes: np.ndarray, length: int, value: int
-) -> np.ndarray | None:
-    """`value` over the blocks and 0 between them, one uint8 a base; None unless each block
-    starts at or after the end of the one before."""
+def _covered(starts: np.ndarray, sizes: np.ndarray, length: int) -> np.ndarray:
+    """Whether any of these blocks (one at least) covers each base, one bool a base, from the
+    runs between them; blocks out of order or overlapping are first merged into their union."""
     ends = starts + sizes
     if (starts[1:] < ends[:-1]).any():
-        return None
+        starts, ends = _union(starts, ends)
     runs = np.empty(2 * len(starts) + 1, np.int64)  # gap, block, gap, block, ..., tail
     runs[0] = starts[0]
     runs[2:-1:2] = starts[1:] - ends[:-1]
-    runs[1::2] = sizes
+    runs[1::2] = ends - starts
     runs[-1] = length - ends[-1]
-    values = np.zeros(len(runs), np.uint8)
-    values[1::2] = value
-    return np.repeat(values, runs)
+    return np.repeat(np.arange(len(runs)) % 2 == 1, runs)
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The blocks [start, end) merged where they overlap, in order: (starts, ends)."""
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)  # the furthest end so far
+    first = np.concatenate(([True], starts[1:] >= reach[:-1]))
+    last = np.concatenate((first[1:], [True]))
+    return starts[first], reach[last]
 
 
 def block_positions(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """Every position of the blocks (start, size), block after block: arange(start, start +
-    size) of each, concatenated (2bit N and mask blocks, the numpy segments writer's names)."""
+    size) of each, concatenated (the numpy segments writer's names)."""
     ends = np.cumsum(sizes)
     return np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(starts - ends + sizes, sizes)
 
