@@ -9,7 +9,7 @@
 #   layouts `hspZ run --time` on L100 at each of LAYOUTS (-B; default 50M 100M 125M 175M 250M
 #           500M), REPEAT (2) rounds, each layout in turn, a cold process each; logs
 #           $OUT/run-B<layout>-<round>.log.  A round starts only while SECONDS < BUDGET (300)
-#   fit     benchmarks/projection_fit.py on those logs: fitted on FIT (default 50M,250M), every
+#   fit     benchmarks/projection_fit.py on those logs: fitted on FIT (default 50M,100M), every
 #           other layout projected unit by unit from its own ledger and compared (wall steps;
 #           and the ledger's gpu_ms), once over every round and once over the last round only
 #           (a first round may still compile a reduction size), fitted on FIT2 (50M,500M), and
@@ -30,7 +30,7 @@ source benchmarks/device_env.sh
 STEPS=${STEPS:-M LVAR layouts fit est tests}
 VARIANTS=${VARIANTS:-base,HSPZ_GPU_FILTER=hits2,HSPZ_GPU_FILTER=hits4,HSPZ_GPU_FILTER=lane,HSPZ_GPU_FILTER=lane4}
 LAYOUTS=${LAYOUTS:-50M 100M 125M 175M 250M 500M}
-FIT=${FIT:-50M,250M}
+FIT=${FIT:-50M,100M}  # the two layouts with the most units (BENCHMARKS.md, issue 27, ninth session)
 BUDGET=${BUDGET:-300}
 BACKEND=${BACKEND:-gpu}
 has() { [[ " $STEPS " == *" $1 "* ]]; }

@@ -2,7 +2,8 @@
 layouts projects the others within 10%, unit by unit and in total (BENCHMARKS.md, issue 27
 item 3; the model is `hspz.planning.pricing`'s).
 
-    python benchmarks/projection_fit.py LOG [LOG ...] --fit 50M[,250M] [--target wall|gpu]
+    python benchmarks/projection_fit.py [LOG ...] [--tables OLDFIT.log] --fit 50M[,250M]
+        [--target wall|gpu]
         [--terms unit_ms,worker_ms,ref_ms_per_mbp,query_ms_per_mbp,ns_per_hit[,...]]
         [--pricing-out FILE] [--json FILE]
 
@@ -140,6 +141,40 @@ def parse_run(spec: str) -> Run:
         )
     wall = re.search(r"^time: wall\s+([\d.]+)", text, re.M)
     return Run(label, path, units, float(wall.group(1)) if wall else None)
+
+
+def parse_tables(path: str) -> list[Run]:
+    """The runs whose unit tables an earlier projection_fit.py printed (`== LABEL (PATH): N
+    units`, then a row a unit): their bins, hits and measured wall steps.  The host times are
+    rebuilt from those steps on one worker, so only `--target wall` reads them as measured."""
+    runs: list[Run] = []
+    for block in re.split(r"^== ", Path(path).read_text(), flags=re.M)[1:]:
+        label = block.split()[0]
+        units, end = [], 0.0
+        for line in block.splitlines()[2:]:
+            cells = line.split("\t")
+            if len(cells) != 9 or not cells[0].isdigit():
+                break
+            step = float(cells[7])
+            units.append(
+                dict(
+                    ordinal=int(cells[0]),
+                    worker=0,
+                    ref_bin=int(cells[1]),
+                    query_bin=int(cells[2]),
+                    ref_bp=int(cells[3]),
+                    query_bp=int(cells[4]),
+                    hits=int(cells[5]),
+                    gpu_ms=0.0,
+                    host_start_ms=end,
+                    host_end_ms=end + step,
+                )
+            )
+            end += step
+        runs.append(Run(label, f"{path} ({label})", units, None))
+    if not runs:
+        raise SystemExit(f"projection_fit: {path}: no unit tables")
+    return runs
 
 
 def worker_order(units: list[dict]) -> list[list[int]]:
@@ -286,7 +321,14 @@ def genome_projection(pricing: Pricing, block: int = planning.DEFAULT_BLOCK) -> 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("logs", nargs="+")
+    ap.add_argument("logs", nargs="*")
+    ap.add_argument(
+        "--tables",
+        action="append",
+        default=[],
+        metavar="LOG",
+        help="the unit tables an earlier projection_fit.py printed, as runs (wall steps)",
+    )
     ap.add_argument("--fit", required=True, help="layout labels to fit on, comma-separated")
     ap.add_argument("--target", choices=("wall", "gpu"), default="wall")
     ap.add_argument(
@@ -306,7 +348,9 @@ def main(argv: list[str] | None = None) -> int:
         "with that layout's first run",
     )
     a = ap.parse_args(argv)
-    runs = [parse_run(s) for s in a.logs]
+    runs = [parse_run(s) for s in a.logs] + [r for t in a.tables for r in parse_tables(t)]
+    if not runs:
+        raise SystemExit("projection_fit: no runs (give logs or --tables)")
     fitted = set(a.fit.split(","))
     terms = a.terms.split(",")
     unknown = [t for t in terms if t not in TERMS] + [

@@ -209,6 +209,28 @@ def test_a_ledger_tsv_reads_as_the_time_log(tmp_path):
     assert pf.parse_run(f"1M={tsv}").units == pf.parse_run(str(log)).units
 
 
+def test_printed_unit_tables_refit_as_the_logs_they_came_from(tmp_path, capsys):
+    """`--tables` reads the unit tables an earlier fit printed: the same bins, hits and wall
+    steps as the logs, so the same fit and the same checks."""
+    logs = layouts(tmp_path, noise=0.02)
+    assert pf.main([*logs, "--fit", "50M,250M"]) == 0
+    printed = capsys.readouterr().out
+    tables = tmp_path / "fit.log"
+    tables.write_text(printed)
+    again = pf.parse_tables(str(tables))
+    for run, log in zip(sorted(again, key=lambda r: r.label), sorted(logs), strict=True):
+        first = pf.parse_run(log)
+        assert run.label == first.label
+        assert pf.run_features(run) == pytest.approx(pf.run_features(first))
+        assert pf.measured(run, "wall") == pytest.approx(pf.measured(first, "wall"), abs=0.05)
+    assert pf.main(["--tables", str(tables), "--fit", "50M,250M"]) == 0
+    refit = capsys.readouterr().out
+    summary = [line for line in printed.splitlines() if line.startswith("summary")]
+    assert summary and summary == [
+        line for line in refit.splitlines() if line.startswith("summary")
+    ]
+
+
 def test_the_wall_target_counts_the_gap_between_units(tmp_path):
     log = synthetic_log(tmp_path / "run-B1M-1.log", [10_000_000, 20_000_000], [5_000_000])
     run = pf.parse_run(str(log))
