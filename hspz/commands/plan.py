@@ -7,11 +7,13 @@ workflow's first step): one query, or a query list as `run --query-list` plans i
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from hspz.core.durable import write_text
+from hspz.core.errors import InputError
 from hspz.formats import index as ix
 from hspz.formats.planfile import PlanFile, PlanJob, plan_text
 from hspz.io.readers import read_both, read_side
@@ -30,6 +32,7 @@ def plan_command(
     """`hspZ plan`: freeze the plan and the schedule for --gpus workers into one file; with
     `sizes`, each work job's memory, and with `sizes_hits` its expected runtime from its
     units' seed hits too (`sizing`)."""
+    _refuse_pipes(req)
     if req.query_list:
         pf, ref, idx, devices = _query_list_plan(req, select)
     else:
@@ -50,6 +53,25 @@ def plan_command(
         file=sys.stderr,
     )
     return 0
+
+
+def _refuse_pipes(req: Request) -> None:
+    """The reference and the query a plan names are read again by every work job: a pipe is
+    refused before anything is read, never opened (nor waited on), as a query list's entries
+    are (`query_list.planned_query`).  `-q FIFO` nobody writes to held the plan for ever;
+    `-q <(cat q.fa)` was read whole and then refused when hashed, and `-r <(cat r.fa)` gave a
+    plan naming /dev/fd/63, which no work job can read.  Anything else the readers word."""
+    for flag, path in (("--reference", req.reference), ("--query", req.query)):
+        if not path:
+            continue  # no -r with an index; no -q with a query list
+        try:
+            fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+        except OSError:
+            continue  # missing or unreadable: the readers say so
+        if fifo:
+            raise InputError(
+                f"{flag}: {path} is a pipe: the work jobs read it again (give a regular file)"
+            )
 
 
 def _single_plan(

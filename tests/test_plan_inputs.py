@@ -1,0 +1,134 @@
+"""`hspZ plan`'s inputs and its backend's start: a reference or query the work jobs cannot read
+again (a FIFO, `-q <(zcat q.fa.gz)`) is refused at once, and an error or interrupt while the
+backend starts (`out_lock.warming`) is not held until the start ends."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import write_fasta
+
+from hspz.commands import out_lock
+from hspz.core.errors import InputError
+from hspz.engine import backends
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = [("a", "ACGTTGCA" * 300), ("b", "TTGACCAG" * 250)]
+
+
+def _plan(argv: list[str], env_path: list[str] | None = None, timeout: float = 15):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*(env_path or []), str(ROOT)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hspz", "plan", *argv],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    start = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError(f"hspZ plan {' '.join(argv)} still ran after {timeout} s") from None
+    return proc.returncode, err, time.monotonic() - start
+
+
+@pytest.mark.parametrize("side", ["-r", "-q"])
+@pytest.mark.parametrize("fed", [False, True])
+def test_plan_refuses_a_fifo_reference_or_query_at_once(tmp_path, side, fed):
+    """A FIFO nobody writes to held `hspZ plan -q FIFO` (or -r) for ever, and one that was fed
+    (`-q <(cat q.fa)`) was read whole, then refused when hashed (-q) or written into the plan
+    as /dev/fd/63, which no work job can read (-r).  The work jobs read both again: a FIFO is
+    refused before anything is read, as a query list's entries are."""
+    fa = write_fasta(tmp_path / "r.fa", SMALL)
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    if fed:
+
+        def feed() -> None:
+            try:
+                with open(fifo, "wb") as fh:
+                    fh.write(fa.read_bytes())
+            except OSError:
+                pass
+
+        threading.Thread(target=feed, daemon=True).start()
+        time.sleep(0.2)
+    inputs = {"-r": str(fa), "-q": str(fa), side: str(fifo)}
+    plan = tmp_path / "plan.txt"
+    argv = [*(x for kv in inputs.items() for x in kv), "-o", str(plan), "--backend", "cpu"]
+    try:
+        rc, err, _ = _plan(argv)
+    finally:
+        os.close(os.open(fifo, os.O_RDWR))  # a feeder still waiting for a reader is let go
+    flag = "--reference" if side == "-r" else "--query"
+    assert rc == 2, err
+    assert err.strip().splitlines() == [
+        f"hspZ: {flag}: {fifo} is a pipe: the work jobs read it again (give a regular file)"
+    ]
+    assert not plan.exists()
+
+
+def test_an_error_while_the_backend_starts_is_not_held_until_it_has_started(monkeypatch):
+    """`warming` joined the backend's starting thread however its block ended: an input error,
+    Ctrl-C or SIGTERM waited until CUDA had started (a slow or hung driver held `hspZ plan`,
+    run and work for as long).  An error leaves it to the exit; a block that ends normally still
+    joins it."""
+    release = threading.Event()
+    started: list[threading.Thread] = []
+
+    def warm(backend: str, numba: bool = True) -> threading.Thread:
+        thread = threading.Thread(target=release.wait, daemon=True)
+        thread.start()
+        started.append(thread)
+        return thread
+
+    monkeypatch.setattr(backends, "warm", warm)
+    timer = threading.Timer(8, release.set)  # a start that ends after 8 s
+    timer.start()
+    try:
+        for error in (InputError("bad input"), KeyboardInterrupt()):
+            t = time.monotonic()
+            with pytest.raises(type(error)), out_lock.warming("gpu"):
+                raise error
+            assert time.monotonic() - t < 4, "the error waited for the backend's start"
+            assert started[-1].is_alive()
+    finally:
+        release.set()
+        timer.cancel()
+    with out_lock.warming("gpu"):
+        pass
+    assert not started[-1].is_alive()
+
+
+def test_plan_reports_a_bad_input_without_waiting_for_cuda_to_start(tmp_path):
+    """A CuPy whose CUDA start takes a minute (a slow or hung driver): a bad input is one line
+    and exit 2 at once, not after the start."""
+    fake = tmp_path / "fake"
+    (fake / "cupy").mkdir(parents=True)
+    (fake / "cupyx").mkdir()
+    (fake / "cupyx" / "__init__.py").write_text("")
+    (fake / "cupy" / "__init__.py").write_text(
+        "import time\n\n\nclass cuda:\n    class runtime:\n"
+        "        @staticmethod\n        def getDeviceCount():\n"
+        "            time.sleep(60)\n            return 0\n"
+    )
+    bad = tmp_path / "empty.fa"
+    bad.write_bytes(b"")
+    q = write_fasta(tmp_path / "q.fa", SMALL)
+    plan = tmp_path / "plan.txt"
+    argv = ["-r", str(bad), "-q", str(q), "-o", str(plan), "--backend", "auto"]
+    rc, err, took = _plan(argv, [str(fake)], timeout=30)
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith(f"hspZ: {bad}"), err
+    assert took < 20
+    assert not plan.exists()
