@@ -123,8 +123,9 @@ FILTERS = {
     "nib": ("filter_nib", 1),  # reads nibble-packed codes (_nibbles)
     "nib16": ("filter_nib16", 1),  # nib on 16-bit halves, where _half_fits
 }
-NIBBLE_KERNELS = ("filter_nib", "filter_nib16")
+NIBBLE_KERNELS = ("filter_nib", "filter_nib16")  # the filters over nibble-packed codes
 HALF = 32000  # filter_nib16's 16-bit halves: cap x best score and xdrop stay under it
+WIDE = {"filter_nib16": "filter_nib"}  # a filter on 16-bit halves -> where they do not fit
 DEFAULT_FILTER = "nib16"  # simM filter 70.1 ms vs nib 73.8, lane 85.7; same digest (BENCHMARKS.md)
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
@@ -220,7 +221,15 @@ def _nibbles(shape: SeedShape, score, length: int):
 
 
 class DeviceRef:
-    """A reference bin on the device: score codes and KegAlign's seed table."""
+    """A reference bin on the device: score codes and KegAlign's seed table (and the codes
+    packed two a byte, made on first use by a filter that reads them)."""
+
+    _nib: cp.ndarray | None = None
+
+    def nibbles(self, shape: SeedShape) -> cp.ndarray:
+        if self._nib is None:
+            self._nib = _nibbles(shape, self.score, self.len)
+        return self._nib
 
     def __init__(self, ctx: Context, ref: RefBin):
         codes, self.score = _codes(ctx.shape, ref.packed.buf)
@@ -319,6 +328,17 @@ def _device_ref(ctx: Context, ref: RefBin) -> DeviceRef:
         dev = DeviceRef(ctx, ref)
         ref._device = dev  # type: ignore[attr-defined]  # rides on the host bin
     return dev
+
+
+def _device_nibbles(ctx: Context, qry: QueryBin, strand: str):
+    """One strand's device score codes packed two a byte, made once per query bin (every
+    group of the strand reads them)."""
+    made = qry.__dict__.setdefault("_device_nib", {})
+    if strand not in made:
+        made[strand] = _nibbles(
+            ctx.shape, _device_query(ctx, qry)[strand][1], qry.packed[strand].block_len
+        )
+    return made[strand]
 
 
 def _device_query(ctx: Context, qry: QueryBin) -> dict:
@@ -424,6 +444,7 @@ class _Group:
 
     def __init__(self, ctx, dref, qry, dqry, strand, chunks, host_seeds=None):
         self.ctx, self.dref, self.strand = ctx, dref, strand
+        self.qry = qry
         self.qcodes, self.qscore = dqry[strand]
         self.qlen = qry.packed[strand].block_len
         self.mat = cp.asarray(ctx.matrix.ravel().astype(np.int32))
@@ -527,11 +548,8 @@ class _Group:
         function = _kernel(self.ctx.shape, "extend", kernel)
         ref_codes, qry_codes = d.score, self.qscore
         if kernel in NIBBLE_KERNELS:
-            if getattr(d, "nib", None) is None:
-                d.nib = _nibbles(self.ctx.shape, d.score, d.len)
-            if getattr(self, "qnib", None) is None:
-                self.qnib = _nibbles(self.ctx.shape, self.qscore, self.qlen)
-            ref_codes, qry_codes = d.nib, self.qnib
+            ref_codes = d.nibbles(self.ctx.shape)
+            qry_codes = _device_nibbles(self.ctx, self.qry, self.strand)
         function(
             (-(-_grid(n)[0] // per_thread),),
             (BLOCK,),
@@ -583,8 +601,8 @@ class _Group:
         count = cp.zeros(1, cp.uint32)
         if n:
             kernel, per_thread = FILTERS[_state.get("filter") or DEFAULT_FILTER]
-            if kernel == "filter_nib16" and not self._half_fits(CAP):
-                kernel = "filter_nib"
+            if kernel in WIDE and not self._half_fits(CAP):
+                kernel = WIDE[kernel]
             self._launch(
                 kernel, pairs, tags, h0, n, CAP, size, cand, cand_tag, count, per_thread=per_thread
             )
