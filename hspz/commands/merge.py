@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from hspz.core.errors import InputError
 from hspz.engine.contract import UnitResult
 from hspz.formats.planfile import PlanFile, read_plan
 from hspz.formats.results import read_results, results_header
+from hspz.run.emit import jobs_held_whole
 from hspz.run.execute import Emitters, Execution, Job, Summary, print_counts
 from hspz.run.outdir import OutLock, Tree, check_disjoint, publish_claims, query_list_claims
 from hspz.run.replay import replay
@@ -197,11 +197,11 @@ def _worker_of(header: dict, pf: PlanFile, path: str, plan_path: str, seen: dict
 
 def _whole_jobs(header: dict, pf: PlanFile, path: str) -> dict[int, str]:
     """{job: digest} of the jobs whose digest the file gives: each must be held whole there."""
-    held = Counter(j for j, _ in header["units"])
+    whole = jobs_held_whole(header["units"], [len(job.manifest.plan.units) for job in pf.jobs])
     out = {}
     for key, digest in header["digests"].items():
         j = int(key)
-        if not (j < len(pf.jobs) and held[j] == len(pf.jobs[j].manifest.plan.units)):
+        if j not in whole:
             raise InputError(f"{path}: gives the digest of a job whose units it does not all hold")
         out[j] = digest
     return out

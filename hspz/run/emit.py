@@ -37,7 +37,7 @@ import os
 import tarfile
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -331,6 +331,13 @@ def _damaged(result: UnitResult) -> InputError:
         f"work unit {result.ordinal} of job {result.job + 1}: its formatted lines do not "
         f"match its HSPs (a damaged results file: rerun `hspZ work`)"
     )
+
+
+def jobs_held_whole(units: Iterable[tuple[int, int]], unit_counts: Sequence[int]) -> set[int]:
+    """The jobs (indices of `unit_counts`, each job's number of units) all of whose units are
+    among `units` (job, ordinal): those whose digest one worker can make."""
+    held = Counter(j for j, _ in units)
+    return {j for j, n in enumerate(unit_counts) if held[j] == n}
 
 
 class UnitDigest:

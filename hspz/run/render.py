@@ -11,14 +11,13 @@ and hashed every line after the work jobs were done.
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from hspz.core.errors import HspzError, RunError
 from hspz.engine.contract import UnitResult
 from hspz.formats.manifest import Manifest
 from hspz.run.digest import sorted_lines
-from hspz.run.emit import UnitDigest, render_unit, table_lookup
+from hspz.run.emit import UnitDigest, jobs_held_whole, render_unit, table_lookup
 
 RENDER_THREADS = 2  # beside the worker's own threads; the lines of a unit are formatted and
 # made sorted runs in numba's loops and numpy's sort, which release the GIL
@@ -39,11 +38,10 @@ class Renderer:
     ) -> None:
         """`manifests`: every job's, by job index; `units`: this worker's (job, ordinal)."""
         self.tables = [table_lookup(m) for m in manifests]
-        held = Counter(j for j, _ in units)
+        whole = jobs_held_whole(units, [len(m.plan.units) for m in manifests])
         self.jobs: dict[int, UnitDigest] = {
-            j: UnitDigest(m.plan.units, self.tables[j], DIGEST_THREADS)
-            for j, m in enumerate(manifests)
-            if held[j] == len(m.plan.units)
+            j: UnitDigest(manifests[j].plan.units, self.tables[j], DIGEST_THREADS)
+            for j in sorted(whole)
         }
         self.locks = {j: threading.Lock() for j in self.jobs}
         self.pool = ThreadPoolExecutor(threads or RENDER_THREADS, thread_name_prefix="hspz-render")
