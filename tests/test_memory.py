@@ -241,7 +241,7 @@ def _pieces(counts: np.ndarray, s0: int, s1: int, piece: int):
     qpos = np.arange(len(counts), dtype=np.int64) * 11
     before = lo.copy(), counts.copy()
     got = []
-    for q, lo_p, n_p in hit_pieces(qpos, lo, counts, cum, s0, s1, piece):
+    for q, lo_p, n_p in hit_pieces(qpos, lo, counts, s0, s1, piece):
         hits = [
             (int(qq), int(ll) + k)
             for qq, ll, nn in zip(q, lo_p, n_p, strict=True)
@@ -264,6 +264,27 @@ def test_hit_pieces_hold_a_chunks_hits_once_in_order_and_leave_the_seeds_as_they
         got, want = _pieces(counts, s0, s1, piece)
         assert [h for part in got for h in part] == want
         assert all(0 < len(part) <= piece for part in got) or not want
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_piece_bounds_are_the_prefix_sums_searches(seed):
+    """`piece_bounds` walks the counts once; each row is what searching the seed batch's prefix
+    sums gives: the seed holding the piece's first hit, the one holding its last, and the cuts."""
+    from hspz.engine.cpu import piece_bounds
+
+    rng = np.random.default_rng(seed)
+    counts = rng.choice([0, 0, 1, 3, 70], size=200).astype(np.uint32)
+    cum = np.cumsum(counts, dtype=np.int64)
+    s0, s1 = sorted(int(x) for x in rng.integers(0, 200, 2))
+    for piece in (1, 2, 5, 64, 10**6):
+        first, last = (int(cum[s0 - 1]) if s0 else 0), int(cum[s1])
+        want = []
+        for a in range(first, last, piece):
+            b = min(a + piece, last)
+            i = int(np.searchsorted(cum, a, side="right"))
+            j = int(np.searchsorted(cum, b, side="left"))
+            want.append((i, j, a - int(cum[i] - counts[i]), int(cum[j]) - b))
+        assert piece_bounds(counts, s0, s1, piece) == (want or [(s0, s1, 0, 0)])
 
 
 def test_a_unit_extended_in_small_pieces_writes_the_bytes_of_whole_chunks(

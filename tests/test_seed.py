@@ -240,9 +240,11 @@ def test_hit_seeds_are_the_batch_hits_seeds_that_have_hits(pattern, transition):
     kept = total = 0
     for first, end in [(0, 900), (850, 5000), (30, 30), (0, 10**6)]:
         _, qpos, lo, counts = seed_batch_hits(qcodes, shape, first, end, transition, table)
-        n, h_qpos, h_lo, h_counts, at = hit_seeds(qcodes, shape, first, end, transition, table)
+        n, h_qpos, h_lo, h_counts, at, hits = hit_seeds(
+            qcodes, shape, first, end, transition, table
+        )
         some = np.flatnonzero(counts)
-        assert n == len(counts)
+        assert n == len(counts) and hits == int(counts.sum())
         assert at.tolist() == some.tolist()
         assert h_qpos.tolist() == qpos[some].tolist()
         assert h_lo.tolist() == lo[some].tolist() and h_counts.tolist() == counts[some].tolist()

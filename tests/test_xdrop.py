@@ -384,7 +384,7 @@ def test_extend_seeds_of_a_real_seed_stream_equals_the_plain_walk(rate):
     ref, qry = score_codes(buf_a), score_codes(buf_b)
     shape = SeedShape.from_pattern("TTT0T00TT00T0T0TTTT")
     table = build_seed_table(seed_codes(buf_a), len(a), shape, 1)
-    _, qpos, lo, counts, _ = hit_seeds(seed_codes(buf_b), shape, 0, len(b), True, table)
+    _, qpos, lo, counts, _, _ = hit_seeds(seed_codes(buf_b), shape, 0, len(b), True, table)
     mat = build_matrix(910)
     got = extend_seeds(
         ref, qry, len(a), len(b), mat, 910, table.pos_table, lo, qpos, counts, shape.size, 3000

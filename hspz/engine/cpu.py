@@ -162,15 +162,14 @@ def run_seed_batch(
     """One seed batch (wga chunk): seeds, hits, semantic chunks, each extended and deduped."""
     o, clock = ctx.options, clock or PhaseClock()
     with clock("seed"):
-        n_seeds, qpos, lo, counts, at = hit_seeds(
+        n_seeds, qpos, lo, counts, at, hits = hit_seeds(
             qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition, ref.table, workspace()
         )
-        cum = np.cumsum(counts, out=workspace().take("cum", len(counts)))  # seeds with hits
-        chunks = semantic_chunks(n_seeds, counts, at, o.max_hits, cum)
-    out = SeedBatchOut(seeds=n_seeds, hits=int(cum[-1]) if len(cum) else 0)
+        chunks = semantic_chunks(n_seeds, counts, at, o.max_hits, total=hits)
+    out = SeedBatchOut(seeds=n_seeds, hits=hits)
     for a, b in chunks:
         pieces = (
-            hit_pieces(qpos, lo, counts, cum, a, b - 1, PIECE)
+            hit_pieces(qpos, lo, counts, a, b - 1, PIECE)
             if b > a
             else [(qpos[a:b], lo[a:b], counts[a:b])]
         )  # settled, empty: gated once
@@ -206,19 +205,18 @@ def hit_pieces(
     qpos: np.ndarray,
     lo: np.ndarray,
     counts: np.ndarray,
-    cum: np.ndarray,
     s0: int,
     s1: int,
     piece: int,
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The hits of seeds s0..s1 (one semantic chunk) as (qpos, lo, counts) pieces of at most
     `piece` hits each, in hit order (`piece_bounds`); a seed whose hits straddle a piece
-    boundary is split (its first index into `pos_table` moved, its count cut).  `cum` is the
-    seed batch's inclusive prefix sum of `counts`.  The pieces are views: the split seeds are edited
+    boundary is split (its first index into `pos_table` moved, its count cut).  The pieces are
+    views: the split seeds are edited
     in place while their piece is out and restored before the next one (`lo` and `counts`
     belong to one seed batch, so no other thread sees them), which keeps a piece from copying its
     seeds."""
-    for i, j, skip, cut in piece_bounds(cum, counts, s0, s1, piece):
+    for i, j, skip, cut in piece_bounds(counts, s0, s1, piece):
         saved = lo[i], counts[i], counts[j]
         lo[i] += skip
         counts[i] -= skip
@@ -231,20 +229,49 @@ def hit_pieces(
 
 
 def piece_bounds(
-    cum: np.ndarray, counts: np.ndarray, s0: int, s1: int, piece: int
+    counts: np.ndarray, s0: int, s1: int, piece: int
 ) -> list[tuple[int, int, int, int]]:
     """`hit_pieces`'s pieces as (first seed i, last seed j, hits of seed i before the piece,
-    hits of seed j after it); a chunk without hits is one piece of its seeds, nothing cut."""
-    first, last = (int(cum[s0 - 1]) if s0 else 0), int(cum[s1])
-    out = []
-    for a in range(first, last, piece):
-        b = min(a + piece, last)
-        i = int(np.searchsorted(cum, a, side="right"))  # the seed holding hit a
-        j = int(np.searchsorted(cum, b, side="left"))  # the seed holding hit b - 1
-        out.append((i, j, a - (int(cum[i]) - int(counts[i])), int(cum[j]) - b))
-    if last == first:  # a chunk without hits still goes through the gate once
-        out.append((s0, s1, 0, 0))
-    return out
+    hits of seed j after it); a chunk without hits is one piece of its seeds, nothing cut.
+    One walk over the chunk's counts (`_piece_walk`): no prefix sum of the seed batch, whose
+    8 B a seed each thread wrote, read and kept beside its seeds."""
+    total = _hits_of(counts, s0, s1)
+    if total == 0:  # a chunk without hits still goes through the gate once
+        return [(s0, s1, 0, 0)]
+    out = np.empty((-(-total // piece), 4), np.int64)
+    _piece_walk(counts, s0, piece, total, out)
+    return [(int(i), int(j), int(skip), int(cut)) for i, j, skip, cut in out]
+
+
+@jit.njit
+def _hits_of(counts, s0, s1):
+    total = 0
+    for s in range(s0, s1 + 1):
+        total += int(counts[s])
+    return total
+
+
+@jit.njit
+def _piece_walk(counts, s0, piece, total, out):
+    """`piece_bounds`'s rows for the `total` hits from seed s0 on, `piece` at most a row: each
+    piece from the seed holding its first hit (zero-count seeds before it skipped) to the one
+    holding its last (zero-count seeds between them kept)."""
+    i, done, a, n = s0, 0, 0, 0  # seed i has `done` hits in earlier pieces
+    while a < total:
+        need = min(piece, total - a)
+        while np.int64(counts[i]) == done:  # seed i has no hit left: the next one holds hit a
+            i += 1
+            done = 0
+        j, used = i, done
+        while np.int64(counts[j]) - used < need:
+            need -= np.int64(counts[j]) - used
+            j += 1
+            used = 0
+        used += need
+        out[n, 0], out[n, 1], out[n, 2], out[n, 3] = i, j, done, np.int64(counts[j]) - used
+        n += 1
+        a += min(piece, total - a)
+        i, done = j, used
 
 
 def piece_copy(
@@ -259,7 +286,8 @@ def piece_copy(
     for the seed batch's other pieces)."""
     i, j, skip, cut = bounds
     n = j + 1 - i
-    mine_lo, mine_counts = work.take("piece_lo", n), work.take("piece_counts", n)
+    mine_lo = work.take("piece_lo", n, lo.dtype.type)
+    mine_counts = work.take("piece_counts", n, counts.dtype.type)
     mine_lo[:] = lo[i : j + 1]
     mine_counts[:] = counts[i : j + 1]
     if n:
@@ -270,7 +298,12 @@ def piece_copy(
 
 
 def semantic_chunks(
-    n_seeds: int, counts: np.ndarray, at: np.ndarray, max_hits: int, cum: np.ndarray | None = None
+    n_seeds: int,
+    counts: np.ndarray,
+    at: np.ndarray,
+    max_hits: int,
+    cum: np.ndarray | None = None,
+    total: int | None = None,
 ) -> list[tuple[int, int]]:
     """`plan.chunk_walk` over a seed batch's whole stream of n_seeds seeds, given only the seeds
     with hits (`counts`, their places `at`; `cum`, the prefix sums of `counts`, where at hand): each
@@ -278,9 +311,11 @@ def semantic_chunks(
     alone still counts (it is settled, empty).  The whole stream's prefix sums step only at
     `at`, so the walk's searches run on `cum` (no array of the whole stream: two of them, 52 MB
     a seed batch, were mapped and faulted in by every seed batch past --max-hits hits)."""
-    cum = np.cumsum(counts) if cum is None else cum
+    if total is not None and total < max_hits:  # chunk_walk's single chunk, no sums needed
+        return [(0, len(counts))] if n_seeds else []
+    cum = np.cumsum(counts, dtype=np.int64) if cum is None else cum
     total = int(cum[-1]) if len(cum) else 0
-    if total < max_hits:  # chunk_walk's single chunk
+    if total < max_hits:
         return [(0, len(counts))] if n_seeds else []
     ends, limit = [], max_hits
     for _ in range(total // max_hits):
@@ -432,7 +467,7 @@ class PieceQueue:
         _, strand, chunk = self.jobs[index]
         with clock("seed"):
             work = workspace()
-            n_seeds, qpos, lo, counts, at = hit_seeds(
+            n_seeds, qpos, lo, counts, at, hits = hit_seeds(
                 self.qry.seed[strand],
                 self.ctx.shape,
                 chunk[0],
@@ -441,15 +476,12 @@ class PieceQueue:
                 self.ref.table,
                 work,
             )
-            cum = np.cumsum(counts, out=work.take("cum", len(counts)))
-            chunks = semantic_chunks(n_seeds, counts, at, o.max_hits, cum)
+            chunks = semantic_chunks(n_seeds, counts, at, o.max_hits, total=hits)
             bounds = [
-                piece_bounds(cum, counts, a, b - 1, PIECE) if b > a else [(a, a - 1, 0, 0)]
+                piece_bounds(counts, a, b - 1, PIECE) if b > a else [(a, a - 1, 0, 0)]
                 for a, b in chunks
             ]
-        seed_batch = InFlight(
-            strand, n_seeds, int(cum[-1]) if len(cum) else 0, (qpos, lo, counts), bounds
-        )
+        seed_batch = InFlight(strand, n_seeds, hits, (qpos, lo, counts), bounds)
         with self.cond:
             self.seeding -= 1
             if chunks:

@@ -71,6 +71,7 @@ HIT_SHARE = 0.2
 # most hits are rejected by the block bound, so the sweep's arrays stay small (a thread held
 # 41-47 MiB after a full query-list run of H. pylori, S. aureus and mammal30x6, 2026-12-01)
 PIECE_BYTES = 48
+SEED_BYTES = 16  # a seed with hits in a thread's seed batch (`seed_batch_bytes`)
 PARALLEL_TABLE = 1 << 20  # `seed.PARALLEL_MIN`: windows from which a table is built on threads
 
 
@@ -134,15 +135,16 @@ def seed_batch_bytes(
     m: MemoryModel, valid: np.ndarray, windows: np.ndarray, held: float
 ) -> np.ndarray:
     """A thread's memory for each of these seed batches (`valid` windows at most, of `windows`):
-    40 B per valid seed with hits (position, table index, count, place in the stream, prefix
-    sum; the arrays are sized for every seed, but a page never written is never resident),
+    16 B per valid seed with hits (position, table index, count and place in the stream, 4 B
+    each: `seed.seed_dtype`; the arrays are sized for every seed, but a page never written is
+    never resident),
     12 B per valid window (position, k-mer), 8 B per window (seed bound), and PIECE_BYTES per
     hit of one piece being extended (at most `engine.cpu.PIECE` hits however large --max-hits
     is)."""
     per_window = (m.weight + 1) if m.transition else 1
     valid = np.minimum(valid, windows)
     return (
-        np.ceil(40 * per_window * held * valid).astype(np.int64)
+        np.ceil(SEED_BYTES * per_window * held * valid).astype(np.int64)
         + 12 * valid
         + 8 * windows
         + PIECE_BYTES * m.max_hits

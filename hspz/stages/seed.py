@@ -445,9 +445,9 @@ def _hit_seeds(
 ):
     """`_batch`'s stream, kept only where a seed has hits: per such seed its query position,
     first pos_table index, hit count and place in the whole stream.  Returns (stream length,
-    seeds kept).  The occupancy bits pick the seeds with hits (written without a branch: it
-    goes either way), whose k-mers wait in `lo` and windows in `qpos`; then their table
-    entries are read, each prefetched LOOKUPS_AHEAD seeds before: the table is far larger
+    seeds kept, their hits).  The occupancy bits pick the seeds with hits (written without a
+    branch: it goes either way), whose k-mers wait in `lo` and windows in `qpos`; then their
+    table entries are read, each prefetched LOOKUPS_AHEAD seeds before: the table is far larger
     than the caches.  win_pos and win_kmer hold end - first windows (scratch)."""
     n_win = _scan_windows(codes, care, size, first, end, 1, win_pos, win_kmer)
     variants = len(care) if transition else 0
@@ -464,6 +464,7 @@ def _hit_seeds(
             at[n] = w * (variants + 1) + t + 1
             # numba types n as int64 throughout; mypy sees only the int of `n = 0`
             n += np.int64((occupied[v >> np.uint64(6)] >> (v & np.uint64(63))) & np.uint64(1))  # type: ignore[assignment]
+    hits = 0
     for i in range(n):
         if i + LOOKUPS_AHEAD < n:
             prefetch(index_table, lo[i + LOOKUPS_AHEAD])
@@ -471,8 +472,18 @@ def _hit_seeds(
         start = index_table[v - 1] if v > 0 else np.uint32(0)
         lo[i] = start
         counts[i] = index_table[v] - start
+        hits += int(counts[i])
         qpos[i] = win_pos[at[i] // (variants + 1)]
-    return n_win * (variants + 1), n
+    return n_win * (variants + 1), n, hits
+
+
+def seed_dtype(query_len: int, stream: int) -> type:
+    """The integer type of a seed batch's per-seed arrays (`hit_seeds`): uint32 wherever query
+    positions and stream places fit it (table indices and counts are uint32 already, as
+    `index_table` is), else int64.  A thread's seed batch of mammal30x6 holds 1.5 M seeds with
+    hits: 24 MiB in uint32 against 49 in int64 (with its prefix sum, 61): at 16 threads the
+    run's peak fell from 1679 to 960 MiB (BENCHMARKS.md, issue 24, tenth session)."""
+    return np.uint32 if max(query_len, stream) < 1 << 32 else np.int64
 
 
 def hit_seeds(
@@ -483,21 +494,24 @@ def hit_seeds(
     transition: bool,
     table: SeedTable,
     work: Workspace | None = None,
-) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """The seeds of `seed_batch_hits`'s stream that have hits: (stream length, then per such seed
-    its query position, first pos_table index, hit count and place in the stream).  Given a
-    `work`space (`xdrop.Workspace`), the arrays live in it (valid until its next use)."""
+    its query position, first pos_table index, hit count and place in the stream, then their
+    hits in all).  Given a `work`space (`xdrop.Workspace`), the arrays live in it (valid until
+    its next use)."""
     end = min(end, len(codes) - shape.size + 1)
     m = max(end - first, 0) * ((shape.weight + 1) if transition else 1)
     windows = max(end - first, 0)
+    kind = seed_dtype(len(codes), m)
     if work is None:
-        qpos, lo, counts, at = (np.empty(m, np.int64) for _ in range(4))
+        arrays: list[np.ndarray] = [np.empty(m, kind) for _ in range(4)]
+        qpos, lo, counts, at = arrays
         win_pos, win_kmer = np.empty(windows, np.int64), np.empty(windows, np.uint32)
     else:
-        qpos, lo, counts, at = (work.take(name, m) for name in ("qpos", "lo", "counts", "at"))
+        qpos, lo, counts, at = (work.take(name, m, kind) for name in ("qpos", "lo", "counts", "at"))
         win_pos, win_kmer = work.take("win_pos", windows), work.take("win_kmer", windows, np.uint32)
     care = np.asarray(shape.care, dtype=np.int64)
-    full, n = (
+    full, n, hits = (
         _hit_seeds(
             codes,
             care,
@@ -515,6 +529,6 @@ def hit_seeds(
             win_kmer,
         )
         if m
-        else (0, 0)
+        else (0, 0, 0)
     )
-    return full, qpos[:n], lo[:n], counts[:n], at[:n]
+    return full, qpos[:n], lo[:n], counts[:n], at[:n], hits

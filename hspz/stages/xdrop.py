@@ -598,7 +598,7 @@ def first_pass(
     # the bounds of every piece spanned the query up to its seed batch (late seed batches of a
     # 20 Mbp query: 160 MB and 20 M sums a piece)
     q0 = (int(qpos.min()) if len(qpos) else 0) + size
-    last = int(qpos.max(initial=-1)) + size
+    last = (int(qpos.max()) if len(qpos) else -1) + size
     seed_best = work.take("seed_best", max(last - q0 + 1, 0))
     _seed_bounds_into(qry, _best_of(np.asarray(mat, np.int64).tobytes()), q0, size, seed_best)
     n_cand, n_late = _reject_pass(
