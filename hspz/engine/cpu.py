@@ -310,7 +310,8 @@ def semantic_chunks(
     chunk as a range of those seeds.  The others add nothing to a chunk, and a chunk of them
     alone still counts (it is settled, empty).  The whole stream's prefix sums step only at
     `at`, so the walk's searches run on `cum` (no array of the whole stream: two of them, 52 MB
-    a seed batch, were mapped and faulted in by every seed batch past --max-hits hits)."""
+    a seed batch, were mapped and faulted in by every seed batch past --max-hits hits).  Given
+    `total`, the seeds' hits, a batch under --max-hits is one chunk with no sum made at all."""
     if total is not None and total < max_hits:  # chunk_walk's single chunk, no sums needed
         return [(0, len(counts))] if n_seeds else []
     cum = np.cumsum(counts, dtype=np.int64) if cum is None else cum
