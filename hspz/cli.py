@@ -714,10 +714,12 @@ def cmd_plan(ns: argparse.Namespace) -> int:
         },
     )
     _writable_files(ns, "--output", "--dump-plan", "--dump-manifest", "--sizes")
-    # CUDA starts while the inputs are read (the plan reads the devices and their free memory);
-    # no numba on a thread: a plan runs no engine loop
-    with warming(options.backend, numba=False):
-        return plan_command(req, lambda: backends.select(options), ns.sizes, ns.sizes_hits)
+    # the CUDA driver starts while the inputs are read (the plan reads the devices and their
+    # free memory, not through CuPy: `engine.cuda_driver`); no numba: a plan runs no engine loop
+    with warming(options.backend, numba=False, engine=False):
+        return plan_command(
+            req, lambda: backends.select(options, engine=False), ns.sizes, ns.sizes_hits
+        )
 
 
 def cmd_work(ns: argparse.Namespace) -> int:

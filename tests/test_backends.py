@@ -16,7 +16,7 @@ from hspz.engine import backends
 
 
 def test_backend_choice_without_a_device(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(backends, "gpu_available", lambda: False)
+    monkeypatch.setattr(backends, "gpu_available", lambda engine=True: False)
     ref, qry = write_pair(tmp_path)
     run = ["run", "-r", str(ref), "-q", str(qry), "--backend"]
     assert main([*run, "gpu", "-o", str(tmp_path / "gpu")]) == 2
@@ -27,6 +27,27 @@ def test_backend_choice_without_a_device(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err.splitlines()
     assert err.count("note: no GPU visible; using the CPU backend") == 1
     assert any((tmp_path / "auto").iterdir())
+
+
+def test_a_plan_for_the_gpu_without_a_driver_is_refused_in_one_line(tmp_path, capsys):
+    """Where libcuda cannot be loaded (CI, the dev machine), the driver's probe says so, a
+    plan's GPU check (`gpu_available(engine=False)`) is False, and `hspZ plan --backend gpu`
+    is one line and exit 2, with no plan written."""
+    import ctypes.util
+
+    from hspz.engine import cuda_driver
+
+    if ctypes.util.find_library("cuda"):
+        pytest.skip("a CUDA driver is installed here")
+    with pytest.raises(cuda_driver.DriverError, match="no CUDA driver"):
+        cuda_driver.devices()
+    assert backends.gpu_available(engine=False) is False
+    ref, qry = write_pair(tmp_path)
+    plan = tmp_path / "plan.txt"
+    code = main(["plan", "-r", str(ref), "-q", str(qry), "--backend", "gpu", "-o", str(plan)])
+    assert code == 2 and not plan.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["hspZ: --backend gpu: no CUDA device is visible (is CuPy installed?)"]
 
 
 def _backend_members() -> list[str]:
@@ -73,7 +94,7 @@ def test_the_gpu_backend_is_made_and_read_without_importing_cupy():
         again = pickle.loads(pickle.dumps(b))  # how a worker process receives it
         print(isinstance(b, Backend), b.capabilities.on_device, type(again).__name__)
         try:
-            gpu.device_properties()
+            gpu.use_device(0)
         except ImportError:
             print("first-use-imports")
     """)

@@ -739,3 +739,74 @@ def test_gpu_largest_legal_scores_and_xdrop_equal_cpu(tmp_path, hspthresh):
             "-H",
             hspthresh,
         )
+
+
+_DRIVER_AND_CUPY = """
+import json, sys
+from hspz.engine import cuda_driver
+first = sys.argv[1]
+def driver():
+    return [[d.sm_count, d.l2_bytes, d.name, d.total_bytes] for d in cuda_driver.devices()], \\
+        cuda_driver.free_bytes()
+def runtime():
+    import cupy
+    rt = cupy.cuda.runtime
+    props = [rt.getDeviceProperties(i) for i in range(rt.getDeviceCount())]
+    devs = [[p["multiProcessorCount"], p["l2CacheSize"], p["name"].decode(),
+             p["totalGlobalMem"]] for p in props]
+    return devs, cupy.cuda.Device(0).mem_info[0]
+got = {first: (driver() if first == "driver" else runtime())}
+other = "runtime" if first == "driver" else "driver"
+got[other] = driver() if other == "driver" else runtime()
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.parametrize("first", ["driver", "runtime"])
+def test_the_cuda_driver_sees_the_devices_cupy_sees(first):
+    """`engine.cuda_driver` (what every plan reads, without CuPy) gives CuPy's figures: each
+    device's SMs, L2, name and memory, and device 0's free memory, asked first or second in a
+    fresh process."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _DRIVER_AND_CUPY, first], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["driver"][0] == got["runtime"][0]
+    assert abs(got["driver"][1] - got["runtime"][1]) <= 64 << 20, got
+
+
+def test_a_gpu_plan_imports_no_cupy(tmp_path):
+    """`hspZ plan --backend gpu` reads the devices through the driver: CuPy is never imported,
+    and its plan is the plan `hspZ plan` made with CuPy loaded first (the same devices and
+    free memory seen, the same layout)."""
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(RNG_SEED)
+    ref, qry = related_pair(rng, 6000)
+    r = write_fasta(tmp_path / "r.fa", [("r", ref)])
+    q = write_fasta(tmp_path / "q.fa", [("q", qry)])
+    code = (
+        "import sys\n"
+        "if sys.argv[2] == 'cupy': import cupy; cupy.cuda.Device(0).mem_info\n"
+        "from hspz.cli import main\n"
+        "rc = main(['plan', '-r', sys.argv[3], '-q', sys.argv[4], '--backend', 'gpu', "
+        "'-o', sys.argv[1]])\n"
+        "print(rc, 'cupy' in sys.modules)\n"
+    )
+    plans = {}
+    for how in ("plain", "cupy"):
+        plans[how] = tmp_path / f"plan-{how}.txt"
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(plans[how]), how, str(r), str(q)],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["0", "True" if how == "cupy" else "False"], done.stdout
+    assert plans["plain"].read_bytes() == plans["cupy"].read_bytes()

@@ -22,9 +22,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SMALL = [("a", "ACGTTGCA" * 300), ("b", "TTGACCAG" * 250)]
 
 
-def _plan(argv: list[str], env_path: list[str] | None = None, timeout: float = 15):
+def _plan(argv: list[str], env_path: list[str] | None = None, timeout: float = 15, libs: str = ""):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*(env_path or []), str(ROOT)])
+    if libs:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [libs, env.get("LD_LIBRARY_PATH")]))
     proc = subprocess.Popen(
         [sys.executable, "-m", "hspz", "plan", *argv],
         stderr=subprocess.PIPE,
@@ -86,7 +88,7 @@ def test_an_error_while_the_backend_starts_is_not_held_until_it_has_started(monk
     release = threading.Event()
     started: list[threading.Thread] = []
 
-    def warm(backend: str, numba: bool = True) -> threading.Thread:
+    def warm(backend: str, numba: bool = True, engine: bool = True) -> threading.Thread:
         thread = threading.Thread(target=release.wait, daemon=True)
         thread.start()
         started.append(thread)
@@ -111,23 +113,32 @@ def test_an_error_while_the_backend_starts_is_not_held_until_it_has_started(monk
 
 
 def test_plan_reports_a_bad_input_without_waiting_for_cuda_to_start(tmp_path):
-    """A CuPy whose CUDA start takes a minute (a slow or hung driver): a bad input is one line
-    and exit 2 at once, not after the start."""
+    """A CUDA driver whose start takes a minute (a slow or hung driver: a libcuda.so.1 whose
+    cuInit sleeps, found by the loader as the real one would be) and an installed CuPy: a bad
+    input is one line and exit 2 at once, not after the start."""
+    import shutil
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the slow driver")
     fake = tmp_path / "fake"
     (fake / "cupy").mkdir(parents=True)
-    (fake / "cupyx").mkdir()
-    (fake / "cupyx" / "__init__.py").write_text("")
-    (fake / "cupy" / "__init__.py").write_text(
-        "import time\n\n\nclass cuda:\n    class runtime:\n"
-        "        @staticmethod\n        def getDeviceCount():\n"
-        "            time.sleep(60)\n            return 0\n"
+    (fake / "cupy" / "__init__.py").write_text("")  # installed: a plan never imports it
+    (tmp_path / "cuda.c").write_text(
+        "#include <unistd.h>\nint cuInit(unsigned f) { sleep(60); return 0; }\n"
+    )
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-o", str(lib / "libcuda.so.1"), str(tmp_path / "cuda.c")],
+        check=True,
     )
     bad = tmp_path / "empty.fa"
     bad.write_bytes(b"")
     q = write_fasta(tmp_path / "q.fa", SMALL)
     plan = tmp_path / "plan.txt"
     argv = ["-r", str(bad), "-q", str(q), "-o", str(plan), "--backend", "auto"]
-    rc, err, took = _plan(argv, [str(fake)], timeout=30)
+    rc, err, took = _plan(argv, [str(fake)], timeout=30, libs=str(lib))
     assert rc == 2, err
     assert len(err.strip().splitlines()) == 1 and err.startswith(f"hspZ: {bad}"), err
     assert took < 20

@@ -14,15 +14,16 @@ from hspz.run.request import Request
 
 
 @contextmanager
-def warming(backend: str, numba: bool = True) -> Iterator[None]:
+def warming(backend: str, numba: bool = True, engine: bool = True) -> Iterator[None]:
     """The backend started in the background while the block reads and plans
-    (`engine.backends.warm`; `numba`: the CPU backend's too), and joined when it ends normally.
+    (`engine.backends.warm`; `numba`: the CPU backend's too; without `engine`, a plan's: the
+    CUDA driver alone), and joined when it ends normally.
     An error, Ctrl-C or SIGTERM in the block is not held until the start ends (the thread is a
     daemon; the exit ends it): a slow or hung CUDA driver kept `hspZ plan` from reporting a bad
     input, and from stopping, for as long as the start took."""
     from hspz.engine import backends
 
-    thread = backends.warm(backend, numba)
+    thread = backends.warm(backend, numba, engine)
     yield  # an exception raised in the block leaves here, past the join
     if thread is not None:
         thread.join()

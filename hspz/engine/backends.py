@@ -21,7 +21,18 @@ from hspz.engine.contract import Backend
 NAMES = ("cpu", "gpu")
 
 
-def gpu_available() -> bool:
+def gpu_available(engine: bool = True) -> bool:
+    """Whether CuPy imports and sees a device.  Without `engine` (a plan, which runs nothing on
+    the devices): whether the CUDA driver sees one and CuPy is installed, imported by neither."""
+    if not engine:
+        import importlib.util
+
+        from hspz.engine import cuda_driver
+
+        try:
+            return importlib.util.find_spec("cupy") is not None and bool(cuda_driver.devices())
+        except (cuda_driver.DriverError, ImportError, ValueError):
+            return False
     try:
         import cupy
 
@@ -30,7 +41,7 @@ def gpu_available() -> bool:
         return False
 
 
-def warm(backend: str, numba: bool = True) -> threading.Thread | None:
+def warm(backend: str, numba: bool = True, engine: bool = True) -> threading.Thread | None:
     """Unless the CPU backend is asked for, import CuPy (and cupyx, `hspz.core.lean`) now, then
     start CUDA on a thread: device 0's context, which the memory preflight reads first.  The
     caller meanwhile imports the stages and reads the inputs.  Only CUDA's start runs beside
@@ -38,9 +49,15 @@ def warm(backend: str, numba: bool = True) -> threading.Thread | None:
     the caller's imports more than it saved (every file an import reads hands the GIL over;
     E. coli on the H200).  With the CPU backend asked for (and `numba`), numba is loaded on a
     thread instead (`engine.cpu.preload`): the engine's first loop would otherwise wait for it
-    after the inputs are read and planned."""
+    after the inputs are read and planned.  Without `engine` (a plan), the CUDA driver and
+    device 0's context are started on the thread instead, and CuPy is not imported at all
+    (`engine.cuda_driver`)."""
     if backend == "cpu":
         return _thread(_start_numba) if numba else None
+    if not engine:
+        from hspz.engine import cuda_driver
+
+        return _thread(cuda_driver.start)
     try:
         import cupy
 
@@ -86,9 +103,10 @@ def by_name(name: str) -> Backend:
     raise ValueError(f"no backend named {name!r} (one of {', '.join(NAMES)})")
 
 
-def select(options: Options) -> Backend:
-    """The backend this run uses, told its threads."""
-    use_gpu = options.backend != "cpu" and gpu_available()
+def select(options: Options, engine: bool = True) -> Backend:
+    """The backend this run uses, told its threads (without `engine`: for a plan, which reads
+    the devices and runs nothing on them, `gpu_available`'s check without CuPy)."""
+    use_gpu = options.backend != "cpu" and gpu_available(engine)
     if options.backend == "gpu" and not use_gpu:
         raise UsageError("--backend gpu: no CUDA device is visible (is CuPy installed?)")
     if not use_gpu and options.backend == "auto":

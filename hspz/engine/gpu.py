@@ -140,22 +140,6 @@ def set_threads(threads: int) -> None:
     _state["threads"] = threads if threads > 0 else (os.cpu_count() or 1)
 
 
-def device_properties() -> list[dict]:
-    """SM count, L2 size, clock and name of every visible device (for the scheduler)."""
-    out = []
-    for d in range(cp.cuda.runtime.getDeviceCount()):
-        p = cp.cuda.runtime.getDeviceProperties(d)
-        out.append(
-            dict(
-                sm_count=p["multiProcessorCount"],
-                l2_bytes=p["l2CacheSize"],
-                clock_khz=p.get("clockRate", 0),
-                name=p["name"].decode(),
-            )
-        )
-    return out
-
-
 def use_device(device: int) -> None:
     cp.cuda.Device(device).use()
 

@@ -105,10 +105,9 @@ def host_budget() -> tuple[int, str] | None:
 
 def device_budget(devices: scheduling.Devices, workers: int) -> int:
     """Bytes one GPU worker may use: free memory of device 0 shared by the workers on it."""
-    import cupy
+    from hspz.engine import cuda_driver
 
-    free = cupy.cuda.Device(0).mem_info[0]
-    return free // math.ceil(workers / devices.count)
+    return cuda_driver.free_bytes() // math.ceil(workers / devices.count)
 
 
 def resolve_max_hits(options: Options, devices: scheduling.Devices) -> int:

@@ -61,23 +61,13 @@ def cpu_devices(workers: int) -> Devices:
 
 
 def gpu_devices() -> Devices:
-    """Every visible GPU, its profile from the GPU engine (`device_properties`)."""
-    import cupy
+    """Every visible GPU, its profile and memory from the CUDA driver (`engine.cuda_driver`:
+    no CuPy, so a plan imports none)."""
+    from hspz.engine import cuda_driver
 
-    from hspz.engine import gpu
-
-    runtime = cupy.cuda.runtime
-    profiles = tuple(
-        DeviceProfile(
-            int(p["sm_count"]), int(p["l2_bytes"]), int(p["clock_khz"]), str(p.get("name", ""))
-        )
-        for p in gpu.device_properties()
-    )
-    memory = tuple(
-        int(runtime.getDeviceProperties(d)["totalGlobalMem"])
-        for d in range(runtime.getDeviceCount())
-    )
-    return Devices("gpu", profiles, memory)
+    found = cuda_driver.devices()
+    profiles = tuple(DeviceProfile(d.sm_count, d.l2_bytes, d.clock_khz, d.name) for d in found)
+    return Devices("gpu", profiles, tuple(d.total_bytes for d in found))
 
 
 # --------------------------------------------------------------------------------------------
