@@ -143,3 +143,82 @@ def test_plan_reports_a_bad_input_without_waiting_for_cuda_to_start(tmp_path):
     assert len(err.strip().splitlines()) == 1 and err.startswith(f"hspZ: {bad}"), err
     assert took < 20
     assert not plan.exists()
+
+
+FAKE_DRIVER = r"""
+#include <stddef.h>
+#include <string.h>
+static int ctx_made = 0;
+int cuInit(unsigned f) { return INIT_STATUS; }
+int cuDeviceGetCount(int *n) { *n = 1; return 0; }
+int cuDeviceGet(int *d, int i) { *d = i; return 0; }
+int cuDeviceGetName(char *s, int len, int d) { strncpy(s, "Fake GPU", len); return 0; }
+int cuDeviceTotalMem_v2(size_t *b, int d) { *b = (size_t)80 << 30; return 0; }
+int cuDeviceGetAttribute(int *v, int a, int d) {
+  *v = a == 16 ? 132 : a == 38 ? 50 << 20 : a == 13 ? 1980000 : 0; return 0; }
+int cuDevicePrimaryCtxRetain(void **c, int d) { ctx_made = 1; *c = &ctx_made; return 0; }
+int cuCtxPushCurrent_v2(void *c) { return 0; }
+int cuCtxPopCurrent_v2(void **c) { return 0; }
+int cuMemGetInfo_v2(size_t *f, size_t *t) {
+  *f = (size_t)70 << 30; *t = (size_t)80 << 30; return MEMINFO_STATUS; }
+int cuGetErrorName(int e, const char **s) {
+  *s = e == 2 ? "CUDA_ERROR_OUT_OF_MEMORY" : e == 100 ? "CUDA_ERROR_NO_DEVICE" : "?"; return 0; }
+"""
+
+
+def _fake_gpu(tmp_path: Path, init: int = 0, meminfo: int = 0) -> tuple[str, str]:
+    """(PYTHONPATH entry, LD_LIBRARY_PATH entry) of a fake GPU machine: a libcuda.so.1 whose
+    one device has H200-like attributes (cuInit and cuMemGetInfo returning `init` and
+    `meminfo`), and a CuPy that is installed but fails when imported."""
+    import shutil
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the fake driver")
+    base = tmp_path / f"fake-{init}-{meminfo}"
+    (base / "py" / "cupy").mkdir(parents=True)
+    (base / "py" / "cupy" / "__init__.py").write_text("raise ImportError('not on this machine')\n")
+    (base / "lib").mkdir()
+    src = FAKE_DRIVER.replace("INIT_STATUS", str(init)).replace("MEMINFO_STATUS", str(meminfo))
+    (base / "cuda.c").write_text(src)
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-o", str(base / "lib" / "libcuda.so.1"), str(base / "cuda.c")],
+        check=True,
+    )
+    return str(base / "py"), str(base / "lib")
+
+
+def test_a_gpu_plan_reads_the_driver_and_never_imports_cupy(tmp_path):
+    """`hspZ plan --backend gpu` on a machine whose CuPy cannot even be imported: the devices
+    and the free memory come from the CUDA driver (`engine.cuda_driver`, here a fake libcuda
+    with one device), and the plan is written for one GPU worker."""
+    py, lib = _fake_gpu(tmp_path)
+    r = write_fasta(tmp_path / "r.fa", SMALL)
+    q = write_fasta(tmp_path / "q.fa", SMALL[:1])
+    plan = tmp_path / "plan.txt"
+    rc, err, _ = _plan(
+        ["-r", str(r), "-q", str(q), "-o", str(plan), "--backend", "gpu"], [py], libs=lib
+    )
+    assert rc == 0, err
+    text = plan.read_text()
+    assert "schedule: device mapping: worker0->device0" in text, text[:800]
+
+
+@pytest.mark.parametrize(
+    "init, meminfo, status, line",
+    [
+        (100, 0, 2, "hspZ: --backend gpu: no CUDA device is visible (is CuPy installed?)"),
+        (0, 2, 1, "hspZ: the CUDA driver's cuMemGetInfo_v2 failed: CUDA_ERROR_OUT_OF_MEMORY"),
+    ],
+)
+def test_a_driver_that_fails_is_one_line(tmp_path, init, meminfo, status, line):
+    """A driver that sees no device (cuInit's CUDA_ERROR_NO_DEVICE), or fails to read the free
+    memory: one line naming it, no traceback, no plan."""
+    py, lib = _fake_gpu(tmp_path, init, meminfo)
+    r = write_fasta(tmp_path / "r.fa", SMALL)
+    plan = tmp_path / "plan.txt"
+    rc, err, _ = _plan(
+        ["-r", str(r), "-q", str(r), "-o", str(plan), "--backend", "gpu"], [py], libs=lib
+    )
+    assert (rc, err.strip().splitlines()) == (status, [line])
+    assert not plan.exists()

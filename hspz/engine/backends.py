@@ -23,7 +23,9 @@ NAMES = ("cpu", "gpu")
 
 def gpu_available(engine: bool = True) -> bool:
     """Whether CuPy imports and sees a device.  Without `engine` (a plan, which runs nothing on
-    the devices): whether the CUDA driver sees one and CuPy is installed, imported by neither."""
+    the devices): whether the CUDA driver sees one and CuPy is installed, imported by neither.
+    (Where CuPy is installed but cannot be imported, a plan is then made for the GPU and its
+    `--backend auto` work jobs run it on the CPU: the plan's bytes, the CPU's speed.)"""
     if not engine:
         import importlib.util
 

@@ -17,14 +17,16 @@ import functools
 import threading
 from dataclasses import dataclass
 
+from hspz.core.errors import RunError
+
 # CUdevice_attribute values (cuda.h)
 CLOCK_RATE = 13
 MULTIPROCESSOR_COUNT = 16
 L2_CACHE_SIZE = 38
 
 
-class DriverError(RuntimeError):
-    """A CUDA driver call failed (its CUresult in the message), or there is no driver."""
+class DriverError(RunError):
+    """A CUDA driver call failed (its error's name in the message), or there is no driver."""
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,24 @@ def _lib() -> ctypes.CDLL:
 
 
 def _call(name: str, *args: object) -> None:
-    status = getattr(_lib(), name)(*args)
+    try:
+        entry = getattr(_lib(), name)
+    except AttributeError:  # a driver too old for this entry point
+        raise DriverError(f"the CUDA driver has no {name}: update the driver") from None
+    status = entry(*args)
     if status:
-        raise DriverError(f"{name} failed (CUresult {status})")
+        raise DriverError(f"the CUDA driver's {name} failed: {_error_name(status)}")
+
+
+def _error_name(status: int) -> str:
+    """CUDA_ERROR_... for a CUresult, or its number where the driver cannot name it."""
+    text = ctypes.c_char_p()
+    try:
+        if _lib().cuGetErrorName(status, ctypes.byref(text)) == 0 and text.value:
+            return text.value.decode(errors="replace")
+    except AttributeError:
+        pass
+    return f"CUresult {status}"
 
 
 _lock = threading.Lock()
