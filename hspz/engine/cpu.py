@@ -212,10 +212,9 @@ def hit_pieces(
     """The hits of seeds s0..s1 (one semantic chunk) as (qpos, lo, counts) pieces of at most
     `piece` hits each, in hit order (`piece_bounds`); a seed whose hits straddle a piece
     boundary is split (its first index into `pos_table` moved, its count cut).  The pieces are
-    views: the split seeds are edited
-    in place while their piece is out and restored before the next one (`lo` and `counts`
-    belong to one seed batch, so no other thread sees them), which keeps a piece from copying its
-    seeds."""
+    views: the split seeds are edited in place while their piece is out and restored before the
+    next one (`lo` and `counts` belong to one seed batch, so no other thread sees them), which
+    keeps a piece from copying its seeds."""
     for i, j, skip, cut in piece_bounds(counts, s0, s1, piece):
         saved = lo[i], counts[i], counts[j]
         lo[i] += skip
@@ -302,19 +301,18 @@ def semantic_chunks(
     counts: np.ndarray,
     at: np.ndarray,
     max_hits: int,
-    cum: np.ndarray | None = None,
     total: int | None = None,
 ) -> list[tuple[int, int]]:
     """`plan.chunk_walk` over a seed batch's whole stream of n_seeds seeds, given only the seeds
-    with hits (`counts`, their places `at`; `cum`, the prefix sums of `counts`, where at hand): each
-    chunk as a range of those seeds.  The others add nothing to a chunk, and a chunk of them
-    alone still counts (it is settled, empty).  The whole stream's prefix sums step only at
-    `at`, so the walk's searches run on `cum` (no array of the whole stream: two of them, 52 MB
-    a seed batch, were mapped and faulted in by every seed batch past --max-hits hits).  Given
-    `total`, the seeds' hits, a batch under --max-hits is one chunk with no sum made at all."""
+    with hits (`counts`, their places `at`): each chunk as a range of those seeds.  The others
+    add nothing to a chunk, and a chunk of them alone still counts (it is settled, empty).  The
+    whole stream's prefix sums step only at `at`, so the walk's searches run on the prefix sums
+    of `counts` (no array of the whole stream: two of them, 52 MB a seed batch, were mapped and
+    faulted in by every seed batch past --max-hits hits).  Given `total`, the seeds' hits, a
+    batch under --max-hits is one chunk with no sum made at all."""
     if total is not None and total < max_hits:  # chunk_walk's single chunk, no sums needed
         return [(0, len(counts))] if n_seeds else []
-    cum = np.cumsum(counts, dtype=np.int64) if cum is None else cum
+    cum = np.cumsum(counts, dtype=np.int64)
     total = int(cum[-1]) if len(cum) else 0
     if total < max_hits:
         return [(0, len(counts))] if n_seeds else []
