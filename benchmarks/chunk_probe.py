@@ -12,13 +12,16 @@ seconds summed over the threads (`time: engine: first pass`), with each size's d
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.run import counts  # noqa: E402  (the runner's parse of a run's output)
 
 
 def one(ref: str, qry: str, size: str, threads: int) -> dict:
@@ -37,12 +40,9 @@ def one(ref: str, qry: str, size: str, threads: int) -> dict:
         shutil.rmtree(out, ignore_errors=True)
     if done.returncode:
         raise SystemExit(done.stdout[-2000:])
-    text = done.stdout
-    engine = re.search(r"^time: workers: engine +([\d.]+)", text, re.M)
-    first = re.search(r"^time: engine: first pass +[\d.]+ +\(cpu ([\d.]+);", text, re.M)
-    digest = re.search(r"^digest: (\w+)$", text, re.M)
-    assert engine and first and digest, text[-2000:]
-    return dict(wall=wall, engine=float(engine[1]), first=float(first[1]), digest=digest[1])
+    got = counts(done.stdout)
+    first = got["engine_phases"]["first pass"]["cpu"]
+    return dict(wall=wall, engine=got["engine_s"], first=first, digest=got["digest"])
 
 
 def main() -> int:

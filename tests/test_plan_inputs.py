@@ -116,29 +116,17 @@ def test_plan_reports_a_bad_input_without_waiting_for_cuda_to_start(tmp_path):
     """A CUDA driver whose start takes a minute (a slow or hung driver: a libcuda.so.1 whose
     cuInit sleeps, found by the loader as the real one would be) and an installed CuPy: a bad
     input is one line and exit 2 at once, not after the start."""
-    import shutil
-
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler to build the slow driver")
-    fake = tmp_path / "fake"
-    (fake / "cupy").mkdir(parents=True)
-    (fake / "cupy" / "__init__.py").write_text("")  # installed: a plan never imports it
-    (tmp_path / "cuda.c").write_text(
-        "#include <unistd.h>\nint cuInit(unsigned f) { sleep(60); return 0; }\n"
-    )
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    subprocess.run(
-        [cc, "-shared", "-fPIC", "-o", str(lib / "libcuda.so.1"), str(tmp_path / "cuda.c")],
-        check=True,
+    py, lib = _fake_machine(
+        tmp_path / "slow",
+        "#include <unistd.h>\nint cuInit(unsigned f) { sleep(60); return 0; }\n",
+        "",  # installed: a plan never imports it
     )
     bad = tmp_path / "empty.fa"
     bad.write_bytes(b"")
     q = write_fasta(tmp_path / "q.fa", SMALL)
     plan = tmp_path / "plan.txt"
     argv = ["-r", str(bad), "-q", str(q), "-o", str(plan), "--backend", "auto"]
-    rc, err, took = _plan(argv, [str(fake)], timeout=30, libs=str(lib))
+    rc, err, took = _plan(argv, [py], timeout=30, libs=lib)
     assert rc == 2, err
     assert len(err.strip().splitlines()) == 1 and err.startswith(f"hspZ: {bad}"), err
     assert took < 20
@@ -170,17 +158,25 @@ def _fake_gpu(tmp_path: Path, init: int = 0, meminfo: int = 0) -> tuple[str, str
     """(PYTHONPATH entry, LD_LIBRARY_PATH entry) of a fake GPU machine: a libcuda.so.1 whose
     one device has H200-like attributes (cuInit and cuMemGetInfo returning `init` and
     `meminfo`), and a CuPy that is installed but fails when imported."""
+    src = FAKE_DRIVER.replace("INIT_STATUS", str(init)).replace("MEMINFO_STATUS", str(meminfo))
+    return _fake_machine(
+        tmp_path / f"fake-{init}-{meminfo}", src, "raise ImportError('not on this machine')\n"
+    )
+
+
+def _fake_machine(base: Path, driver: str, cupy: str) -> tuple[str, str]:
+    """(PYTHONPATH entry, LD_LIBRARY_PATH entry) under `base`: a libcuda.so.1 built from the C
+    source `driver` (skipped without a C compiler), and a `cupy` package whose __init__ is
+    `cupy`."""
     import shutil
 
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        pytest.skip("no C compiler to build the fake driver")
-    base = tmp_path / f"fake-{init}-{meminfo}"
+        pytest.skip("no C compiler to build a fake CUDA driver")
     (base / "py" / "cupy").mkdir(parents=True)
-    (base / "py" / "cupy" / "__init__.py").write_text("raise ImportError('not on this machine')\n")
+    (base / "py" / "cupy" / "__init__.py").write_text(cupy)
     (base / "lib").mkdir()
-    src = FAKE_DRIVER.replace("INIT_STATUS", str(init)).replace("MEMINFO_STATUS", str(meminfo))
-    (base / "cuda.c").write_text(src)
+    (base / "cuda.c").write_text(driver)
     subprocess.run(
         [cc, "-shared", "-fPIC", "-o", str(base / "lib" / "libcuda.so.1"), str(base / "cuda.c")],
         check=True,

@@ -503,13 +503,9 @@ def hit_seeds(
     m = max(end - first, 0) * ((shape.weight + 1) if transition else 1)
     windows = max(end - first, 0)
     kind = seed_dtype(len(codes), m)
-    if work is None:
-        arrays: list[np.ndarray] = [np.empty(m, kind) for _ in range(4)]
-        qpos, lo, counts, at = arrays
-        win_pos, win_kmer = np.empty(windows, np.int64), np.empty(windows, np.uint32)
-    else:
-        qpos, lo, counts, at = (work.take(name, m, kind) for name in ("qpos", "lo", "counts", "at"))
-        win_pos, win_kmer = work.take("win_pos", windows), work.take("win_kmer", windows, np.uint32)
+    take = work.take if work is not None else lambda _, n, dtype=np.int64: np.empty(n, dtype)
+    qpos, lo, counts, at = (take(name, m, kind) for name in ("qpos", "lo", "counts", "at"))
+    win_pos, win_kmer = take("win_pos", windows), take("win_kmer", windows, np.uint32)
     care = np.asarray(shape.care, dtype=np.int64)
     full, n, hits = (
         _hit_seeds(
