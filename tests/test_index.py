@@ -287,6 +287,77 @@ def test_a_same_size_edit_of_the_reference_is_caught_and_nothing_is_published(
     assert not (tmp_path / "out").exists()
 
 
+def planned(d: Path, qry: Path, plan: Path, reference: Path) -> None:
+    """`hspZ plan --index` naming `reference`, which the plan must not read."""
+    argv = ["plan", "--index", str(d / "ix"), "-r", str(reference), "-q", str(qry)]
+    assert main([*argv, *FLAGS, "--backend", "cpu", "-o", str(plan)]) == 0
+
+
+def work_argv(plan: Path, result: Path) -> list[str]:
+    return ["work", "--plan", str(plan), "--worker", "0", "-o", str(result), "--backend", "cpu"]
+
+
+def test_a_plan_names_the_reference_and_its_work_job_verifies_it(
+    built, tmp_path, capfd, monkeypatch
+):
+    """`hspZ plan --index I -r R` reads no record of R (the workflow's plan waited for its
+    hash); the work job verifies R in the background and writes its results once R matches:
+    merged, the bytes of a run without the index."""
+    d, ref, qry, plain = built
+    with monkeypatch.context() as m:
+        m.setattr(ix, "Verification", None)  # no check started by the plan
+        m.setattr("hspz.commands.plan.read_both", None)  # nor the reference read
+        planned(d, qry, tmp_path / "plan.txt", ref)
+    capfd.readouterr()
+    assert main(work_argv(tmp_path / "plan.txt", tmp_path / "w0.result")) == 0
+    assert f"work: {ref} matches the index (records hash" in capfd.readouterr().err
+    merged = ["merge", "--plan", str(tmp_path / "plan.txt"), "-o", str(tmp_path / "out")]
+    assert main([*merged, str(tmp_path / "w0.result")]) == 0
+    assert outputs(tmp_path / "out") == plain
+
+
+def test_a_work_job_refuses_a_reference_of_other_records_before_any_unit(built, tmp_path, capfd):
+    d, ref, qry, _ = built
+    fewer = tmp_path / "fewer.2bit"
+    write_2bit(fewer, read_records(ref)[:-1])
+    planned(d, qry, tmp_path / "plan.txt", fewer)
+    assert_refused(
+        capfd,
+        work_argv(tmp_path / "plan.txt", tmp_path / "w0.result"),
+        2,
+        r"fewer\.2bit: its records \(5\) differ from those of the index",
+        tmp_path,
+    )
+
+
+def test_a_work_job_writes_no_results_for_a_same_size_edit_of_the_reference(built, tmp_path, capfd):
+    """A file of the source's size is taken for it while it is hashed (the units run), and
+    refused before the results file is written."""
+    d, ref, qry, _ = built
+    text = ref.read_bytes()
+    at = text.index(b"\n", text.index(b">", 1)) + 1
+    edited = tmp_path / "edited.fa"
+    edited.write_bytes(text[:at] + (b"C" if text[at : at + 1] != b"C" else b"A") + text[at + 1 :])
+    planned(d, qry, tmp_path / "plan.txt", edited)
+    capfd.readouterr()
+    assert main(work_argv(tmp_path / "plan.txt", tmp_path / "w0.result")) == 2
+    err = capfd.readouterr().err
+    assert re.search(r"hspZ: .*edited\.fa: the bases differ from those the index", err), err
+    assert not (tmp_path / "w0.result").exists()
+
+
+def test_a_plan_refuses_a_reference_it_cannot_read(built, tmp_path, capfd):
+    d, _, qry, _ = built
+    argv = ["plan", "--index", str(d / "ix"), "-r", str(tmp_path / "gone.fa"), "-q", str(qry)]
+    assert_refused(
+        capfd,
+        [*argv, *FLAGS, "--backend", "cpu", "-o", str(tmp_path / "plan.txt")],
+        2,
+        r"--reference: .*gone\.fa: cannot read it: No such file or directory",
+        tmp_path,
+    )
+
+
 def verified(reference: Path, index: Path) -> ix.Verification:
     """The Verification of `reference` against `index`, waited for (its verdict raised)."""
     v = ix.Verification(str(reference), ix.open_index(index))
@@ -310,6 +381,36 @@ def test_the_indexed_file_is_verified_by_its_size_and_sha256_alone(built, monkey
     v = verified(ref, d / "ix")
     assert v.by_file
     v.wait_shape("test")
+
+
+def test_the_engine_does_not_wait_for_the_hash_of_a_file_of_the_source_size(built, monkeypatch):
+    """A reference of the size the index's source had is taken for it while its pieces are
+    hashed: `wait_shape` (the wait before any engine) returns at once; `wait` (before any
+    output) still waits for the hash."""
+    import threading
+
+    d, ref, _, _ = built
+    hashing_may_end = threading.Event()
+    real = ix.same_file
+
+    def slow_same_file(*args):
+        assert hashing_may_end.wait(30)
+        return real(*args)
+
+    monkeypatch.setattr(ix, "same_file", slow_same_file)
+    v = ix.Verification(str(ref), ix.open_index(d / "ix"))
+    try:
+        shaped = threading.Thread(target=v.wait_shape, args=("test",), daemon=True)
+        shaped.start()
+        shaped.join(10)
+        assert not shaped.is_alive(), "wait_shape waited for the hash"
+        assert not v._future.done()
+        hashing_may_end.set()
+        assert v.wait("test") == v.idx.manifest.records_digest
+        assert v.by_file
+    finally:
+        hashing_may_end.set()
+        v.close()
 
 
 def test_other_bytes_of_the_same_records_are_verified_by_the_records(built, tmp_path):

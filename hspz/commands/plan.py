@@ -2,6 +2,12 @@
 workflow's first step): one query, or a query list as `run --query-list` plans it.
 
     read -> freeze (every job) -> schedule -> plan file
+
+With --index the plan is made from the index's records, and a --reference given beside it is
+only named in the plan file (it must be a readable regular file): each work job verifies it
+against the index in the background while its units run, as `run --index -r` does, and writes
+no results until it matches (`commands.work`).  The plan has no engine to hide that check
+behind, and it waited for it on the workflow's path.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from hspz.core.durable import write_text
@@ -33,6 +40,8 @@ def plan_command(
     `sizes`, each work job's memory, and with `sizes_hits` its expected runtime from its
     units' seed hits too (`sizing`)."""
     _refuse_pipes(req)
+    if req.index and req.reference:
+        _check_readable(req.reference)
     if req.query_list:
         pf, ref, idx, devices = _query_list_plan(req, select)
     else:
@@ -74,31 +83,34 @@ def _refuse_pipes(req: Request) -> None:
             )
 
 
+def _check_readable(path: str) -> None:
+    """The reference a plan only names (the work jobs verify it): refused now if it cannot be
+    opened, so that no plan names a file no work job can read."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise InputError(f"--reference: {path}: cannot read it: {exc.strerror}") from None
+
+
 def _single_plan(
     req: Request, select: Callable[[], Backend]
 ) -> tuple[PlanFile, list, ix.Index | None, Devices]:
     """One query, planned as `run` plans it (from an index's records when given one)."""
-    idx = verify = None
+    idx = None
     ref: list  # the records, or an index's KnownRecords
     if req.index:
         idx = ix.open_index(req.index)
         ix.check_options(idx, req.options)
-        verify = ix.Verification(req.reference, idx) if req.reference else None
         ref, qry = ix.known_records(idx), read_side(req.query, "query")
     else:
         assert req.reference is not None  # the CLI requires -r without --index
         ref, qry = read_both(req.reference, req.query)
-    try:
-        loaded = load_manifest(req, ref, qry)
-        devices = devices_for(select(), req.options.gpus)
-        m = prepare(req, devices, ref, qry, True, loaded)
-        if idx is not None:
-            ix.check_plan(idx, m.plan.ref_bins)
-        if verify is not None:
-            verify.wait("verify")
-    finally:
-        if verify is not None:
-            verify.close()
+    loaded = load_manifest(req, ref, qry)
+    devices = devices_for(select(), req.options.gpus)
+    m = prepare(req, devices, ref, qry, True, loaded)
+    if idx is not None:
+        ix.check_plan(idx, m.plan.ref_bins)
     write_dumps(req, m)
     sched = schedule_for(m, req.options.gpus, devices)
     size, sha = ix.file_sha256(req.query)
@@ -116,17 +128,11 @@ def _single_plan(
 def _query_list_plan(
     req: Request, select: Callable[[], Backend]
 ) -> tuple[PlanFile, list, ix.Index | None, Devices]:
-    """The jobs of a query list, as `run --query-list` plans them (its reference verified
-    against the index first when both are given)."""
+    """The jobs of a query list, as `run --query-list` plans them (from an index's records
+    when given one; its reference then only named)."""
     from hspz.commands.query_list import plan_query_list
 
-    b = plan_query_list(req, select)
-    try:
-        if b.verify is not None:
-            b.verify.wait("verify")
-    finally:
-        if b.verify is not None:
-            b.verify.close()
+    b = plan_query_list(replace(req, reference=None) if req.index else req, select)
     reference = os.path.abspath(req.reference) if req.reference else None
     index = os.path.abspath(req.index) if req.index else None
     return PlanFile(b.sched, reference, index, b.jobs, True), b.ref, b.index, b.devices

@@ -4,6 +4,10 @@ work step), resumable unit by unit.
     plan file -> reference (read and checked, or the index) -> units already done (unit files)
     -> the rest of the worker's units, each written as a unit file as it finishes -> results
 
+With an index, the plan's reference (when it names one) is verified against the index in the
+background while the units run, as `run --index -r` verifies it: a file of other records is
+refused before any unit runs, and no results file is written until the bases' hash matches.
+
 Every finished unit is written at once, atomically, under --units (default RESULT.units):
 a work job killed after hours loses at most the units in flight, and its rerun, or the work of
 another plan holding the same job, computes only the units it does not find.
@@ -73,44 +77,56 @@ def work_command(
         )
     for job in pf.jobs:
         check_version(job.manifest, plan_path)
-    ref, qry = _inputs(pf, index, plan_path)
-    engine = select()
+    ref, qry, verify = _inputs(pf, index, plan_path)
     lock = None
-    if device is None:
-        count = devices_for(engine, sched.workers).count
-        device, lock = (
-            free_device(device_lock, worker, count)
-            if device_lock and engine.capabilities.on_device
-            else (worker % count, None)
-        )
     try:
-        return _work(pf, worker, output, engine, threads, device, index, folder, ref, qry)
+        engine = select()
+        if device is None:
+            count = devices_for(engine, sched.workers).count
+            device, lock = (
+                free_device(device_lock, worker, count)
+                if device_lock and engine.capabilities.on_device
+                else (worker % count, None)
+            )
+        return _work(pf, worker, output, engine, threads, device, index, folder, ref, qry, verify)
     finally:
         if lock is not None:
             os.close(lock)
+        if verify is not None:
+            verify.close()
 
 
-def _inputs(pf: PlanFile, index: str | None, source: str) -> tuple[list[Record], list[Record]]:
-    """The reference records (none with an index: its bins are loaded) and, for one query,
-    the query's; every one checked against the frozen plan."""
+def _inputs(
+    pf: PlanFile, index: str | None, source: str
+) -> tuple[list[Record], list[Record], ix.Verification | None]:
+    """The reference records (none with an index: its bins are loaded), for one query the
+    query's, every one checked against the frozen plan; and with an index, the background
+    Verification of the plan's reference against it (None without a reference)."""
     m = pf.manifest
+    verify = None
     if index is not None:
         idx = ix.open_index(index)
         ix.check_options(idx, m.options)
         ix.check_plan(idx, m.plan.ref_bins)
         ix.check_reference(idx, m.ref_names, m.ref_lengths, m.ref_digest, source)
         ref = []
+        verify = ix.Verification(pf.reference, idx) if pf.reference else None
     else:
         if pf.reference is None:
             raise UsageError(f"{source}: planned with an index: give --index")
         ref = read_side(pf.reference, "reference")
         check_side(m, "reference", ref, source)
-    if pf.query_list:  # the workers read each job's query (and check its records) themselves
-        check_queries(pf)
-        return ref, []
-    qry = read_side(pf.query, "query")
-    check_side(m, "query", qry, source)
-    return ref, qry
+    try:
+        if pf.query_list:  # the workers read each job's query (and check its records) themselves
+            check_queries(pf)
+            return ref, [], verify
+        qry = read_side(pf.query, "query")
+        check_side(m, "query", qry, source)
+    except BaseException:
+        if verify is not None:
+            verify.close()
+        raise
+    return ref, qry, verify
 
 
 def check_queries(pf: PlanFile) -> None:
@@ -148,7 +164,10 @@ def _work(
     folder: str,
     ref: list[Record],
     qry: list[Record],
+    verify: ix.Verification | None = None,
 ) -> int:
+    if verify is not None:  # a reference of other records: refused before any unit
+        verify.wait_shape("verify")
     keys = [unit_key(j.manifest) for j in pf.jobs]
     planned = pf.worker_units(worker)
     done: list[UnitResult] = []
@@ -205,6 +224,9 @@ def _work(
         digests = renderer.close()
     finally:
         renderer.shutdown()
+    if verify is not None:  # no results until the reference's bases match the index's
+        digest = verify.wait("verify")
+        say(f"work: {pf.reference} matches the index (records hash {digest[:16]}…)")
     write_results(
         output,
         done + results,

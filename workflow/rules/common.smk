@@ -421,8 +421,9 @@ def plan_input(wildcards):
 
 
 def plan_sources(wildcards, input):
-    """Where the plan takes the reference from: the index (the FASTA verified against it) or
-    the FASTA; one word each, so a path that starts with `-` is never a flag."""
+    """Where the plan takes the reference from: the index (the FASTA named beside it, which
+    each work job verifies against it) or the FASTA; one word each, so a path that starts with
+    `-` is never a flag."""
     words = [f"--reference={input.reference}"]
     if "index" in input.keys():
         words.insert(0, f"--index={input.index}")
