@@ -331,8 +331,8 @@ def test_a_work_job_refuses_a_reference_of_other_records_before_any_unit(built, 
 
 
 def test_a_work_job_writes_no_results_for_a_same_size_edit_of_the_reference(built, tmp_path, capfd):
-    """A file of the source's size is taken for it while it is hashed (the units run), and
-    refused before the results file is written."""
+    """The records' names and lengths match, so the units run while the bases are hashed;
+    the edit is refused before the results file is written."""
     d, ref, qry, _ = built
     text = ref.read_bytes()
     at = text.index(b"\n", text.index(b">", 1)) + 1
@@ -381,36 +381,6 @@ def test_the_indexed_file_is_verified_by_its_size_and_sha256_alone(built, monkey
     v = verified(ref, d / "ix")
     assert v.by_file
     v.wait_shape("test")
-
-
-def test_the_engine_does_not_wait_for_the_hash_of_a_file_of_the_source_size(built, monkeypatch):
-    """A reference of the size the index's source had is taken for it while its pieces are
-    hashed: `wait_shape` (the wait before any engine) returns at once; `wait` (before any
-    output) still waits for the hash."""
-    import threading
-
-    d, ref, _, _ = built
-    hashing_may_end = threading.Event()
-    real = ix.same_file
-
-    def slow_same_file(*args):
-        assert hashing_may_end.wait(30)
-        return real(*args)
-
-    monkeypatch.setattr(ix, "same_file", slow_same_file)
-    v = ix.Verification(str(ref), ix.open_index(d / "ix"))
-    try:
-        shaped = threading.Thread(target=v.wait_shape, args=("test",), daemon=True)
-        shaped.start()
-        shaped.join(10)
-        assert not shaped.is_alive(), "wait_shape waited for the hash"
-        assert not v._future.done()
-        hashing_may_end.set()
-        assert v.wait("test") == v.idx.manifest.records_digest
-        assert v.by_file
-    finally:
-        hashing_may_end.set()
-        v.close()
 
 
 def test_other_bytes_of_the_same_records_are_verified_by_the_records(built, tmp_path):
