@@ -330,6 +330,94 @@ def test_a_work_job_refuses_a_reference_of_other_records_before_any_unit(built, 
     )
 
 
+def test_a_work_job_refuses_a_renamed_reference_of_the_same_size_before_any_unit(
+    built, tmp_path, capfd
+):
+    """A record renamed keeps the file's size: the names are compared before any unit runs
+    (the hash of a file of the source's size is waited for), so nothing is computed for it."""
+    d, ref, qry, _ = built
+    text = ref.read_bytes()
+    at = text.index(b">", 1) + 1  # the second record's name
+    renamed = tmp_path / "renamed.fa"
+    renamed.write_bytes(text[:at] + b"X" + text[at + 1 :])
+    assert renamed.stat().st_size == ref.stat().st_size
+    planned(d, qry, tmp_path / "plan.txt", renamed)
+    assert_refused(
+        capfd,
+        work_argv(tmp_path / "plan.txt", tmp_path / "w0.result"),
+        2,
+        r"renamed\.fa: its records \(6\) differ from those of the index",
+        tmp_path,
+    )
+
+
+def test_a_work_job_refuses_a_fifo_put_in_place_of_the_planned_reference(built, tmp_path):
+    """The plan refuses a FIFO; one put in the reference's place afterwards is refused by the
+    work job at once, not opened and waited on for a writer."""
+    d, ref, qry, _ = built
+    reference = tmp_path / "R.fa"
+    reference.write_bytes(ref.read_bytes())
+    planned(d, qry, tmp_path / "plan.txt", reference)
+    reference.unlink()
+    os.mkfifo(reference)
+    argv = work_argv(tmp_path / "plan.txt", tmp_path / "w0.result")
+    done = subprocess.run(
+        [sys.executable, "-m", "hspz", *argv], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert re.fullmatch(
+        r"hspZ: the reference of .*plan\.txt: .*R\.fa: cannot read it: not a regular file\n",
+        done.stderr,
+    ), done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["R.fa", "plan.txt"]
+
+
+def test_a_plan_refuses_an_input_path_that_is_not_utf8(built, tmp_path, capfd):
+    """A path whose bytes are not UTF-8 cannot be written into the plan file's text: one line,
+    not the traceback of its encoding."""
+    _, ref, qry, _ = built
+    odd = os.fsdecode(bytes(tmp_path) + b"/bad\xffname.fa")
+    Path(odd).write_bytes(ref.read_bytes())
+    argv = ["plan", "-r", odd, "-q", str(qry), *FLAGS, "--backend", "cpu"]
+    assert_refused(
+        capfd,
+        [*argv, "-o", str(tmp_path / "plan.txt")],
+        2,
+        r"an input path is not UTF-8 text: .*bad\\udcffname\.fa",
+        tmp_path,
+        chatter=True,
+    )
+
+
+def test_the_engine_waits_for_the_hash_of_a_file_of_the_source_size(built, monkeypatch):
+    """`wait_shape` (the wait before any engine) does not take a file of the source's size for
+    the source: it waits for its hash (a renamed record keeps the size)."""
+    import threading
+
+    d, ref, _, _ = built
+    hashing_may_end = threading.Event()
+    real = ix.same_file
+
+    def slow_same_file(*args):
+        assert hashing_may_end.wait(30)
+        return real(*args)
+
+    monkeypatch.setattr(ix, "same_file", slow_same_file)
+    v = ix.Verification(str(ref), ix.open_index(d / "ix"))
+    try:
+        shaped = threading.Thread(target=v.wait_shape, args=("test",), daemon=True)
+        shaped.start()
+        shaped.join(1.0)
+        assert shaped.is_alive(), "wait_shape did not wait for the hash"
+        hashing_may_end.set()
+        shaped.join(30)
+        assert not shaped.is_alive()
+        assert v.wait("test") == v.idx.manifest.records_digest
+    finally:
+        hashing_may_end.set()
+        v.close()
+
+
 def test_a_work_job_writes_no_results_for_a_same_size_edit_of_the_reference(built, tmp_path, capfd):
     """The records' names and lengths match, so the units run while the bases are hashed;
     the edit is refused before the results file is written."""
@@ -346,14 +434,26 @@ def test_a_work_job_writes_no_results_for_a_same_size_edit_of_the_reference(buil
     assert not (tmp_path / "w0.result").exists()
 
 
-def test_a_plan_refuses_a_reference_it_cannot_read(built, tmp_path, capfd):
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("gone.fa", "No such file or directory"),
+        ("/dev/zero", "not a regular file"),
+        ("adir", "not a regular file"),
+    ],
+)
+def test_a_plan_refuses_a_reference_no_work_job_could_read(built, tmp_path, capfd, name, why):
+    """The plan names the reference without reading it: one that is missing, a device (read
+    for ever) or a folder is refused by the plan, before anything is written."""
     d, _, qry, _ = built
-    argv = ["plan", "--index", str(d / "ix"), "-r", str(tmp_path / "gone.fa"), "-q", str(qry)]
+    (tmp_path / "adir").mkdir()
+    reference = name if name.startswith("/") else str(tmp_path / name)
+    argv = ["plan", "--index", str(d / "ix"), "-r", reference, "-q", str(qry)]
     assert_refused(
         capfd,
         [*argv, *FLAGS, "--backend", "cpu", "-o", str(tmp_path / "plan.txt")],
         2,
-        r"--reference: .*gone\.fa: cannot read it: No such file or directory",
+        rf"--reference: .*: cannot read it: {why}",
         tmp_path,
     )
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from hspz.core.durable import write_text
+from hspz.core.durable import open_regular, write_text
 from hspz.core.errors import InputError
 from hspz.formats import index as ix
 from hspz.formats.planfile import PlanFile, PlanJob, plan_text
@@ -84,11 +84,12 @@ def _refuse_pipes(req: Request) -> None:
 
 
 def _check_readable(path: str) -> None:
-    """The reference a plan only names (the work jobs verify it): refused now if it cannot be
-    opened, so that no plan names a file no work job can read."""
+    """The reference a plan only names (the work jobs verify it): refused now unless it is a
+    regular file that opens (`durable.open_regular`: a device such as /dev/zero, a folder or
+    a FIFO is refused without being read or waited on), so that no plan names a file no work
+    job can read."""
     try:
-        with open(path, "rb"):
-            pass
+        os.close(open_regular(path))
     except OSError as exc:
         raise InputError(f"--reference: {path}: cannot read it: {exc.strerror}") from None
 

@@ -110,7 +110,9 @@ def _inputs(
         ix.check_plan(idx, m.plan.ref_bins)
         ix.check_reference(idx, m.ref_names, m.ref_lengths, m.ref_digest, source)
         ref = []
-        verify = ix.Verification(pf.reference, idx) if pf.reference else None
+        if pf.reference:
+            _check_regular(pf.reference, source)
+            verify = ix.Verification(pf.reference, idx)
     else:
         if pf.reference is None:
             raise UsageError(f"{source}: planned with an index: give --index")
@@ -127,6 +129,18 @@ def _inputs(
             verify.close()
         raise
     return ref, qry, verify
+
+
+def _check_regular(path: str, source: str) -> None:
+    """The plan's reference, which its plan found a regular file: anything else now (a FIFO,
+    which the check would wait on for ever, a device, a folder) is refused without being
+    read."""
+    try:
+        os.close(durable.open_regular(path))
+    except OSError as exc:
+        raise InputError(
+            f"the reference of {source}: {path}: cannot read it: {exc.strerror}"
+        ) from None
 
 
 def check_queries(pf: PlanFile) -> None:

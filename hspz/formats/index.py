@@ -580,10 +580,6 @@ class Verification:
         t = time.perf_counter()
         m = self.idx.manifest
         try:
-            if _size(self.reference) == m.source_size:
-                # most likely the index's own source: the engine need not wait for its hash
-                # (a file of other bytes is still refused by `wait`, before any output)
-                self._shaped.set()
             if same_file(self.reference, m.source_size, m.source_sha256, m.source_pieces):
                 self.by_file = True
                 self.seconds = time.perf_counter() - t
@@ -625,9 +621,7 @@ class Verification:
 
     def wait_shape(self, label: str) -> None:
         """Block until the names and lengths are compared: a reference of other records is
-        refused before any engine runs (the bases' hash goes on in the background).  A
-        regular file of the size the index's source had is not waited for: it is taken to be
-        that file while its pieces are hashed, and `wait` refuses it if it is not."""
+        refused before any engine runs (the bases' hash goes on in the background)."""
         import time
 
         t = time.perf_counter()
@@ -640,15 +634,6 @@ class Verification:
         """Wait for the check to end, unless an exception (an interrupt) is on its way out: a
         check blocked reading the reference (a FIFO) must not hold the exit up."""
         self._pool.shutdown(wait=not in_flight(), cancel_futures=True)
-
-
-def _size(path: str) -> int | None:
-    """The size of a regular file, else None (a FIFO, a device, a file that cannot be read)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
 def same_file(path: str, size: int, sha256: str, pieces: tuple[str, ...] = ()) -> bool:

@@ -78,6 +78,8 @@ def plan_text(pf: PlanFile) -> str:
     for p in [pf.reference or "-", pf.index or "-", *(j.path for j in pf.jobs)]:
         if "\n" in p:
             raise UsageError(f"an input path holds a newline: {p!r}")
+        if not _utf8(p):  # a name's bytes that are not UTF-8 (surrogate escapes)
+            raise UsageError(f"an input path is not UTF-8 text: {p!r}")
     s = pf.schedule
     lines = [
         f"hspz-plan {PLAN_FORMAT}",
@@ -103,6 +105,14 @@ def plan_text(pf: PlanFile) -> str:
             f"end-manifest {j.number}",
         ]
     return sealed("".join(f"{line}\n" for line in lines))
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def read_plan(path: str | os.PathLike) -> PlanFile:
