@@ -316,38 +316,37 @@ def test_a_plan_names_the_reference_and_its_work_job_verifies_it(
     assert outputs(tmp_path / "out") == plain
 
 
-def test_a_work_job_refuses_a_reference_of_other_records_before_any_unit(built, tmp_path, capfd):
-    d, ref, qry, _ = built
-    fewer = tmp_path / "fewer.2bit"
-    write_2bit(fewer, read_records(ref)[:-1])
-    planned(d, qry, tmp_path / "plan.txt", fewer)
-    assert_refused(
-        capfd,
-        work_argv(tmp_path / "plan.txt", tmp_path / "w0.result"),
-        2,
-        r"fewer\.2bit: its records \(5\) differ from those of the index",
-        tmp_path,
-    )
+def fewer_records(ref: Path, folder: Path) -> Path:
+    """The reference without its last record, as 2bit (another size)."""
+    write_2bit(folder / "fewer.2bit", read_records(ref)[:-1])
+    return folder / "fewer.2bit"
 
 
-def test_a_work_job_refuses_a_renamed_reference_of_the_same_size_before_any_unit(
-    built, tmp_path, capfd
-):
-    """A record renamed keeps the file's size: the names are compared before any unit runs
-    (the hash of a file of the source's size is waited for), so nothing is computed for it."""
-    d, ref, qry, _ = built
+def renamed_record(ref: Path, folder: Path) -> Path:
+    """The reference with its second record renamed: the file keeps its size."""
     text = ref.read_bytes()
-    at = text.index(b">", 1) + 1  # the second record's name
-    renamed = tmp_path / "renamed.fa"
-    renamed.write_bytes(text[:at] + b"X" + text[at + 1 :])
-    assert renamed.stat().st_size == ref.stat().st_size
-    planned(d, qry, tmp_path / "plan.txt", renamed)
+    at = text.index(b">", 1) + 1
+    (folder / "renamed.fa").write_bytes(text[:at] + b"X" + text[at + 1 :])
+    assert (folder / "renamed.fa").stat().st_size == ref.stat().st_size
+    return folder / "renamed.fa"
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (fewer_records, r"fewer\.2bit: its records \(5\) differ from those of the index"),
+        (renamed_record, r"renamed\.fa: its records \(6\) differ from those of the index"),
+    ],
+)
+def test_a_work_job_refuses_a_reference_of_other_records_before_any_unit(
+    built, tmp_path, capfd, make, message
+):
+    """Other names or lengths are refused before any unit runs, nothing written; a renamed
+    record keeps the file's size, so the hash of a file of the source's size is waited for."""
+    d, ref, qry, _ = built
+    planned(d, qry, tmp_path / "plan.txt", make(ref, tmp_path))
     assert_refused(
-        capfd,
-        work_argv(tmp_path / "plan.txt", tmp_path / "w0.result"),
-        2,
-        r"renamed\.fa: its records \(6\) differ from those of the index",
-        tmp_path,
+        capfd, work_argv(tmp_path / "plan.txt", tmp_path / "w0.result"), 2, message, tmp_path
     )
 
 
