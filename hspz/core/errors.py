@@ -8,6 +8,7 @@ exception, so that a terminated run cleans up as an interrupted one does (exit s
 """
 
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -56,7 +57,12 @@ def on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def sigterm_held() -> Iterator[None]:
-    """A SIGTERM arriving inside the block raises `Terminated` once the block has finished."""
+    """A SIGTERM arriving inside the block raises `Terminated` once the block has finished.
+    Only in the main thread, where the handler runs: elsewhere the block is not held (a
+    SIGTERM deferred to another thread's block would be raised in that thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _held["depth"] += 1
     try:
         yield

@@ -21,6 +21,7 @@ from typing import IO, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from hspz.core.errors import sigterm_held
 from hspz.core.options import Options
 from hspz.core.scoring import resolve_matrix
 from hspz.io.packing import (
@@ -206,7 +207,8 @@ class UnitResult:
         for i, (strand, h) in enumerate(self.raw):
             arrays[f"raw{i}_{strand}"] = h
         buf = io.BytesIO()
-        np.savez(buf, **arrays)  # type: ignore[arg-type]  # the stub fears a key allow_pickle
+        with sigterm_held():  # a SIGTERM inside zipfile's member left it unable to close
+            np.savez(buf, **arrays)  # type: ignore[arg-type]  # the stub fears a key allow_pickle
         return buf.getvalue()
 
     @classmethod

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from hspz.core import durable, hashing
-from hspz.core.errors import InputError
+from hspz.core.errors import InputError, sigterm_held
 from hspz.engine.contract import UnitResult
 from hspz.formats.manifest import INFORMATIONAL, Manifest, manifest_lines
 
@@ -77,7 +77,7 @@ def write_results(
             arrays[f"text{r.job}_{r.ordinal}"] = np.frombuffer(text, np.uint8)
     arrays["header"] = np.frombuffer(json.dumps(head).encode(), np.uint8)
     with durable.replaced(path, "--output") as tmp:
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb") as fh, sigterm_held():  # zipfile cannot close a half-open member
             np.savez(fh, **arrays)  # type: ignore[arg-type]  # the stub fears a key allow_pickle
         seal_results(tmp)
 
