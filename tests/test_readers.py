@@ -21,6 +21,7 @@ import gzip
 import re
 import shutil
 import subprocess
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -159,6 +160,21 @@ def test_the_protein_rule_decides_a_large_file_on_an_evenly_spaced_sample():
         read_fasta_bytes(b">p\n" + protein.tobytes() + b"\n", "big.fa")
     iupac = np.frombuffer(b"ACGTACGTACGRYKMSWBDH", np.uint8)[rng.integers(0, 20, 3_000_000)]
     assert read_fasta_bytes(b">d\n" + iupac.tobytes() + b"\n", "big.fa")[0].seq.size == 3_000_000
+
+
+def test_a_file_of_nul_bytes_is_refused_in_memory_of_its_own_size():
+    """A header and then NUL bytes (a damaged or sparse file) is refused as not DNA, holding
+    about twice its size: the low bytes' offsets are taken a piece at a time (all at once,
+    8 bytes each, a 2 GB file needed 24 GB and was killed)."""
+    data = b">z\n" + bytes(1 << 25)
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError, match=r"z\.fa: 100% of the bases are not nucleotides"):
+            read_fasta_bytes(data, "z.fa")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * len(data), peak / len(data)
 
 
 # ---- scores past 2^31 ---------------------------------------------------------------------

@@ -14,6 +14,8 @@ from hspz.core.names import name_problem
 from hspz.io.records import PathLike, Record, refuse_duplicates, write_atomic
 
 _WHITESPACE = b" \t\n\r\v\f"
+_NOT_WHITESPACE = np.ones(256, np.bool_)
+_NOT_WHITESPACE[np.frombuffer(_WHITESPACE, np.uint8)] = False
 
 
 _NEWLINE = ord("\n")
@@ -145,12 +147,18 @@ def _refuse_protein(bases: np.ndarray, source: str) -> None:
         )
 
 
+MASK_PIECE = 1 << 20  # bytes whose low ones `_sequence_mask` refines at once
+
+
 def _sequence_mask(arr: np.ndarray, heads: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """True for the bytes that are sequence: not whitespace, not a header line, not before
-    the first header."""
-    keep = arr > ord(" ")  # every whitespace byte is <= ' '; refine only the few low bytes
-    low = np.flatnonzero(~keep)
-    keep[low] = ~np.isin(arr[low], np.frombuffer(_WHITESPACE, dtype=np.uint8))
+    the first header.  Every whitespace byte is <= ' ', so only those low bytes are looked
+    up, a piece at a time: their offsets (8 bytes each) are about 1/60 of a FASTA's bytes,
+    but all of a damaged file's (NUL bytes: a file of 2 GB needed 24 GB at once)."""
+    keep = arr > ord(" ")
+    for at in range(0, len(arr), MASK_PIECE):
+        low = np.flatnonzero(~keep[at : at + MASK_PIECE]) + at
+        keep[low] = _NOT_WHITESPACE[arr[low]]
     keep[: heads[0]] = False
     keep[_ranges_index(heads, ends)] = False
     return keep
