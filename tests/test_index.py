@@ -371,6 +371,26 @@ def test_a_work_job_refuses_a_fifo_put_in_place_of_the_planned_reference(built, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["R.fa", "plan.txt"]
 
 
+def test_a_work_job_given_an_index_of_other_names_says_which_record_differs(built, tmp_path, capfd):
+    """`work --index` of another reference whose records keep their count and lengths: the
+    refusal names the first record that differs (the counts alone read alike)."""
+    d, ref, qry, _ = built
+    other = renamed_record(ref, tmp_path)
+    argv = ["index", "-r", str(other), "--index", str(tmp_path / "ix2"), *INDEX_FLAGS]
+    assert main([*argv, "--backend", "cpu"]) == 0
+    plan = ["plan", "--index", str(d / "ix"), "-q", str(qry), *FLAGS, "--backend", "cpu"]
+    assert main([*plan, "-o", str(tmp_path / "plan.txt")]) == 0
+    work = work_argv(tmp_path / "plan.txt", tmp_path / "w0.result")
+    assert_refused(
+        capfd,
+        [*work, "--index", str(tmp_path / "ix2")],
+        2,
+        r"--index: .*ix2: its records differ from the reference .*plan\.txt was planned with: "
+        r"record 2 is 'X\S*' \(\d+ bp\) in the index, '\S+' \(\d+ bp\) planned$",
+        tmp_path,
+    )
+
+
 def test_a_plan_refuses_an_input_path_that_is_not_utf8(built, tmp_path, capfd):
     """A path whose bytes are not UTF-8 cannot be written into the plan file's text: one line,
     not the traceback of its encoding."""

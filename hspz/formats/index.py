@@ -531,10 +531,10 @@ def check_reference(
     lengths in order, and the same records hash (`plan` and `run` check the same)."""
     m = idx.manifest
     if list(m.names) != list(names) or list(m.lengths) != list(lengths):
+        diff = _first_difference(m.names, m.lengths, names, lengths, "in the index", "planned")
         raise InputError(
-            f"--index: {idx.path}: its records differ from the reference "
-            f"{source} was planned with ({len(m.names)} record(s), "
-            f"{sum(m.lengths)} bp there; {len(names)}, {sum(lengths)} bp planned)"
+            f"--index: {idx.path}: its records differ from the reference {source} was "
+            f"planned with: {diff}"
         )
     if digest != "-" and m.records_digest != digest:
         raise InputError(
@@ -658,6 +658,8 @@ def _first_difference(
     lengths: Sequence[int],
     want_names: Sequence[str],
     want_lengths: Sequence[int],
+    here: str = "here",
+    there: str = "in the index",
 ) -> str:
     mine, theirs = (
         list(zip(names, lengths, strict=True)),
@@ -665,5 +667,5 @@ def _first_difference(
     )
     for i, ((n, k), (wn, wk)) in enumerate(zip(mine, theirs, strict=False)):
         if (n, k) != (wn, wk):
-            return f"record {i + 1} is {n!r} ({k} bp) here, {wn!r} ({wk} bp) in the index"
-    return f"{len(names)} records here, {len(want_names)} in the index"
+            return f"record {i + 1} is {n!r} ({k} bp) {here}, {wn!r} ({wk} bp) {there}"
+    return f"{len(names)} records {here}, {len(want_names)} {there}"
