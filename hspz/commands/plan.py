@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from hspz.core.durable import open_regular, write_text
+from hspz.core.durable import check_regular, write_text
 from hspz.core.errors import InputError
 from hspz.formats import index as ix
 from hspz.formats.planfile import PlanFile, PlanJob, plan_text
@@ -40,8 +40,8 @@ def plan_command(
     `sizes`, each work job's memory, and with `sizes_hits` its expected runtime from its
     units' seed hits too (`sizing`)."""
     _refuse_pipes(req)
-    if req.index and req.reference:
-        _check_readable(req.reference)
+    if req.index and req.reference:  # only named: the work jobs read and verify it
+        check_regular(req.reference, "--reference")
     if req.query_list:
         pf, ref, idx, devices = _query_list_plan(req, select)
     else:
@@ -81,17 +81,6 @@ def _refuse_pipes(req: Request) -> None:
             raise InputError(
                 f"{flag}: {path} is a pipe: the work jobs read it again (give a regular file)"
             )
-
-
-def _check_readable(path: str) -> None:
-    """The reference a plan only names (the work jobs verify it): refused now unless it is a
-    regular file that opens (`durable.open_regular`: a device such as /dev/zero, a folder or
-    a FIFO is refused without being read or waited on), so that no plan names a file no work
-    job can read."""
-    try:
-        os.close(open_regular(path))
-    except OSError as exc:
-        raise InputError(f"--reference: {path}: cannot read it: {exc.strerror}") from None
 
 
 def _single_plan(

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from hspz.core.errors import UsageError
+from hspz.core.errors import InputError, UsageError
 
 MARK = ".hspz-made"
 MARK_TEXT = b"hspZ made this folder; it is removed by hspZ only\n"
@@ -165,6 +165,15 @@ def open_regular(path: PathArg) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def check_regular(path: PathArg, what: str) -> None:
+    """`path`, which a later command will read (a plan's reference, verified by its work jobs),
+    refused now unless `open_regular` takes it: one InputError line naming `what`."""
+    try:
+        os.close(open_regular(path))
+    except OSError as exc:
+        raise InputError(f"{what}: {os.fspath(path)}: cannot read it: {exc.strerror}") from None
 
 
 def open_lock(path: PathArg, flag: str) -> int:
