@@ -97,9 +97,11 @@ def guard(flag: str, path: PathArg) -> None:
             pass
     if hit is not None:
         label, q = hit
-        also = "" if os.fspath(path) == q else f" {q}"
+        # another name of the input: its own path first, then what it is ("ref.hard is
+        # /x/ref.fa, the reference of --plan"), which cannot read as the value of a flag
+        also = "" if os.fspath(path) == q else f"{q}, "
         raise UsageError(
-            f"{flag}: {os.fspath(path)} is {input_label(label)}{also}; an input is never written"
+            f"{flag}: {os.fspath(path)} is {also}{input_label(label)}; an input is never written"
         )
     for folder, label, q in _folders:
         if real == folder or real.startswith(folder.rstrip(os.sep) + os.sep):

@@ -117,12 +117,12 @@ CASES = [
     (
         "collision-run-dump-manifest-via-symlink",
         RUN_OUT + ["--dump-manifest", "{d}/ref.link"],
-        r"--dump-manifest: .*/ref\.link is the --reference input .*/ref\.fa" + NEVER,
+        r"--dump-manifest: .*/ref\.link is .*/ref\.fa, the --reference input" + NEVER,
     ),
     (
         "collision-run-dump-plan-via-hard-link",
         RUN_OUT + ["--dump-plan", "{d}/qry.hard"],
-        r"--dump-plan: .*/qry\.hard is the --query input .*/qry\.fa" + NEVER,
+        r"--dump-plan: .*/qry\.hard is .*/qry\.fa, the --query input" + NEVER,
     ),
     (
         "collision-run-reference-given-as-symlink",
@@ -137,17 +137,17 @@ CASES = [
             "--dump-raw",
             "{d}/ref.fa",
         ],
-        r"--dump-raw: .*/ref\.fa is the --reference input .*/ref\.link" + NEVER,
+        r"--dump-raw: .*/ref\.fa is .*/ref\.link, the --reference input" + NEVER,
     ),
     (
         "collision-run-dump-raw-through-dotdot",
         RUN_OUT + ["--dump-raw", "{d}/a_dir/../qry.fa"],
-        r"--dump-raw: .*/a_dir/\.\./qry\.fa is the --query input .*/qry\.fa" + NEVER,
+        r"--dump-raw: .*/a_dir/\.\./qry\.fa is .*/qry\.fa, the --query input" + NEVER,
     ),
     (
         "collision-run-relative-and-absolute",
         RUN_OUT + ["--dump-plan", "qry.fa"],
-        r"--dump-plan: qry\.fa is the --query input .*/qry\.fa" + NEVER,
+        r"--dump-plan: qry\.fa is .*/qry\.fa, the --query input" + NEVER,
     ),
     # run: an input inside OUT under a name the publish replaces or removes
     (
@@ -237,7 +237,7 @@ CASES = [
     (
         "collision-plan-output-via-symlink",
         PLAN + ["-o", "{d}/qry.link"],
-        r"--output: .*/qry\.link is the --query input .*/qry\.fa" + NEVER,
+        r"--output: .*/qry\.link is .*/qry\.fa, the --query input" + NEVER,
     ),
     # work: its plan file and the inputs the plan names
     (
@@ -253,7 +253,7 @@ CASES = [
     (
         "collision-work-output-via-hard-link-to-the-plans-reference",
         WORK + ["-o", "{d}/ref.hard"],
-        r"--output: .*/ref\.hard is the reference of --plan .*/ref\.fa" + NEVER,
+        r"--output: .*/ref\.hard is .*/ref\.fa, the reference of --plan" + NEVER,
     ),
     # merge: its plan, its results files, the plan's inputs
     (
@@ -264,7 +264,7 @@ CASES = [
     (
         "collision-merge-tarball-via-hard-link-to-a-result",
         MERGE + ["-o", "{d}/out", "-Z", "{d}/w0.hard", "{d}/w0.result"],
-        r"--tarball: .*/w0\.hard is the RESULT input .*/w0\.result" + NEVER,
+        r"--tarball: .*/w0\.hard is .*/w0\.result, the RESULT input" + NEVER,
     ),
     (
         "collision-merge-tarball-is-the-plans-reference",

@@ -240,7 +240,7 @@ CASES = [
                 *CPU,
             ],
         )[-1],
-        r"^hspZ: --dump-plan: .*/p\.000001 is a query of --query-list",
+        r"^hspZ: --dump-plan: .*/p\.000001 is .*/tq1\.fa, a query of --query-list",
     ),
     (
         1,
@@ -260,7 +260,7 @@ CASES = [
                 *CPU,
             ],
         )[-1],
-        r"^hspZ: --dump-raw: .*/r\.000002 is the --reference input",
+        r"^hspZ: --dump-raw: .*/r\.000002 is .*/tr\.fa, the --reference input",
     ),
     (
         1,
@@ -280,7 +280,7 @@ CASES = [
                 *CPU,
             ],
         )[-1],
-        r"^hspZ: --dump-manifest: .*/m\.000001 is the --query-list input",
+        r"^hspZ: --dump-manifest: .*/m\.000001 is .*/list\.txt, the --query-list input",
     ),
     # 1. report outputs onto the plan's reference or queries
     (
@@ -297,7 +297,7 @@ CASES = [
             os.link(c["tq1.fa"], c["q.png"]),
             ["dotplot", "--plan", c["plan.txt"], "-o", c["q.png"], c["out1"]],
         )[-1],
-        r"^hspZ: --output: .*/q\.png is a query of --plan",
+        r"^hspZ: --output: .*/q\.png is .*/tq1\.fa, a query of --plan",
     ),
     (
         1,
@@ -392,7 +392,7 @@ CASES = [
             os.symlink(c["tr.fa"], c["w.result.units"]),
             ["work", "--plan", c["plan.txt"], "--worker", "0", "-o", c["w.result"], *CPU],
         )[-1],
-        r"^hspZ: --units: .*/w\.result\.units is the reference of --plan",
+        r"^hspZ: --units: .*/w\.result\.units is .*/tr\.fa, the reference of --plan",
     ),
     # 1. the other commands that write
     (
@@ -403,7 +403,7 @@ CASES = [
             os.link(c["tq1.fa"], c["keep/hspz.sorted"]),
             ["compare", "-r", c["tr.fa"], "-q", c["tq1.fa"], "--keep", c["keep"], *CPU],
         )[-1],
-        r"^hspZ: --keep: .*/keep/hspz\.sorted is the --query input",
+        r"^hspZ: --keep: .*/keep/hspz\.sorted is .*/tq1\.fa, the --query input",
     ),
     (
         1,
@@ -412,7 +412,7 @@ CASES = [
             os.symlink(c["tq1.fa"], c["b.json"]),
             ["benchmark", "-r", c["tr.fa"], "-q", c["tq1.fa"], "--json", c["b.json"], *CPU],
         )[-1],
-        r"^hspZ: --json: .*/b\.json is the --query input",
+        r"^hspZ: --json: .*/b\.json is .*/tq1\.fa, the --query input",
     ),
     (
         1,
@@ -421,7 +421,7 @@ CASES = [
             os.link(c["tr.fa"], c["e.tsv"]),
             ["hits-estimate", "-r", c["tr.fa"], "-q", c["tq1.fa"], "--dump-plan", c["e.tsv"], *CPU],
         )[-1],
-        r"^hspZ: --dump-plan: .*/e\.tsv is the --reference input",
+        r"^hspZ: --dump-plan: .*/e\.tsv is .*/tr\.fa, the --reference input",
     ),
     (
         1,
@@ -443,7 +443,8 @@ CASES = [
                 *CPU,
             ],
         )[-1],
-        r"^hspZ: --dump-manifest: .*/-m\.000002 is a query of --query-list",
+        r"^hspZ: --dump-manifest: .*/-m\.000002 is .*/-x 'a b';\$\(touch y\)\.fa, "
+        r"a query of --query-list",
     ),
     # 1. a -Z PATH at a name OUT's publish reserves (found by the adversarial pass)
     *[
