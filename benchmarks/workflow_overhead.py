@@ -12,7 +12,11 @@ every workflow run's per-rule seconds (from Snakemake's log: each job's start to
 `Finished`, one-second stamps) go into the record. --report adds the summary
 and dot plots to the workflow arm (report: true). --baseline adds a third arm, interleaved
 with the others: the workflow/ and profiles/ of another checkout (e.g. `git worktree add
-/tmp/base main`), for a before/after of a workflow change in one command.
+/tmp/base main`), for a before/after of a workflow change in one command. --stamps runs every
+hspZ process of both arms through a wrapper that stamps its start and end (the epoch, from the
+shell), so each record also holds each process's wall and, for the workflow, the seconds
+between them: Snakemake's start before the first job, its gaps between jobs (the merge rule's
+manifest scripts among them) and its end after the last; the summary gives their medians.
 
 By default REF and LIST are DIR/ref.2bit and DIR/list.txt (what benchmarks/index_batch.py
 generates); on the dev machine the demo's sheet does: --reference demo/reference.fa.gz
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -37,13 +42,58 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 
+STAMPER = """#!/bin/sh
+s=$(date +%s.%N)
+{hspz} "$@"
+rc=$?
+echo "$1 $s $(date +%s.%N)" >> "$HSPZ_STAMPS"
+exit $rc
+"""
+
+
+def install_stamper(folder: Path) -> None:
+    """An `hspZ` in `folder`, put first on PATH, that runs the real one and appends "COMMAND
+    START END" (epoch seconds) to $HSPZ_STAMPS."""
+    real = shutil.which("hspZ")
+    if real is None:
+        raise SystemExit("workflow_overhead.py: --stamps needs hspZ on PATH")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hspZ").write_text(STAMPER.format(hspz=shlex.quote(real)))
+    (folder / "hspZ").chmod(0o755)
+    os.environ["PATH"] = f"{folder}{os.pathsep}{os.environ['PATH']}"
+
+
+def stamped(stamps: Path, start: float, end: float) -> dict[str, float]:
+    """Each hspZ process's wall (`index`, `plan`, `work`, `merge`, `run`; a command run twice
+    gets `work#2`) and the seconds outside them: `before` the first, `gap N` before the Nth
+    after it, `after` the last, from the arm's own start and end."""
+    out: dict[str, float] = {}
+    last = start
+    for n, line in enumerate(stamps.read_text().splitlines()):
+        command, a, b = line.split()
+        if n:
+            out[f"gap {n}"] = round(float(a) - last, 3)
+        else:
+            out["before"] = round(float(a) - start, 3)
+        key = command if command not in out else f"{command}#{n}"
+        out[key] = round(float(b) - float(a), 3)
+        last = float(b)
+    out["after"] = round(end - last, 3)
+    return out
+
+
+SPANS: list[tuple[float, float]] = []  # each `timed` command's epoch start and end
+
+
 def timed(cmd: list[str], cwd: Path, log: Path) -> float:
+    SPANS.append((time.time(), 0.0))
     t = time.perf_counter()
     with open(log, "w") as out:
         done = subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
     if done.returncode:
         print(log.read_text()[-3000:], file=sys.stderr)
         raise SystemExit(f"failed ({done.returncode}): {' '.join(cmd)}")
+    SPANS[-1] = (SPANS[-1][0], time.time())
     return time.perf_counter() - t
 
 
@@ -100,6 +150,7 @@ def workflow_run(
         f"gpu={a.gpus}",
     ]
     wall = timed(cmd, wd, a.out / f"{arm}-{k}.log")
+    os.environ["HSPZ_STAMPS"] = os.devnull  # the rerun's, if any (it runs none)
     if a.rerun:
         a.extra = dict(
             rerun_s=round(timed(cmd, wd, a.out / f"{arm}-{k}-rerun.log"), 3),
@@ -197,6 +248,7 @@ def main() -> int:
     p.add_argument("--rerun", action="store_true", help="time a rerun with nothing to do")
     p.add_argument("--report", action="store_true", help="the workflow arm makes its report")
     p.add_argument("--baseline", type=Path, help="another checkout's workflow, a third arm")
+    p.add_argument("--stamps", action="store_true", help="each hspZ process's wall and the gaps")
     a = p.parse_args()
     a.extra = {}
     a.reference = str(Path(a.reference).resolve()) if a.reference else str(a.work / "ref.2bit")
@@ -208,10 +260,19 @@ def main() -> int:
         a.baseline = a.baseline.resolve()
         arms.insert(1, ("baseline", baseline_run))
     walls: dict[str, list[float]] = {arm: [] for arm, _ in arms}
+    parts: dict[str, list[dict[str, float]]] = {arm: [] for arm, _ in arms}
+    if a.stamps:
+        install_stamper(a.out / "stamper")
     for k in range(a.runs):
         for arm, fn in arms:
+            stamps = a.out / f"stamps-{arm}-{k}.txt"
+            os.environ["HSPZ_STAMPS"] = str(stamps)
+            SPANS.clear()
             wall, results = fn(a, k, queries)
             walls[arm].append(wall)
+            if a.stamps:  # the arm's own span: the workflow's first snakemake, or both commands
+                end = SPANS[-1][1] if arm == "run" else SPANS[0][1]
+                parts[arm].append(stamped(stamps, SPANS[0][0], end))
             record = dict(
                 arm=arm,
                 run=k,
@@ -219,6 +280,7 @@ def main() -> int:
                 queries=len(queries),
                 files=len(tree(results)),
                 **(a.extra if arm != "run" else {}),
+                **({"stamps": parts[arm][-1]} if a.stamps else {}),
             )
             a.extra = {}
             with open(a.out / "workflow_overhead.jsonl", "a") as fh:
@@ -246,6 +308,12 @@ def main() -> int:
             f"{base - run:+.2f} s ({(base / run - 1) * 100:+.1f}%)"
         )
     print(line, flush=True)
+    for arm, rows in parts.items() if a.stamps else ():
+        keys = [key for key in rows[0] if all(key in row for row in rows)]
+        line += f"\n  {arm}, medians of {len(rows)} (s): " + ", ".join(
+            f"{key} {statistics.median(row[key] for row in rows):.3f}" for key in keys
+        )
+        print(line.splitlines()[-1], flush=True)
     with open(a.out / "summary.txt", "a") as fh:
         fh.write(line + "\n")
     return 0

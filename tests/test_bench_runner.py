@@ -178,3 +178,32 @@ def test_runner_makes_a_2bit_workload_with_the_bytes_simulate_pair_gives(tmp_pat
     assert sorted(p.name for p in (tmp_path / "work").iterdir()) == sorted(
         p.name for p in files.values()
     )  # no .part file left behind
+
+
+def test_the_overhead_stamper_times_each_hspz_process_and_the_seconds_between(
+    tmp_path, monkeypatch
+):
+    """workflow_overhead.py --stamps: the wrapper runs the hspZ it found (its exit status kept)
+    and records each process; `stamped` turns the lines into walls and the gaps around them."""
+    import os
+    import time
+
+    from benchmarks.workflow_overhead import install_stamper, stamped
+
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "hspZ").write_text('#!/bin/sh\nsleep 0.2\n[ "$1" = work ] && exit 3\nexit 0\n')
+    (real / "hspZ").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{real}{os.pathsep}{os.environ['PATH']}")
+    install_stamper(tmp_path / "bin")
+    stamps = tmp_path / "stamps.txt"
+    monkeypatch.setenv("HSPZ_STAMPS", str(stamps))
+    start = time.time()
+    codes = [subprocess.run(["hspZ", c, "--x"]).returncode for c in ("index", "work", "work")]
+    time.sleep(0.1)
+    got = stamped(stamps, start, time.time())
+    assert codes == [0, 3, 3]
+    assert list(got) == ["before", "index", "gap 1", "work", "gap 2", "work#2", "after"]
+    assert all(0.2 <= got[k] < 1.0 for k in ("index", "work", "work#2"))
+    assert all(0 <= got[k] < 0.2 for k in ("before", "gap 1", "gap 2"))
+    assert 0.1 <= got["after"] < 0.5
