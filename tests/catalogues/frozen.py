@@ -176,6 +176,29 @@ def _bad_crc(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def _point_member(path: Path, prefix: str, target: str) -> None:
+    """Point the central directory entry of the first member named `prefix`... at the local
+    header of member `target` (each entry's offset is 42 bytes into it)."""
+    import struct
+
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as z:
+        infos = z.infolist()
+        start = z.start_dir
+    victim = next(i for i in infos if i.filename.startswith(prefix))
+    to = next(i for i in infos if i.filename == target).header_offset
+    at = start
+    while data[at : at + 4] == b"PK\x01\x02":
+        name_len, extra_len, comment_len = struct.unpack("<HHH", data[at + 28 : at + 34])
+        if data[at + 46 : at + 46 + name_len].decode() == victim.filename:
+            data[at + 42 : at + 46] = struct.pack("<I", to)
+            break
+        at += 46 + name_len + extra_len + comment_len
+    else:
+        raise AssertionError(f"no directory entry for {victim.filename}")
+    path.write_bytes(bytes(data))
+
+
 def _damaged_image(path: Path) -> None:
     """A unit image with one byte changed, in a zip whose CRCs match (only the header's
     sha256 of the image can tell)."""
@@ -473,6 +496,26 @@ def results_case(kind: str):
                     z.writestr(member, data)
             _reseal(w0)  # accepted before: a small file inflating to any size (a zip bomb)
             return merge, 2, f"^hspZ: {name}: member '.*' is compressed"
+        if kind == "moved-member-resealed":  # a unit's directory entry points at the header's
+            _point_member(w0, "unit", "header.npy")
+            _reseal(w0)
+            return merge, 2, f"{unreadable} \\(BadZipFile: File name in directory"
+        if kind == "long-array-resealed":  # an array longer than its data, shorter than its member
+            members = _members(w0)
+            member = next(m for m in members if m.startswith("unit"))
+            body = members[member]
+            head = io.BytesIO(body)
+            np.lib.format.read_magic(head)
+            np.lib.format.read_array_header_1_0(head)
+            data = body[head.tell() :]
+            buf = io.BytesIO()
+            np.lib.format.write_array_header_1_0(
+                buf, {"descr": "|u1", "fortran_order": False, "shape": (len(data) + 8,)}
+            )
+            members[member] = buf.getvalue() + data
+            _write_members(w0, members)
+            _reseal(w0)
+            return merge, 2, f"{unreadable} \\(ValueError: EOF"
         if kind == "digest-not-whole-resealed":  # both workers run units of the one job
             header = _header(w0)
             header["digests"] = {"0": "0123456789abcdef"}
@@ -640,6 +683,8 @@ CASES = {
             "huge-header",
             "huge-unit",
             "compressed-member",
+            "moved-member-resealed",
+            "long-array-resealed",
             "digest-not-whole-resealed",
         )
     },
