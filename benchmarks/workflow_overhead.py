@@ -46,14 +46,14 @@ STAMPER = """#!/bin/sh
 s=$(date +%s.%N)
 {hspz} "$@"
 rc=$?
-echo "$1 $s $(date +%s.%N)" >> "$HSPZ_STAMPS"
+[ -n "${{HSPZ_STAMPS:-}}" ] && echo "${{1:-none}} $s $(date +%s.%N)" >> "$HSPZ_STAMPS"
 exit $rc
 """
 
 
 def install_stamper(folder: Path) -> None:
     """An `hspZ` in `folder`, put first on PATH, that runs the real one and appends "COMMAND
-    START END" (epoch seconds) to $HSPZ_STAMPS."""
+    START END" (epoch seconds) to $HSPZ_STAMPS, where that is set."""
     real = shutil.which("hspZ")
     if real is None:
         raise SystemExit("workflow_overhead.py: --stamps needs hspZ on PATH")
@@ -64,21 +64,23 @@ def install_stamper(folder: Path) -> None:
 
 
 def stamped(stamps: Path, start: float, end: float) -> dict[str, float]:
-    """Each hspZ process's wall (`index`, `plan`, `work`, `merge`, `run`; a command run twice
-    gets `work#2`) and the seconds outside them: `before` the first, `gap N` before the Nth
-    after it, `after` the last, from the arm's own start and end."""
+    """Each hspZ process's wall (`index`, `plan`, `work`, `merge`, `run`; the second run of a
+    command is `work#2`), in the order they started, and the seconds no process ran: `before`
+    the first, `gap N` before the Nth after it (0 where it started before the ones before it
+    had all ended: parallel jobs), `after` the last, from the arm's own start and end."""
+    rows = []
+    for line in stamps.read_text().splitlines():
+        command, a, b = line.rsplit(" ", 2)
+        rows.append((float(a), float(b), command))
     out: dict[str, float] = {}
-    last = start
-    for n, line in enumerate(stamps.read_text().splitlines()):
-        command, a, b = line.split()
-        if n:
-            out[f"gap {n}"] = round(float(a) - last, 3)
-        else:
-            out["before"] = round(float(a) - start, 3)
-        key = command if command not in out else f"{command}#{n}"
-        out[key] = round(float(b) - float(a), 3)
-        last = float(b)
-    out["after"] = round(end - last, 3)
+    seen: dict[str, int] = {}
+    ended = start
+    for n, (a, b, command) in enumerate(sorted(rows)):
+        out["before" if n == 0 else f"gap {n}"] = round(max(a - ended, 0.0), 3)
+        seen[command] = seen.get(command, 0) + 1
+        out[command if seen[command] == 1 else f"{command}#{seen[command]}"] = round(b - a, 3)
+        ended = max(ended, b)
+    out["after"] = round(end - ended, 3)
     return out
 
 
@@ -266,6 +268,7 @@ def main() -> int:
     for k in range(a.runs):
         for arm, fn in arms:
             stamps = a.out / f"stamps-{arm}-{k}.txt"
+            stamps.unlink(missing_ok=True)  # an earlier call's, with the same --out
             os.environ["HSPZ_STAMPS"] = str(stamps)
             SPANS.clear()
             wall, results = fn(a, k, queries)

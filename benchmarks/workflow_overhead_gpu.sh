@@ -14,7 +14,8 @@
 #     --platform manylinux2014_x86_64 -d .whl $(cat benchmarks/workflow_wheels.txt)
 # then:
 #   export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/workflow_overhead_gpu.sh  # 1 GPU, repository root
-# Outputs under $OUT: gen.log, wf.log, workflow_overhead.jsonl, summary.txt, machine.txt.
+# Outputs under $OUT: gen.log, wf.log, workflow_overhead.jsonl, summary.txt, machine.txt (with
+# STAMPS=1 also stamps-ARM-RUN.txt and the wrapper in stamper/).
 # RUNS=N (default 3) sets the measured runs; STAMPS=1 times each hspZ process of both arms and
 # Snakemake's seconds around them (workflow_overhead.py --stamps: a shell wrapper, a few ms a
 # process, in both arms); PROFILE=1 adds one workflow run whose hspZ
@@ -40,7 +41,7 @@ python3 -m snakemake --version || exit 1
 timeout 120 python3 benchmarks/workflow_overhead.py --work /tmp/ib --out /tmp/warm --runs 1 \
   --backend gpu > "$OUT/warm.log" 2>&1
 timeout 420 python3 benchmarks/workflow_overhead.py --work /tmp/ib --out "$OUT" --runs "${RUNS:-3}" \
-  --backend gpu --rerun ${STAMPS:+--stamps} > "$OUT/wf.log" 2>&1
+  --backend gpu --rerun $([ "${STAMPS:-0}" = 1 ] && echo --stamps) > "$OUT/wf.log" 2>&1
 tail -12 "$OUT/wf.log"
 if [ "${PROFILE:-0}" = 1 ]; then
   mkdir -p /tmp/pbin "$OUT/profile" /tmp/prof-out

@@ -199,11 +199,20 @@ def test_the_overhead_stamper_times_each_hspz_process_and_the_seconds_between(
     stamps = tmp_path / "stamps.txt"
     monkeypatch.setenv("HSPZ_STAMPS", str(stamps))
     start = time.time()
-    codes = [subprocess.run(["hspZ", c, "--x"]).returncode for c in ("index", "work", "work")]
+    codes = [subprocess.run(["hspZ", c, "--x"]).returncode for c in ("plan", "work", "work")]
+    together = [subprocess.Popen(["hspZ", "dotplot"]) for _ in range(2)]  # at once
+    assert [p.wait() for p in together] == [0, 0]
     time.sleep(0.1)
     got = stamped(stamps, start, time.time())
     assert codes == [0, 3, 3]
-    assert list(got) == ["before", "index", "gap 1", "work", "gap 2", "work#2", "after"]
-    assert all(0.2 <= got[k] < 1.0 for k in ("index", "work", "work#2"))
-    assert all(0 <= got[k] < 0.2 for k in ("before", "gap 1", "gap 2"))
-    assert 0.1 <= got["after"] < 0.5
+    assert list(got) == [
+        *("before", "plan", "gap 1", "work", "gap 2", "work#2", "gap 3", "dotplot"),
+        *("gap 4", "dotplot#2", "after"),
+    ]
+    assert all(0.2 <= got[k] < 2.0 for k in ("plan", "work", "work#2", "dotplot", "dotplot#2"))
+    assert all(0 <= got[k] < 1.0 for k in ("before", "gap 1", "gap 2", "gap 3"))
+    assert got["gap 4"] == 0  # the second dotplot started before the first ended
+    assert 0.1 <= got["after"] < 1.0
+    monkeypatch.delenv("HSPZ_STAMPS")  # unset: the wrapper stamps nothing and says nothing
+    quiet = subprocess.run(["hspZ", "work"], capture_output=True, text=True)
+    assert (quiet.returncode, quiet.stderr, stamps.read_text().count("\n")) == (3, "", 5)
