@@ -77,9 +77,10 @@ def work_command(
         )
     for job in pf.jobs:
         check_version(job.manifest, plan_path)
-    ref, qry, verify = _inputs(pf, index, plan_path)
+    ref, verify = _reference(pf, index, plan_path)
     lock = None
     try:
+        qry = _query(pf, plan_path)
         engine = select()
         if device is None:
             count = devices_for(engine, sched.workers).count
@@ -96,40 +97,39 @@ def work_command(
             verify.close()
 
 
-def _inputs(
+def _reference(
     pf: PlanFile, index: str | None, source: str
-) -> tuple[list[Record], list[Record], ix.Verification | None]:
-    """The reference records (none with an index: its bins are loaded), for one query the
-    query's, every one checked against the frozen plan; and with an index, the background
-    Verification of the plan's reference against it (None without a reference)."""
+) -> tuple[list[Record], ix.Verification | None]:
+    """The reference records (none with an index: its bins are loaded), checked against the
+    frozen plan; and with an index, the background Verification of the plan's reference
+    against it (None without a reference), which the caller closes."""
     m = pf.manifest
-    verify = None
-    if index is not None:
-        idx = ix.open_index(index)
-        ix.check_options(idx, m.options)
-        ix.check_plan(idx, m.plan.ref_bins)
-        ix.check_reference(idx, m.ref_names, m.ref_lengths, m.ref_digest, source)
-        ref = []
-        if pf.reference:
-            # a FIFO swapped in since the plan would hold the check for ever: refused unread
-            durable.check_regular(pf.reference, f"the reference of {source}")
-            verify = ix.Verification(pf.reference, idx)
-    else:
+    if index is None:
         if pf.reference is None:
             raise UsageError(f"{source}: planned with an index: give --index")
         ref = read_side(pf.reference, "reference")
         check_side(m, "reference", ref, source)
-    try:
-        if pf.query_list:  # the workers read each job's query (and check its records) themselves
-            check_queries(pf)
-            return ref, [], verify
-        qry = read_side(pf.query, "query")
-        check_side(m, "query", qry, source)
-    except BaseException:
-        if verify is not None:
-            verify.close()
-        raise
-    return ref, qry, verify
+        return ref, None
+    idx = ix.open_index(index)
+    ix.check_options(idx, m.options)
+    ix.check_plan(idx, m.plan.ref_bins)
+    ix.check_reference(idx, m.ref_names, m.ref_lengths, m.ref_digest, source)
+    if not pf.reference:
+        return [], None
+    # a FIFO swapped in since the plan would hold the check for ever: refused unread
+    durable.check_regular(pf.reference, f"the reference of {source}")
+    return [], ix.Verification(pf.reference, idx)
+
+
+def _query(pf: PlanFile, source: str) -> list[Record]:
+    """For one query, its records checked against the frozen plan; for a query list none (the
+    workers read each job's query, and check its records, themselves)."""
+    if pf.query_list:
+        check_queries(pf)
+        return []
+    qry = read_side(pf.query, "query")
+    check_side(pf.manifest, "query", qry, source)
+    return qry
 
 
 def check_queries(pf: PlanFile) -> None:
