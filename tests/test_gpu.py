@@ -288,6 +288,36 @@ def test_gpu_batch_groups_never_change_bytes(tmp_path, monkeypatch, group, seeds
         )
 
 
+@pytest.mark.parametrize("streams", [2, 3])
+@pytest.mark.parametrize("group, seeds", [(1, "1"), (1000, "1"), (1000, "0")])
+def test_gpu_groups_in_flight_never_change_bytes(tmp_path, monkeypatch, streams, group, seeds):
+    """gpu.STREAMS groups at once, each on a launching thread and stream of its own (issue
+    27's trial): many groups, both strands, the CPU seeder's streams taken in order."""
+    from hspz.engine import gpu
+
+    monkeypatch.setattr(gpu, "STREAMS", streams)
+    monkeypatch.setattr(gpu, "GROUP_BASES", group)
+    monkeypatch.setattr(gpu, "PIECE", 5000)
+    rng = np.random.default_rng(group + streams)
+    ref, qry = related_pair(rng, 9000)
+    r = write_fasta(tmp_path / "r.fa", [("r1", ref), ("r2", ref[::-1])])
+    q = write_fasta(tmp_path / "q.fa", [("q1", qry), ("q2", ref[3000:5000])])
+    run_both(
+        tmp_path,
+        r,
+        q,
+        "-H",
+        "1800",
+        "-C",
+        "700",
+        "-I",
+        "4000",
+        "-m",
+        "60",
+        env={"HSPZ_DEVICE_SEEDS": seeds},
+    )
+
+
 @pytest.mark.parametrize(
     "flags",
     [

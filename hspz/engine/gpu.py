@@ -40,10 +40,13 @@ without CUDA; `hspz.engine.backends` uses it only when a GPU is chosen.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
+import queue
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -131,6 +134,9 @@ PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-b
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
 HOST_CODES = False  # bins need no host sequence codes (`engine.prepare_query`)
+STREAMS = 1  # groups in flight at once, each on a launching thread and stream (`_device_halves`;
+# issue 27 trial, `gpu.STREAMS=2` in benchmarks/gpu_variants.py); the memory a group may take
+# is divided among them
 
 _state: dict[str, Any] = {"threads": 1}
 
@@ -371,15 +377,15 @@ def _host_seeds(ctx: Context, table: SeedTable, qry: QueryBin, strand: str, chun
     )
 
 
-def _prefetched(fn, items: list, depth: int):
-    """fn(item) for each item, in order, computed `depth` ahead on host threads."""
+def _prefetched(fn: Callable, items: Iterable, depth: int) -> Iterator:
+    """fn(item) for each item, in order, at most `depth` at once on host threads (the items
+    taken from `items` on the calling thread, in order, as threads come free)."""
+    items = iter(items)
     with ThreadPoolExecutor(max_workers=max(1, depth)) as pool:
-        pending: list[Future | None] = [pool.submit(fn, x) for x in items[:depth]]
-        for i in range(len(items)):
-            result = pending[i].result()  # type: ignore[union-attr]  # None once taken
-            pending[i] = None
-            if i + depth < len(items):
-                pending.append(pool.submit(fn, items[i + depth]))
+        ahead = deque(pool.submit(fn, x) for x in itertools.islice(items, max(1, depth)))
+        while ahead:
+            result = ahead.popleft().result()
+            ahead.extend(pool.submit(fn, x) for x in itertools.islice(items, 1))
             yield result
 
 
@@ -906,6 +912,61 @@ def run_group(
     return out
 
 
+def _host_of(seeds: Iterator, group: list[int]) -> list | None:
+    """The CPU seeder's streams of a group's seed batches (None where the device seeds)."""
+    host = [next(seeds) for _ in group]
+    return None if host[0] is None else host
+
+
+def _device_halves(
+    ctx: Context, dref: DeviceRef, qry: QueryBin, device_half: Callable, items: Iterable
+) -> Iterator:
+    """device_half(item) of every group's item, in order.  With STREAMS > 1, up to STREAMS
+    groups run at once, each on a launching thread and a stream of its own: while one thread
+    waits for a count or launches small kernels, another's kernels keep the device busy (the
+    device sat idle 30-48 ms of simM's 140 between small launches: BENCHMARKS.md, issue 27).
+    The streams are blocking ones, so they follow the null stream's work (the bins' codes, the
+    ledger's start event) and the ledger's stop event follows theirs."""
+    if STREAMS <= 1:
+        yield from map(device_half, items)
+        return
+    _shared_codes(ctx, dref, qry)
+    device = cp.cuda.Device().id
+    free = _launch_streams(device, STREAMS)
+
+    def on_stream(item: object) -> object:
+        stream = free.get()  # at most STREAMS items run at once: one is free
+        try:
+            cp.cuda.Device(device).use()  # the current device is per thread
+            with stream:
+                return device_half(item)
+        finally:
+            free.put(stream)
+
+    yield from _prefetched(on_stream, items, STREAMS)
+
+
+@functools.cache
+def _launch_streams(device: int, n: int) -> queue.SimpleQueue:
+    """n streams of `device` for `_device_halves`, kept for the process: CuPy's memory pool
+    keeps the blocks a stream freed for that stream, so a new stream every unit would strand
+    them."""
+    free: queue.SimpleQueue = queue.SimpleQueue()
+    with cp.cuda.Device(device):
+        for _ in range(n):
+            free.put(cp.cuda.Stream())
+    return free
+
+
+def _shared_codes(ctx: Context, dref: DeviceRef, qry: QueryBin) -> None:
+    """The device arrays every group reads, made now on this thread's stream: made by a group's
+    first use on a stream of its own, another stream could read them unfinished.  (The nibbles
+    too, whichever filter runs.)"""
+    dref.nibbles(ctx.shape)
+    for strand in qry.packed:
+        _device_nibbles(ctx, qry, strand)
+
+
 def _in_slot(slots: threading.Semaphore, fn: Callable, *args: object) -> object:
     with slots:
         return fn(*args)
@@ -913,9 +974,11 @@ def _in_slot(slots: threading.Semaphore, fn: Callable, *args: object) -> object:
 
 def _group_bases(ctx: Context) -> int:
     """Window starts per group: GROUP_BASES, less where device memory is short (a quarter of
-    what is free for the group's seed stream: lo, counts and their prefix sum)."""
+    what is free, shared among STREAMS groups in flight, for the group's seed stream: lo,
+    counts and their prefix sum)."""
     variants = ctx.shape.weight + 1 if ctx.options.transition else 1
-    return max(1, min(GROUP_BASES, _free_bytes() // 4 // (16 * variants + 9)))
+    share = _free_bytes() // 4 // max(1, STREAMS)
+    return max(1, min(GROUP_BASES, share // (16 * variants + 9)))
 
 
 def _free_bytes() -> int:
@@ -924,9 +987,9 @@ def _free_bytes() -> int:
 
 
 def _piece_hits() -> int:
-    """Hits per piece: PIECE, less where a quarter of the free device memory would not hold
-    PIECE_BYTES a hit."""
-    return min(PIECE, max(1 << 16, _free_bytes() // 4 // PIECE_BYTES))
+    """Hits per piece: PIECE, less where a quarter of the free device memory (shared among
+    STREAMS groups in flight) would not hold PIECE_BYTES a hit."""
+    return min(PIECE, max(1 << 16, _free_bytes() // 4 // max(1, STREAMS) // PIECE_BYTES))
 
 
 def run_unit(
@@ -961,19 +1024,15 @@ def run_unit(
         submit = functools.partial(pool.submit, _in_slot, slots)  # type: ignore[call-arg]
         pending = []
         tally = SeedBatchTally(len(jobs), progress)
-        for group in groups:
-            host = [next(seeds) for _ in group]
-            outs = run_group(
-                ctx,
-                ref,
-                qry,
-                [jobs[i] for i in group],
-                k.chunk_walk_full,
-                buckets,
-                None if host[0] is None else host,
-                submit,
-                piece,
-            )
+
+        def device_half(item: tuple[list[int], list | None]) -> list:
+            group, host = item
+            js = [jobs[i] for i in group]
+            return run_group(ctx, ref, qry, js, k.chunk_walk_full, buckets, host, submit, piece)
+
+        items = ((group, _host_of(seeds, group)) for group in groups)  # taken in order
+        halves = _device_halves(ctx, dref, qry, device_half, items)
+        for group, outs in zip(groups, halves, strict=True):
             pending += outs
             tally(SeedBatchOut(hits=sum(out.hits for out, _ in outs)), len(group))
         stop.record()

@@ -1,0 +1,88 @@
+"""The GPU engine's host-side logic, without a device.  `gpu._prefetched` (the CPU seeder run
+ahead, and up to STREAMS groups in flight) keeps its items in order, takes them on the calling
+thread, runs at most `depth` at once and raises a failure at its item's turn; with STREAMS 1
+the groups run on the calling thread, as before streams, and CuPy is not imported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from hspz.engine import gpu
+
+
+def test_results_come_in_item_order_though_later_items_finish_first():
+    first_may_end = threading.Event()
+
+    def fn(x: int) -> int:
+        if x == 0:
+            assert first_may_end.wait(5), "item 1 never ran beside item 0"
+        if x == 1:
+            first_may_end.set()
+        return x * 10
+
+    assert list(gpu._prefetched(fn, range(6), 2)) == [0, 10, 20, 30, 40, 50]
+
+
+def test_at_most_depth_items_run_at_once_and_items_are_taken_in_order_by_the_caller():
+    lock, active, peak = threading.Lock(), [0], [0]
+    taken: list[tuple[int, int]] = []
+    done: list[int] = []
+
+    def items():
+        for x in range(8):
+            taken.append((x, threading.get_ident()))
+            yield x
+
+    def fn(x: int) -> int:
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.02)
+        with lock:
+            active[0] -= 1
+        return x
+
+    for x in gpu._prefetched(fn, items(), 3):
+        done.append(x)
+        assert len(taken) - len(done) <= 3  # never more than `depth` taken and not yet handed
+    assert done == list(range(8))
+    assert [x for x, _ in taken] == list(range(8))
+    assert {ident for _, ident in taken} == {threading.get_ident()}
+    assert 2 <= peak[0] <= 3
+
+
+def test_a_failure_is_raised_at_its_items_turn():
+    def fn(x: int) -> int:
+        if x == 2:
+            raise ValueError("item 2")
+        return x
+
+    got = []
+    with pytest.raises(ValueError, match="item 2"):
+        for x in gpu._prefetched(fn, range(5), 2):
+            got.append(x)
+    assert got == [0, 1]
+
+
+def test_one_stream_runs_the_groups_on_the_calling_thread_without_cupy():
+    code = textwrap.dedent(
+        """
+        import sys, threading
+        from hspz.engine import gpu
+        assert gpu.STREAMS == 1
+        caller = threading.get_ident()
+        half = lambda x: (x, threading.get_ident())
+        out = list(gpu._device_halves(None, None, None, half, iter(range(4))))
+        assert out == [(x, caller) for x in range(4)], out
+        assert "cupy" not in sys.modules
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
