@@ -142,6 +142,32 @@ def test_gpu_codes_equal_host_codes():
         assert len(padded) == n + 2 * gpu.PAD and cp.shares_memory(score, score.base)
 
 
+def test_gpu_minus_strand_made_on_the_device_has_the_uploaded_strands_codes(monkeypatch):
+    """gpu.MINUS_ON_DEVICE (issue 27's trial): every byte value but the separator, U and X
+    among them, whose complements' codes are not their codes' complements."""
+    from hspz.core.options import Options
+    from hspz.engine import gpu
+    from hspz.engine.contract import Context, prepare_query
+    from hspz.io.records import Record
+
+    rng = np.random.default_rng(RNG_SEED)
+    every = np.arange(256, dtype=np.uint8).repeat(3)
+    some = rng.choice(np.frombuffer(b"ACGTUXn", np.uint8), 999)
+    records = [Record("a", every[every != ord("&")]), Record("b", some)]
+    ctx = Context.from_options(Options())
+    qry = prepare_query(ctx, 0, records)
+    codes = {}
+    for on in (False, True):
+        monkeypatch.setattr(gpu, "MINUS_ON_DEVICE", on)
+        qry.__dict__.pop("_device", None)
+        made = gpu._device_query(ctx, qry)
+        codes[on] = {s: (seed.get(), score.base.get()) for s, (seed, score) in made.items()}
+    assert sorted(codes[True]) == ["minus", "plus"]
+    for strand in ("plus", "minus"):
+        for k in (0, 1):
+            assert np.array_equal(codes[True][strand][k], codes[False][strand][k]), strand
+
+
 def test_gpu_equals_cpu_on_lastz_examples(tmp_path, examples):
     run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"])
 

@@ -1,7 +1,8 @@
 """The GPU engine's host-side logic, without a device.  `gpu._prefetched` (the CPU seeder run
 ahead, and up to STREAMS groups in flight) keeps its items in order, takes them on the calling
 thread, runs at most `depth` at once and raises a failure at its item's turn; with STREAMS 1
-the groups run on the calling thread, as before streams, and CuPy is not imported."""
+the groups run on the calling thread, as before streams, and CuPy is not imported.
+`gpu._minus_bytes`, array code that numpy runs as CuPy does, gives the host's minus strand."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ import textwrap
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from hspz.engine import gpu
+from hspz.io.packing import pack_bin, reverse_complement
+from hspz.io.records import Record
 
 
 def test_results_come_in_item_order_though_later_items_finish_first():
@@ -86,3 +90,15 @@ def test_one_stream_runs_the_groups_on_the_calling_thread_without_cupy():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
+
+def test_the_minus_strand_made_from_the_plus_strands_bytes_is_the_hosts(monkeypatch):
+    monkeypatch.setattr(gpu, "cp", np)  # the same array calls, on the host
+    every = np.arange(256, dtype=np.uint8).repeat(3)
+    rng = np.random.default_rng(7)
+    some = rng.choice(np.frombuffer(b"ACGTUXnryk", np.uint8), 999)
+    plus = pack_bin(
+        [Record("a", every[every != ord("&")]), Record("b", some), Record("c", some[:1])]
+    )
+    minus = gpu._minus_bytes(plus.buf, plus.block_len)
+    assert minus.dtype == np.uint8
+    assert np.array_equal(minus, reverse_complement(plus).buf)

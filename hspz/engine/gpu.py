@@ -73,8 +73,8 @@ from hspz.engine.contract import (
     settle_chunks,
     unit_seed_batches,
 )
-from hspz.io.packing import SCORE_TABLE, SEED_TABLE
-from hspz.io.records import Record
+from hspz.io.packing import COMPLEMENT, SCORE_TABLE, SEED_TABLE
+from hspz.io.records import SEPARATOR, Record
 from hspz.stages import chunks as plan
 from hspz.stages import hsp, xdrop
 from hspz.stages.seed import SeedShape, SeedTable, seed_batch_hits
@@ -134,6 +134,8 @@ PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-b
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
 HOST_CODES = False  # bins need no host sequence codes (`engine.prepare_query`)
+MINUS_ON_DEVICE = False  # the query's minus strand made on the device from its plus strand's
+# bytes, not uploaded (`_device_query`; issue 27 trial: one 20 MB pageable upload less on simM)
 STREAMS = 1  # groups in flight at once, each on a launching thread and stream (`_device_halves`;
 # issue 27 trial, `gpu.STREAMS=2` in benchmarks/gpu_variants.py); the memory a group may take
 # is divided among them
@@ -332,11 +334,29 @@ def _device_nibbles(ctx: Context, qry: QueryBin, strand: str):
 
 
 def _device_query(ctx: Context, qry: QueryBin) -> dict:
+    """Each strand's device (seed codes, score codes), made once per query bin.  With
+    MINUS_ON_DEVICE the plus strand's bytes go up once and the minus strand's are made from
+    them on the device (`_minus_bytes`), not uploaded as a second copy."""
     dev = getattr(qry, "_device", None)
     if dev is None:
-        dev = {strand: _codes(ctx.shape, packed.buf) for strand, packed in qry.packed.items()}
+        if MINUS_ON_DEVICE and "minus" in qry.packed:
+            plus = cp.asarray(qry.packed["plus"].buf)
+            bufs = {"plus": plus, "minus": _minus_bytes(plus, qry.packed["plus"].block_len)}
+        else:
+            bufs = {strand: packed.buf for strand, packed in qry.packed.items()}
+        dev = {strand: _codes(ctx.shape, buf) for strand, buf in bufs.items()}
         qry._device = dev  # type: ignore[attr-defined]  # rides on the host bin
     return dev
+
+
+def _minus_bytes(plus, block_len: int):
+    """`hspz.io.packing.reverse_complement`'s bytes from the plus strand's bytes on the device:
+    buf[:block_len] reversed through COMPLEMENT, then the separator.  (From the bytes, not the
+    codes: U and X have complements whose codes are not their codes' complements.)"""
+    out = cp.empty(block_len + 1, cp.uint8)
+    out[:block_len] = cp.asarray(COMPLEMENT)[plus[:block_len][::-1]]
+    out[block_len] = SEPARATOR
+    return out
 
 
 # ------------------------------------------------------------------------------------------
