@@ -40,7 +40,8 @@ _MODULE: dict[str, object] = {}  # hspz.engine.gpu's constants the variants set,
 
 def one(options, inputs, engine, variant: str, kind: str) -> dict:
     """One pass under `variant` (`base`, or NAME=VALUE[+NAME=VALUE...]; a NAME `gpu.X` sets
-    the constant X of `hspz.engine.gpu` for the pass, e.g. gpu.LAUNCH_SWITCH_S=0.005)."""
+    the constant X of `hspz.engine.gpu` for the pass, e.g. gpu.STREAMS=2, or a switch
+    gpu.MINUS_ON_DEVICE=1)."""
     from hspz.engine import gpu
 
     for name in _SET:
@@ -54,7 +55,8 @@ def one(options, inputs, engine, variant: str, kind: str) -> dict:
         if name.startswith("gpu."):
             attr = name.removeprefix("gpu.")
             was = _MODULE.setdefault(attr, getattr(gpu, attr))
-            setattr(gpu, attr, type(was)(value))
+            flag = value in ("1", "True")  # bool("0") would be True
+            setattr(gpu, attr, flag if isinstance(was, bool) else type(was)(value))
             continue
         _SET.add(name)
         os.environ[name] = value
