@@ -178,26 +178,41 @@ def test_dry_run_resolves_under_local_and_slurm_profiles(tmp_path: Path) -> None
     assert slurm["executor"] == "slurm"
 
 
+# snakemake with one exit hook of its own, registered before snakemake's and so run after them:
+# how many objects are frozen as the interpreter goes down
+FROZEN_AT_EXIT = """
+import atexit, gc, runpy, sys
+atexit.register(lambda: print("frozen at exit:", gc.get_freeze_count(), file=sys.stderr))
+sys.argv = ["snakemake", *sys.argv[1:]]
+runpy.run_module("snakemake", run_name="__main__")
+"""
+
+
 def test_snakemake_exits_when_the_last_job_is_done(tmp_path: Path) -> None:
     """The scheduler's rescheduling timers (a thread each, not daemons) are cancelled when the
     workflow ends (`cancel_rescheduling`): snakemake exits soon after its last line, not a
-    --max-jobs-per-timespan window (1 s) later."""
+    --max-jobs-per-timespan window (1 s) later.  Its objects are frozen then
+    (`freeze_for_exit`), so that the exit's collection skips them."""
     import time
 
     config = make_workdir(tmp_path, [JOBS[2]])
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "workflow" / "Snakefile")]
+    cmd = [sys.executable, "-c", FROZEN_AT_EXIT]
+    cmd += ["--snakefile", str(ROOT / "workflow" / "Snakefile")]
     cmd += ["--directory", str(tmp_path), "--configfile", str(config)]
     cmd += ["--profile", str(ROOT / "profiles" / "local")]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=ENV)
     assert proc.stderr is not None
-    last = None
+    last, frozen = None, None
     for line in proc.stderr:
         if line.startswith("Complete log"):
             last = time.monotonic()
+        if line.startswith("frozen at exit:"):
+            frozen = int(line.split(":")[1])
     proc.wait(timeout=600)
     ended = time.monotonic()
     assert proc.returncode == 0 and last is not None
     assert ended - last < 0.6, f"snakemake exited {ended - last:.2f} s after its last line"
+    assert frozen is not None and frozen > 10_000, frozen
 
 
 def test_backend_gpu_asks_a_gpu_for_plan_and_work_jobs(tmp_path: Path) -> None:
