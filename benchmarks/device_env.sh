@@ -22,7 +22,9 @@ fi
 ALT_ARGS=()
 [ -n "${ALT:-}" ] && ALT_ARGS=(--alt "$ALT")
 { echo "machine: $MACHINE"; nvidia-smi -L 2>&1; nproc; uptime; python3 --version
-  [ -f "${ALT:-/nonexistent}/COMMIT" ] && cat "$ALT/COMMIT"; } > "$OUT/machine.txt"
+  [ -f "${ALT:-/nonexistent}/COMMIT" ] && cat "$ALT/COMMIT"
+  echo "transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>&1)"
+  lscpu 2>&1 | grep -E "^(Model name|Thread|Core|Socket|L2|L3|CPU MHz|NUMA node)"; } > "$OUT/machine.txt"
 if [ "${TESTS:-0}" = 1 ]; then
   timeout "${TESTS_TIMEOUT:-240}" python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py \
     > "$OUT/tests.log" 2>&1
