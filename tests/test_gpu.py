@@ -285,33 +285,26 @@ def test_warm_compiles_what_a_later_run_needs(tmp_path):
     assert after == cached
 
 
+def run_many_groups(tmp_path: Path, rng: np.random.Generator, seeds: str, maxhits=("60", "3000")):
+    """Both backends on a pair of many seed batches (-C 700) and semantic chunks (-m) per
+    group, both strands; HSPZ_DEVICE_SEEDS=seeds."""
+    ref, qry = related_pair(rng, 9000)
+    r = write_fasta(tmp_path / "r.fa", [("r1", ref), ("r2", ref[::-1])])
+    q = write_fasta(tmp_path / "q.fa", [("q1", qry), ("q2", ref[3000:5000])])
+    for m in maxhits:
+        flags = ("-H", "1800", "-C", "700", "-I", "4000", "-m", m)
+        run_both(tmp_path, r, q, *flags, env={"HSPZ_DEVICE_SEEDS": seeds})
+
+
 @pytest.mark.parametrize("group", [1, 1000, 1 << 24])
 @pytest.mark.parametrize("seeds", ["0", "1"])
 def test_gpu_batch_groups_never_change_bytes(tmp_path, monkeypatch, group, seeds):
-    """Many batches (-C 700) and semantic chunks (-m) per group, pieces cutting across them."""
+    """Many batches and semantic chunks per group, pieces cutting across them."""
     from hspz.engine import gpu
 
     monkeypatch.setattr(gpu, "GROUP_BASES", group)
     monkeypatch.setattr(gpu, "PIECE", 5000)
-    rng = np.random.default_rng(group)
-    ref, qry = related_pair(rng, 9000)
-    r = write_fasta(tmp_path / "r.fa", [("r1", ref), ("r2", ref[::-1])])
-    q = write_fasta(tmp_path / "q.fa", [("q1", qry), ("q2", ref[3000:5000])])
-    for m in ("60", "3000"):
-        run_both(
-            tmp_path,
-            r,
-            q,
-            "-H",
-            "1800",
-            "-C",
-            "700",
-            "-I",
-            "4000",
-            "-m",
-            m,
-            env={"HSPZ_DEVICE_SEEDS": seeds},
-        )
+    run_many_groups(tmp_path, np.random.default_rng(group), seeds)
 
 
 @pytest.mark.parametrize("streams", [2, 3])
@@ -324,24 +317,7 @@ def test_gpu_groups_in_flight_never_change_bytes(tmp_path, monkeypatch, streams,
     monkeypatch.setattr(gpu, "STREAMS", streams)
     monkeypatch.setattr(gpu, "GROUP_BASES", group)
     monkeypatch.setattr(gpu, "PIECE", 5000)
-    rng = np.random.default_rng(group + streams)
-    ref, qry = related_pair(rng, 9000)
-    r = write_fasta(tmp_path / "r.fa", [("r1", ref), ("r2", ref[::-1])])
-    q = write_fasta(tmp_path / "q.fa", [("q1", qry), ("q2", ref[3000:5000])])
-    run_both(
-        tmp_path,
-        r,
-        q,
-        "-H",
-        "1800",
-        "-C",
-        "700",
-        "-I",
-        "4000",
-        "-m",
-        "60",
-        env={"HSPZ_DEVICE_SEEDS": seeds},
-    )
+    run_many_groups(tmp_path, np.random.default_rng(group + streams), seeds, ("60",))
 
 
 @pytest.mark.parametrize(
