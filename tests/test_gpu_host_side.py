@@ -2,7 +2,8 @@
 ahead, and up to STREAMS groups in flight) keeps its items in order, takes them on the calling
 thread, runs at most `depth` at once and raises a failure at its item's turn; with STREAMS 1
 the groups run on the calling thread, as before streams, and CuPy is not imported.
-`gpu._minus_bytes`, array code that numpy runs as CuPy does, gives the host's minus strand."""
+`gpu._minus_bytes`, array code that numpy runs as CuPy does, gives the host's minus strand;
+`gpu._filter_kernel` falls back from 16-bit halves where they would overflow."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def test_results_come_in_item_order_though_later_items_finish_first():
 
 def test_at_most_depth_items_run_at_once_and_items_are_taken_in_order_by_the_caller():
     lock, active, peak = threading.Lock(), [0], [0]
+    second_started = threading.Event()
     taken: list[tuple[int, int]] = []
     done: list[int] = []
 
@@ -47,7 +49,11 @@ def test_at_most_depth_items_run_at_once_and_items_are_taken_in_order_by_the_cal
         with lock:
             active[0] += 1
             peak[0] = max(peak[0], active[0])
-        time.sleep(0.02)
+        if x == 1:
+            second_started.set()
+        if x == 0:  # runs until item 1 runs beside it: two at once, however loaded the host
+            assert second_started.wait(5), "item 1 never ran beside item 0"
+        time.sleep(0.005)
         with lock:
             active[0] -= 1
         return x
@@ -102,3 +108,14 @@ def test_the_minus_strand_made_from_the_plus_strands_bytes_is_the_hosts(monkeypa
     minus = gpu._minus_bytes(plus.buf, plus.block_len)
     assert minus.dtype == np.uint8
     assert np.array_equal(minus, reverse_complement(plus).buf)
+
+
+def test_the_filter_falls_back_where_its_16_bit_halves_would_overflow(monkeypatch):
+    from hspz.core.options import Options
+    from hspz.engine.contract import Context
+
+    assert gpu._filter_kernel(Context.from_options(Options())) == ("filter_nib16", 1)
+    wide = Context.from_options(Options(xdrop=gpu.HALF))
+    assert gpu._filter_kernel(wide) == ("filter_nib", 1)
+    monkeypatch.setitem(gpu._state, "filter", "lane4")
+    assert gpu._filter_kernel(wide) == ("filter_lane4", 4)

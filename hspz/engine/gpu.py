@@ -124,7 +124,7 @@ FILTERS = {
     "lane4": ("filter_lane4", 4),
     "lane8": ("filter_lane8", 1),
     "nib": ("filter_nib", 1),  # reads nibble-packed codes (_nibbles)
-    "nib16": ("filter_nib16", 1),  # nib on 16-bit halves, where _half_fits
+    "nib16": ("filter_nib16", 1),  # nib on 16-bit halves, where they fit (`_filter_kernel`)
 }
 NIBBLE_KERNELS = ("filter_nib", "filter_nib16")  # the filters over nibble-packed codes
 HALF = 32000  # filter_nib16's 16-bit halves: cap x best score and xdrop stay under it
@@ -354,7 +354,7 @@ def _minus_bytes(plus, block_len: int):
     buf[:block_len] reversed through COMPLEMENT, then the separator.  (From the bytes, not the
     codes: U and X have complements whose codes are not their codes' complements.)"""
     out = cp.empty(block_len + 1, cp.uint8)
-    out[:block_len] = cp.asarray(COMPLEMENT)[plus[:block_len][::-1]]
+    cp.take(cp.asarray(COMPLEMENT), plus[:block_len][::-1], out=out[:block_len])
     out[block_len] = SEPARATOR
     return out
 
@@ -591,11 +591,6 @@ class _Group:
             ),
         )
 
-    def _half_fits(self, cap: int) -> bool:
-        """Whether filter_nib16's 16-bit halves hold every sum a walk of `cap` bases reaches."""
-        best = max(int(self.ctx.matrix.max()), 0)
-        return self.ctx.options.xdrop < HALF - 8 and cap * best < HALF
-
     def _block_seeds(self, h0: int, n: int):
         """bseed[b]: the seed owning block b's first hit, then the last hit's seed (see
         `owner` in extend.cu)."""
@@ -610,9 +605,7 @@ class _Group:
         cand_tag = cp.empty(n, cp.uint32)
         count = cp.zeros(1, cp.uint32)
         if n:
-            kernel, per_thread = FILTERS[_state.get("filter") or DEFAULT_FILTER]
-            if kernel in WIDE and not self._half_fits(CAP):
-                kernel = WIDE[kernel]
+            kernel, per_thread = _filter_kernel(self.ctx)
             self._launch(
                 kernel, pairs, tags, h0, n, CAP, size, cand, cand_tag, count, per_thread=per_thread
             )
@@ -813,6 +806,16 @@ class _Group:
         return pairs, tags
 
 
+def _filter_kernel(ctx: Context) -> tuple[str, int]:
+    """(the filter kernel, hits a thread): DEFAULT_FILTER or HSPZ_GPU_FILTER's, its WIDE form
+    where its 16-bit halves would not hold every sum a walk of CAP bases reaches."""
+    kernel, per_thread = FILTERS[_state.get("filter") or DEFAULT_FILTER]
+    best = max(int(ctx.matrix.max()), 0)
+    if kernel in WIDE and not (ctx.options.xdrop < HALF - 8 and CAP * best < HALF):
+        kernel = WIDE[kernel]
+    return kernel, per_thread
+
+
 def _pack(R, Q):
     return (R.astype(cp.uint64) << np.uint64(32)) | Q.astype(cp.uint64)
 
@@ -945,12 +948,13 @@ def _device_halves(
     groups run at once, each on a launching thread and a stream of its own: while one thread
     waits for a count or launches small kernels, another's kernels keep the device busy (the
     device sat idle 30-48 ms of simM's 140 between small launches: BENCHMARKS.md, issue 27).
-    The streams are blocking ones, so they follow the null stream's work (the bins' codes, the
-    ledger's start event) and the ledger's stop event follows theirs."""
+    Each stream waits for the shared codes, made first on the caller's stream; the ledger's
+    events bracket the groups, each of which ends in a copy back that waits for its stream."""
     if STREAMS <= 1:
         yield from map(device_half, items)
         return
     _shared_codes(ctx, dref, qry)
+    made = cp.cuda.get_current_stream().record()  # whatever the caller's stream is
     device = cp.cuda.Device().id
     free = _launch_streams(device, STREAMS)
 
@@ -958,6 +962,7 @@ def _device_halves(
         stream = free.get()  # at most STREAMS items run at once: one is free
         try:
             cp.cuda.Device(device).use()  # the current device is per thread
+            stream.wait_event(made)
             with stream:
                 return device_half(item)
         finally:
@@ -980,11 +985,12 @@ def _launch_streams(device: int, n: int) -> queue.SimpleQueue:
 
 def _shared_codes(ctx: Context, dref: DeviceRef, qry: QueryBin) -> None:
     """The device arrays every group reads, made now on this thread's stream: made by a group's
-    first use on a stream of its own, another stream could read them unfinished.  (The nibbles
-    too, whichever filter runs.)"""
-    dref.nibbles(ctx.shape)
-    for strand in qry.packed:
-        _device_nibbles(ctx, qry, strand)
+    first use on a stream of its own, another stream could read them unfinished."""
+    _device_query(ctx, qry)
+    if _filter_kernel(ctx)[0] in NIBBLE_KERNELS:
+        dref.nibbles(ctx.shape)
+        for strand in qry.packed:
+            _device_nibbles(ctx, qry, strand)
 
 
 def _in_slot(slots: threading.Semaphore, fn: Callable, *args: object) -> object:
@@ -1019,8 +1025,9 @@ def run_unit(
     halves overlapping on threads; `progress` hears of each group's seed batches as its device half
     returns.
 
-    (Device halves on several streams, one host thread each, measured slower on the H200:
-    BENCHMARKS.md, "GPU ns per seed hit (H200)".)"""
+    (Device halves on several streams, one host thread each, measured slower on the H200 when
+    the host halves held the launching threads up: BENCHMARKS.md, "GPU ns per seed hit (H200)";
+    STREAMS, issue 27's trial, tries it again.)"""
     k = knobs.read()
     _state["filter"] = k.gpu_filter
     dref = _device_ref(ctx, ref)
