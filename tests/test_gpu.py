@@ -320,6 +320,43 @@ def test_gpu_groups_in_flight_never_change_bytes(tmp_path, monkeypatch, streams,
     run_many_groups(tmp_path, np.random.default_rng(group + streams), seeds, ("60",))
 
 
+def test_gpu_fused_kernels_equal_the_expressions_they_stand_for(monkeypatch):
+    """gpu.FUSED (issue 27's trial): _pack, _unpack and by_diagonal, each both ways, on hits
+    with repeats, every diagonal order and positions near 2**32."""
+    import cupy as cp
+
+    from hspz.engine import gpu
+
+    rng = np.random.default_rng(29)
+    qlen = 1 << 20
+    ref_len = 2**32 - 1 - qlen  # the most a bin and a query bin may span for one radix key
+    R = np.concatenate((rng.integers(0, ref_len, 5000), rng.integers(0, 50, 3000)))
+    Q = np.concatenate((rng.integers(0, qlen, 5000), rng.integers(0, 50, 3000)))
+    R[:10], Q[:10] = R[10:20], Q[10:20]  # the same hit twice
+    tags = cp.asarray(rng.integers(0, 9, len(R)).astype(np.uint32))
+    got = {}
+    for fused in (False, True):
+        monkeypatch.setattr(gpu, "FUSED", fused)
+        pairs = gpu._pack(cp.asarray(R), cp.asarray(Q))
+        unpacked = gpu._unpack(pairs)
+        rows = gpu.by_diagonal(pairs, tags, ref_len, qlen)
+        got[fused] = [x.get() for x in (pairs, *unpacked, *rows)]
+        assert [x.dtype for x in rows] == [np.int64, np.int64, np.uint32]
+    for a, b in zip(got[False], got[True], strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("streams", [1, 2])
+def test_gpu_fused_kernels_never_change_bytes(tmp_path, monkeypatch, streams):
+    from hspz.engine import gpu
+
+    monkeypatch.setattr(gpu, "FUSED", True)
+    monkeypatch.setattr(gpu, "STREAMS", streams)
+    monkeypatch.setattr(gpu, "GROUP_BASES", 1000)
+    monkeypatch.setattr(gpu, "PIECE", 5000)
+    run_many_groups(tmp_path, np.random.default_rng(31), "1")
+
+
 @pytest.mark.parametrize(
     "flags",
     [

@@ -118,3 +118,54 @@ def test_care_positions_reach_the_seed_kernels_constant_table(ptx):
         raw += [0] * (4 * len(care) - len(raw))  # PTX drops trailing zero bytes
         ints = [int.from_bytes(bytes(raw[i : i + 4]), "little") for i in range(0, len(raw), 4)]
         assert tuple(ints) == care, seed
+
+
+C_TYPES = {"int64": "long long", "uint64": "unsigned long long", "uint32": "unsigned int"}
+
+
+def _elementwise_source(name: str, ins: str, outs: str, body: str) -> str:
+    """A kernel as CuPy's ElementwiseKernel wraps `body`: each input and output a variable of
+    its name (raw inputs: arrays indexed by the body), the placeholder X as uint32."""
+    params, pre, post = [], [], []
+    for spec in ins.split(","):
+        *raw, kind, var = spec.split()
+        ctype = C_TYPES.get(kind, "unsigned int")
+        if raw:
+            params.append(f"const {ctype}* {var}")
+        else:
+            params.append(f"const {ctype}* {var}_in")
+            pre.append(f"const {ctype} {var} = {var}_in[i];")
+    for spec in outs.split(","):
+        kind, var = spec.split()
+        ctype = C_TYPES.get(kind, "unsigned int")
+        params.append(f"{ctype}* {var}_out")
+        pre.append(f"{ctype} {var};")
+        post.append(f"{var}_out[i] = {var};")
+    lines = [
+        f'extern "C" __global__ void hspz_{name}({", ".join(params)}, long long n) {{',
+        "long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+        "if (i >= n) return;",
+        *pre,
+        body + ";",
+        *post,
+        "}",
+    ]
+    return "\n".join(lines)
+
+
+def test_every_fused_elementwise_body_compiles(tmp_path):
+    """gpu._FUSED (issue 27's FUSED trial): CuPy compiles these at run time, so nvcc checks
+    their C here."""
+    from hspz.engine import gpu
+
+    src = tmp_path / "fused.cu"
+    src.write_text("\n".join(_elementwise_source(n, *spec) for n, spec in gpu._FUSED.items()))
+    proc = subprocess.run(
+        [NVCC, "--ptx", "-arch=sm_90", str(src), "-o", str(tmp_path / "fused.ptx")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    entries = set(re.findall(r"\.entry\s+(\w+)\s*\(", (tmp_path / "fused.ptx").read_text()))
+    assert entries == {f"hspz_{n}" for n in gpu._FUSED}

@@ -136,6 +136,8 @@ CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one
 HOST_CODES = False  # bins need no host sequence codes (`engine.prepare_query`)
 MINUS_ON_DEVICE = False  # the query's minus strand made on the device from its plus strand's
 # bytes, not uploaded (`_device_query`; issue 27 trial: one 20 MB pageable upload less on simM)
+FUSED = False  # `_pack`, `_unpack` and `by_diagonal`'s key and gathers as one kernel each
+# (issue 27 trial: fewer small launches, before each of which the device waited about 35 us)
 STREAMS = 1  # groups in flight at once, each on a launching thread and stream (`_device_halves`;
 # issue 27 trial, `gpu.STREAMS=2` in benchmarks/gpu_variants.py); the memory a group may take
 # is divided among them
@@ -817,14 +819,53 @@ def _filter_kernel(ctx: Context) -> tuple[str, int]:
 
 
 def _pack(R, Q):
+    if FUSED:
+        return _fused("pack")(R, Q)
     return (R.astype(cp.uint64) << np.uint64(32)) | Q.astype(cp.uint64)
 
 
 def _unpack(pairs):
+    if FUSED:
+        return _fused("unpack")(pairs)
     return (
         (pairs >> np.uint64(32)).astype(cp.int64),
         (pairs & np.uint64(0xFFFFFFFF)).astype(cp.int64),
     )
+
+
+# FUSED's kernels: each does in one launch what the CuPy expressions it stands for do in two to
+# six (positions and lengths are below 2**32, as everywhere `_pack` is used)
+_FUSED = {
+    "pack": (
+        "int64 r, int64 q",
+        "uint64 p",
+        "p = ((unsigned long long)r << 32) | (unsigned long long)q",
+    ),
+    "unpack": (
+        "uint64 p",
+        "int64 r, int64 q",
+        "r = (long long)(p >> 32); q = (long long)(p & 0xFFFFFFFFULL)",
+    ),
+    # by_diagonal's sort key: (R - Q + qlen) << 32 | R
+    "diagonal_key": (
+        "uint64 p, int64 qlen",
+        "uint64 key",
+        "key = (((p >> 32) - (p & 0xFFFFFFFFULL) + (unsigned long long)qlen) << 32) | (p >> 32)",
+    ),
+    # R, Q and the tag of each hit in sorted order
+    "sorted_hits": (
+        "int64 o, raw uint64 P, raw X tags",
+        "int64 r, int64 q, X t",
+        "unsigned long long p = P[o]; r = (long long)(p >> 32); "
+        "q = (long long)(p & 0xFFFFFFFFULL); t = tags[o]",
+    ),
+}
+
+
+@functools.cache
+def _fused(name: str) -> Any:
+    ins, outs, body = _FUSED[name]
+    return cp.ElementwiseKernel(ins, outs, body, f"hspz_{name}")
 
 
 def by_diagonal(
@@ -832,6 +873,9 @@ def by_diagonal(
 ) -> tuple[cp.ndarray, cp.ndarray, cp.ndarray]:
     """Device hits (r << 32 | q) and their tags as (R, Q, tag), sorted by diagonal R - Q, then
     R (tags ride along: which walk takes a hit never changes its result)."""
+    if FUSED and 2 <= len(late) and ref_len + qlen < 2**32:
+        order = cp.argsort(_fused("diagonal_key")(late, np.int64(qlen)))
+        return _fused("sorted_hits")(order, late, tag)
     R, Q = _unpack(late)
     if len(late) < 2:
         return R, Q, tag
