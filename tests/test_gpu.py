@@ -344,17 +344,34 @@ def test_gpu_fused_kernels_equal_the_expressions_they_stand_for(monkeypatch):
         assert [x.dtype for x in rows] == [np.int64, np.int64, np.uint32]
     for a, b in zip(got[False], got[True], strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+    for n, span in ((0, ref_len), (1, ref_len), (50, 2**32)):  # the paths FUSED leaves alone
+        pairs = gpu._pack(cp.asarray(R[:n]), cp.asarray(Q[:n]))
+        rows = {}
+        for fused in (False, True):
+            monkeypatch.setattr(gpu, "FUSED", fused)
+            rows[fused] = [x.get() for x in gpu.by_diagonal(pairs, tags[:n], span, qlen)]
+        for a, b in zip(rows[False], rows[True], strict=True):
+            assert a.dtype == b.dtype and np.array_equal(a, b), (n, span)
 
 
 @pytest.mark.parametrize("streams", [1, 2])
 def test_gpu_fused_kernels_never_change_bytes(tmp_path, monkeypatch, streams):
     from hspz.engine import gpu
 
+    used: dict[str, int] = {}
+    plain = gpu._fused
+
+    def counted(name):
+        used[name] = used.get(name, 0) + 1
+        return plain(name)
+
+    monkeypatch.setattr(gpu, "_fused", counted)
     monkeypatch.setattr(gpu, "FUSED", True)
     monkeypatch.setattr(gpu, "STREAMS", streams)
     monkeypatch.setattr(gpu, "GROUP_BASES", 1000)
     monkeypatch.setattr(gpu, "PIECE", 5000)
     run_many_groups(tmp_path, np.random.default_rng(31), "1")
+    assert {"pack", "diagonal_key", "sorted_hits"} <= set(used), used  # by_diagonal's fused path
 
 
 @pytest.mark.parametrize(

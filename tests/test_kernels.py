@@ -121,30 +121,40 @@ def test_care_positions_reach_the_seed_kernels_constant_table(ptx):
 
 
 C_TYPES = {"int64": "long long", "uint64": "unsigned long long", "uint32": "unsigned int"}
+CARRAY = """template <typename T> struct CArray {  // a raw argument, indexed as CuPy's CArray is
+  const T* data;
+  __device__ const T& operator[](long long k) const { return data[k]; }
+};"""
 
 
 def _elementwise_source(name: str, ins: str, outs: str, body: str) -> str:
     """A kernel as CuPy's ElementwiseKernel wraps `body`: each input and output a variable of
-    its name (raw inputs: arrays indexed by the body), the placeholder X as uint32."""
-    params, pre, post = [], [], []
+    its name, raw inputs arrays with [] alone; a type placeholder (a name not in C_TYPES) is a
+    typedef of unsigned int."""
+    params, pre, post, placeholders = [], [], [], set()
+
+    def c_type(kind: str) -> str:
+        if kind not in C_TYPES:
+            placeholders.add(kind)
+        return C_TYPES.get(kind, kind)
+
     for spec in ins.split(","):
         *raw, kind, var = spec.split()
-        ctype = C_TYPES.get(kind, "unsigned int")
         if raw:
-            params.append(f"const {ctype}* {var}")
+            params.append(f"CArray<{c_type(kind)}> {var}")
         else:
-            params.append(f"const {ctype}* {var}_in")
-            pre.append(f"const {ctype} {var} = {var}_in[i];")
+            params.append(f"const {c_type(kind)}* _in_{var}")
+            pre.append(f"const {c_type(kind)} {var} = _in_{var}[_i];")
     for spec in outs.split(","):
         kind, var = spec.split()
-        ctype = C_TYPES.get(kind, "unsigned int")
-        params.append(f"{ctype}* {var}_out")
-        pre.append(f"{ctype} {var};")
-        post.append(f"{var}_out[i] = {var};")
+        params.append(f"{c_type(kind)}* _out_{var}")
+        pre.append(f"{c_type(kind)} {var};")
+        post.append(f"_out_{var}[_i] = {var};")
     lines = [
-        f'extern "C" __global__ void hspz_{name}({", ".join(params)}, long long n) {{',
-        "long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
-        "if (i >= n) return;",
+        *(f"typedef unsigned int {t};" for t in sorted(placeholders)),
+        f'extern "C" __global__ void hspz_{name}({", ".join(params)}, long long _n) {{',
+        "long long _i = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
+        "if (_i >= _n) return;",
         *pre,
         body + ";",
         *post,
@@ -159,7 +169,8 @@ def test_every_fused_elementwise_body_compiles(tmp_path):
     from hspz.engine import gpu
 
     src = tmp_path / "fused.cu"
-    src.write_text("\n".join(_elementwise_source(n, *spec) for n, spec in gpu._FUSED.items()))
+    kernels = [_elementwise_source(n, *spec) for n, spec in gpu._FUSED.items()]
+    src.write_text("\n".join([CARRAY, *kernels]))
     proc = subprocess.run(
         [NVCC, "--ptx", "-arch=sm_90", str(src), "-o", str(tmp_path / "fused.ptx")],
         capture_output=True,

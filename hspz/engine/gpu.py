@@ -834,7 +834,8 @@ def _unpack(pairs):
 
 
 # FUSED's kernels: each does in one launch what the CuPy expressions it stands for do in two to
-# six (positions and lengths are below 2**32, as everywhere `_pack` is used)
+# six (positions and lengths are below 2**32, as everywhere `_pack` is used).  Their types are
+# strict: CuPy refuses an argument of another dtype, where the expressions took any integers.
 _FUSED = {
     "pack": (
         "int64 r, int64 q",
