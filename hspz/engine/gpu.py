@@ -874,17 +874,18 @@ def by_diagonal(
 ) -> tuple[cp.ndarray, cp.ndarray, cp.ndarray]:
     """Device hits (r << 32 | q) and their tags as (R, Q, tag), sorted by diagonal R - Q, then
     R (tags ride along: which walk takes a hit never changes its result)."""
-    if FUSED and 2 <= len(late) and ref_len + qlen < 2**32:
+    if len(late) < 2:
+        return (*_unpack(late), tag)
+    if ref_len + qlen >= 2**32:  # the key below would overflow
+        R, Q = _unpack(late)
+        order = cp.lexsort(cp.stack((R, R - Q)))
+    elif FUSED:
         order = cp.argsort(_fused("diagonal_key")(late, np.int64(qlen)))
         return _fused("sorted_hits")(order, late, tag)
-    R, Q = _unpack(late)
-    if len(late) < 2:
-        return R, Q, tag
-    if ref_len + qlen < 2**32:  # one radix sort of (diagonal + qlen) << 32 | R
+    else:  # one radix sort of (diagonal + qlen) << 32 | R
+        R, Q = _unpack(late)
         key = (R - Q + qlen).astype(cp.uint64) << np.uint64(32)
         order = cp.argsort(key | (late >> np.uint64(32)))
-    else:
-        order = cp.lexsort(cp.stack((R, R - Q)))
     return R[order], Q[order], tag[order]
 
 
