@@ -134,13 +134,14 @@ PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-b
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
 HOST_CODES = False  # bins need no host sequence codes (`engine.prepare_query`)
-MINUS_ON_DEVICE = False  # the query's minus strand made on the device from its plus strand's
-# bytes, not uploaded (`_device_query`; issue 27 trial: one 20 MB pageable upload less on simM)
-FUSED = False  # `_pack`, `_unpack` and `by_diagonal`'s key and gathers as one kernel each
-# (issue 27 trial: fewer small launches, before each of which the device waited about 35 us)
-STREAMS = 1  # groups in flight at once, each on a launching thread and stream (`_device_halves`;
-# issue 27 trial, `gpu.STREAMS=2` in benchmarks/gpu_variants.py); the memory a group may take
-# is divided among them
+MINUS_ON_DEVICE = True  # the query's minus strand made on the device from its plus strand's
+# bytes, not uploaded (`_device_query`; one 20 MB pageable upload less on simM).  False: uploaded
+FUSED = True  # `_pack`, `_unpack` and `by_diagonal`'s key and gathers as one kernel each (fewer
+# small launches, before each of which the device waited about 35 us).  False: CuPy expressions.
+# The two together: simM 0.1004 ns/hit against 0.1051 without (BENCHMARKS.md, issue 27)
+STREAMS = 1  # groups in flight at once, each on a launching thread and stream (`_device_halves`);
+# the memory a group may take is divided among them.  2 and 3 were slower on simM (issue 27's
+# fourteenth-session trials): not a setting to raise
 
 _state: dict[str, Any] = {"threads": 1}
 
