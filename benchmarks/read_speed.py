@@ -5,6 +5,11 @@ format, checks that every format decodes to the same records, and prints the med
 timed reads per format:
 
     python benchmarks/read_speed.py --mbp 100 --workdir /tmp/read_speed [--gzip]
+        [--fresh] [--single] [--package DIR]
+
+`--single` writes the genome as one record.  `--fresh` times each read in a fresh interpreter
+(the read a run pays: new pages, nothing cached by the allocator) and gives its peak RSS;
+`--package DIR` reads with the hspz package in DIR (another version, side by side).
 
 The figures in BENCHMARKS.md, "Reading inputs" (dev machine; CPU only, no device needed).
 """
@@ -13,8 +18,12 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
+import os
 import shutil
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,13 +59,10 @@ def random_record(rng: np.random.Generator, name: str, length: int) -> Record:
     return Record(name, seq)
 
 
-def random_genome(mbp: float, seed: int) -> list[Record]:
+def random_genome(mbp: float, seed: int, shares: tuple[float, ...] = RECORD_SHARES) -> list[Record]:
     rng = np.random.default_rng(seed)
     total = int(mbp * 1_000_000)
-    return [
-        random_record(rng, f"chr{i + 1}", int(total * share))
-        for i, share in enumerate(RECORD_SHARES)
-    ]
+    return [random_record(rng, f"chr{i + 1}", int(total * share)) for i, share in enumerate(shares)]
 
 
 def median_seconds(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
@@ -66,6 +72,34 @@ def median_seconds(fn: Callable[[], object], repeats: int) -> tuple[float, objec
         result = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), result
+
+
+FRESH = """
+import json, re, sys, time
+sys.path.insert(0, sys.argv[2])
+from hspz.io.digests import records_digest
+from hspz.io.readers import read_records
+t = time.perf_counter()
+got = read_records(sys.argv[1])
+seconds = time.perf_counter() - t
+# VmHWM: this process's own peak (ru_maxrss can keep the forking parent's across exec)
+status = open("/proc/self/status").read()
+peak = int(re.search(r"VmHWM:\\s+(\\d+) kB", status).group(1)) / 1024
+print(json.dumps([seconds, peak, records_digest(got)]))
+"""
+
+
+def fresh_read(path: Path, package: Path) -> tuple[float, float, str]:
+    """(seconds, peak RSS MiB, records digest) of one read in a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH, str(path), str(package)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(package)},
+    )
+    seconds, peak, digest = json.loads(done.stdout.splitlines()[-1])
+    return seconds, peak, digest
 
 
 def write_inputs(records: list[Record], workdir: Path, with_gzip: bool) -> dict[str, Path]:
@@ -86,15 +120,30 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1, help="random seed (1)")
     parser.add_argument("--repeats", type=int, default=3, help="timed reads per format (3)")
     parser.add_argument("--gzip", action="store_true", help="also time FASTA.gz (level 1)")
+    parser.add_argument("--fresh", action="store_true", help="each read in a fresh interpreter")
+    parser.add_argument("--single", action="store_true", help="one record of the whole size")
+    parser.add_argument("--package", type=Path, help="read with the hspz package in this folder")
     args = parser.parse_args()
+    package = (args.package or Path(__file__).resolve().parents[1]).resolve()
 
     args.workdir.mkdir(parents=True, exist_ok=True)
-    records = random_genome(args.mbp, args.seed)
+    records = random_genome(args.mbp, args.seed, (1.0,) if args.single else RECORD_SHARES)
     expected = records_digest(records)
     total_mbp = sum(len(r) for r in records) / 1e6
     paths = write_inputs(records, args.workdir, args.gzip)
 
     print(f"{len(records)} records, {total_mbp:.1f} Mbp, median of {args.repeats} reads")
+    if args.fresh:
+        print(f"each in a fresh interpreter, package {package}")
+        print(f"{'format':<10}{'seconds (runs)':>40}{'peak MiB':>10}  same records")
+        for fmt, path in paths.items():
+            runs = [fresh_read(path, package) for _ in range(args.repeats)]
+            times = " ".join(f"{r[0]:.3f}" for r in runs)
+            median = statistics.median(r[0] for r in runs)
+            same = all(r[2] == expected for r in runs)
+            peak = max(r[1] for r in runs)
+            print(f"{fmt:<10}{f'{median:.3f} ({times})':>40}{peak:>10.0f}  {same}")
+        return
     print(f"{'format':<10}{'bytes':>14}{'seconds':>10}{'Mbp/s':>10}  same records")
     for fmt, path in paths.items():
         seconds, got = median_seconds(lambda p=path: read_records(p), args.repeats)

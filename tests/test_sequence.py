@@ -597,6 +597,26 @@ def test_code_lookups_equal_numpy_gathers_for_every_byte():
     assert np.array_equal(minus.buf[:n], COMPLEMENT[packed.buf[:n]][::-1])
 
 
+@pytest.mark.parametrize("items", [1, 7, 4096, 1 << 20])
+def test_lookup_in_pieces_equals_one_gather(monkeypatch, items):
+    """`packing.lookup` hands numpy its codes in pieces of LOOKUP_ITEMS: into any views (a
+    reversed source, a strided one, a wider output type) the bytes of one whole gather."""
+    from hspz.io import packing
+    from hspz.io.twobit import _TWOBIT_LUT
+
+    monkeypatch.setattr(packing, "LOOKUP_ITEMS", items)
+    rng = np.random.default_rng(items)
+    codes = rng.integers(0, 256, 10_007, np.uint8)
+    for table in (packing.SCORE_TABLE, packing.COMPLEMENT, _TWOBIT_LUT):
+        for src in (codes, codes[::-1], codes[::3]):
+            out = np.zeros(len(src), table.dtype)
+            packing.lookup(table, src, out)
+            assert out.tobytes() == table[src].tobytes()
+        out = np.zeros(2 * len(codes), table.dtype)
+        packing.lookup(table, codes[::-1], out[::-2])  # a reversed, strided output
+        assert out[::-2].tobytes() == table[codes[::-1]].tobytes() and not out[-2::-2].any()
+
+
 @pytest.mark.parametrize("lengths", [[7], [1, 1], [5, 0, 12, 3], [1000, 1, 250, 4096, 2]])
 def test_packed_bins_and_base_free_tables_take_one_set_of_offsets(lengths):
     """`record_offsets` is the one definition: a packed bin's table, its reverse complement's and
@@ -628,6 +648,7 @@ def test_packing_and_codes_on_many_threads_give_the_one_thread_bytes(numba, monk
     from hspz.io import packing
 
     monkeypatch.setattr(packing, "SPAN_BYTES", 1000)
+    monkeypatch.setattr(packing, "LOOKUP_ITEMS", 333)  # numpy's pieces cut every span
     if numba:
         jit.load()
     else:
@@ -656,7 +677,7 @@ def test_packing_and_codes_on_many_threads_give_the_one_thread_bytes(numba, monk
 def test_a_large_2bit_record_decodes_on_threads_to_the_same_bases(monkeypatch, tmp_path):
     """One 2bit record past the threaded size unpacks in spans on every core: the same bases
     as the one-span decode, N and mask blocks included, in either byte order."""
-    from hspz.io import twobit
+    from hspz.io import packing, twobit
 
     rng = np.random.default_rng(3)
     seq = rng.choice(np.frombuffer(b"ACGTacgtNn", np.uint8), 40_003)
@@ -668,5 +689,6 @@ def test_a_large_2bit_record_decodes_on_threads_to_the_same_bases(monkeypatch, t
         single = read_2bit_bytes(data, "a")[0].seq.tobytes()
         monkeypatch.setattr(twobit, "_THREADED_BYTES", 100)
         monkeypatch.setattr(twobit, "SPAN_BYTES", 400)  # 100 packed bytes a span
+        monkeypatch.setattr(packing, "LOOKUP_ITEMS", 33)  # numpy's pieces cut every span
         monkeypatch.setattr(twobit.os, "cpu_count", lambda: 16)
         assert read_2bit_bytes(data, "b")[0].seq.tobytes() == single == seq.tobytes()
