@@ -6,7 +6,10 @@ seed hit", issue 27).
 
 A variant is `base` (the environment as given) or settings joined by `+`: environment
 variables (knobs, or a switch a trial kernel reads; issue 27's trials were HSPZ_GPU_FILTER
-values, `git log`), or `gpu.NAME=VALUE`, a constant of `hspz.engine.gpu` for the pass.
+values, `git log`), `gpu.NAME=VALUE`, a constant of `hspz.engine.gpu` for the pass, or
+`sys.switchinterval=SECONDS`, how long a Python thread keeps the GIL while another waits
+(`sys.setswitchinterval`; 0.005 by default): the launching thread waits for the host halves'
+threads at each handoff.
 Reads the pair once, runs one untimed pass per variant (compiles its kernels), then ROUNDS
 rounds, each variant in turn, PASSES timed passes each (`hspz.tools.bench.
 one_pass`: a whole `run` into a scratch folder, ledger GPU time and digest per pass).  Prints one
@@ -36,30 +39,39 @@ from hspz.tools import bench  # noqa: E402
 
 _SET: set[str] = set()  # the environment variables the variants set
 _MODULE: dict[str, object] = {}  # hspz.engine.gpu's constants the variants set, as they were
+_SWITCH = sys.getswitchinterval()  # the interpreter's, restored before each variant
 
 
-def one(options, inputs, engine, variant: str, kind: str) -> dict:
-    """One pass under `variant` (`base`, or NAME=VALUE[+NAME=VALUE...]; a NAME `gpu.X` sets
-    the constant X of `hspz.engine.gpu` for the pass, e.g. gpu.STREAMS=2, or a switch
-    gpu.MINUS_ON_DEVICE=1)."""
+def apply(variant: str) -> None:
+    """Undo the last variant's settings, then set `variant`'s (`base`, or NAME=VALUE[+...]; a
+    NAME `gpu.X` sets the constant X of `hspz.engine.gpu`, e.g. gpu.STREAMS=2, or a switch
+    gpu.MINUS_ON_DEVICE=1; `sys.switchinterval` the interpreter's switch interval)."""
     from hspz.engine import gpu
 
     for name in _SET:
         os.environ.pop(name, None)
     for attr, value in _MODULE.items():
         setattr(gpu, attr, value)
+    sys.setswitchinterval(_SWITCH)
     for setting in [] if variant == "base" else variant.split("+"):
         name, eq, value = setting.partition("=")
         if not eq:
             raise SystemExit(f"gpu_variants: variant {variant!r}: not base or NAME=VALUE")
-        if name.startswith("gpu."):
+        if name == "sys.switchinterval":
+            sys.setswitchinterval(float(value))
+        elif name.startswith("gpu."):
             attr = name.removeprefix("gpu.")
             was = _MODULE.setdefault(attr, getattr(gpu, attr))
             flag = value in ("1", "True")  # bool("0") would be True
             setattr(gpu, attr, flag if isinstance(was, bool) else type(was)(value))
-            continue
-        _SET.add(name)
-        os.environ[name] = value
+        else:
+            _SET.add(name)
+            os.environ[name] = value
+
+
+def one(options, inputs, engine, variant: str, kind: str) -> dict:
+    """One pass under `variant` (`apply`)."""
+    apply(variant)
     rec = bench.one_pass(options, inputs, engine, kind)
     rec["variant"] = variant
     rec["ns_per_hit_wall"] = round(rec["wall_s"] * 1e9 / rec["hits"], 4) if rec["hits"] else None
