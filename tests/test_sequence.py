@@ -599,7 +599,7 @@ def test_code_lookups_equal_numpy_gathers_for_every_byte():
 
 @pytest.mark.parametrize("items", [1, 7, 4096, 1 << 20])
 def test_lookup_in_pieces_equals_one_gather(monkeypatch, items):
-    """`packing.lookup` hands numpy its codes in pieces of LOOKUP_ITEMS: into any views (a
+    """`packing.numpy_lookup` hands numpy its codes in pieces of LOOKUP_ITEMS: into any views (a
     reversed source, a strided one, a wider output type) the bytes of one whole gather."""
     from hspz.io import packing
     from hspz.io.twobit import _TWOBIT_LUT
@@ -610,10 +610,10 @@ def test_lookup_in_pieces_equals_one_gather(monkeypatch, items):
     for table in (packing.SCORE_TABLE, packing.COMPLEMENT, _TWOBIT_LUT):
         for src in (codes, codes[::-1], codes[::3]):
             out = np.zeros(len(src), table.dtype)
-            packing.lookup(table, src, out)
+            packing.numpy_lookup(table, src, out)
             assert out.tobytes() == table[src].tobytes()
         out = np.zeros(2 * len(codes), table.dtype)
-        packing.lookup(table, codes[::-1], out[::-2])  # a reversed, strided output
+        packing.numpy_lookup(table, codes[::-1], out[::-2])  # a reversed, strided output
         assert out[::-2].tobytes() == table[codes[::-1]].tobytes() and not out[-2::-2].any()
 
 

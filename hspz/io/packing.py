@@ -23,11 +23,12 @@ from hspz.io.records import MAX_BIN_BP, SEPARATOR, Record
 
 SMALL_BYTES = 1 << 26  # numpy translates below this while numba is not loaded (`_lookup`)
 SPAN_BYTES = 1 << 22  # least bytes a thread copies or translates when `threads` share the work
-LOOKUP_ITEMS = 1 << 20  # codes `lookup` hands numpy at once: an 8 MiB int64 copy of them
+LOOKUP_ITEMS = 1 << 20  # codes `numpy_lookup` hands numpy at once: an 8 MiB int64 copy of them
 
 
-def lookup(table: np.ndarray, codes: np.ndarray, out: np.ndarray) -> None:
-    """out[i] = table[codes[i]] (uint8 codes, any views of one length), numpy's way, in pieces.
+def numpy_lookup(table: np.ndarray, codes: np.ndarray, out: np.ndarray) -> None:
+    """out[i] = table[codes[i]] (uint8 codes, any views of one length), numpy's way, in pieces
+    (`_lookup`, `_lookup2` and `_reverse_lookup` are numba's way, once it is loaded).
 
     `np.take` first converts its indices to int64: over a whole 30 Mbp bin that is a 240 MB copy
     in fresh pages, and the lookup took 0.20-0.34 s where pieces of LOOKUP_ITEMS take 0.031-0.034
@@ -150,7 +151,7 @@ def reverse_complement(packed: PackedBin, threads: int = 1) -> PackedBin:
 
     def flip(lo: int, hi: int) -> None:  # src[lo:hi] lands, reversed, on buf[n - hi : n - lo]
         if numpy:
-            lookup(COMPLEMENT, src[lo:hi][::-1], buf[n - hi : n - lo])
+            numpy_lookup(COMPLEMENT, src[lo:hi][::-1], buf[n - hi : n - lo])
         else:
             _reverse_lookup(src[lo:hi], COMPLEMENT, buf[n - hi : n - lo])
 
@@ -216,7 +217,7 @@ def _translated(
     def span(lo: int, hi: int) -> None:
         if numpy:
             for table, out in zip(tables, outs, strict=True):
-                lookup(table, buf[lo:hi], out[lo:hi])
+                numpy_lookup(table, buf[lo:hi], out[lo:hi])
         elif len(tables) == 1:
             _lookup(buf[lo:hi], tables[0], outs[0][lo:hi])
         else:

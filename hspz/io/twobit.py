@@ -15,7 +15,7 @@ from hspz.core import jit
 from hspz.core.errors import InputError
 from hspz.core.jit import njit
 from hspz.core.names import name_problem
-from hspz.io.packing import SPAN_BYTES, lookup, on_threads
+from hspz.io.packing import SPAN_BYTES, numpy_lookup, on_threads
 from hspz.io.records import MAX_BIN_BP, PathLike, Record, refuse_duplicates, write_atomic
 
 TWOBIT_MAGIC = {b"\x1a\x41\x27\x43": ">", b"\x43\x27\x41\x1a": "<"}  # byte order of the file
@@ -136,7 +136,7 @@ def _twobit_record(
     quads = np.empty(packed_len, dtype=np.uint32)  # 4 bases a packed byte, on `spans` threads
     packed = arr[pos : pos + packed_len]
     on_threads(
-        lambda lo, hi: lookup(_TWOBIT_LUT, packed[lo:hi], quads[lo:hi]),
+        lambda lo, hi: numpy_lookup(_TWOBIT_LUT, packed[lo:hi], quads[lo:hi]),
         packed_len,
         spans,
         SPAN_BYTES // 4,
