@@ -44,7 +44,7 @@ _SWITCH = sys.getswitchinterval()  # the interpreter's, restored before each var
 
 def apply(variant: str) -> None:
     """Undo the last variant's settings, then set `variant`'s (`base`, or NAME=VALUE[+...]; a
-    NAME `gpu.X` sets the constant X of `hspz.engine.gpu`, e.g. gpu.STREAMS=2, or a switch
+    NAME `gpu.X` sets the constant X of `hspz.engine.gpu`, e.g. gpu.PIECE=97, or a switch
     gpu.MINUS_ON_DEVICE=1; `sys.switchinterval` the interpreter's switch interval)."""
     from hspz.engine import gpu
 

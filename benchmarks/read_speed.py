@@ -75,17 +75,15 @@ def median_seconds(fn: Callable[[], object], repeats: int) -> tuple[float, objec
 
 
 FRESH = """
-import json, re, sys, time
+import json, sys, time
 sys.path.insert(0, sys.argv[2])
 from hspz.io.digests import records_digest
 from hspz.io.readers import read_records
+from hspz.run.libc import peak_rss_kib
 t = time.perf_counter()
 got = read_records(sys.argv[1])
 seconds = time.perf_counter() - t
-# VmHWM: this process's own peak (ru_maxrss can keep the forking parent's across exec)
-status = open("/proc/self/status").read()
-peak = int(re.search(r"VmHWM:\\s+(\\d+) kB", status).group(1)) / 1024
-print(json.dumps([seconds, peak, records_digest(got)]))
+print(json.dumps([seconds, peak_rss_kib() / 1024, records_digest(got)]))
 """
 
 
