@@ -224,7 +224,9 @@ def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
         run_both(tmp_path, r, q, "-m", "500", env={"HSPZ_DEVICE_SEEDS": seeds})
 
 
-@pytest.mark.parametrize("variant", ["pass", "hits2", "hits4", "lane", "lane4", "lane8", "nib"])
+@pytest.mark.parametrize(
+    "variant", ["pass", "hits2", "hits4", "lane", "lane4", "lane8", "nib", "seed", "seed16"]
+)
 def test_gpu_filter_variants_never_change_bytes(tmp_path, monkeypatch, variant):
     """Each other filter (HSPZ_GPU_FILTER: `pass` and `lane`, former defaults, and experimental
     ones) on related pairs with repeats, N, lowercase and sequence ends, in pieces of 97 hits
@@ -237,6 +239,31 @@ def test_gpu_filter_variants_never_change_bytes(tmp_path, monkeypatch, variant):
     r = write_fasta(tmp_path / "r.fa", [(f"r{i}", a) for i, (a, _) in enumerate(pairs)])
     q = write_fasta(tmp_path / "q.fa", [(f"q{i}", b) for i, (_, b) in enumerate(pairs)])
     run_both(tmp_path, r, q, "-m", "500", env={"HSPZ_GPU_FILTER": variant})
+
+
+@pytest.mark.parametrize(
+    "seeds, piece, args",
+    [
+        ("0", 97, ()),
+        ("1", 1 << 28, ()),
+        ("1", 97, ("-a", "iupac,7,100", "-S", "minus")),
+        ("0", 5000, ("-a", "n", "-x", "31990")),  # the halves' floor: filter_seed16 still
+        ("1", 5000, ("-x", "40000")),  # past the halves: filter_seed
+    ],
+)
+def test_gpu_seed_filter_never_changes_bytes(tmp_path, monkeypatch, seeds, piece, args):
+    """filter_seed16 and filter_seed (the left side bounded beyond the seed first, from the
+    query's seed bounds) on related pairs with repeats, N, lowercase and sequence ends, with
+    either seeder, on both strands or the minus alone, N and IUPAC scored."""
+    from hspz.engine import gpu
+
+    monkeypatch.setattr(gpu, "PIECE", piece)
+    rng = np.random.default_rng(RNG_SEED + 28 + piece)
+    pairs = [related_pair(rng, int(rng.integers(3000, 12000))) for _ in range(3)]
+    r = write_fasta(tmp_path / "r.fa", [(f"r{i}", a) for i, (a, _) in enumerate(pairs)])
+    q = write_fasta(tmp_path / "q.fa", [(f"q{i}", b) for i, (_, b) in enumerate(pairs)])
+    env = {"HSPZ_GPU_FILTER": "seed16", "HSPZ_DEVICE_SEEDS": seeds}
+    run_both(tmp_path, r, q, "-m", "500", *args, env=env)
 
 
 @pytest.mark.parametrize("xdrop", ["31990", "40000"])

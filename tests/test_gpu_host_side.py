@@ -3,10 +3,12 @@ ahead, and up to STREAMS groups in flight) keeps its items in order, takes them 
 thread, runs at most `depth` at once and raises a failure at its item's turn; with STREAMS 1
 the groups run on the calling thread, as before streams, and CuPy is not imported.
 `gpu._minus_bytes`, array code that numpy runs as CuPy does, gives the host's minus strand;
-`gpu._filter_kernel` falls back from 16-bit halves where they would overflow."""
+`gpu._filter_kernel` falls back from 16-bit halves where they would overflow, and from the seed
+filter's 16-bit seed bounds."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -119,3 +121,26 @@ def test_the_filter_falls_back_where_its_16_bit_halves_would_overflow(monkeypatc
     assert gpu._filter_kernel(wide) == ("filter_nib", 1)
     monkeypatch.setitem(gpu._state, "filter", "lane4")
     assert gpu._filter_kernel(wide) == ("filter_lane4", 4)
+    monkeypatch.setitem(gpu._state, "filter", "seed16")
+    assert gpu._filter_kernel(Context.from_options(Options())) == ("filter_seed16", 1)
+    assert gpu._filter_kernel(wide) == ("filter_seed", 1)
+
+
+def test_the_seed_filter_falls_back_where_a_seed_bound_would_pass_16_bits(monkeypatch):
+    """filter_seed's per-anchor bounds are uint16: a matrix whose best score times the seed's
+    span reaches 2**16 takes the filter without them (`gpu.SEED_KERNELS`)."""
+    from hspz.core.options import Options
+    from hspz.engine.contract import Context
+
+    monkeypatch.setitem(gpu._state, "filter", "seed16")
+    ctx = Context.from_options(Options())
+    assert ctx.shape.size * int(gpu._best(ctx).max()) < 1 << 16
+    steep = dataclasses.replace(ctx, matrix=ctx.matrix * 40)
+    assert gpu._filter_kernel(steep) == ("filter_nib", 1)  # nor do its 16-bit halves fit
+
+
+def test_every_filter_the_knob_accepts_is_a_gpu_filter():
+    """HSPZ_GPU_FILTER's accepted values (`knobs.GPU_FILTERS`) are exactly `gpu.FILTERS`."""
+    from hspz.core import knobs
+
+    assert set(knobs.GPU_FILTERS) == set(gpu.FILTERS)

@@ -361,6 +361,35 @@ def test_seed_bounds_written_in_place_are_seed_bounds(first, last):
     assert out.tolist() == seed_bounds(qry, mat, first, last, 19).tolist()
 
 
+def test_seed_bound_table_is_seed_bounds_at_every_anchor():
+    """The GPU filter's per-anchor table (`seed_bound_table`, here on numpy) holds seed_bounds'
+    values for every anchor q >= size, and 0 before."""
+    from hspz.stages.xdrop import best_scores, seed_bound_table
+
+    rng = np.random.default_rng(5)
+    qry = _codes(_bases(rng.bytes(3000), 3000))[:3000]
+    mat = build_matrix(910, ambiguous="iupac,7,100").ravel().astype(np.int32)
+    table = seed_bound_table(np, qry, best_scores(mat), 19)
+    assert table.dtype == np.uint16 and len(table) == 3001
+    assert table[:19].tolist() == [0] * 19
+    assert table[19:].tolist() == seed_bounds(qry, mat, 19, 3000, 19).tolist()
+
+
+def test_seed_bound_table_exact_past_its_running_sums_wrap():
+    """Running sums past 2**32 wrap in uint32; each window's difference stays exact (1.5 M codes
+    whose terms reach 3,449: the sums wrap once, a window of 19 holds at most 65,531)."""
+    from hspz.stages.xdrop import seed_bound_table
+
+    rng = np.random.default_rng(6)
+    best = np.array([3449, 3000, 17, 0, 3449, 1, 2, 3448], np.int64)
+    codes = rng.integers(0, 8, 1_500_000).astype(np.uint8)
+    codes[:1_300_000] = 0  # most terms at the top: the running sum passes 2**32 by 1.3 M
+    table = seed_bound_table(np, codes, best, 19)
+    run = np.concatenate(([0], np.cumsum(best[codes])))
+    assert int(run[-1]) > 2**32
+    assert (table[19:].astype(np.int64) == run[19:] - run[:-19]).all()
+
+
 def test_pair_tables_widen_to_int64_for_a_huge_xdrop():
     """Two separator scores (-10 x-drop each) past int32 still add up exactly in a block."""
     mat = build_matrix(200_000_000).ravel().astype(np.int64)

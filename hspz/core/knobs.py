@@ -29,6 +29,8 @@ GPU_FILTERS = (
     "lane8",
     "nib",
     "nib16",
+    "seed",
+    "seed16",
 )
 
 

@@ -125,10 +125,17 @@ FILTERS = {
     "lane8": ("filter_lane8", 1),
     "nib": ("filter_nib", 1),  # reads nibble-packed codes (_nibbles)
     "nib16": ("filter_nib16", 1),  # nib on 16-bit halves, where they fit (`_filter_kernel`)
+    "seed": ("filter_seed", 1),  # nib, its left side first bounded beyond the seed
+    "seed16": ("filter_seed16", 1),  # the same on 16-bit halves
 }
-NIBBLE_KERNELS = ("filter_nib", "filter_nib16")  # the filters over nibble-packed codes
+# the filters over nibble-packed codes
+NIBBLE_KERNELS = ("filter_nib", "filter_nib16", "filter_seed", "filter_seed16")
 HALF = 32000  # filter_nib16's 16-bit halves: cap x best score and xdrop stay under it
-WIDE = {"filter_nib16": "filter_nib"}  # a filter on 16-bit halves -> where they do not fit
+# a filter on 16-bit halves -> where they do not fit
+WIDE = {"filter_nib16": "filter_nib", "filter_seed16": "filter_seed"}
+# the filters that read the query's seed bounds (`_seed_bounds`) -> where a bound would not fit
+# their 16 bits
+SEED_KERNELS = {"filter_seed": "filter_nib", "filter_seed16": "filter_nib16"}
 DEFAULT_FILTER = "nib16"  # simM filter 70.1 ms vs nib 73.8, lane 85.7; same digest (BENCHMARKS.md)
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
@@ -334,6 +341,22 @@ def _device_nibbles(ctx: Context, qry: QueryBin, strand: str):
             ctx.shape, _device_query(ctx, qry)[strand][1], qry.packed[strand].block_len
         )
     return made[strand]
+
+
+def _seed_bounds(ctx: Context, qry: QueryBin, strand: str):
+    """One strand's bounds of a walk over the seed's bases before each anchor
+    (`xdrop.seed_bound_table`, uint16), made once per query bin: filter_seed's input."""
+    made = qry.__dict__.setdefault("_device_seed", {})
+    if strand not in made:
+        n = qry.packed[strand].block_len
+        codes = _device_query(ctx, qry)[strand][1][:n]
+        made[strand] = xdrop.seed_bound_table(cp, codes, _best(ctx), ctx.shape.size)
+    return made[strand]
+
+
+def _best(ctx: Context) -> np.ndarray:
+    """Per query code, the best score any reference code gets against it, where positive."""
+    return xdrop.best_scores(np.asarray(ctx.matrix, np.int64))
 
 
 def _device_query(ctx: Context, qry: QueryBin) -> dict:
@@ -609,8 +632,23 @@ class _Group:
         count = cp.zeros(1, cp.uint32)
         if n:
             kernel, per_thread = _filter_kernel(self.ctx)
+            seed: tuple = ()
+            if kernel in SEED_KERNELS:
+                span = np.int32(self.ctx.shape.size)
+                seed = (_seed_bounds(self.ctx, self.qry, self.strand), span)
             self._launch(
-                kernel, pairs, tags, h0, n, CAP, size, cand, cand_tag, count, per_thread=per_thread
+                kernel,
+                pairs,
+                tags,
+                h0,
+                n,
+                CAP,
+                size,
+                *seed,
+                cand,
+                cand_tag,
+                count,
+                per_thread=per_thread,
             )
         k = int(count.get()[0])
         return cand[:k], cand_tag[:k]
@@ -816,6 +854,8 @@ def _filter_kernel(ctx: Context) -> tuple[str, int]:
     best = max(int(ctx.matrix.max()), 0)
     if kernel in WIDE and not (ctx.options.xdrop < HALF - 8 and CAP * best < HALF):
         kernel = WIDE[kernel]
+    if kernel in SEED_KERNELS and ctx.shape.size * int(_best(ctx).max()) >= 1 << 16:
+        kernel = SEED_KERNELS[kernel]
     return kernel, per_thread
 
 
@@ -1034,10 +1074,13 @@ def _shared_codes(ctx: Context, dref: DeviceRef, qry: QueryBin) -> None:
     """The device arrays every group reads, made now on this thread's stream: made by a group's
     first use on a stream of its own, another stream could read them unfinished."""
     _device_query(ctx, qry)
-    if _filter_kernel(ctx)[0] in NIBBLE_KERNELS:
+    kernel = _filter_kernel(ctx)[0]
+    if kernel in NIBBLE_KERNELS:
         dref.nibbles(ctx.shape)
         for strand in qry.packed:
             _device_nibbles(ctx, qry, strand)
+            if kernel in SEED_KERNELS:
+                _seed_bounds(ctx, qry, strand)
 
 
 def _in_slot(slots: threading.Semaphore, fn: Callable, *args: object) -> object:

@@ -449,8 +449,7 @@ def seed_bounds(qry: np.ndarray, mat: np.ndarray, first: int, last: int, size: i
     bases before q, whatever the reference holds there: the sum over them of the best score
     any reference symbol gets against the query's, where positive (every prefix of the scores
     sums to no more)."""
-    best = np.maximum(np.asarray(mat, np.int64).reshape(8, 8).max(axis=0), 0)
-    cum = np.concatenate(([0], np.cumsum(best[qry[first - size : last]])))
+    cum = np.concatenate(([0], np.cumsum(best_scores(mat)[qry[first - size : last]])))
     return cum[size:] - cum[:-size] if last >= first else cum[:0]
 
 
@@ -459,6 +458,26 @@ def _best_of(key: bytes) -> np.ndarray:
     """Per query symbol, the best score any reference symbol gets against it, where positive
     (`seed_bounds`'s terms), of the flat 8x8 matrix in `key`."""
     return np.maximum(np.frombuffer(key, np.int64).reshape(8, 8).max(axis=0), 0)
+
+
+def best_scores(mat: np.ndarray) -> np.ndarray:
+    """`seed_bounds`'s terms of the 8x8 matrix `mat`: per query symbol, its best score, where
+    positive."""
+    return _best_of(np.asarray(mat, np.int64).tobytes())
+
+
+def seed_bound_table(xp: ModuleType, codes: Any, best: np.ndarray, span: int) -> Any:
+    """Per anchor q in 0..len(codes): `seed_bounds` over the `span` codes before q (0 where
+    q < span), as uint16 (the caller checks span x max(best) fits), on numpy or CuPy (`xp`).
+    From running sums in uint32, which may wrap: a window's difference is still exact, being
+    far below 2**32."""
+    n = len(codes)
+    run = xp.zeros(n + 1, xp.uint32)
+    xp.cumsum(xp.asarray(best, xp.uint32)[codes], dtype=xp.uint32, out=run[1:])
+    out = xp.zeros(n + 1, xp.uint16)
+    if n >= span:
+        out[span:] = (run[span:] - run[: n + 1 - span]).astype(xp.uint16)
+    return out
 
 
 @njit
@@ -600,7 +619,7 @@ def first_pass(
     q0 = (int(qpos.min()) if len(qpos) else 0) + size
     last = (int(qpos.max()) if len(qpos) else -1) + size
     seed_best = work.take("seed_best", max(last - q0 + 1, 0))
-    _seed_bounds_into(qry, _best_of(np.asarray(mat, np.int64).tobytes()), q0, size, seed_best)
+    _seed_bounds_into(qry, best_scores(mat), q0, size, seed_best)
     n_cand, n_late = _reject_pass(
         ref,
         pair_view(ref),

@@ -706,8 +706,16 @@ __device__ __forceinline__ bool nib_side(Bases A, Bases B, int end, u32 row, u32
 }
 
 // filter_nib's and filter_nib16's body: the same hit, the same decision, their tables and walks.
-template <bool HALVES>
-__device__ __forceinline__ void nib_filter(WALK_PARAMS, u64* __restrict__ cand,
+// SEED (filter_seed, filter_seed16): the left side is first bounded beyond the `span` bases
+// before the anchor (the seed, which every left walk crosses rising), from no drawdown: sb[q]
+// bounds any walk's best over those bases whatever the reference holds (the sum of each query
+// base's best score, where positive; gpu._seed_bounds), so best <= sb[q] + the bound beyond, and
+// the walk from the anchor, whose drawdown there is no smaller, stops no later.  Only a hit that
+// bound does not reject is walked again from its anchor.  The CPU's first pass does the same
+// (xdrop._reject_pass); about a third of a left walk's bases are the seed's.
+template <bool HALVES, bool SEED>
+__device__ __forceinline__ void nib_filter(WALK_PARAMS, const unsigned short* __restrict__ sb,
+                                           int span, u64* __restrict__ cand,
                                            u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
 {
     __shared__ __align__(256) u32 tab[64 * 64];
@@ -726,7 +734,16 @@ __device__ __forceinline__ void nib_filter(WALK_PARAMS, u64* __restrict__ cand,
     bool reject = nib_side<false, HALVES>(NibFwd(ref, r), NibFwd(qry, q), end, row, lane4, xdrop,
                                           &br)
                   || end == lim;
-    if (reject) {
+    bool decided = false;
+    if (SEED && reject && min(r, q) >= span) {
+        lim = min(r, q) - span;
+        end = (int)min(lim, (i64)cap);
+        bool stop = nib_side<true, HALVES>(NibBwd(ref, r - span), NibBwd(qry, q - span), end,
+                                           row, lane4, xdrop, &bl)
+                    || end == lim;
+        decided = stop && br + (int)sb[q] + bl < thresh;
+    }
+    if (reject && !decided) {
         lim = min(r, q);
         end = (int)min(lim, (i64)cap);
         reject = (nib_side<true, HALVES>(NibBwd(ref, r), NibBwd(qry, q), end, row, lane4, xdrop,
@@ -739,13 +756,32 @@ __device__ __forceinline__ void nib_filter(WALK_PARAMS, u64* __restrict__ cand,
 extern "C" __global__ void filter_nib(WALK_PARAMS, u64* __restrict__ cand,
                                       u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
 {
-    nib_filter<false>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL, cand,
-                      cand_tag, n_cand);
+    nib_filter<false, false>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap,
+                             HIT_SOURCE_ALL, nullptr, 0, cand, cand_tag, n_cand);
 }
 
 extern "C" __global__ void filter_nib16(WALK_PARAMS, u64* __restrict__ cand,
                                         u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
 {
-    nib_filter<true>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap, HIT_SOURCE_ALL, cand,
-                     cand_tag, n_cand);
+    nib_filter<true, false>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap,
+                            HIT_SOURCE_ALL, nullptr, 0, cand, cand_tag, n_cand);
+}
+
+// filter_seed (seed) and filter_seed16 (seed16): filter_nib and filter_nib16 with the left side
+// bounded beyond the seed first (nib_filter's SEED); sb: gpu._seed_bounds of the query strand
+// for `span` bases.
+extern "C" __global__ void filter_seed(WALK_PARAMS, const unsigned short* __restrict__ sb,
+                                       int span, u64* __restrict__ cand,
+                                       u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    nib_filter<false, true>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap,
+                            HIT_SOURCE_ALL, sb, span, cand, cand_tag, n_cand);
+}
+
+extern "C" __global__ void filter_seed16(WALK_PARAMS, const unsigned short* __restrict__ sb,
+                                         int span, u64* __restrict__ cand,
+                                         u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    nib_filter<true, true>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap,
+                           HIT_SOURCE_ALL, sb, span, cand, cand_tag, n_cand);
 }
