@@ -639,6 +639,20 @@ def test_packed_bins_and_base_free_tables_take_one_set_of_offsets(lengths):
     assert minus.starts.tolist() == [plus.block_len - s - n for s, n in pairs][::-1]
 
 
+def test_spans_follow_span_bytes_as_a_test_sets_it(monkeypatch):
+    """on_threads reads SPAN_BYTES when called: the threaded tests below, which lower it, do
+    cut their small bins into one span a thread (a default bound at import did not)."""
+    from hspz.io import packing
+
+    monkeypatch.setattr(packing, "SPAN_BYTES", 1000)
+    spans: list[tuple[int, int]] = []
+    packing.on_threads(lambda lo, hi: spans.append((lo, hi)), 10_000, 4)
+    assert sorted(spans) == [(0, 2500), (2500, 5000), (5000, 7500), (7500, 10_000)]
+    spans.clear()
+    packing.on_threads(lambda lo, hi: spans.append((lo, hi)), 10_000, 4, 5000)
+    assert sorted(spans) == [(0, 5000), (5000, 10_000)]
+
+
 @pytest.mark.parametrize("numba", [False, True])
 def test_packing_and_codes_on_many_threads_give_the_one_thread_bytes(numba, monkeypatch):
     """pack_bin, both alphabets and the reverse complement split their work into spans on

@@ -40,13 +40,14 @@ def numpy_lookup(table: np.ndarray, codes: np.ndarray, out: np.ndarray) -> None:
 
 
 def on_threads(
-    work: Callable[[int, int], object], n: int, threads: int, least: int = SPAN_BYTES
+    work: Callable[[int, int], object], n: int, threads: int, least: int | None = None
 ) -> None:
     """work(lo, hi) over consecutive spans of range(n), one span a thread, on up to `threads`
-    threads of at least `least` items each (the copies, numpy gathers and numba loops given to
-    it release the GIL).  Each span writes its own part of the output: the bytes never depend
-    on the thread count."""
-    spans = max(1, min(threads, n // least))
+    threads of at least `least` items each (SPAN_BYTES unless given, read at the call, so a
+    test that lowers it splits small inputs; the copies, numpy gathers and numba loops given
+    to it release the GIL).  Each span writes its own part of the output: the bytes never
+    depend on the thread count."""
+    spans = max(1, min(threads, n // (SPAN_BYTES if least is None else least)))
     edges = [n * k // spans for k in range(spans + 1)]
     if spans == 1:
         work(0, n)
