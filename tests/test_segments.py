@@ -115,7 +115,13 @@ def test_an_empty_hsp_list_gives_no_bytes():
     assert format_lines(np.zeros(0, HSP_DTYPE), p, p, "plus") == b""
 
 
-def test_coordinates_beyond_2_to_the_31_print_exactly():
+@pytest.mark.parametrize("numba", [False, True])
+def test_coordinates_beyond_2_to_the_31_print_exactly(monkeypatch, numba):
+    """Both writers (numpy's while numba is not loaded, numba's loop once it is), whatever
+    loaded numba earlier in the session."""
+    from hspz.core import jit
+
+    monkeypatch.setattr(jit, "loaded", lambda: numba)
     # bins near the u32 limit, described by their record tables (format_lines reads only them)
     lengths = [2**31 + 5, 3, 2**31 - 100]
     starts = np.array([0, lengths[0] + 1, lengths[0] + lengths[1] + 2], np.int64)

@@ -6,6 +6,7 @@ import gzip
 import re
 import shutil
 import struct
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -136,10 +137,19 @@ def reference_fasta_parse(data: bytes) -> list[tuple[str, bytes]] | str:
     return [(name, bytes(seq)) for name, seq in records]
 
 
-def _random_fasta(rng) -> bytes:
+# `_random_fasta`'s kinds: (line alphabet, what follows the last header): mostly nucleotides;
+# mostly protein letters (refused: not nucleotides); whitespace alone (refused: no bases)
+FASTA_KINDS = {
+    "nucleotides": (b"ACGTACGTACGTacgtNnRY-*>0 \t\x0b\x0c", b"AC"),
+    "protein": (b"EFILPQEFILPQACGTw*-> \t", b"EF"),
+    "blank": (b" \t\x0b\x0c", b""),
+}
+
+
+def _random_fasta(rng, kind: str = "nucleotides") -> bytes:
     """Headers (blanks before some, unique names) and lines of bases, whitespace, odd bytes and
     '>', joined by LF, CRLF or CR alone at random, a byte-order mark first now and then."""
-    alphabet = b"ACGTACGTACGTacgtNnRY-*>0 \t\x0b\x0c"
+    alphabet, tail = FASTA_KINDS[kind]
     lines = []
     for i in range(rng.integers(0, 40)):
         if rng.random() < 0.25:
@@ -152,19 +162,36 @@ def _random_fasta(rng) -> bytes:
             )
     lines.append(b">last")
     ends = (b"\n", b"\r\n", b"\r")
-    data = b"".join(line + ends[rng.integers(0, 3)] for line in lines) + b"AC"
+    data = b"".join(line + ends[rng.integers(0, 3)] for line in lines) + tail
     return (b"\xef\xbb\xbf" if rng.random() < 0.2 else b"") + data
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_vectorised_fasta_parse_equals_a_line_by_line_reference(seed):
-    data = _random_fasta(np.random.default_rng(seed))
+FASTA_CASES = [("nucleotides", seed) for seed in range(40)] + [
+    (kind, seed) for kind in ("protein", "blank") for seed in range(10)
+]
+
+
+@pytest.mark.parametrize("kind, seed", FASTA_CASES)
+def test_vectorised_fasta_parse_equals_a_line_by_line_reference(kind, seed):
+    data = _random_fasta(np.random.default_rng(seed), kind)
     expected = reference_fasta_parse(data)
     if isinstance(expected, str):
         with pytest.raises(InputError, match=expected):
             parse(data)
     else:
         assert parse(data) == expected
+
+
+def test_the_random_fasta_cases_reach_records_and_both_refusals():
+    """The cases above compare records, and each refusal, more than once."""
+    outcomes = Counter(
+        "records" if isinstance(got, list) else got
+        for got in (
+            reference_fasta_parse(_random_fasta(np.random.default_rng(seed), kind))
+            for kind, seed in FASTA_CASES
+        )
+    )
+    assert min(outcomes[o] for o in ("records", "no sequence bases", "not nucleotides")) > 1
 
 
 # ---- files, formats, gzip -------------------------------------------------------------------
@@ -449,7 +476,7 @@ def test_write_fasta_round_trips_at_any_line_width(tmp_path, width):
     path = tmp_path / "w.fa"
     write_fasta(path, masked_records(), width)
     assert read_records(path) == masked_records()
-    assert not (tmp_path / "w.fa.tmp").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.fa"]  # no temporary left
 
 
 def test_write_fasta_wraps_lines_at_the_width(tmp_path):

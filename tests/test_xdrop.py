@@ -16,6 +16,7 @@ from hspz.stages.xdrop import (
     extend_hits,
     extend_plain,
     extend_seeds,
+    first_pass,
     pair_tables,
     pair_view,
     seed_bounds,
@@ -95,29 +96,27 @@ def test_capped_first_pass_plus_sweep_equals_plain_walk_for_every_kept_hit():
     rng = np.random.default_rng(9)
     a, b = _related(rng, 20_000, 0.04)
     ref, qry = _codes(a), _codes(b)
-    # fake seeds: each seed's hits are a run of pos_table entries
-    pos_table = np.sort(rng.integers(0, 19_000, 30_000)).astype(np.uint32)
+    # fake seeds: each seed's hits are a run of pos_table entries; 500 at random, then 200 of
+    # one hit each on the pair's shared diagonal, half of them within CAP of another (long
+    # HSPs: walks past the cap, and hits close behind a late one on its diagonal)
+    on_diagonal = np.sort(rng.integers(0, 19_000, 100))
+    on_diagonal = np.concatenate((on_diagonal, on_diagonal + rng.integers(1, 100, 100)))
+    pos_table = np.concatenate((np.sort(rng.integers(0, 19_000, 30_000)), on_diagonal))
+    pos_table = pos_table.astype(np.uint32)
     lo = rng.integers(0, 29_000, 500).astype(np.int64)
     counts = rng.integers(0, 40, 500).astype(np.int64)
     counts = np.minimum(counts, 30_000 - lo)
     qpos = rng.integers(0, 19_000, 500).astype(np.int64)
-    size, keep_from = 19, 300
-    score, rs, qs, ln = extend_seeds(
-        ref,
-        qry,
-        20_000,
-        20_000,
-        build_matrix(910),
-        910,
-        pos_table,
-        lo,
-        qpos,
-        counts,
-        size,
-        keep_from,
-    )
+    lo = np.concatenate((lo, 30_000 + np.arange(200)))
+    counts = np.concatenate((counts, np.ones(200, np.int64)))
+    qpos = np.concatenate((qpos, on_diagonal))
+    size, keep_from, seeds = 19, 300, len(lo)
+    args = (ref, qry, 20_000, 20_000, build_matrix(910), 910, pos_table, lo, qpos, counts, size)
+    (done, _, _, _), (late, _) = first_pass(*args, keep_from)
+    assert len(done) > 100 and len(late) > 100  # both paths: early deaths, long HSPs swept
+    score, rs, qs, ln = extend_seeds(*args, keep_from)
     R = np.concatenate(
-        [pos_table[lo[s] : lo[s] + counts[s]].astype(np.int64) + size for s in range(500)]
+        [pos_table[lo[s] : lo[s] + counts[s]].astype(np.int64) + size for s in range(seeds)]
     )
     Q = np.repeat(qpos + size, counts)
     p = _plain(ref, qry, R, Q)
@@ -125,7 +124,6 @@ def test_capped_first_pass_plus_sweep_equals_plain_walk_for_every_kept_hit():
     want = sorted(zip(*(x[keep].tolist() for x in p), strict=True))
     got = sorted(zip(score.tolist(), rs.tolist(), qs.tolist(), ln.tolist(), strict=True))
     assert got == want
-    assert len(got) > 100  # the case exercises both paths: long HSPs and early deaths
 
 
 def test_plain_walk_matches_the_spec_on_a_hand_checked_case():
