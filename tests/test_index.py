@@ -24,6 +24,7 @@ from hspz.core.options import Options
 from hspz.engine.contract import Context, prepare_reference
 from hspz.formats import index as ix
 from hspz.formats.sealed import sealed
+from hspz.io import readers
 from hspz.io.readers import read_records
 from hspz.io.twobit import write_2bit
 from hspz.planning import bins as planning
@@ -297,6 +298,17 @@ def work_argv(plan: Path, result: Path) -> list[str]:
     return ["work", "--plan", str(plan), "--worker", "0", "-o", str(result), "--backend", "cpu"]
 
 
+def _refusing(path: Path):
+    """`readers._read_file` that fails the test when asked for `path`'s bytes."""
+    inner = readers._read_file
+
+    def read(p, *args, **kwargs):
+        assert os.path.realpath(p) != os.path.realpath(path), f"{path} was read"
+        return inner(p, *args, **kwargs)
+
+    return read
+
+
 def test_a_plan_names_the_reference_and_its_work_job_verifies_it(
     built, tmp_path, capfd, monkeypatch
 ):
@@ -306,7 +318,7 @@ def test_a_plan_names_the_reference_and_its_work_job_verifies_it(
     d, ref, qry, plain = built
     with monkeypatch.context() as m:
         m.setattr(ix, "Verification", None)  # no check started by the plan
-        m.setattr("hspz.commands.plan.read_both", None)  # nor the reference read
+        m.setattr(readers, "_read_file", _refusing(ref))  # nor a byte of R read
         planned(d, qry, tmp_path / "plan.txt", ref)
     capfd.readouterr()
     assert main(work_argv(tmp_path / "plan.txt", tmp_path / "w0.result")) == 0
@@ -862,6 +874,8 @@ def test_file_pieces_of_a_file_that_changes_size_while_hashed_raise(tmp_path, mo
     hashed as it was at open: pieces of bytes the file never held at once."""
     f = tmp_path / "f"
     f.write_bytes(b"x" * 5000)
+    pieces = ix.file_pieces(f)[1]
+    assert ix.same_file(f, 5000, "", pieces)  # unchanged: the same
     real, done = os.preadv, []
 
     def changing(fd, buffers, offset):
@@ -874,7 +888,10 @@ def test_file_pieces_of_a_file_that_changes_size_while_hashed_raise(tmp_path, mo
     monkeypatch.setattr(os, "preadv", changing)
     with pytest.raises(hashing.ChangedWhileRead):
         ix.file_pieces(f, 1000, 1)
-    assert not ix.same_file(f, 5000, "", ix.file_pieces(f, 1000, 1)[1][:0])
+    f.write_bytes(b"x" * 5000)  # the recorded size again: the change comes while it is hashed
+    done.clear()
+    assert not ix.same_file(f, 5000, "", pieces)
+    assert done  # the file changed during same_file's hashing, past its size check
 
 
 @pytest.mark.parametrize(

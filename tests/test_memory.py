@@ -430,8 +430,9 @@ def test_seedable_counts_bound_the_valid_windows_of_every_batch(seed, monkeypatc
     monkeypatch.setattr(seedable, "BLOCK", 256)
     rng = np.random.default_rng(seed)
     records = []
-    for k in range(3):
-        n = int(rng.integers(50, 3000))
+    # two records under BLOCK (counted together, `grouped_counts`), one over it (on its own)
+    sizes = rng.permutation([rng.integers(20, 256), rng.integers(20, 256), rng.integers(257, 3000)])
+    for k, n in enumerate(sizes.tolist()):
         seq = rng.choice(
             np.frombuffer(b"ACGTacgtN", np.uint8),
             n,
@@ -441,7 +442,14 @@ def test_seedable_counts_bound_the_valid_windows_of_every_batch(seed, monkeypatc
         for a in runs:
             seq[a : a + int(rng.integers(1, 200))] = ord("n" if k % 2 else "N")
         records.append(Record(f"r{k}", seq))
+    grouped = []
+    monkeypatch.setattr(
+        seedable,
+        "grouped_counts",
+        lambda seqs, inner=seedable.grouped_counts: grouped.append(len(seqs)) or inner(seqs),
+    )
     side = seedable.Seedable.of(records)  # records above and below BLOCK: both paths
+    assert max(grouped) >= 1 and sum(grouped) < len(records)
     for r, counts in zip(records, side.counts, strict=True):
         flags = np.isin(r.seq, np.frombuffer(b"ACGT", np.uint8))
         want = [int(flags[a : a + 64].sum()) for a in range(0, len(flags), 64)]
