@@ -119,12 +119,13 @@ def test_identical_sequences_give_one_full_length_plus_hsp(engine, rng):
 
 def test_record_separator_stops_extension_even_with_a_huge_xdrop(engine, rng):
     r1, r2 = dna(rng, 600), dna(rng, 500)
-    files = engine([("r1", r1), ("r2", r2)], [("q", r1 + r2)], xdrop=10000)
-    # reference buffer r1 & r2: '&' scores -10 * xdrop = -100000, so q's single record splits
-    # into one HSP per reference record (diagonals 0 and +1 of the buffers)
+    files = engine([("r1", r1), ("r2", r2)], [("q", r1 + b"A" + r2)], xdrop=10000)
+    # reference buffer r1 & r2, query r1 A r2: one diagonal through the separator, where '&'
+    # scores -10 * xdrop = -100000, so q's single record splits into one HSP per reference
+    # record (a separator scored like a mismatch would give one HSP across both)
     assert files == {
         "tmp1.block0.r0.plus.segments": line("r1", 1, 600, "q", 1, 600, "+", pair_score(r1, r1))
-        + line("r2", 1, 500, "q", 601, 1100, "+", pair_score(r2, r2))
+        + line("r2", 1, 500, "q", 602, 1101, "+", pair_score(r2, r2))
     }
 
 
@@ -312,6 +313,23 @@ def test_soft_masked_bases_neither_seed_nor_extend(engine, rng, masked):
             "r", 1, 300, "q", 1, 300, "+", pair_score(seq[:300], seq[:300])
         )
         + line("r", 401, 1000, "q", 401, 1000, "+", pair_score(seq[400:], seq[400:]))
+    }
+
+
+@pytest.mark.parametrize("masked", ["query", "reference", "both"])
+def test_three_soft_masked_bases_stop_an_extension(engine, rng, masked):
+    """Three lowercase bases on an identical pair: at -1000 each (x-drop 910) the walk stops at
+    the first; a mask scored as a mismatch (-100 or so) would be bridged into one HSP."""
+    seq = dna(rng, 1000)
+    soft = seq[:300] + seq[300:303].lower() + seq[303:]
+    ref = soft if masked in ("reference", "both") else seq
+    qry = soft if masked in ("query", "both") else seq
+    files = engine([("r", ref)], [("q", qry)])
+    assert files == {
+        "tmp1.block0.r0.plus.segments": line(
+            "r", 1, 300, "q", 1, 300, "+", pair_score(seq[:300], seq[:300])
+        )
+        + line("r", 304, 1000, "q", 304, 1000, "+", pair_score(seq[303:], seq[303:]))
     }
 
 

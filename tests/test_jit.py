@@ -101,6 +101,9 @@ def test_2bit_blocks_read_the_same_either_way(monkeypatch, tmp_path, order):
         )
         seq[: n // 3] = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, n // 3)]  # no blocks
         seqs.append(seq)
+    # blocks at both ends: a masked N first, then N and lowercase runs to the last base
+    seqs[2][0], seqs[2][-3:] = ord("n"), np.frombuffer(b"nNN", np.uint8)
+    seqs[3][:2], seqs[3][-2:] = np.frombuffer(b"Na", np.uint8), np.frombuffer(b"aa", np.uint8)
     path = tmp_path / "x.2bit"
     twobit.write_2bit(path, [Record(f"r{i}", s) for i, s in enumerate(seqs)], order)
     numpy_way, numba_way = _both_ways(monkeypatch, lambda: readers.read_records(path))

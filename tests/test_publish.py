@@ -310,8 +310,10 @@ def test_a_run_killed_from_outside_at_a_random_moment_leaves_one_whole_result(pa
 def test_a_stage_folder_another_process_named_by_our_pid_is_left_alone(pair, runs, tmp_path):
     """Stage folders were named by the PID alone, so a run in another PID namespace (a
     container) with the same PID wrote into this run's stage and removed it."""
+    from hspz.run.outdir import STAGE_PREFIX
+
     out = tmp_path / "out"
-    theirs = out / f".hspz-partial-{os.getpid()}" / "theirs.segments"
+    theirs = out / f"{STAGE_PREFIX}{os.getpid()}" / "theirs.segments"  # unmarked: not ours
     theirs.parent.mkdir(parents=True)
     theirs.write_text("not this run's\n")
     assert in_process(run_args(pair, out))[0] == 0
