@@ -185,8 +185,11 @@ def test_groups_gathered_in_order_are_the_bytes_of_one_run_over_all_files(relate
     gapped.write_reference(m, str(ref), ref2bit)
     sizes = [(f, (segs / f).stat().st_size) for f in files]
     total = sum(s for _, s in sizes)
-    for bound in (1, total // 3, total):
+    pair = sizes[1][1] + sizes[2][1]  # the second and third files fit one group together
+    for bound in (1, pair, total):
         groups = gapped.split_groups(sizes, bound)
+        if bound == pair:  # a group after the first holds two files or more
+            assert any(len(group) > 1 for group in groups[1:]), groups
         parts = []
         for g, group in enumerate(groups):
             out = tmp_path / f"part{g}.{bound}.{fmt}"

@@ -73,7 +73,7 @@ def test_integers_take_ascii_digits_and_a_sign_only(text):
         ("--iterations", options.MAX_PASSES),
     ],
 )
-def test_the_largest_value_is_taken_and_one_more_is_refused(name, maximum):
+def test_parse_int_takes_the_largest_value_and_refuses_one_more(name, maximum):
     assert parse_int(name, str(maximum), 1, maximum) == maximum
     with pytest.raises(UsageError, match=rf"{name}: {maximum + 1} must be at most {maximum}"):
         parse_int(name, str(maximum + 1), 1, maximum)
@@ -84,3 +84,51 @@ def test_the_largest_value_is_taken_and_one_more_is_refused(name, maximum):
 @pytest.mark.parametrize("prefix", ["", "ref.", "hg38#1#", "\u00e9t\u00e9_"])
 def test_prefixes_without_whitespace_or_control_characters_are_taken(prefix):
     assert parse_prefix("-T", prefix) == prefix
+
+
+@pytest.mark.parametrize(
+    "flag, maximum, field",
+    [
+        ("--xdrop", options.XDROP_MAX, "xdrop"),
+        ("--hspthresh", options.HSPTHRESH_MAX, "hspthresh"),
+        ("--step", options.MAX_BP, "step"),
+        ("--gpus", options.MAX_WORKERS, "gpus"),
+        ("--threads", options.MAX_THREADS, "threads"),
+    ],
+)
+def test_a_run_takes_each_flags_largest_value_and_refuses_one_more(flag, maximum, field):
+    """Through the command line as `hspZ run` reads it (`cli.options_from_args`), and the
+    scoring's own checks (`Context.from_options`): the bounds the flags really have."""
+    from hspz.cli import build_parser, options_from_args
+    from hspz.engine.contract import Context
+
+    def read(value: int):
+        ns = build_parser().parse_args(["run", "-r", "r.fa", "-q", "q.fa", flag, str(value)])
+        got = options_from_args(ns)
+        Context.from_options(got)
+        return got
+
+    assert getattr(read(maximum), field) == maximum
+    with pytest.raises(UsageError, match=rf"{flag}: {maximum + 1} must be at most {maximum}"):
+        read(maximum + 1)
+
+
+@pytest.mark.parametrize(
+    "argv, flag, maximum",
+    [
+        (["hits-estimate", "-r", "R", "-q", "Q"], "--threads", options.MAX_THREADS),
+        (["work", "--plan", "P", "--worker", "0", "-o", "O"], "--threads", options.MAX_THREADS),
+        (["benchmark", "-r", "R", "-q", "Q"], "--iterations", options.MAX_PASSES),
+        (["benchmark", "-r", "R", "-q", "Q"], "--warmup", options.MAX_PASSES),
+    ],
+)
+def test_other_commands_refuse_one_more_than_a_flags_largest_value(
+    tmp_path, capsys, argv, flag, maximum
+):
+    """Commands that read a flag themselves: one line and exit 2 before any work (the inputs
+    named here do not exist)."""
+    from hspz.cli import main
+
+    args = [a if a not in ("R", "Q", "P", "O") else str(tmp_path / a) for a in argv]
+    assert main([*args, flag, str(maximum + 1)]) == 2
+    assert f"{flag}: {maximum + 1} must be at most {maximum}" in capsys.readouterr().err

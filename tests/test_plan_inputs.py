@@ -157,11 +157,18 @@ int cuGetErrorName(int e, const char **s) {
 def _fake_gpu(tmp_path: Path, init: int = 0, meminfo: int = 0) -> tuple[str, str]:
     """(PYTHONPATH entry, LD_LIBRARY_PATH entry) of a fake GPU machine: a libcuda.so.1 whose
     one device has H200-like attributes (cuInit and cuMemGetInfo returning `init` and
-    `meminfo`), and a CuPy that is installed but fails when imported."""
+    `meminfo`), and a CuPy that is installed but fails when imported, leaving `imported` in
+    the machine's folder first (`_cupy_tried`), so that an import that is tried and caught is
+    still seen."""
     src = FAKE_DRIVER.replace("INIT_STATUS", str(init)).replace("MEMINFO_STATUS", str(meminfo))
-    return _fake_machine(
-        tmp_path / f"fake-{init}-{meminfo}", src, "raise ImportError('not on this machine')\n"
-    )
+    base = tmp_path / f"fake-{init}-{meminfo}"
+    cupy = f"open({str(base / 'imported')!r}, 'a').close()\nraise ImportError('not here')\n"
+    return _fake_machine(base, src, cupy)
+
+
+def _cupy_tried(tmp_path: Path, init: int = 0, meminfo: int = 0) -> bool:
+    """Whether a process imported `_fake_gpu`'s CuPy."""
+    return (tmp_path / f"fake-{init}-{meminfo}" / "imported").exists()
 
 
 def _fake_machine(base: Path, driver: str, cupy: str) -> tuple[str, str]:
@@ -198,6 +205,7 @@ def test_a_gpu_plan_reads_the_driver_and_never_imports_cupy(tmp_path):
     assert rc == 0, err
     text = plan.read_text()
     assert "schedule: device mapping: worker0->device0" in text, text[:800]
+    assert not _cupy_tried(tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -53,6 +53,11 @@ def test_unit_partition_covers_every_unit_once_with_count_quotas(r, q, w):
     assert sum(len(vs) for vs in part) - r == sum(
         len({k for k, vs in enumerate(part) if any(v.ref_bin == b for v in vs)}) - 1 for b in split
     )
+    # the fewest: a worker whose quota holds c units can take c // q bins whole, no more, so
+    # every other bin is split; the residuals, cut from one stream, add a visit at most per cut
+    assert len(split) == r - sum(len(u) // q for u in units)
+    residuals = sum(1 for u in units if len(u) % q)
+    assert sum(len(vs) for vs in part) <= r + max(0, residuals - 1)
 
 
 def test_unit_partition_splits_one_bin_when_the_quota_needs_it():

@@ -50,7 +50,8 @@ RUN_CASES = [
     (["-q", "{d}/noname.fa"], {}, r"noname\.fa: line 1: FASTA header has an empty name"),
     # both sides are read at once; a bad reference is still the one reported
     (["-r", "{d}/corrupt.2bit", "-q", "{d}/empty.fa"], {}, r"corrupt\.2bit: .*2bit"),
-    # --backend auto starts CUDA on a thread while reading: bad input is still one line
+    # --backend auto (where CuPy imports, CUDA starts on a thread while reading; here, without
+    # CuPy, the CPU is chosen): bad input is still one line
     (["--backend", "auto", "-q", "{d}/empty.fa"], {}, r"empty\.fa: empty file"),
     (["--dump-manifest", "{d}/a_dir"], {}, r"--dump-manifest: .*a_dir is a directory"),
     (["-Z", "{d}/a_dir"], {}, r"--tarball: .*a_dir is a directory"),
