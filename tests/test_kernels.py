@@ -22,7 +22,7 @@ GPU_PY = ENGINE / "gpu.py"
 SHAPES = {"12of19": "TTT0T00TT00T0T0TTTT", "14of22": "TTT0T0TT00TT00T0T0TTTT"}
 NVCC = shutil.which("nvcc")
 
-pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
 
 
 def _launched() -> dict[str, set[str]]:
@@ -87,6 +87,7 @@ def test_the_preamble_names_the_care_positions_of_each_seed_and_the_scratch_layo
     )
 
 
+@needs_nvcc
 @pytest.mark.parametrize("seed", sorted(SHAPES))
 def test_every_kernel_file_compiles_to_sm_90_ptx(ptx, seed):
     stems = sorted(cu.stem for cu in KERNELS.glob("*.cu"))
@@ -97,6 +98,7 @@ def test_every_kernel_file_compiles_to_sm_90_ptx(ptx, seed):
         assert ".entry" in text
 
 
+@needs_nvcc
 @pytest.mark.parametrize("seed", sorted(SHAPES))
 def test_every_kernel_gpu_py_launches_is_an_extern_c_entry_of_its_module(ptx, seed):
     launched = _launched()
@@ -108,6 +110,7 @@ def test_every_kernel_gpu_py_launches_is_an_extern_c_entry_of_its_module(ptx, se
         assert not missing, f'{module}.cu lacks extern "C" kernels {sorted(missing)}'
 
 
+@needs_nvcc
 def test_care_positions_reach_the_seed_kernels_constant_table(ptx):
     # WEIGHT sizes the __constant__ CARE table and CARE_LIST fills it, first care position first
     for seed, pattern in SHAPES.items():
@@ -163,6 +166,7 @@ def _elementwise_source(name: str, ins: str, outs: str, body: str) -> str:
     return "\n".join(lines)
 
 
+@needs_nvcc
 def test_every_fused_elementwise_body_compiles(tmp_path):
     """gpu._FUSED (issue 27's FUSED trial): CuPy compiles these at run time, so nvcc checks
     their C here."""
