@@ -215,7 +215,9 @@ def test_snakemake_exits_when_the_last_job_is_done(tmp_path: Path) -> None:
     assert frozen is not None and frozen > 10_000, frozen
 
 
-def test_backend_gpu_asks_a_gpu_for_plan_and_work_jobs(tmp_path: Path) -> None:
+def test_backend_gpu_asks_a_gpu_for_its_plan_job(tmp_path: Path) -> None:
+    """Its work jobs, which a dry run lists only once the plan is done:
+    test_each_work_job_takes_its_own_workers_size_and_a_gpu_where_its_job_asks."""
     config = make_workdir(tmp_path, [JOBS[2]])
     job = yaml.safe_load(config.read_text())["jobs"][0]
     config.write_text(yaml.safe_dump({"jobs": [{**job, "backend": "gpu"}]}))
@@ -312,6 +314,25 @@ def test_results_are_byte_identical_to_run_query_list(workflow_run: Path, name: 
     got = tree(workflow_run / "results" / name)
     assert got.pop("names.tsv").decode().splitlines()[0] == "name\tjob\tpath"
     assert got == expected
+
+
+def test_a_jobs_options_and_flags_reach_its_plan_and_merge(workflow_run: Path) -> None:
+    """On this small pair `-D` splits no file and --xdrop 800 changes no HSP, so the byte
+    comparison above cannot see them: the listed job's plan says xdrop 800 (the sheet's the
+    default 910), and its merge, and only its, is given -D."""
+    assert "xdrop 800" in (workflow_run / "work" / "listed" / "plan.txt").read_text().splitlines()
+    assert "xdrop 910" in (workflow_run / "work" / "sheet" / "plan.txt").read_text().splitlines()
+    done = snakemake(
+        workflow_run, workflow_run / "config.yaml", "-n", "-p", "--forcerun", "hspz_merge"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    merges = {
+        re.search(r"wildcards: batch=(\w+)", job)[1]: job
+        for job in dry_run_jobs(done, "hspz_merge")
+    }
+    assert sorted(merges) == ["listed", "sheet", "single"]
+    for batch, job in merges.items():
+        assert (re.search(r"hspZ merge .* -D( |$)", job, re.M) is not None) == (batch == "listed")
 
 
 def test_names_tsv_maps_sheet_names_to_job_numbers(workflow_run: Path) -> None:
@@ -510,9 +531,10 @@ def test_a_killed_work_job_is_rerun_and_computes_only_its_missing_units(tmp_path
 # --- issue 23: sheets and configs checked at parse time, no text reaches a shell unquoted ----
 
 
-def parse_error(tmp_path: Path, config: Path) -> str:
-    """A dry run that must be refused at parse time: its one-line error, no traceback."""
-    done = snakemake(tmp_path, config, "-n", "--cores", "1", profile=None)
+def parse_error(tmp_path: Path, config: Path, dry: bool = True) -> str:
+    """A run (a dry run unless `dry` is false) that must be refused at parse time: its
+    one-line error, no traceback."""
+    done = snakemake(tmp_path, config, *(["-n"] if dry else []), "--cores", "1", profile=None)
     out = done.stdout + done.stderr
     assert done.returncode != 0, out
     assert "Traceback" not in out and out.count("\n") < 12, out
@@ -568,8 +590,8 @@ def test_a_bad_sheet_is_one_line_naming_row_and_column(
 ) -> None:
     config = make_workdir(tmp_path, [JOBS[0]])
     (tmp_path / "queries.tsv").write_text(f"{header}\n{row}\n")
-    out = parse_error(tmp_path, config)
-    assert re.search(message, out), out
+    out = parse_error(tmp_path, config, dry=False)  # a real run: a column that reached a
+    assert re.search(message, out), out  # shell command would run it
     assert not (tmp_path / "PWNED").exists()
 
 
@@ -788,6 +810,41 @@ def test_work_jobs_ask_for_their_plans_memory_and_time(workflow_run: Path) -> No
     ]
     assert [r["mem_mb"] for r in counted] == [r["mem_mb"] for r in rows]
     assert all(int(r["hits"]) > 0 and int(r["runtime_s"]) >= 5 for r in counted)
+
+
+def test_each_work_job_takes_its_own_workers_size_and_a_gpu_where_its_job_asks(
+    workflow_run: Path, tmp_path: Path
+) -> None:
+    """hspz_work's mem_mb and runtime come from its own worker's row of sizes.tsv, times
+    retry_factor (the rows made to differ here: 300 and 700 MB, 600 and 1800 s), and a job
+    whose backend is gpu asks a GPU for its work jobs, not only its plan (the plans done, the
+    work jobs are listed; run's plans are not redone for the changed backend)."""
+    run = tmp_path / "run"
+    shutil.copytree(workflow_run, run, symlinks=True)
+    sizes = run / "work" / "sheet" / "sizes.tsv"
+    head, *rows = (line.split("\t") for line in sizes.read_text().splitlines())
+    own = {"0": {"mem_mb": "300", "runtime_s": "600"}, "1": {"mem_mb": "700", "runtime_s": "1800"}}
+    table = [[{**dict(zip(head, r, strict=True)), **own[r[0]]}[h] for h in head] for r in rows]
+    sizes.write_text("".join("\t".join(r) + "\n" for r in [head, *table]))
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["jobs"][0]["backend"] = "gpu"
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    done = snakemake(
+        run, run / "config.yaml", "-n", "--forcerun", "hspz_work", "--rerun-triggers", "mtime"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    work = {
+        int(m[1]): job
+        for job in dry_run_jobs(done, "hspz_work")
+        if (m := re.search(r"wildcards: batch=sheet, k=(\d+)", job))
+    }
+    assert sorted(work) == [0, 1]
+    for k, (mem, minutes) in {0: (450, 15), 1: (1050, 45)}.items():  # x 1.5, first attempt
+        assert int(re.search(r"\bmem_mb=(\d+)", work[k])[1]) == mem, work[k]
+        assert int(re.search(r"\bruntime=(\d+)", work[k])[1]) == minutes, work[k]
+        assert re.search(r"\bgpu=1\b", work[k]), work[k]
+    others = [job for job in dry_run_jobs(done, "hspz_work") if "batch=sheet," not in job]
+    assert others and all(re.search(r"\bgpu=0\b", job) for job in others)
 
 
 def test_threads_default_to_the_cores_over_the_concurrent_work_jobs(tmp_path: Path) -> None:
