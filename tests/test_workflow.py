@@ -166,7 +166,7 @@ def test_the_rules_are_snakefmt_clean() -> None:
 def test_dry_run_resolves_under_local_and_slurm_profiles(tmp_path: Path) -> None:
     config = make_workdir(tmp_path)
     for profile in ("local", "slurm"):
-        done = snakemake(tmp_path, config, "-n", profile=profile)
+        done = snakemake(tmp_path, config, "-n", "-p", profile=profile)
         assert done.returncode == 0, done.stdout + done.stderr
         plans = dry_run_jobs(done, "hspz_plan")
         assert sorted(job.split("wildcards: batch=")[1].split()[0] for job in plans) == sorted(
@@ -174,6 +174,9 @@ def test_dry_run_resolves_under_local_and_slurm_profiles(tmp_path: Path) -> None
         )
         assert len(dry_run_jobs(done, "hspz_index")) == 1  # one reference, one layout
         assert all("gpu=0" in job for job in plans)  # backend cpu: no GPU asked for
+        # a cluster's plans count seed hits for the work jobs' runtime; the local profile's not
+        counted = ["--sizes-hits" in job for job in plans]
+        assert counted == [profile == "slurm"] * len(plans), (profile, plans)
     slurm = yaml.safe_load((ROOT / "profiles" / "slurm" / "config.v8+.yaml").read_text())
     assert slurm["executor"] == "slurm"
 
