@@ -301,35 +301,24 @@ def test_several_records_per_file_with_reverse_complemented_ones(engine, rng):
 
 
 @pytest.mark.parametrize("masked", ["query", "reference", "both"])
-def test_soft_masked_bases_neither_seed_nor_extend(engine, rng, masked):
+@pytest.mark.parametrize("run", [100, 3])
+def test_soft_masked_bases_neither_seed_nor_extend(engine, rng, masked, run):
+    """Lowercase scores -1000 against anything (even itself): extension stops at the mask, a
+    run of 100 bases or of 3 (which a mask scored as a mismatch, -100 or so, would bridge at
+    x-drop 910 into one HSP)."""
     seq = dna(rng, 1000)
-    soft = seq[:300] + seq[300:400].lower() + seq[400:]
+    soft = seq[:300] + seq[300 : 300 + run].lower() + seq[300 + run :]
     ref = soft if masked in ("reference", "both") else seq
     qry = soft if masked in ("query", "both") else seq
     files = engine([("r", ref)], [("q", qry)])
-    # lowercase scores -1000 against anything (even itself): extension stops at the mask
+    after = 300 + run
     assert files == {
         "tmp1.block0.r0.plus.segments": line(
             "r", 1, 300, "q", 1, 300, "+", pair_score(seq[:300], seq[:300])
         )
-        + line("r", 401, 1000, "q", 401, 1000, "+", pair_score(seq[400:], seq[400:]))
-    }
-
-
-@pytest.mark.parametrize("masked", ["query", "reference", "both"])
-def test_three_soft_masked_bases_stop_an_extension(engine, rng, masked):
-    """Three lowercase bases on an identical pair: at -1000 each (x-drop 910) the walk stops at
-    the first; a mask scored as a mismatch (-100 or so) would be bridged into one HSP."""
-    seq = dna(rng, 1000)
-    soft = seq[:300] + seq[300:303].lower() + seq[303:]
-    ref = soft if masked in ("reference", "both") else seq
-    qry = soft if masked in ("query", "both") else seq
-    files = engine([("r", ref)], [("q", qry)])
-    assert files == {
-        "tmp1.block0.r0.plus.segments": line(
-            "r", 1, 300, "q", 1, 300, "+", pair_score(seq[:300], seq[:300])
+        + line(
+            "r", after + 1, 1000, "q", after + 1, 1000, "+", pair_score(seq[after:], seq[after:])
         )
-        + line("r", 304, 1000, "q", 304, 1000, "+", pair_score(seq[303:], seq[303:]))
     }
 
 
