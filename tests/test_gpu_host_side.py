@@ -1,17 +1,12 @@
 """The GPU engine's host-side logic, without a device.  `gpu._prefetched` (the CPU seeder run
-ahead, and up to STREAMS groups in flight) keeps its items in order, takes them on the calling
-thread, runs at most `depth` at once and raises a failure at its item's turn; with STREAMS 1
-the groups run on the calling thread, as before streams, and CuPy is not imported.
-`gpu._minus_bytes`, array code that numpy runs as CuPy does, gives the host's minus strand;
-`gpu._filter_kernel` falls back from 16-bit halves where they would overflow, and from the seed
-filter's 16-bit seed bounds."""
+ahead) keeps its items in order, takes them on the calling thread, runs at most `depth` at once
+and raises a failure at its item's turn.  `gpu._minus_bytes`, array code that numpy runs as
+CuPy does, gives the host's minus strand; `gpu._filter_kernel` falls back from 16-bit halves
+where they would overflow, and from the seed filter's 16-bit seed bounds."""
 
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 
@@ -80,23 +75,6 @@ def test_a_failure_is_raised_at_its_items_turn():
         for x in gpu._prefetched(fn, range(5), 2):
             got.append(x)
     assert got == [0, 1]
-
-
-def test_one_stream_runs_the_groups_on_the_calling_thread_without_cupy():
-    code = textwrap.dedent(
-        """
-        import sys, threading
-        from hspz.engine import gpu
-        assert gpu.STREAMS == 1
-        caller = threading.get_ident()
-        half = lambda x: (x, threading.get_ident())
-        out = list(gpu._device_halves(None, None, None, half, iter(range(4))))
-        assert out == [(x, caller) for x in range(4)], out
-        assert "cupy" not in sys.modules
-        """
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
 
 
 def test_the_minus_strand_made_from_the_plus_strands_bytes_is_the_hosts(monkeypatch):

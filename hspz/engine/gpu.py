@@ -42,7 +42,6 @@ from __future__ import annotations
 import functools
 import itertools
 import os
-import queue
 import threading
 import time
 from collections import deque
@@ -146,9 +145,6 @@ MINUS_ON_DEVICE = True  # the query's minus strand made on the device from its p
 FUSED = True  # `_pack`, `_unpack` and `by_diagonal`'s key and gathers as one kernel each (fewer
 # small launches, before each of which the device waited about 35 us).  False: CuPy expressions.
 # The two together: simM 0.1004 ns/hit against 0.1051 without (BENCHMARKS.md, issue 27)
-STREAMS = 1  # groups in flight at once, each on a launching thread and stream (`_device_halves`);
-# the memory a group may take is divided among them.  2 and 3 were slower on simM (issue 27's
-# fourteenth-session trials): not a setting to raise
 
 _state: dict[str, Any] = {"threads": 1}
 
@@ -917,16 +913,16 @@ def by_diagonal(
     R (tags ride along: which walk takes a hit never changes its result)."""
     if len(late) < 2:
         return (*_unpack(late), tag)
-    if ref_len + qlen >= 2**32:  # the key below would overflow
-        R, Q = _unpack(late)
-        order = cp.lexsort(cp.stack((R, R - Q)))
-    elif FUSED:
+    fits = ref_len + qlen < 2**32  # the radix key (diagonal + qlen) << 32 | R does not overflow
+    if fits and FUSED:
         order = cp.argsort(_fused("diagonal_key")(late, np.int64(qlen)))
         return _fused("sorted_hits")(order, late, tag)
-    else:  # one radix sort of (diagonal + qlen) << 32 | R
-        R, Q = _unpack(late)
+    R, Q = _unpack(late)
+    if fits:  # one radix sort of (diagonal + qlen) << 32 | R
         key = (R - Q + qlen).astype(cp.uint64) << np.uint64(32)
         order = cp.argsort(key | (late >> np.uint64(32)))
+    else:
+        order = cp.lexsort(cp.stack((R, R - Q)))
     return R[order], Q[order], tag[order]
 
 
@@ -1028,61 +1024,6 @@ def _host_of(seeds: Iterator, group: list[int]) -> list | None:
     return None if host[0] is None else host
 
 
-def _device_halves(
-    ctx: Context, dref: DeviceRef, qry: QueryBin, device_half: Callable, items: Iterable
-) -> Iterator:
-    """device_half(item) of every group's item, in order.  With STREAMS > 1, up to STREAMS
-    groups run at once, each on a launching thread and a stream of its own: while one thread
-    waits for a count or launches small kernels, another's kernels keep the device busy (the
-    device sat idle 30-48 ms of simM's 140 between small launches: BENCHMARKS.md, issue 27).
-    Each stream waits for the shared codes, made first on the caller's stream; the ledger's
-    events bracket the groups, each of which ends in a copy back that waits for its stream."""
-    if STREAMS <= 1:
-        yield from map(device_half, items)
-        return
-    _shared_codes(ctx, dref, qry)
-    made = cp.cuda.get_current_stream().record()  # whatever the caller's stream is
-    device = cp.cuda.Device().id
-    free = _launch_streams(device, STREAMS)
-
-    def on_stream(item: object) -> object:
-        stream = free.get()  # at most STREAMS items run at once: one is free
-        try:
-            cp.cuda.Device(device).use()  # the current device is per thread
-            stream.wait_event(made)
-            with stream:
-                return device_half(item)
-        finally:
-            free.put(stream)
-
-    yield from _prefetched(on_stream, items, STREAMS)
-
-
-@functools.cache
-def _launch_streams(device: int, n: int) -> queue.SimpleQueue:
-    """n streams of `device` for `_device_halves`, kept for the process: CuPy's memory pool
-    keeps the blocks a stream freed for that stream, so a new stream every unit would strand
-    them."""
-    free: queue.SimpleQueue = queue.SimpleQueue()
-    with cp.cuda.Device(device):
-        for _ in range(n):
-            free.put(cp.cuda.Stream())
-    return free
-
-
-def _shared_codes(ctx: Context, dref: DeviceRef, qry: QueryBin) -> None:
-    """The device arrays every group reads, made now on this thread's stream: made by a group's
-    first use on a stream of its own, another stream could read them unfinished."""
-    _device_query(ctx, qry)
-    kernel = _filter_kernel(ctx)[0]
-    if kernel in NIBBLE_KERNELS:
-        dref.nibbles(ctx.shape)
-        for strand in qry.packed:
-            _device_nibbles(ctx, qry, strand)
-            if kernel in SEED_KERNELS:
-                _seed_bounds(ctx, qry, strand)
-
-
 def _in_slot(slots: threading.Semaphore, fn: Callable, *args: object) -> object:
     with slots:
         return fn(*args)
@@ -1090,10 +1031,9 @@ def _in_slot(slots: threading.Semaphore, fn: Callable, *args: object) -> object:
 
 def _group_bases(ctx: Context) -> int:
     """Window starts per group: GROUP_BASES, less where device memory is short (a quarter of
-    what is free, shared among STREAMS groups in flight, for the group's seed stream: lo,
-    counts and their prefix sum)."""
+    what is free, for the group's seed stream: lo, counts and their prefix sum)."""
     variants = ctx.shape.weight + 1 if ctx.options.transition else 1
-    share = _free_bytes() // 4 // max(1, STREAMS)
+    share = _free_bytes() // 4
     return max(1, min(GROUP_BASES, share // (16 * variants + 9)))
 
 
@@ -1103,9 +1043,9 @@ def _free_bytes() -> int:
 
 
 def _piece_hits() -> int:
-    """Hits per piece: PIECE, less where a quarter of the free device memory (shared among
-    STREAMS groups in flight) would not hold PIECE_BYTES a hit."""
-    return min(PIECE, max(1 << 16, _free_bytes() // 4 // max(1, STREAMS) // PIECE_BYTES))
+    """Hits per piece: PIECE, less where a quarter of the free device memory would not hold
+    PIECE_BYTES a hit."""
+    return min(PIECE, max(1 << 16, _free_bytes() // 4 // PIECE_BYTES))
 
 
 def run_unit(
@@ -1115,9 +1055,9 @@ def run_unit(
     halves overlapping on threads; `progress` hears of each group's seed batches as its device half
     returns.
 
-    (Device halves on several streams, one host thread each, measured slower on the H200 when
-    the host halves held the launching threads up: BENCHMARKS.md, "GPU ns per seed hit (H200)";
-    STREAMS, issue 27's trial, tries it again.)"""
+    (Device halves on several streams, one launching thread each, measured slower on the H200
+    twice: when the host halves held the launching threads up, and in issue 27's trial, where
+    the filter kernels slowed each other: BENCHMARKS.md, "GPU ns per seed hit (H200)".)"""
     k = knobs.read()
     _state["filter"] = k.gpu_filter
     dref = _device_ref(ctx, ref)
@@ -1148,7 +1088,7 @@ def run_unit(
             return run_group(ctx, ref, qry, js, k.chunk_walk_full, buckets, host, submit, piece)
 
         items = ((group, _host_of(seeds, group)) for group in groups)  # taken in order
-        halves = _device_halves(ctx, dref, qry, device_half, items)
+        halves = map(device_half, items)
         for group, outs in zip(groups, halves, strict=True):
             pending += outs
             tally(SeedBatchOut(hits=sum(out.hits for out, _ in outs)), len(group))
