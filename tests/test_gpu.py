@@ -210,7 +210,7 @@ def test_gpu_physical_pieces_never_change_bytes(tmp_path, examples, monkeypatch)
 
 @pytest.mark.parametrize("piece", [97, 5000, 1 << 28])
 def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
-    """The default filter (filter_nib16) on related pairs with repeats, N, lowercase and
+    """The default filter (filter_seed16) on related pairs with repeats, N, lowercase and
     sequence ends, in pieces of a few hits and of all of them, with either seeder."""
     from hspz.engine import gpu
 
@@ -224,7 +224,7 @@ def test_gpu_filter_never_changes_bytes(tmp_path, monkeypatch, piece):
 
 
 @pytest.mark.parametrize(
-    "variant", ["pass", "hits2", "hits4", "lane", "lane4", "lane8", "nib", "seed", "seed16"]
+    "variant", ["pass", "hits2", "hits4", "lane", "lane4", "lane8", "nib", "nib16", "seed"]
 )
 def test_gpu_filter_variants_never_change_bytes(tmp_path, monkeypatch, variant):
     """Each other filter (HSPZ_GPU_FILTER: `pass` and `lane`, former defaults, and experimental
@@ -267,8 +267,8 @@ def test_gpu_seed_filter_never_changes_bytes(tmp_path, monkeypatch, seeds, piece
 
 @pytest.mark.parametrize("xdrop", ["31990", "40000"])
 def test_gpu_default_filter_past_its_16_bit_halves(tmp_path, examples, xdrop):
-    """An x-drop that filter_nib16's halves cannot hold (gpu.HALF) takes filter_nib instead,
-    and one just under it keeps filter_nib16 (its floor then -1): the CPU's bytes either way."""
+    """An x-drop that filter_seed16's halves cannot hold (gpu.HALF) takes filter_seed instead,
+    and one just under it keeps filter_seed16 (its floor then -1): the CPU's bytes either way."""
     run_both(tmp_path, examples["pseudopig.fa"], examples["pseudocat.fa"], "-m", "300", "-x", xdrop)
 
 

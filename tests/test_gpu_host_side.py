@@ -94,12 +94,15 @@ def test_the_filter_falls_back_where_its_16_bit_halves_would_overflow(monkeypatc
     from hspz.core.options import Options
     from hspz.engine.contract import Context
 
-    assert gpu._filter_kernel(Context.from_options(Options())) == ("filter_nib16", 1)
+    assert gpu._filter_kernel(Context.from_options(Options())) == ("filter_seed16", 1)
     edge = Context.from_options(Options(xdrop=gpu.HALF - 9))  # the largest the halves hold
-    assert gpu._filter_kernel(edge) == ("filter_nib16", 1)
+    assert gpu._filter_kernel(edge) == ("filter_seed16", 1)
     past = Context.from_options(Options(xdrop=gpu.HALF - 8))
-    assert gpu._filter_kernel(past) == ("filter_nib", 1)
+    assert gpu._filter_kernel(past) == ("filter_seed", 1)
     wide = Context.from_options(Options(xdrop=gpu.HALF))
+    assert gpu._filter_kernel(wide) == ("filter_seed", 1)
+    monkeypatch.setitem(gpu._state, "filter", "nib16")
+    assert gpu._filter_kernel(Context.from_options(Options())) == ("filter_nib16", 1)
     assert gpu._filter_kernel(wide) == ("filter_nib", 1)
     monkeypatch.setitem(gpu._state, "filter", "lane4")
     assert gpu._filter_kernel(wide) == ("filter_lane4", 4)

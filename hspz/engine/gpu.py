@@ -7,7 +7,7 @@ seeder's arrays uploaded), one prefix sum of hit counts, each seed batch's seman
 walk, and every hit tagged with its semantic chunk.  Per group, in physical pieces of at most
 `PIECE` hits (how many fit never changes bytes):
 
-    filter_nib16 (thread per hit: finds its seed, walks bounded, x-drop tested per 8 bases, over
+    filter_seed16 (thread per hit: finds its seed, walks bounded, x-drop tested per 8 bases, over
                   score codes packed two a byte; rejects about 98% of hits exactly)
       -> first_pass (the exact walk of the rest, capped at CAP bases a side)
       -> first_pass again, capped at CAP2, for the unfinished hits (all of them when few,
@@ -135,7 +135,9 @@ WIDE = {"filter_nib16": "filter_nib", "filter_seed16": "filter_seed"}
 # the filters that read the query's seed bounds (`_seed_bounds`) -> where a bound would not fit
 # their 16 bits
 SEED_KERNELS = {"filter_seed": "filter_nib", "filter_seed16": "filter_nib16"}
-DEFAULT_FILTER = "nib16"  # simM filter 70.1 ms vs nib 73.8, lane 85.7; same digest (BENCHMARKS.md)
+# simM 0.0948 ns/hit against nib16's 0.1085 in one call (H100; its candidates for the exact walk
+# fewer too: first_pass 4.3 against 12.1 ms), the same digest (BENCHMARKS.md, issue 27)
+DEFAULT_FILTER = "seed16"
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
