@@ -348,13 +348,10 @@ def _seed_bounds(ctx: Context, qry: QueryBin, strand: str):
     if strand not in made:
         n = qry.packed[strand].block_len
         codes = _device_query(ctx, qry)[strand][1][:n]
-        made[strand] = xdrop.seed_bound_table(cp, codes, _best(ctx), ctx.shape.size)
+        made[strand] = xdrop.seed_bound_table(
+            cp, codes, xdrop.best_scores(ctx.matrix), ctx.shape.size
+        )
     return made[strand]
-
-
-def _best(ctx: Context) -> np.ndarray:
-    """Per query code, the best score any reference code gets against it, where positive."""
-    return xdrop.best_scores(np.asarray(ctx.matrix, np.int64))
 
 
 def _device_query(ctx: Context, qry: QueryBin) -> dict:
@@ -852,7 +849,10 @@ def _filter_kernel(ctx: Context) -> tuple[str, int]:
     best = max(int(ctx.matrix.max()), 0)
     if kernel in WIDE and not (ctx.options.xdrop < HALF - 8 and CAP * best < HALF):
         kernel = WIDE[kernel]
-    if kernel in SEED_KERNELS and ctx.shape.size * int(_best(ctx).max()) >= 1 << 16:
+    if (
+        kernel in SEED_KERNELS
+        and ctx.shape.size * int(xdrop.best_scores(ctx.matrix).max()) >= 1 << 16
+    ):
         kernel = SEED_KERNELS[kernel]
     return kernel, per_thread
 
