@@ -42,14 +42,13 @@ without CUDA; `hspz.engine.backends` uses it only when a GPU is chosen.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -156,7 +155,7 @@ PREFETCH_GROUPS = True  # the next group's seed stream, hit sums and chunk walks
 # and the device's waits between them overlap the filter.  False: made when the group starts
 ASYNC_FINISH = True  # a group's `finish` on a host thread and a stream of its own, so that its
 # small kernels and the device's waits between them overlap the next group's seeds and filter
-# (`_Finisher`).  False: on the launching thread, before the next group starts
+# (`_finish_async`).  False: on the launching thread, before the next group starts
 
 _state: dict[str, Any] = {"threads": 1}
 
@@ -428,7 +427,7 @@ def _host_seeds(ctx: Context, table: SeedTable, qry: QueryBin, strand: str, chun
     )
 
 
-def _prefetched(fn: Callable, items: Iterable, depth: int) -> Generator:
+def _prefetched(fn: Callable, items: Iterable, depth: int) -> Iterator:
     """fn(item) for each item, in order, at most `depth` at once on host threads (the items
     taken from `items` on the calling thread, in order, as threads come free)."""
     items = iter(items)
@@ -1021,19 +1020,19 @@ def run_group(
     buckets: int | None,
     submit: Callable[..., Future],
     piece: int = PIECE,
-    finisher: _Finisher | None = None,
+    finishing: list[Future] | None = None,
 ) -> list[tuple[SeedBatchOut, list[_Part]]]:
     """Device half of one group of seed batches (`made_group`'s, made on this stream or, once
     its event has passed, another); returns, per seed batch, (counts, its semantic chunks'
-    shares of the group's host half, `submit(host_finish, ...)`).  Given a `finisher`
-    (ASYNC_FINISH), the group's `finish` runs there, its host half submitted after it."""
+    shares of the group's host half, `submit(host_finish, ...)`).  With ASYNC_FINISH the
+    group's `finish` runs on the host half's thread too; `finishing` (a list) gets a future of
+    its device part, which the unit's ledger waits for."""
     g, per_seed_batch, ready = made
     cp.cuda.get_current_stream().wait_event(ready)
     pieces = [g.survivors(h0, min(h0 + piece, g.total), buckets) for h0 in range(0, g.total, piece)]
     n_chunks = sum(map(len, per_seed_batch))
-    done: Any
-    if finisher is not None and pieces:
-        done = finisher.finish(g, pieces, lambda rows: submit(host_finish, ctx, rows, n_chunks))
+    if ASYNC_FINISH and pieces:
+        done = _finish_async(ctx, g, pieces, n_chunks, submit, finishing)
     else:
         empty = np.empty(0, np.int64)
         rows = g.finish(pieces) if pieces else (*[empty] * 5, np.empty((0, 4), np.int64), empty)
@@ -1050,78 +1049,59 @@ _thread_streams = threading.local()
 
 
 def _thread_stream(device: int):
-    """This host thread's own stream on `device`, the thread's current device (non-blocking:
-    no implicit waits on the launching thread's default stream)."""
+    """This host thread's own stream on `device`, for group finishes and groups made ahead
+    (non-blocking: no implicit waits on the launching thread's default stream)."""
     streams = _thread_streams.__dict__.setdefault("by_device", {})
     if device not in streams:
-        streams[device] = cp.cuda.Stream(non_blocking=True)
+        with cp.cuda.Device(device):
+            streams[device] = cp.cuda.Stream(non_blocking=True)
     return streams[device]
 
 
 def _on_own_stream(device: int, after: Any, fn: Callable) -> Callable:
     """fn, run on the calling thread's own stream of `device` once the event `after` has
-    passed.  The thread is made to use `device` and left so (`use_device`: restoring another
-    device would start a context there).  If fn raises, its stream is drained first, so no
-    kernel it queued still reads memory that the raise frees."""
+    passed."""
 
     def run(*args: object) -> object:
-        cp.cuda.Device(device).use()
-        stream = _thread_stream(device)
-        stream.wait_event(after)
-        with stream:
-            try:
+        with cp.cuda.Device(device):
+            stream = _thread_stream(device)
+            stream.wait_event(after)
+            with stream:
                 return fn(*args)
-            except BaseException:
-                stream.synchronize()
-                raise
 
     return run
 
 
-class _Chained:
-    """The result of a future whose result is another future (a group's host half, submitted
-    once its finish has run)."""
+def _finish_async(
+    ctx: Context,
+    g: _Group,
+    pieces: list,
+    n_chunks: int,
+    submit: Callable[..., Future],
+    finishing: list[Future] | None,
+) -> Future:
+    """`g.finish(pieces)` then `host_finish` on a host thread, the finish on that thread's own
+    stream, after everything the launching thread has queued for the pieces (an event).  Its
+    arrays stay referenced until `finish`'s copy to the host has synchronised that stream, so
+    the pool never hands their memory back while its kernels may still read it.  Appends the
+    device part's future to `finishing`."""
+    device = cp.cuda.Device().id
+    ready = cp.cuda.Event(disable_timing=True)
+    ready.record()
+    device_done: Future = Future()
+    if finishing is not None:
+        finishing.append(device_done)
 
-    def __init__(self, outer: Future):
-        self.outer = outer
+    def both() -> list[tuple]:
+        try:
+            rows = _on_own_stream(device, ready, g.finish)(pieces)
+        except BaseException as e:
+            device_done.set_exception(e)
+            raise
+        device_done.set_result(None)
+        return host_finish(ctx, rows, n_chunks)
 
-    def result(self) -> Any:
-        return self.outer.result().result()
-
-
-class _Finisher:
-    """ASYNC_FINISH: the unit's group finishes, in order, on one host thread and its own stream,
-    while the launching thread goes on with the next groups.  Each waits for an event after its
-    group's last launch; its arrays stay referenced until `finish`'s copy to the host has
-    synchronised its stream, so the pool never hands their memory back while a kernel may still
-    read it.  At most QUEUED finishes wait or run at once (`finish` waits for the oldest
-    before adding one): each holds its group's seed stream and pieces in device memory."""
-
-    QUEUED = 2
-
-    def __init__(self, device: int):
-        self.device = device
-        self.pool = ThreadPoolExecutor(max_workers=1)
-        self.started: list[Future] = []
-
-    def finish(self, g: _Group, pieces: list, then: Callable[[tuple], Future]) -> _Chained:
-        """g.finish(pieces) there, then then(rows) (the host half's future)."""
-        ready = cp.cuda.Event(disable_timing=True)
-        ready.record()
-        if len(self.started) >= self.QUEUED:
-            self.started[-self.QUEUED].result()
-        run = _on_own_stream(self.device, ready, g.finish)
-        started = self.pool.submit(lambda: then(run(pieces)))
-        self.started.append(started)
-        return _Chained(started)
-
-    def wait(self) -> None:
-        """Until every finish's device part has ended (the host halves may still run)."""
-        for started in self.started:
-            started.result()
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=True)
+    return submit(both)
 
 
 def _host_of(seeds: Iterator, group: list[int]) -> list | None:
@@ -1138,10 +1118,10 @@ def _in_slot(slots: threading.Semaphore, fn: Callable, *args: object) -> object:
 def _group_bases(ctx: Context) -> int:
     """Window starts per group: GROUP_BASES, less where device memory is short (a quarter of
     what is free, for the seed streams of the groups alive at once: lo, counts and their prefix
-    sum of the group running, of the next one made meanwhile (PREFETCH_GROUPS) and of those
-    finishing (ASYNC_FINISH, `_Finisher.QUEUED`))."""
+    sum of the group running, of the next one made meanwhile (PREFETCH_GROUPS) and of the one
+    finishing (ASYNC_FINISH))."""
     variants = ctx.shape.weight + 1 if ctx.options.transition else 1
-    share = _free_bytes() // 4 // (1 + int(PREFETCH_GROUPS) + _Finisher.QUEUED * ASYNC_FINISH)
+    share = _free_bytes() // 4 // (1 + int(PREFETCH_GROUPS) + int(ASYNC_FINISH))
     return max(1, min(GROUP_BASES, share // (16 * variants + 9)))
 
 
@@ -1188,34 +1168,31 @@ def run_unit(
         )
     threads = _state["threads"]
     slots = threading.Semaphore(min(threads, HOST_THREADS))
-    finisher = _Finisher(device) if ASYNC_FINISH else None
-    with ThreadPoolExecutor(max_workers=threads) as pool, contextlib.ExitStack() as closing:
-        if finisher is not None:
-            closing.callback(finisher.close)
+    with ThreadPoolExecutor(max_workers=threads) as pool:
         # mypy's partial wants submit's fn and its arguments now; they come at each call
         submit = functools.partial(pool.submit, _in_slot, slots)  # type: ignore[call-arg]
         pending = []
         tally = SeedBatchTally(len(jobs), progress)
+
+        finishing: list[Future] = []
 
         def make(item: tuple[list[int], list | None]) -> tuple:
             group, host = item
             return made_group(ctx, ref, qry, [jobs[i] for i in group], k.chunk_walk_full, host)
 
         items = ((group, _host_of(seeds, group)) for group in groups)  # taken in order
-        made: Generator
         if PREFETCH_GROUPS:  # the next group made on a thread and stream of its own meanwhile
-            made = _prefetched(_on_own_stream(device, begun, make), items, 1)
+            made: Iterator = _prefetched(_on_own_stream(device, begun, make), items, 1)
         else:
-            made = (make(item) for item in items)
-        closing.callback(made.close)  # on a raise: no group left made ahead, holding memory
-        halves = (run_group(ctx, m, buckets, submit, piece, finisher) for m in made)
+            made = map(make, items)
+        halves = (run_group(ctx, m, buckets, submit, piece, finishing) for m in made)
         for group, outs in zip(groups, halves, strict=True):
             pending += outs
             tally(SeedBatchOut(hits=sum(out.hits for out, _ in outs)), len(group))
         if threads > HOST_THREADS:  # nothing left to launch: every thread takes host halves
             slots.release(threads - HOST_THREADS)
-        if finisher is not None:  # the ledger ends after the last finish on its own stream
-            finisher.wait()
+        for finished in finishing:  # the ledger ends after the last finish on its own stream
+            finished.result()
         stop.record()
         seed_batch_outs = []
         for (_, strand, _), (out, futures) in zip(jobs, pending, strict=True):
