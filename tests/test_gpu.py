@@ -9,8 +9,6 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
-import threading
-import time
 import zlib
 from pathlib import Path
 
@@ -334,70 +332,6 @@ def test_gpu_batch_groups_never_change_bytes(tmp_path, monkeypatch, group, seeds
     monkeypatch.setattr(gpu, "GROUP_BASES", group)
     monkeypatch.setattr(gpu, "PIECE", 5000)
     run_many_groups(tmp_path, np.random.default_rng(group), seeds)
-
-
-@pytest.mark.parametrize("threads", ["1", "4"])
-@pytest.mark.parametrize("prefetch", [False, True])
-@pytest.mark.parametrize("async_finish", [False, True])
-def test_gpu_groups_made_and_finished_on_their_own_streams_never_change_bytes(
-    tmp_path, monkeypatch, threads, prefetch, async_finish
-):
-    """gpu.PREFETCH_GROUPS and gpu.ASYNC_FINISH (issue 27): each group made ahead and each
-    group's finish on a host thread and a stream of its own, overlapping other groups, or in
-    line on the launching thread; one host thread and several; many groups, every one made and
-    finished where the switches say (counted), and the unit's ledger (its timing events)
-    recorded after the last finish's device work has ended."""
-    import cupy as cp
-
-    from hspz.engine import gpu
-
-    where: dict[str, list[tuple[int, bool]]] = {"made": [], "finished": []}
-    ends: list[float] = []
-    stops: list[float] = []
-    launchers: list[int] = []
-    plain_made, plain_finish = gpu.made_group, gpu._Group.finish
-    plain_unit, plain_event = gpu.run_unit, cp.cuda.Event
-
-    def seen(kind: str) -> None:
-        where[kind].append((threading.get_ident(), cp.cuda.get_current_stream().ptr == 0))
-
-    def made(*args):
-        seen("made")
-        return plain_made(*args)
-
-    def finish(self, pieces):
-        seen("finished")
-        rows = plain_finish(self, pieces)
-        ends.append(time.perf_counter())
-        return rows
-
-    def unit(*args, **kwargs):
-        launchers.append(threading.get_ident())
-        return plain_unit(*args, **kwargs)
-
-    class Event(plain_event):
-        def record(self, stream=None):
-            stops.append(time.perf_counter())
-            return super().record(stream)
-
-    monkeypatch.setattr(gpu, "made_group", made)
-    monkeypatch.setattr(gpu._Group, "finish", finish)
-    monkeypatch.setattr(gpu, "run_unit", unit)
-    monkeypatch.setattr(cp.cuda, "Event", Event)
-    monkeypatch.setattr(gpu, "PREFETCH_GROUPS", prefetch)
-    monkeypatch.setattr(gpu, "ASYNC_FINISH", async_finish)
-    monkeypatch.setattr(gpu, "GROUP_BASES", 1000)
-    monkeypatch.setattr(gpu, "PIECE", 5000)
-    rng = np.random.default_rng(37)
-    ref, qry = related_pair(rng, 9000)
-    r = write_fasta(tmp_path / "r.fa", [("r1", ref), ("r2", ref[::-1])])
-    q = write_fasta(tmp_path / "q.fa", [("q1", qry), ("q2", ref[3000:5000])])
-    run_both(tmp_path, r, q, "-H", "1800", "-C", "700", "-m", "60", "-t", threads)
-    assert len(set(launchers)) == 1 and len(where["finished"]) > 4
-    assert len(where["made"]) >= len(where["finished"])
-    for kind, on in (("made", prefetch), ("finished", async_finish)):
-        assert all((t != launchers[0]) == on and null != on for t, null in where[kind]), kind
-    assert max(stops) >= max(ends)
 
 
 def test_gpu_fused_kernels_equal_the_expressions_they_stand_for(monkeypatch):

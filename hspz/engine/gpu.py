@@ -13,10 +13,7 @@ walk, and every hit tagged with its semantic chunk.  Per group, in physical piec
       -> first_pass again, capped at CAP2, for the unfinished hits (all of them when few,
          else those on short diagonals)
 
-then per group (`_Group.finish`, kernels in finish.cu; on a host thread and a stream of its own,
-ASYNC_FINISH, while the next groups run; the next group is made meanwhile the same way,
-PREFETCH_GROUPS, so the many small kernels of both overlap the filter rather than leave the
-device waiting between them):
+then per group (`_Group.finish`, kernels in finish.cu):
 
     chain_walks (the hits still unfinished, on long diagonals, sorted by diagonal: each walks
                  only until it merges into the next hit's walk, `xdrop.resolve_chains`; a
@@ -150,12 +147,6 @@ MINUS_ON_DEVICE = True  # the query's minus strand made on the device from its p
 FUSED = True  # `_pack`, `_unpack` and `by_diagonal`'s key and gathers as one kernel each (fewer
 # small launches, before each of which the device waited about 35 us).  False: CuPy expressions.
 # The two together: simM 0.1004 ns/hit against 0.1051 without (BENCHMARKS.md, issue 27)
-PREFETCH_GROUPS = True  # the next group's seed stream, hit sums and chunk walks made on a host
-# thread and a stream of its own while this group's pieces run (`made_group`), so its kernels
-# and the device's waits between them overlap the filter.  False: made when the group starts
-ASYNC_FINISH = True  # a group's `finish` on a host thread and a stream of its own, so that its
-# small kernels and the device's waits between them overlap the next group's seeds and filter
-# (`_finish_async`).  False: on the launching thread, before the next group starts
 
 _state: dict[str, Any] = {"threads": 1}
 
@@ -992,116 +983,41 @@ class _Part:
         return self.future.result()[self.i]
 
 
-def made_group(
-    ctx: Context, ref: RefBin, qry: QueryBin, jobs: list, walk_full: bool, host_seeds: list | None
-) -> tuple[_Group, list[list[tuple[int, int]]], Any]:
-    """One group of seed batches made on the device, on the current stream: its seed stream,
-    hit sums and every seed batch's semantic chunks.  Returns (the group, per seed batch its
-    chunks' hit ranges, an event after its last launch, which `run_group` waits for)."""
+def run_group(
+    ctx: Context,
+    ref: RefBin,
+    qry: QueryBin,
+    jobs: list,
+    walk_full: bool,
+    buckets: int | None,
+    host_seeds: list | None,
+    submit: Callable[..., Future],
+    piece: int = PIECE,
+) -> list[tuple[SeedBatchOut, list[_Part]]]:
+    """Device half of one group of seed batches; returns, per seed batch, (counts, its semantic
+    chunks' shares of the group's host half, `submit(host_finish, ...)`)."""
+    strand = jobs[0][1]
     g = _Group(
         ctx,
         _device_ref(ctx, ref),
         qry,
         _device_query(ctx, qry),
-        jobs[0][1],
+        strand,
         [chunk for _, _, chunk in jobs],
         host_seeds,
     )
     per_seed_batch = g.semantic_chunks(ctx.options.max_hits, walk_full)
     g.use_chunks([h_a for chunks in per_seed_batch for h_a, _ in chunks])
-    ready = cp.cuda.Event(disable_timing=True)
-    ready.record()
-    return g, per_seed_batch, ready
-
-
-def run_group(
-    ctx: Context,
-    made: tuple[_Group, list[list[tuple[int, int]]], Any],
-    buckets: int | None,
-    submit: Callable[..., Future],
-    piece: int = PIECE,
-    finishing: list[Future] | None = None,
-) -> list[tuple[SeedBatchOut, list[_Part]]]:
-    """Device half of one group of seed batches (`made_group`'s, made on this stream or, once
-    its event has passed, another); returns, per seed batch, (counts, its semantic chunks'
-    shares of the group's host half, `submit(host_finish, ...)`).  With ASYNC_FINISH the
-    group's `finish` runs on the host half's thread too; `finishing` (a list) gets a future of
-    its device part, which the unit's ledger waits for."""
-    g, per_seed_batch, ready = made
-    cp.cuda.get_current_stream().wait_event(ready)
     pieces = [g.survivors(h0, min(h0 + piece, g.total), buckets) for h0 in range(0, g.total, piece)]
-    n_chunks = sum(map(len, per_seed_batch))
-    if ASYNC_FINISH and pieces:
-        done = _finish_async(ctx, g, pieces, n_chunks, submit, finishing)
-    else:
-        empty = np.empty(0, np.int64)
-        rows = g.finish(pieces) if pieces else (*[empty] * 5, np.empty((0, 4), np.int64), empty)
-        done = submit(host_finish, ctx, rows, n_chunks)
+    empty = np.empty(0, np.int64)
+    rows = g.finish(pieces) if pieces else (*[empty] * 5, np.empty((0, 4), np.int64), empty)
+    done = submit(host_finish, ctx, rows, sum(map(len, per_seed_batch)))
     out, c = [], 0
     for b, chunks in enumerate(per_seed_batch):
         seed_batch = SeedBatchOut(seeds=g.n_seeds[b], hits=int(g.hit_edges[b + 1] - g.hit_edges[b]))
         out.append((seed_batch, [_Part(done, c + i) for i in range(len(chunks))]))
         c += len(chunks)
     return out
-
-
-_thread_streams = threading.local()
-
-
-def _thread_stream(device: int):
-    """This host thread's own stream on `device`, for group finishes and groups made ahead
-    (non-blocking: no implicit waits on the launching thread's default stream)."""
-    streams = _thread_streams.__dict__.setdefault("by_device", {})
-    if device not in streams:
-        with cp.cuda.Device(device):
-            streams[device] = cp.cuda.Stream(non_blocking=True)
-    return streams[device]
-
-
-def _on_own_stream(device: int, after: Any, fn: Callable) -> Callable:
-    """fn, run on the calling thread's own stream of `device` once the event `after` has
-    passed."""
-
-    def run(*args: object) -> object:
-        with cp.cuda.Device(device):
-            stream = _thread_stream(device)
-            stream.wait_event(after)
-            with stream:
-                return fn(*args)
-
-    return run
-
-
-def _finish_async(
-    ctx: Context,
-    g: _Group,
-    pieces: list,
-    n_chunks: int,
-    submit: Callable[..., Future],
-    finishing: list[Future] | None,
-) -> Future:
-    """`g.finish(pieces)` then `host_finish` on a host thread, the finish on that thread's own
-    stream, after everything the launching thread has queued for the pieces (an event).  Its
-    arrays stay referenced until `finish`'s copy to the host has synchronised that stream, so
-    the pool never hands their memory back while its kernels may still read it.  Appends the
-    device part's future to `finishing`."""
-    device = cp.cuda.Device().id
-    ready = cp.cuda.Event(disable_timing=True)
-    ready.record()
-    device_done: Future = Future()
-    if finishing is not None:
-        finishing.append(device_done)
-
-    def both() -> list[tuple]:
-        try:
-            rows = _on_own_stream(device, ready, g.finish)(pieces)
-        except BaseException as e:
-            device_done.set_exception(e)
-            raise
-        device_done.set_result(None)
-        return host_finish(ctx, rows, n_chunks)
-
-    return submit(both)
 
 
 def _host_of(seeds: Iterator, group: list[int]) -> list | None:
@@ -1117,11 +1033,9 @@ def _in_slot(slots: threading.Semaphore, fn: Callable, *args: object) -> object:
 
 def _group_bases(ctx: Context) -> int:
     """Window starts per group: GROUP_BASES, less where device memory is short (a quarter of
-    what is free, for the seed streams of the groups alive at once: lo, counts and their prefix
-    sum of the group running, of the next one made meanwhile (PREFETCH_GROUPS) and of the one
-    finishing (ASYNC_FINISH))."""
+    what is free, for the group's seed stream: lo, counts and their prefix sum)."""
     variants = ctx.shape.weight + 1 if ctx.options.transition else 1
-    share = _free_bytes() // 4 // (1 + int(PREFETCH_GROUPS) + int(ASYNC_FINISH))
+    share = _free_bytes() // 4
     return max(1, min(GROUP_BASES, share // (16 * variants + 9)))
 
 
@@ -1153,10 +1067,6 @@ def run_unit(
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     t0 = time.perf_counter()
     start.record()
-    _device_query(ctx, qry)  # made on this stream, before any group is made on another
-    device = cp.cuda.Device().id
-    begun = cp.cuda.Event(disable_timing=True)
-    begun.record()
     jobs = unit_seed_batches(ctx, qry)
     groups, piece = seed_batch_groups(jobs, _group_bases(ctx)), _piece_hits()
     if _use_device_seeder():
@@ -1174,26 +1084,19 @@ def run_unit(
         pending = []
         tally = SeedBatchTally(len(jobs), progress)
 
-        finishing: list[Future] = []
-
-        def make(item: tuple[list[int], list | None]) -> tuple:
+        def device_half(item: tuple[list[int], list | None]) -> list:
             group, host = item
-            return made_group(ctx, ref, qry, [jobs[i] for i in group], k.chunk_walk_full, host)
+            js = [jobs[i] for i in group]
+            return run_group(ctx, ref, qry, js, k.chunk_walk_full, buckets, host, submit, piece)
 
         items = ((group, _host_of(seeds, group)) for group in groups)  # taken in order
-        if PREFETCH_GROUPS:  # the next group made on a thread and stream of its own meanwhile
-            made: Iterator = _prefetched(_on_own_stream(device, begun, make), items, 1)
-        else:
-            made = map(make, items)
-        halves = (run_group(ctx, m, buckets, submit, piece, finishing) for m in made)
+        halves = map(device_half, items)
         for group, outs in zip(groups, halves, strict=True):
             pending += outs
             tally(SeedBatchOut(hits=sum(out.hits for out, _ in outs)), len(group))
+        stop.record()
         if threads > HOST_THREADS:  # nothing left to launch: every thread takes host halves
             slots.release(threads - HOST_THREADS)
-        for finished in finishing:  # the ledger ends after the last finish on its own stream
-            finished.result()
-        stop.record()
         seed_batch_outs = []
         for (_, strand, _), (out, futures) in zip(jobs, pending, strict=True):
             for f in futures:
