@@ -849,10 +849,7 @@ def _filter_kernel(ctx: Context) -> tuple[str, int]:
     best = max(int(ctx.matrix.max()), 0)
     if kernel in WIDE and not (ctx.options.xdrop < HALF - 8 and CAP * best < HALF):
         kernel = WIDE[kernel]
-    if (
-        kernel in SEED_KERNELS
-        and ctx.shape.size * int(xdrop.best_scores(ctx.matrix).max()) >= 1 << 16
-    ):
+    if kernel in SEED_KERNELS and not xdrop.seed_bound_table_fits(ctx.matrix, ctx.shape.size):
         kernel = SEED_KERNELS[kernel]
     return kernel, per_thread
 

@@ -466,9 +466,14 @@ def best_scores(mat: np.ndarray) -> np.ndarray:
     return _best_of(np.asarray(mat, np.int64).tobytes())
 
 
+def seed_bound_table_fits(mat: np.ndarray, span: int) -> bool:
+    """Whether `seed_bound_table`'s uint16 holds every bound over `span` bases of matrix `mat`."""
+    return span * int(best_scores(mat).max()) < 1 << 16
+
+
 def seed_bound_table(xp: ModuleType, codes: Any, best: np.ndarray, span: int) -> Any:
     """Per anchor q in 0..len(codes): `seed_bounds` over the `span` codes before q (0 where
-    q < span), as uint16 (the caller checks span x max(best) fits), on numpy or CuPy (`xp`).
+    q < span), as uint16 (the caller checks `seed_bound_table_fits`), on numpy or CuPy (`xp`).
     From running sums in uint32, which may wrap: a window's difference is still exact, being
     far below 2**32."""
     n = len(codes)
