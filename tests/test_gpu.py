@@ -334,6 +334,38 @@ def test_gpu_batch_groups_never_change_bytes(tmp_path, monkeypatch, group, seeds
     run_many_groups(tmp_path, np.random.default_rng(group), seeds)
 
 
+@pytest.mark.parametrize("ahead", [0, 1, 3])
+@pytest.mark.parametrize("seeds", ["0", "1"])
+def test_gpu_filters_launched_ahead_never_change_bytes(tmp_path, monkeypatch, ahead, seeds):
+    """gpu.AHEAD: each piece's filter launched 0, 1 or 3 pieces before it is walked, across
+    groups of 3000 window starts and pieces of 5000 hits, with either seeder: the same bytes;
+    each filter on this thread's filter stream, the rest on its launching stream (AHEAD > 0),
+    or all on the one stream (0)."""
+    import cupy as cp
+
+    from hspz.engine import gpu
+
+    monkeypatch.setattr(gpu, "AHEAD", ahead)
+    monkeypatch.setattr(gpu, "GROUP_BASES", 3000)
+    monkeypatch.setattr(gpu, "PIECE", 5000)
+    streams = []
+    plain = gpu._Group.launch_filter
+
+    def launch(self, h0, h1, shift, stream=None):
+        here = cp.cuda.get_current_stream()
+        streams.append((here, stream, gpu._streams() if ahead else (None, None)))
+        return plain(self, h0, h1, shift, stream)
+
+    monkeypatch.setattr(gpu._Group, "launch_filter", launch)
+    run_many_groups(tmp_path, np.random.default_rng(27 + ahead), seeds)
+    assert len(streams) > 10
+    for here, stream, (launching, filters) in streams:
+        if ahead:
+            assert here.ptr == launching.ptr != 0 and stream is filters and stream.ptr != 0
+        else:
+            assert stream is None and here.ptr == cp.cuda.Stream.null.ptr
+
+
 def test_gpu_fused_kernels_equal_the_expressions_they_stand_for(monkeypatch):
     """gpu.FUSED (issue 27's trial): _pack, _unpack and by_diagonal, each both ways, on hits
     with repeats, every diagonal order and positions near 2**32."""

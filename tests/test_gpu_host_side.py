@@ -130,3 +130,57 @@ def test_every_filter_the_knob_accepts_is_a_gpu_filter():
     from hspz.core import knobs
 
     assert set(knobs.GPU_FILTERS) == set(gpu.FILTERS)
+
+
+class _FakeRun:
+    """Stands for `gpu._GroupRun` in `run_groups`' order tests: a group of `total` hits whose
+    launches, walks and finish are written to a shared log."""
+
+    log: list = []
+
+    def __init__(self, ctx, ref, qry, jobs, walk_full, host_seeds):
+        self.name, total = jobs
+        self.pieces: list = []
+        run = self
+
+        class G:
+            def launch_filter(self, h0, h1, shift, stream):
+                run.log.append(("launch", run.name, h0))
+                return (run.name, h0)
+
+            def survivors(self, filtered):
+                run.log.append(("walk", *filtered))
+                return filtered
+
+        self.g = G()
+        self.g.total = total  # type: ignore[attr-defined]
+
+    def finish(self, submit):
+        self.log.append(("finish", self.name))
+        return [(self.name, list(self.pieces))]
+
+
+@pytest.mark.parametrize("ahead", [0, 1, 2, 5])
+def test_run_groups_launches_each_filter_ahead_and_finishes_groups_in_order(monkeypatch, ahead):
+    """The pieces of all groups as one sequence: piece i is walked only after the filters of
+    pieces i + 1 .. i + ahead were launched (or there are none), a group is finished once its
+    last piece is walked, before any later piece is walked, and groups come out in order, a
+    group without hits among them."""
+    monkeypatch.setattr(gpu, "_GroupRun", _FakeRun)
+    _FakeRun.log = log = []
+    groups = [(("a", 25), None), (("b", 0), None), (("c", 10), None), (("d", 31), None)]
+    out = list(gpu.run_groups(None, None, None, groups, False, None, None, 10, ahead))
+    pieces = {"a": [0, 10, 20], "b": [], "c": [0], "d": [0, 10, 20, 30]}
+    assert out == [[(g, [(g, h0) for h0 in pieces[g]])] for g in "abcd"]
+    launches = [e[1:] for e in log if e[0] == "launch"]
+    walks = [e[1:] for e in log if e[0] == "walk"]
+    assert launches == walks == [(g, h0) for g in "abcd" for h0 in pieces[g]]
+    for i, piece in enumerate(walks):
+        launched_before = {e[1:] for e in log[: log.index(("walk", *piece))] if e[0] == "launch"}
+        assert set(launches[: i + 1 + ahead]) <= launched_before
+        assert not set(launches[i + 2 + ahead :]) & launched_before
+    finished = [e[1] for e in log if e[0] == "finish"]
+    assert finished == list("abcd")
+    for g in "acd":  # finished right after its last walk
+        last = log.index(("walk", g, pieces[g][-1]))
+        assert [e for e in log[last + 1 :] if e[0] != "launch"][0] == ("finish", g)

@@ -13,7 +13,7 @@ walk, and every hit tagged with its semantic chunk.  Per group, in physical piec
       -> first_pass again, capped at CAP2, for the unfinished hits (all of them when few,
          else those on short diagonals)
 
-then per group (`_Group.finish`, kernels in finish.cu):
+then per group (`_Group.finish`, kernels in finish.cu), once its last piece is walked:
 
     chain_walks (the hits still unfinished, on long diagonals, sorted by diagonal: each walks
                  only until it merges into the next hit's walk, `xdrop.resolve_chains`; a
@@ -25,8 +25,11 @@ then per group (`_Group.finish`, kernels in finish.cu):
 Walks read aligned words (the filter's 4-byte words of nibbles, 8 bases each), left walks
 backwards from where their right walks began.  Only
 the distinct HSPs scoring at least `--hspthresh` leave the device, sorted by their tags into
-semantic chunks.  The host half of each group (the entropy gate from the counts, then dedup and
-final order of every chunk, one vectorised call) runs on a host thread through `hspz.stages.hsp`,
+semantic chunks.  The filters run on a stream of their own, each launched AHEAD pieces before
+its piece is walked (`run_groups`): the device filters the next piece while the one launching
+thread walks, sorts and finishes the last on its stream.  The host half of each group (the
+entropy gate from the counts, then dedup and final order of every chunk, one vectorised call)
+runs on a host thread through `hspz.stages.hsp`,
 overlapping the device's next groups: entropy's `log` is the host's, the C library's, which the
 CPU backend uses too (CUDA's `log` is not guaranteed to round alike, and the gate's decision
 rests on it).  The GPU path loads no numba (`hspz.core.jit`) and makes no host sequence codes
@@ -144,6 +147,9 @@ CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one
 HOST_CODES = False  # bins need no host sequence codes (`engine.prepare_query`)
 MINUS_ON_DEVICE = True  # the query's minus strand made on the device from its plus strand's
 # bytes, not uploaded (`_device_query`; one 20 MB pageable upload less on simM).  False: uploaded
+AHEAD = 1  # pieces whose filter is launched before a piece is walked (`run_groups`): the
+# filters run on a stream of their own, back to back, while the launching thread walks, sorts
+# and finishes the pieces before them on its stream.  0: one stream, each piece in turn
 FUSED = True  # `_pack`, `_unpack` and `by_diagonal`'s key and gathers as one kernel each (fewer
 # small launches, before each of which the device waited about 35 us).  False: CuPy expressions.
 # The two together: simM 0.1004 ns/hit against 0.1051 without (BENCHMARKS.md, issue 27)
@@ -467,6 +473,25 @@ def _use_device_seeder() -> bool:
 # ------------------------------------------------------------------------------------------
 
 
+class _Filtered:
+    """A piece's filter, launched: n hits in, its outputs (candidates, their tags, their count)
+    and, where it ran on a stream of its own, the event after its kernel, with the arrays the
+    kernel reads held until the current stream has waited for that event."""
+
+    def __init__(self, n: int, cand, cand_tag, count, done, held: tuple):
+        self.n, self.cand, self.cand_tag, self.count = n, cand, cand_tag, count
+        self.done, self.held = done, held
+
+    def candidates(self) -> tuple[Any, Any]:
+        """The candidates as device (r << 32 | q) and their tags (waits for the filter)."""
+        if self.done is not None:
+            cp.cuda.get_current_stream().wait_event(self.done)
+            self.done = None
+        k = int(self.count.get()[0])
+        self.held = ()
+        return self.cand[:k], self.cand_tag[:k]
+
+
 class _Group:
     """Device arrays of consecutive seed batches of one (interval, strand) (`seed_batch_groups`):
     one seed stream and hit prefix sum, each seed batch's semantic chunks tiling one hit range.
@@ -525,9 +550,16 @@ class _Group:
         """The first hit of every semantic chunk of the group, in order (the tags' table)."""
         self.chunk_start = cp.asarray(np.array(starts or [0], np.int64))
 
-    def survivors(self, h0: int, h1: int, shift: int | None):
-        """Extend hits [h0, h1): (finished survivors scoring >= K as device columns (score, rs,
-        qs, len, tag), the hits left for `finish` as device (R, Q, tag), any order).
+    def launch_filter(self, h0: int, h1: int, shift: int | None, stream=None) -> _Filtered:
+        """Pass one's first half over hits [h0, h1), the filter: its inputs made on the current
+        stream, its kernel launched on `stream` (None: the current one), nothing waited for."""
+        pairs, tags = (None, None) if shift is None else self.ref_order(h0, h1 - h0, shift)
+        return self.filter(pairs, tags, h0, h1 - h0, self.ctx.shape.size, stream)
+
+    def survivors(self, filtered: _Filtered):
+        """Extend the hits of a piece whose filter was launched (`launch_filter`): (finished
+        survivors scoring >= K as device columns (score, rs, qs, len, tag), the hits left for
+        `finish` as device (R, Q, tag), any order).
 
         Walk one caps every hit at CAP bases a side.  When at most 1/FEW_LATE of the hits are
         left unfinished, they are all walked again, capped at CAP2.  Otherwise they are sorted
@@ -536,9 +568,9 @@ class _Group:
         CAP2 bases in vain.  Hits still unfinished go to `finish`'s chain walks, where each hit
         walks only to the next hit's start: one GPU thread walking a whole long HSP would hold
         its group up."""
-        done, late, tag = self.first_pass(h0, h1, shift)
+        done, late, tag = self.walk(*filtered.candidates(), CAP, 0)
         parts = [done]
-        if len(late) and FEW_LATE * len(late) <= h1 - h0:
+        if len(late) and FEW_LATE * len(late) <= filtered.n:
             again, late, tag = self.walk(late, tag, CAP2, 0)
             return parts + [again], (*_unpack(late), tag)
         R, Q, T = by_diagonal(late, tag, self.dref.len, self.qlen)
@@ -555,14 +587,6 @@ class _Group:
                 )
         return parts, (R, Q, T)
 
-    def first_pass(self, h0: int, h1: int, shift: int | None):
-        """The capped walk of hits [h0, h1) (pass one): (finished survivors, the unfinished
-        hits as device (r << 32 | q), their tags).  The filter rejects most hits exactly
-        first; the exact walk sees only the rest."""
-        pairs, tags = (None, None) if shift is None else self.ref_order(h0, h1 - h0, shift)
-        cand, tag = self.filter(pairs, tags, h0, h1 - h0, self.ctx.shape.size)
-        return self.walk(cand, tag, CAP, 0)
-
     def _launch(
         self,
         kernel: str,
@@ -574,43 +598,51 @@ class _Group:
         size: int,
         *out,
         per_thread: int = 1,
-    ):
+        stream=None,
+    ) -> tuple:
+        """Launch `kernel` over n hits on the current stream, or on `stream` after the current
+        stream's work so far; returns the arguments (arrays `stream` reads until it is waited
+        for)."""
         o, d = self.ctx.options, self.dref
         function = _kernel(self.ctx.shape, "extend", kernel)
         ref_codes, qry_codes = d.score, self.qscore
         if kernel in NIBBLE_KERNELS:
             ref_codes = d.nibbles(self.ctx.shape)
             qry_codes = _device_nibbles(self.ctx, self.qry, self.strand)
-        function(
-            (-(-_grid(n)[0] // per_thread),),
-            (BLOCK,),
-            (
-                ref_codes,
-                qry_codes,
-                np.int64(d.len),
-                np.int64(self.qlen),
-                self.mat,
-                np.int32(o.xdrop),
-                np.int32(o.hspthresh),
-                np.int32(cap),
-                d.pos_table,
-                self.lo,
-                self.cum,
-                self.counts,
-                self._block_seeds(h0, n) if pairs is None else _ptr(None),
-                _ptr(self.qpos),
-                _ptr(pairs),
-                _ptr(tags),
-                self.chunk_start,
-                np.int32(len(self.chunk_start)),
-                np.int64(h0),
-                np.int64(n),
-                np.int64(self.first),
-                np.int32(self.variants),
-                np.int32(size),
-                *out,
-            ),
+        args = (
+            ref_codes,
+            qry_codes,
+            np.int64(d.len),
+            np.int64(self.qlen),
+            self.mat,
+            np.int32(o.xdrop),
+            np.int32(o.hspthresh),
+            np.int32(cap),
+            d.pos_table,
+            self.lo,
+            self.cum,
+            self.counts,
+            self._block_seeds(h0, n) if pairs is None else _ptr(None),
+            _ptr(self.qpos),
+            _ptr(pairs),
+            _ptr(tags),
+            self.chunk_start,
+            np.int32(len(self.chunk_start)),
+            np.int64(h0),
+            np.int64(n),
+            np.int64(self.first),
+            np.int32(self.variants),
+            np.int32(size),
+            *out,
         )
+        grid = (-(-_grid(n)[0] // per_thread),)
+        if stream is None:
+            function(grid, (BLOCK,), args)
+            return args
+        stream.wait_event(cp.cuda.get_current_stream().record())
+        with stream:
+            function(grid, (BLOCK,), args)
+        return args
 
     def _block_seeds(self, h0: int, n: int):
         """bseed[b]: the seed owning block b's first hit, then the last hit's seed (see
@@ -619,19 +651,22 @@ class _Group:
         marks = h0 + cp.minimum(cp.arange(blocks + 1, dtype=cp.int64) * BLOCK, max(n - 1, 0))
         return cp.searchsorted(self.cum, marks, side="right")
 
-    def filter(self, pairs, tags, h0: int, n: int, size: int):
-        """The filter (DEFAULT_FILTER, or HSPZ_GPU_FILTER's) over n hits: the candidates for
-        the exact walk, device (r << 32 | q), and their tags."""
+    def filter(self, pairs, tags, h0: int, n: int, size: int, stream=None) -> _Filtered:
+        """The filter (DEFAULT_FILTER, or HSPZ_GPU_FILTER's) over n hits, launched on `stream`
+        (None: the current one): the candidates for the exact walk, device (r << 32 | q), and
+        their tags, once `_Filtered.candidates` asks.  Its outputs are made on the current
+        stream, whose memory pool then never hands them to `stream`'s allocations."""
         cand = cp.empty(n, cp.uint64)
         cand_tag = cp.empty(n, cp.uint32)
         count = cp.zeros(1, cp.uint32)
+        held: tuple = ()
         if n:
             kernel, per_thread = _filter_kernel(self.ctx)
             seed: tuple = ()
             if kernel in SEED_KERNELS:
                 span = np.int32(self.ctx.shape.size)
                 seed = (_seed_bounds(self.ctx, self.qry, self.strand), span)
-            self._launch(
+            held = self._launch(
                 kernel,
                 pairs,
                 tags,
@@ -644,9 +679,10 @@ class _Group:
                 cand_tag,
                 count,
                 per_thread=per_thread,
+                stream=stream,
             )
-        k = int(count.get()[0])
-        return cand[:k], cand_tag[:k]
+        done = None if stream is None else stream.record()
+        return _Filtered(n, cand, cand_tag, count, done, held)
 
     def walk(self, pairs, tags, cap: int, size: int):
         """The exact first_pass kernel over hits `pairs` (tags `tags`): (finished survivors as
@@ -980,41 +1016,103 @@ class _Part:
         return self.future.result()[self.i]
 
 
-def run_group(
+class _GroupRun:
+    """One group of seed batches on its way through the device: its `_Group` (seed stream, hit
+    sums, semantic chunks) and the survivors of the pieces walked so far."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        ref: RefBin,
+        qry: QueryBin,
+        jobs: list,
+        walk_full: bool,
+        host_seeds: list | None,
+    ):
+        self.ctx = ctx
+        self.g = _Group(
+            ctx,
+            _device_ref(ctx, ref),
+            qry,
+            _device_query(ctx, qry),
+            jobs[0][1],
+            [chunk for _, _, chunk in jobs],
+            host_seeds,
+        )
+        self.per_seed_batch = self.g.semantic_chunks(ctx.options.max_hits, walk_full)
+        self.g.use_chunks([h_a for chunks in self.per_seed_batch for h_a, _ in chunks])
+        self.pieces: list = []
+
+    def finish(self, submit: Callable[..., Future]) -> list[tuple[SeedBatchOut, list[_Part]]]:
+        """Per seed batch, (counts, its semantic chunks' shares of the group's host half,
+        `submit(host_finish, ...)`)."""
+        g, per_seed_batch = self.g, self.per_seed_batch
+        empty = np.empty(0, np.int64)
+        rows = (
+            g.finish(self.pieces)
+            if self.pieces
+            else (*[empty] * 5, np.empty((0, 4), np.int64), empty)
+        )
+        done = submit(host_finish, self.ctx, rows, sum(map(len, per_seed_batch)))
+        out, c = [], 0
+        for b, chunks in enumerate(per_seed_batch):
+            hits = int(g.hit_edges[b + 1] - g.hit_edges[b])
+            out.append(
+                (
+                    SeedBatchOut(seeds=g.n_seeds[b], hits=hits),
+                    [_Part(done, c + i) for i in range(len(chunks))],
+                )
+            )
+            c += len(chunks)
+        return out
+
+
+def run_groups(
     ctx: Context,
     ref: RefBin,
     qry: QueryBin,
-    jobs: list,
+    groups: Iterable[tuple[list, list | None]],
     walk_full: bool,
     buckets: int | None,
-    host_seeds: list | None,
     submit: Callable[..., Future],
     piece: int = PIECE,
-) -> list[tuple[SeedBatchOut, list[_Part]]]:
-    """Device half of one group of seed batches; returns, per seed batch, (counts, its semantic
-    chunks' shares of the group's host half, `submit(host_finish, ...)`)."""
-    strand = jobs[0][1]
-    g = _Group(
-        ctx,
-        _device_ref(ctx, ref),
-        qry,
-        _device_query(ctx, qry),
-        strand,
-        [chunk for _, _, chunk in jobs],
-        host_seeds,
-    )
-    per_seed_batch = g.semantic_chunks(ctx.options.max_hits, walk_full)
-    g.use_chunks([h_a for chunks in per_seed_batch for h_a, _ in chunks])
-    pieces = [g.survivors(h0, min(h0 + piece, g.total), buckets) for h0 in range(0, g.total, piece)]
-    empty = np.empty(0, np.int64)
-    rows = g.finish(pieces) if pieces else (*[empty] * 5, np.empty((0, 4), np.int64), empty)
-    done = submit(host_finish, ctx, rows, sum(map(len, per_seed_batch)))
-    out, c = [], 0
-    for b, chunks in enumerate(per_seed_batch):
-        seed_batch = SeedBatchOut(seeds=g.n_seeds[b], hits=int(g.hit_edges[b + 1] - g.hit_edges[b]))
-        out.append((seed_batch, [_Part(done, c + i) for i in range(len(chunks))]))
-        c += len(chunks)
-    return out
+    ahead: int = 0,
+    filter_stream=None,
+) -> Iterator[list[tuple[SeedBatchOut, list[_Part]]]]:
+    """Device halves of groups of seed batches ((jobs, the CPU seeder's streams or None) each),
+    in order: per group what `_GroupRun.finish` returns.
+
+    The pieces of all groups form one sequence.  Each piece's filter is launched (on
+    `filter_stream`, or the current stream) `ahead` pieces before the piece is walked, and a
+    group is finished once its last piece is walked; the next group's seed stream is made when
+    its first piece is launched.  With a filter stream and ahead > 0, the device runs the next
+    filter while this one thread walks, sorts and finishes on the current stream, whose small
+    launches and synchronisations would otherwise leave it idle.  ahead = 0: each piece is
+    filtered and walked in turn."""
+    # (group, its piece's launched filter, the groups to finish once the piece is walked: its
+    # own after its last piece, and any group without hits launched after it)
+    queue: deque = deque()
+
+    def walked(keep: int) -> Iterator[list]:
+        while len(queue) > keep:
+            run, filtered, finishing = queue.popleft()
+            run.pieces.append(run.g.survivors(filtered))
+            yield from (done.finish(submit) for done in finishing)
+
+    for jobs, host_seeds in groups:
+        run = _GroupRun(ctx, ref, qry, jobs, walk_full, host_seeds)
+        total = run.g.total
+        if not total:
+            if queue:
+                queue[-1][2].append(run)
+            else:
+                yield run.finish(submit)
+        for h0 in range(0, total, piece):
+            h1 = min(h0 + piece, total)
+            filtered = run.g.launch_filter(h0, h1, buckets, filter_stream)
+            queue.append((run, filtered, [run] if h1 == total else []))
+            yield from walked(ahead)
+    yield from walked(0)
 
 
 def _host_of(seeds: Iterator, group: list[int]) -> list | None:
@@ -1030,9 +1128,10 @@ def _in_slot(slots: threading.Semaphore, fn: Callable, *args: object) -> object:
 
 def _group_bases(ctx: Context) -> int:
     """Window starts per group: GROUP_BASES, less where device memory is short (a quarter of
-    what is free, for the group's seed stream: lo, counts and their prefix sum)."""
+    what is free, for the group's seed stream: lo, counts and their prefix sum; shared by the
+    1 + AHEAD groups a pipeline may hold at once)."""
     variants = ctx.shape.weight + 1 if ctx.options.transition else 1
-    share = _free_bytes() // 4
+    share = _free_bytes() // (4 * (1 + AHEAD))
     return max(1, min(GROUP_BASES, share // (16 * variants + 9)))
 
 
@@ -1052,14 +1151,52 @@ def run_unit(
 ) -> UnitResult:
     """Every seed batch of the unit on the current device, in groups (`seed_batch_groups`), the host
     halves overlapping on threads; `progress` hears of each group's seed batches as its device half
-    returns.
+    returns.  With AHEAD, the filters run on a stream of their own, launched ahead (`run_groups`).
 
     (Device halves on several streams, one launching thread each, measured slower on the H200
     twice: when the host halves held the launching threads up, and in issue 27's trial, where
-    the filter kernels slowed each other: BENCHMARKS.md, "GPU ns per seed hit (H200)".)"""
+    the filter kernels slowed each other; so did a helper thread making the next group, its
+    launches taking the GIL from the launching thread: BENCHMARKS.md, "GPU ns per seed hit
+    (H200)".)"""
     k = knobs.read()
     _state["filter"] = k.gpu_filter
     dref = _device_ref(ctx, ref)
+    if not AHEAD:
+        return _unit_on_streams(ctx, ref, qry, ordinal, progress, k, dref, None)
+    launch, filters = _streams()
+    launch.wait_event(cp.cuda.get_current_stream().record())  # what made the bins
+    try:
+        with launch:
+            return _unit_on_streams(ctx, ref, qry, ordinal, progress, k, dref, filters)
+    finally:
+        filters.synchronize()  # after a raise too: no filter left reading freed arrays
+
+
+_local = threading.local()
+
+
+def _streams() -> tuple:
+    """This thread's (launching stream, filter stream) on the current device, made once: CuPy's
+    memory pool keeps freed blocks per stream, so fresh streams each unit would strand them."""
+    made = _local.__dict__.setdefault("streams", {})
+    device = cp.cuda.Device().id
+    if device not in made:
+        made[device] = tuple(cp.cuda.Stream(non_blocking=True) for _ in range(2))
+    return made[device]
+
+
+def _unit_on_streams(
+    ctx: Context,
+    ref: RefBin,
+    qry: QueryBin,
+    ordinal: int,
+    progress: Progress | None,
+    k: knobs.Knobs,
+    dref: DeviceRef,
+    filter_stream,
+) -> UnitResult:
+    """run_unit's body on the current stream, the filters on `filter_stream` (None: the
+    current one) AHEAD pieces ahead."""
     buckets = k.bucket_shift if knobs.buckets_on(k, dref.len) else None
     start, stop = cp.cuda.Event(), cp.cuda.Event()
     t0 = time.perf_counter()
@@ -1080,14 +1217,12 @@ def run_unit(
         submit = functools.partial(pool.submit, _in_slot, slots)  # type: ignore[call-arg]
         pending = []
         tally = SeedBatchTally(len(jobs), progress)
-
-        def device_half(item: tuple[list[int], list | None]) -> list:
-            group, host = item
-            js = [jobs[i] for i in group]
-            return run_group(ctx, ref, qry, js, k.chunk_walk_full, buckets, host, submit, piece)
-
-        items = ((group, _host_of(seeds, group)) for group in groups)  # taken in order
-        halves = map(device_half, items)
+        # taken in order, each group's host seeds as the pipeline reaches it
+        items = (([jobs[i] for i in group], _host_of(seeds, group)) for group in groups)
+        ahead = AHEAD if filter_stream is not None else 0
+        halves = run_groups(
+            ctx, ref, qry, items, k.chunk_walk_full, buckets, submit, piece, ahead, filter_stream
+        )
         for group, outs in zip(groups, halves, strict=True):
             pending += outs
             tally(SeedBatchOut(hits=sum(out.hits for out, _ in outs)), len(group))
