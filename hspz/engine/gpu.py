@@ -1077,7 +1077,7 @@ def run_groups(
     submit: Callable[..., Future],
     piece: int = PIECE,
     ahead: int = 0,
-    filter_stream=None,
+    filter_stream: cp.cuda.Stream | None = None,
 ) -> Iterator[list[tuple[SeedBatchOut, list[_Part]]]]:
     """Device halves of groups of seed batches ((jobs, the CPU seeder's streams or None) each),
     in order: per group what `_GroupRun.finish` returns.
