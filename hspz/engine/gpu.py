@@ -42,6 +42,7 @@ without CUDA; `hspz.engine.backends` uses it only when a GPU is chosen.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -110,6 +111,7 @@ PIECE = 1 << 28  # most hits processed at once inside one group (device memory, 
 DEVICE_STEPS = 32  # --max-hits walks of up to this many searches run on the device: each search
 # is a few launches for all of a group's seed batches; a longer walk copies its counts instead
 PIECE_BYTES = 64  # device bytes per hit of a piece, were every hit a candidate (`_piece_hits`)
+AHEAD_BYTES = 24  # and of a piece filtered ahead: candidates and tags, reference-order pairs
 GROUP_BASES = 1 << 24  # window starts whose seed batches share one device pass (seed_batch_groups);
 # an interval (10 Mbp by default) is then one group: simM 170.1 ms against 190.8 ms at 1 << 22
 HOST_THREADS = 4  # host threads for the host halves while groups are being launched: more starve
@@ -191,6 +193,13 @@ def _grid(n: int) -> tuple[int]:
 def _ptr(array):
     """A device array, or a null pointer for an optional kernel argument."""
     return np.uint64(0) if array is None else array
+
+
+def _mark(stream):
+    """An event recorded on `stream` now, for ordering only (no timing)."""
+    event = cp.cuda.Event(disable_timing=True)
+    event.record(stream)
+    return event
 
 
 def _codes(shape: SeedShape, packed: np.ndarray) -> tuple:
@@ -601,8 +610,8 @@ class _Group:
         stream=None,
     ) -> tuple:
         """Launch `kernel` over n hits on the current stream, or on `stream` after the current
-        stream's work so far; returns the arguments (arrays `stream` reads until it is waited
-        for)."""
+        stream's work so far; returns the arguments (with `stream`, the arrays it reads until
+        it is waited for)."""
         o, d = self.ctx.options, self.dref
         function = _kernel(self.ctx.shape, "extend", kernel)
         ref_codes, qry_codes = d.score, self.qscore
@@ -639,7 +648,7 @@ class _Group:
         if stream is None:
             function(grid, (BLOCK,), args)
             return args
-        stream.wait_event(cp.cuda.get_current_stream().record())
+        stream.wait_event(_mark(cp.cuda.get_current_stream()))
         with stream:
             function(grid, (BLOCK,), args)
         return args
@@ -654,8 +663,9 @@ class _Group:
     def filter(self, pairs, tags, h0: int, n: int, size: int, stream=None) -> _Filtered:
         """The filter (DEFAULT_FILTER, or HSPZ_GPU_FILTER's) over n hits, launched on `stream`
         (None: the current one): the candidates for the exact walk, device (r << 32 | q), and
-        their tags, once `_Filtered.candidates` asks.  Its outputs are made on the current
-        stream, whose memory pool then never hands them to `stream`'s allocations."""
+        their tags, once `_Filtered.candidates` asks.  Nothing is allocated on `stream`: its
+        inputs and outputs are made on the current stream and held until that stream has
+        waited for the filter."""
         cand = cp.empty(n, cp.uint64)
         cand_tag = cp.empty(n, cp.uint32)
         count = cp.zeros(1, cp.uint32)
@@ -681,8 +691,9 @@ class _Group:
                 per_thread=per_thread,
                 stream=stream,
             )
-        done = None if stream is None else stream.record()
-        return _Filtered(n, cand, cand_tag, count, done, held)
+        if stream is None:
+            return _Filtered(n, cand, cand_tag, count, None, ())
+        return _Filtered(n, cand, cand_tag, count, _mark(stream), held)
 
     def walk(self, pairs, tags, cap: int, size: int):
         """The exact first_pass kernel over hits `pairs` (tags `tags`): (finished survivors as
@@ -1053,6 +1064,7 @@ class _GroupRun:
             if self.pieces
             else (*[empty] * 5, np.empty((0, 4), np.int64), empty)
         )
+        self.pieces = []  # the survivors' device arrays go before the next group is made
         done = submit(host_finish, self.ctx, rows, sum(map(len, per_seed_batch)))
         out, c = [], 0
         for b, chunks in enumerate(per_seed_batch):
@@ -1089,29 +1101,32 @@ def run_groups(
     filter while this one thread walks, sorts and finishes on the current stream, whose small
     launches and synchronisations would otherwise leave it idle.  ahead = 0: each piece is
     filtered and walked in turn."""
-    # (group, its piece's launched filter, the groups to finish once the piece is walked: its
-    # own after its last piece, and any group without hits launched after it)
+    # (group, its piece's launched filter, what to yield once the piece is walked: its group
+    # finished, after its last piece, and the finished groups without hits launched after it)
     queue: deque = deque()
 
     def walked(keep: int) -> Iterator[list]:
         while len(queue) > keep:
-            run, filtered, finishing = queue.popleft()
+            run, filtered, after = queue.popleft()
             run.pieces.append(run.g.survivors(filtered))
-            yield from (done.finish(submit) for done in finishing)
+            del run, filtered  # held by no name while the next piece is walked
+            yield from (out() for out in after)
 
     for jobs, host_seeds in groups:
         run = _GroupRun(ctx, ref, qry, jobs, walk_full, host_seeds)
         total = run.g.total
-        if not total:
-            if queue:
-                queue[-1][2].append(run)
+        if not total:  # finished now (no device work), its seed stream freed; yielded in turn
+            outs = run.finish(submit)
+            if not queue:
+                yield outs
             else:
-                yield run.finish(submit)
+                queue[-1][2].append(lambda outs=outs: outs)
         for h0 in range(0, total, piece):
             h1 = min(h0 + piece, total)
-            filtered = run.g.launch_filter(h0, h1, buckets, filter_stream)
-            queue.append((run, filtered, [run] if h1 == total else []))
+            after = [functools.partial(run.finish, submit)] if h1 == total else []
+            queue.append((run, run.g.launch_filter(h0, h1, buckets, filter_stream), after))
             yield from walked(ahead)
+        del run  # a group lives on in the queue only
     yield from walked(0)
 
 
@@ -1129,7 +1144,7 @@ def _in_slot(slots: threading.Semaphore, fn: Callable, *args: object) -> object:
 def _group_bases(ctx: Context) -> int:
     """Window starts per group: GROUP_BASES, less where device memory is short (a quarter of
     what is free, for the group's seed stream: lo, counts and their prefix sum; shared by the
-    1 + AHEAD groups a pipeline may hold at once)."""
+    1 + AHEAD groups whose seed streams `run_groups` may hold at once)."""
     variants = ctx.shape.weight + 1 if ctx.options.transition else 1
     share = _free_bytes() // (4 * (1 + AHEAD))
     return max(1, min(GROUP_BASES, share // (16 * variants + 9)))
@@ -1142,8 +1157,9 @@ def _free_bytes() -> int:
 
 def _piece_hits() -> int:
     """Hits per piece: PIECE, less where a quarter of the free device memory would not hold
-    PIECE_BYTES a hit."""
-    return min(PIECE, max(1 << 16, _free_bytes() // 4 // PIECE_BYTES))
+    PIECE_BYTES a hit, and AHEAD more pieces' filter inputs and outputs (AHEAD_BYTES a hit)."""
+    per_hit = PIECE_BYTES + AHEAD * AHEAD_BYTES
+    return min(PIECE, max(1 << 16, _free_bytes() // 4 // per_hit))
 
 
 def run_unit(
@@ -1153,23 +1169,26 @@ def run_unit(
     halves overlapping on threads; `progress` hears of each group's seed batches as its device half
     returns.  With AHEAD, the filters run on a stream of their own, launched ahead (`run_groups`).
 
-    (Device halves on several streams, one launching thread each, measured slower on the H200
-    twice: when the host halves held the launching threads up, and in issue 27's trial, where
-    the filter kernels slowed each other; so did a helper thread making the next group, its
-    launches taking the GIL from the launching thread: BENCHMARKS.md, "GPU ns per seed hit
-    (H200)".)"""
+    (One launching thread: device halves on several streams with a launching thread each
+    measured slower on the H200 twice, when the host halves held the launching threads up and
+    in issue 27's trial, where the filter kernels slowed each other; so did a helper thread
+    making the next group, its launches taking the GIL from the launching thread: BENCHMARKS.md,
+    "GPU ns per seed hit (H200)".)"""
     k = knobs.read()
     _state["filter"] = k.gpu_filter
     dref = _device_ref(ctx, ref)
     if not AHEAD:
         return _unit_on_streams(ctx, ref, qry, ordinal, progress, k, dref, None)
     launch, filters = _streams()
-    launch.wait_event(cp.cuda.get_current_stream().record())  # what made the bins
+    launch.wait_event(_mark(cp.cuda.get_current_stream()))  # what made the bins
     try:
         with launch:
             return _unit_on_streams(ctx, ref, qry, ordinal, progress, k, dref, filters)
-    finally:
-        filters.synchronize()  # after a raise too: no filter left reading freed arrays
+    except BaseException:
+        # no filter left running on arrays the raise frees (the raise's error is the one told)
+        with contextlib.suppress(cp.cuda.runtime.CUDARuntimeError):
+            filters.synchronize()
+        raise
 
 
 _local = threading.local()
