@@ -362,6 +362,7 @@ def test_gpu_filters_launched_ahead_never_change_bytes(tmp_path, monkeypatch, ah
     for here, stream, (launching, filters) in streams:
         if ahead:
             assert here.ptr == launching.ptr != 0 and stream is filters and stream.ptr != 0
+            assert launching.priority < filters.priority == 0  # lower is sooner (PRIORITY)
         else:
             assert stream is None and here.ptr == cp.cuda.Stream.null.ptr
 

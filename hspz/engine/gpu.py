@@ -25,12 +25,12 @@ then per group (`_Group.finish`, kernels in finish.cu), once its last piece is w
 Walks read aligned words (the filter's 4-byte words of nibbles, 8 bases each), left walks
 backwards from where their right walks began.  Only
 the distinct HSPs scoring at least `--hspthresh` leave the device, sorted by their tags into
-semantic chunks.  The filters run on a stream of their own, each launched AHEAD pieces before
-its piece is walked (`run_groups`): the device filters the next piece while the one launching
-thread walks, sorts and finishes the last on its stream.  The host half of each group (the
-entropy gate from the counts, then dedup and final order of every chunk, one vectorised call)
-runs on a host thread through `hspz.stages.hsp`,
-overlapping the device's next groups: entropy's `log` is the host's, the C library's, which the
+semantic chunks.  The filters run on a stream of their own at the least priority, each launched
+AHEAD pieces before its piece is walked (`run_groups`): the device filters the next piece while
+the one launching thread walks, sorts and finishes the last on its stream, whose blocks go first.
+The host half of each group (the entropy gate from the counts, then dedup and final order of
+every chunk, one vectorised call) runs on a host thread through `hspz.stages.hsp`, overlapping
+the device's next groups: entropy's `log` is the host's, the C library's, which the
 CPU backend uses too (CUDA's `log` is not guaranteed to round alike, and the gate's decision
 rests on it).  The GPU path loads no numba (`hspz.core.jit`) and makes no host sequence codes
 (HOST_CODES) unless the CPU seeder runs.
@@ -151,7 +151,9 @@ MINUS_ON_DEVICE = True  # the query's minus strand made on the device from its p
 # bytes, not uploaded (`_device_query`; one 20 MB pageable upload less on simM).  False: uploaded
 AHEAD = 1  # pieces whose filter is launched before a piece is walked (`run_groups`): the
 # filters run on a stream of their own, back to back, while the launching thread walks, sorts
-# and finishes the pieces before them on its stream.  0: one stream, each piece in turn
+# and finishes the pieces before them on its stream.  0: one stream, each piece in turn.
+# simM 0.0719 and 0.0743 ns/hit against 0.0998 and 0.0990 at 0 (H200, two calls; AHEAD 2:
+# 0.0724), L100 0.0588 against 0.0752 (BENCHMARKS.md, issue 27, eighteenth session)
 FUSED = True  # `_pack`, `_unpack` and `by_diagonal`'s key and gathers as one kernel each (fewer
 # small launches, before each of which the device waited about 35 us).  False: CuPy expressions.
 # The two together: simM 0.1004 ns/hit against 0.1051 without (BENCHMARKS.md, issue 27)
@@ -1192,16 +1194,23 @@ def run_unit(
 
 
 _local = threading.local()
+PRIORITY = True  # the launching stream at the device's greatest priority, the filter's at the
+# least: the block scheduler then dispatches a walk's or sort's blocks as soon as a filter block
+# retires, where at equal priority they waited behind the whole filter grid (then AHEAD gained
+# nothing: simM 0.0994 against 0.0999 ns/hit at AHEAD 0; PRIORITY off 0.1030 against 0.0743)
 
 
 def _streams() -> tuple:
     """This thread's (launching stream, filter stream) on the current device, made once: CuPy's
     memory pool keeps freed blocks per stream, so fresh streams each unit would strand them."""
     made = _local.__dict__.setdefault("streams", {})
-    device = cp.cuda.Device().id
-    if device not in made:
-        made[device] = tuple(cp.cuda.Stream(non_blocking=True) for _ in range(2))
-    return made[device]
+    key = (cp.cuda.Device().id, PRIORITY)
+    if key not in made:
+        # CUDA clamps a priority to the device's range (lower is sooner; 0 the least)
+        made[key] = tuple(
+            cp.cuda.Stream(non_blocking=True, priority=p) for p in ((-100 if PRIORITY else 0), 0)
+        )
+    return made[key]
 
 
 def _unit_on_streams(
