@@ -79,7 +79,9 @@ def one(options, inputs, engine, variant: str, kind: str) -> dict:
 
 
 def breakdown(options, inputs, engine, variant: str) -> dict[str, float]:
-    """Device ms per project kernel name over one pass (events around each launch)."""
+    """Device ms per project kernel name over one pass (events around each launch, on the
+    stream it goes to).  Under gpu.AHEAD the filter's stream and the launching stream overlap:
+    a kernel's figure then includes its wait for SM slots, and the "rest" can go negative."""
     import cupy as cp
 
     from hspz.engine import gpu
