@@ -17,13 +17,16 @@
 #   kprof    every kernel of one simM run, by name (nsys, else ncu's durations); $OUT/kprof.txt
 #   ab       `hspZ benchmark` on simM, this code and .device/alt in turn, ROUNDS (2) rounds;
 #            $OUT/ab.*
+#   abL      `hspZ run --time -B 250M` on L100 (a pair of 2 units, which `benchmark` refuses),
+#            this code and .device/alt in turn, LROUNDS (2) rounds after one untimed run each;
+#            ledger ns/hit per run in $OUT/abL.log
 #   export OUT=$PWD/out && mkdir -p $OUT && bash benchmarks/gpu_issue27.sh  # 1 GPU, repository root
 set -uo pipefail
 source benchmarks/device_env.sh
 STEPS=${STEPS:-compile M ncu L100}
 VARIANTS=${VARIANTS:-base}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
-if has L100; then
+if has L100 || has abL; then
   (nice -n 19 python3 benchmarks/workloads.py L100 --workdir "$W" > /tmp/l100.paths 2>/tmp/l100.err) &
   GEN=$!
 fi
@@ -121,6 +124,20 @@ for path in sys.argv[1:]:
           f"{statistics.median(wall):.4f}, {timed[0]['hits']} hits, "
           f"digests {sorted({r['digest'] for r in timed})}")
 PY
+fi
+if has abL; then
+  wait "$GEN"
+  read -r LREF LQRY < <(cut -f2 /tmp/l100.paths | paste -sd' ')
+  for round in $(seq 0 "${LROUNDS:-2}"); do  # round 0 untimed: each tree's kernels compiled
+    for dir in "$PWD" "$PWD/.device/alt"; do
+      tag=cur; [ "$dir" != "$PWD" ] && tag=alt
+      (cd "$dir" && PYTHONPATH=$dir timeout 90 python3 -m hspz run -r "$LREF" -q "$LQRY" -B 250M \
+         -o "/tmp/abL_$tag" --time 2>&1 | awk -F'\t' -v t="$tag" -v r="$round" '
+           $1 == "unit ledger:" && $2 == "ordinal" { for (i = 2; i <= NF; i++) col[$i] = i }
+           $1 == "unit ledger:" && $2 ~ /^[0-9]+$/ { ms += $col["gpu_ms"]; hits += $col["hits"] }
+           END { if (hits) printf "L100 %s round %s: ledger %.1f ms, %.0f hits, %.4f ns/hit\n", t, r, ms, hits, ms * 1e6 / hits }')
+    done
+  done | tee "$OUT/abL.log"
 fi
 if has L100; then
   wait "$GEN"
