@@ -27,7 +27,7 @@ STEPS=${STEPS:-compile M ncu L100}
 VARIANTS=${VARIANTS:-base}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 if has L100 || has abL; then
-  (nice -n 19 python3 benchmarks/workloads.py L100 --workdir "$W" > /tmp/l100.paths 2>/tmp/l100.err) &
+  (nice -n 19 python3 benchmarks/workloads.py "${LW:-L100}" --workdir "$W" > /tmp/l100.paths 2>/tmp/l100.err) &
   GEN=$!
 fi
 if has tests; then
@@ -66,7 +66,7 @@ fi
 if has M; then
   timeout "${M_TIMEOUT:-220}" python3 benchmarks/gpu_variants.py "$MREF" "$MQRY" --variants "$VARIANTS" \
     --rounds "${ROUNDS:-3}" --passes "${PASSES:-2}" --breakdown --json "$OUT/variants_M.jsonl" \
-    2>&1 | tee "$OUT/variants_M.log" | grep -v "^round"
+    2>&1 | tee "$OUT/variants_M.log" | grep -v "^round\|^timeline"
 fi
 if has ncu; then
   NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
@@ -104,15 +104,30 @@ if has kprof; then  # every kernel of one simM run by name: what the ledger's "r
   fi
   tail -45 "$OUT/kprof.txt"
 fi
-if has ab; then  # this code against ALT (.device/alt, `ALT=COMMIT bash benchmarks/device_files.sh`)
-  for round in $(seq "${ROUNDS:-2}"); do
+# each_tree FIRST LAST FN: FN TAG ROUND in this tree (cur) and then .device/alt (alt), each round
+each_tree() {
+  for round in $(seq "$1" "$2"); do
     for dir in "$PWD" "$PWD/.device/alt"; do
       tag=cur; [ "$dir" != "$PWD" ] && tag=alt
-      (cd "$dir" && PYTHONPATH=$dir timeout 100 python3 -m hspz benchmark -r "$MREF" -q "$MQRY" \
-         --warmup 1 --iterations 3 --json "$OUT/ab_$tag.jsonl" 2>&1 | tail -1 \
-         | sed "s/^/simM $tag round $round: /")
+      (cd "$dir" && PYTHONPATH=$dir "$3" "$tag" "$round")
     done
-  done | tee "$OUT/ab.log"
+  done
+}
+ab_one() {
+  timeout 100 python3 -m hspz benchmark -r "$MREF" -q "$MQRY" --warmup 1 --iterations 3 \
+    --json "$OUT/ab_$1.jsonl" 2>&1 | tail -1 | sed "s/^/simM $1 round $2: /"
+}
+abL_one() {  # round 0 untimed: each tree's kernels compiled
+  rm -rf "/tmp/abL_$1"
+  timeout 90 python3 -m hspz run -r "$LREF" -q "$LQRY" -B 250M -o "/tmp/abL_$1" --time 2>&1 \
+    | awk -F'\t' -v t="$1" -v r="$2" '
+      $1 == "unit ledger:" && $2 == "ordinal" { for (i = 2; i <= NF; i++) col[$i] = i }
+      $1 == "unit ledger:" && $2 ~ /^[0-9]+$/ { ms += $col["gpu_ms"]; hits += $col["hits"] }
+      END { if (hits) printf "L100 %s round %s: ledger %.1f ms, %.0f hits, %.4f ns/hit, ", t, r, ms, hits, ms * 1e6 / hits }'
+  echo "outputs $(cat "/tmp/abL_$1"/* 2>/dev/null | sha256sum | cut -c1-16)"
+}
+if has ab; then  # this code against ALT (.device/alt, `ALT=COMMIT bash benchmarks/device_files.sh`)
+  each_tree 1 "${ROUNDS:-2}" ab_one | tee "$OUT/ab.log"
   python3 - "$OUT"/ab_*.jsonl <<'PY' | tee -a "$OUT/ab.log"
 import json, statistics, sys
 for path in sys.argv[1:]:
@@ -128,16 +143,7 @@ fi
 if has abL; then
   wait "$GEN"
   read -r LREF LQRY < <(cut -f2 /tmp/l100.paths | paste -sd' ')
-  for round in $(seq 0 "${LROUNDS:-2}"); do  # round 0 untimed: each tree's kernels compiled
-    for dir in "$PWD" "$PWD/.device/alt"; do
-      tag=cur; [ "$dir" != "$PWD" ] && tag=alt
-      (cd "$dir" && PYTHONPATH=$dir timeout 90 python3 -m hspz run -r "$LREF" -q "$LQRY" -B 250M \
-         -o "/tmp/abL_$tag" --time 2>&1 | awk -F'\t' -v t="$tag" -v r="$round" '
-           $1 == "unit ledger:" && $2 == "ordinal" { for (i = 2; i <= NF; i++) col[$i] = i }
-           $1 == "unit ledger:" && $2 ~ /^[0-9]+$/ { ms += $col["gpu_ms"]; hits += $col["hits"] }
-           END { if (hits) printf "L100 %s round %s: ledger %.1f ms, %.0f hits, %.4f ns/hit\n", t, r, ms, hits, ms * 1e6 / hits }')
-    done
-  done | tee "$OUT/abL.log"
+  each_tree 0 "${LROUNDS:-2}" abL_one | tee "$OUT/abL.log"
 fi
 if has L100; then
   wait "$GEN"

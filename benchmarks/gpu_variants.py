@@ -16,7 +16,8 @@ one_pass`: a whole `run` into a scratch folder, ledger GPU time and digest per p
 line per variant: median ns/hit of ledger GPU time and of the passes' wall, every pass, and the
 digests (every pass of every variant must agree, or the script exits 1).  --breakdown adds one
 pass per variant with a CUDA event pair around every project kernel launch: device ms per kernel
-name (the rest of the ledger is CuPy's own kernels and host gaps).
+name (the rest of the ledger is CuPy's own kernels and host gaps), and a line of every launch's
+start and end (`timeline`).
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def breakdown(options, inputs, engine, variant: str) -> dict[str, float]:
             start.record()
             self.f(*args, **kw)
             stop.record()
-            log.append((self.name, start, stop))
+            log.append((self.name, start, stop, cp.cuda.get_current_stream().ptr))
 
     def timed(shape, module, name):
         return Timed(plain(shape, module, name), name)
@@ -115,13 +116,29 @@ def breakdown(options, inputs, engine, variant: str) -> dict[str, float]:
         gpu._kernel = plain
     cp.cuda.Device().synchronize()
     ms = defaultdict(float)
-    for name, start, stop in log:
+    for name, start, stop, _ in log:
         ms[name] += cp.cuda.get_elapsed_time(start, stop)
     ms["(ledger)"] = rec["engine_ms"]
     ms["(rest: CuPy kernels, gaps)"] = rec["engine_ms"] - sum(
         v for k, v in ms.items() if not k.startswith("(")
     )
+    if log:
+        print(f"timeline {variant}: " + timeline(log), flush=True)
     return dict(ms)
+
+
+def timeline(log: list) -> str:
+    """Each project kernel launch of a breakdown pass as name[stream]@start-end in ms from the
+    first launch's start, in launch order (streams lettered as they first launch)."""
+    import cupy as cp
+
+    t0 = log[0][1]
+    letters: dict[int, str] = {}
+    return " ".join(
+        f"{name}[{letters.setdefault(ptr, 'abcdefgh'[min(len(letters), 7)])}]@"
+        f"{cp.cuda.get_elapsed_time(t0, start):.1f}-{cp.cuda.get_elapsed_time(t0, stop):.1f}"
+        for name, start, stop, ptr in log
+    )
 
 
 def phases(options, inputs, engine, variant: str) -> dict[str, float]:
