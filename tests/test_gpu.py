@@ -322,14 +322,16 @@ def run_many_groups(tmp_path: Path, rng: np.random.Generator, seeds: str, maxhit
         run_both(tmp_path, r, q, *flags, env={"HSPZ_DEVICE_SEEDS": seeds})
 
 
-@pytest.mark.parametrize("group", [1, 3000, 1 << 24])
+@pytest.mark.parametrize("group, head", [(1, 8), (3000, 1), (3000, 8), (1 << 24, 8)])
 @pytest.mark.parametrize("seeds", ["0", "1"])
-def test_gpu_batch_groups_never_change_bytes(tmp_path, monkeypatch, group, seeds):
+def test_gpu_batch_groups_never_change_bytes(tmp_path, monkeypatch, group, head, seeds):
     """One seed batch a group, a few (3000 window starts: -C 700 batches four or so), every
-    one of an interval; semantic chunks and pieces cutting across them."""
+    one of an interval; semantic chunks and pieces cutting across them; a first group as
+    large as the rest (gpu.HEAD 1) or smaller (8: one seed batch at 3000)."""
     from hspz.engine import gpu
 
     monkeypatch.setattr(gpu, "GROUP_BASES", group)
+    monkeypatch.setattr(gpu, "HEAD", head)
     monkeypatch.setattr(gpu, "PIECE", 5000)
     run_many_groups(tmp_path, np.random.default_rng(group), seeds)
 
@@ -460,6 +462,39 @@ def test_gpu_long_identical_hsp_uses_the_sweep_and_matches(tmp_path):
     r = write_fasta(tmp_path / "r.fa", [("r", seq)])
     q = write_fasta(tmp_path / "q.fa", [("q", seq[1000:50_000])])
     run_both(tmp_path, r, q)
+
+
+@pytest.mark.parametrize("seed", ["12of19", "14of22", "1111"])
+def test_gpu_query_seeds_staged_equal_the_plain_kernel(monkeypatch, seed):
+    """gpu.SEEDS_STAGED: query_seeds' slots stored through shared memory give the plain
+    kernel's seed stream (lo, counts, valid windows), with and without transitions, over
+    window counts that end inside a block and windows with N."""
+    import cupy as cp
+
+    from hspz.core.options import Options
+    from hspz.engine import gpu
+    from hspz.engine.contract import Context, prepare_query, prepare_reference
+    from hspz.io.records import Record
+
+    rng = np.random.default_rng(41)
+    seq = rng.choice(np.frombuffer(b"ACGTN", np.uint8), 70_000, p=[0.24] * 4 + [0.04])
+    for transition in (True, False):
+        ctx = Context.from_options(Options(seed=seed, transition=transition))
+        ref = prepare_reference(ctx, 0, [Record("r", seq[: 1 << 15].copy())])
+        qry = prepare_query(ctx, 0, [Record("q", seq.copy())])
+        dref = gpu._device_ref(ctx, ref)
+        codes = gpu._device_query(ctx, qry)["plus"][0]
+        for first, end in ((0, 60_001), (5, 5 + 256), (1000, 1001), (7, 7)):
+            got = {}
+            for staged in (False, True):
+                monkeypatch.setattr(gpu, "SEEDS_STAGED", staged)
+                lo, counts, _, variants, valid = gpu._device_seeds(ctx, dref, codes, first, end)
+                got[staged] = [cp.asnumpy(x) for x in (lo, counts, valid)]
+            assert variants == (len(ctx.shape.care) + 1 if transition else 1)
+            for a, b in zip(got[False], got[True], strict=True):
+                assert a.dtype == b.dtype and np.array_equal(a, b)
+            if end - first > 50_000:
+                assert got[True][1].sum() > 1000 and 0 < got[True][2].sum() < end - first
 
 
 def test_gpu_reference_order_is_the_seed_order_hits_sorted_by_window():

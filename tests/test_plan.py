@@ -440,20 +440,31 @@ def test_digest_by_groups_hashes_a_sealed_group_below_every_open_one_at_once():
     assert d.hexdigest() == expected
 
 
-@pytest.mark.parametrize("max_bases", [1, 700, 1500, 10**9])
-def test_batch_groups_cover_every_batch_once_in_order_and_only_join_contiguous_chunks(max_bases):
+@pytest.mark.parametrize(
+    "max_bases, first_bases",
+    [(1, None), (700, None), (1500, None), (10**9, None), (10**9, 1500), (1500, 1)],
+)
+def test_batch_groups_cover_every_batch_once_in_order_and_only_join_contiguous_chunks(
+    max_bases, first_bases
+):
     from hspz.engine.contract import seed_batch_groups
 
     jobs = [(n, s, c) for n, s, c in seed_batches(20_000, 19, 6_000, 700, ("plus", "minus"))]
-    groups = seed_batch_groups(jobs, max_bases)
+    groups = seed_batch_groups(jobs, max_bases, first_bases)
     assert [i for g in groups for i in g] == list(range(len(jobs)))
-    for g in groups:
+    for k, g in enumerate(groups):
         (n, strand, _), width = jobs[g[0]], sum(jobs[i][2][1] - jobs[i][2][0] for i in g)
-        assert len(g) == 1 or width <= max_bases
+        cap = first_bases if k == 0 and first_bases is not None else max_bases
+        assert len(g) == 1 or width <= cap
         for a, b in zip(g[:-1], g[1:], strict=True):
             assert jobs[a][:2] == jobs[b][:2] == (n, strand)
             assert jobs[a][2][1] == jobs[b][2][0]
-    if max_bases == 10**9:  # one group per (interval, strand)
+    if max_bases == 10**9 and first_bases is None:  # one group per (interval, strand)
         assert len(groups) == len({j[:2] for j in jobs})
+    if max_bases == 10**9 and first_bases is not None:  # the first split after 1500 bases
+        assert len(groups) == len({j[:2] for j in jobs}) + 1 and len(groups[0]) == 2
+        assert groups[1][0] == 2 and jobs[2][:2] == jobs[0][:2]
     if max_bases == 1:
         assert len(groups) == len(jobs)
+    if first_bases == 1:  # a first group of one seed batch, then groups of two
+        assert len(groups[0]) == 1 and len(groups[1]) == 2

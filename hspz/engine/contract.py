@@ -317,18 +317,21 @@ def unit_seed_batches(ctx: Context, qry: QueryBin) -> list[tuple[int, str, tuple
     )
 
 
-def seed_batch_groups(jobs: list, max_bases: int) -> list[list[int]]:
+def seed_batch_groups(
+    jobs: list, max_bases: int, first_bases: int | None = None
+) -> list[list[int]]:
     """Job indices in runs that share one device pass: consecutive seed batches of one (interval,
-    strand) whose chunks follow each other, at most `max_bases` window starts (at least one
-    seed batch).  Each seed batch keeps its own seeds, hits and semantic chunks; only the launches
-    and host synchronisations are shared."""
+    strand) whose chunks follow each other, at most `max_bases` window starts (`first_bases` in
+    the first run; at least one seed batch).  Each seed batch keeps its own seeds, hits and
+    semantic chunks; only the launches and host synchronisations are shared."""
     groups: list[list[int]] = []
     span = 0
     for i, (n, strand, chunk) in enumerate(jobs):
         width = chunk[1] - chunk[0]
         if groups:
             pn, pstrand, pchunk = jobs[groups[-1][-1]]
-            if (pn, pstrand, pchunk[1]) == (n, strand, chunk[0]) and span + width <= max_bases:
+            cap = first_bases if first_bases is not None and len(groups) == 1 else max_bases
+            if (pn, pstrand, pchunk[1]) == (n, strand, chunk[0]) and span + width <= cap:
                 groups[-1].append(i)
                 span += width
                 continue

@@ -154,6 +154,10 @@ AHEAD = 1  # pieces whose filter is launched before a piece is walked (`run_grou
 # and finishes the pieces before them on its stream.  0: one stream, each piece in turn.
 # simM 0.0719 and 0.0743 ns/hit against 0.0998 and 0.0990 at 0 (H200, two calls; AHEAD 2:
 # 0.0724), L100 0.0588 against 0.0752 (BENCHMARKS.md, issue 27, eighteenth session)
+SEEDS_STAGED = True  # query_seeds' slots stored in order through shared memory (seed.cu)
+STAGE_THREADS = 256  # query_seeds_staged's block: seed.cu's STAGE_THREADS
+HEAD = 8  # the first group takes at most 1/HEAD of a group's window starts: nothing overlaps
+# its seed stream, which the first filter waits for (`seed_batch_groups`)
 FUSED = True  # `_pack`, `_unpack` and `by_diagonal`'s key and gathers as one kernel each (fewer
 # small launches, before each of which the device waited about 35 us).  False: CuPy expressions.
 # The two together: simM 0.1004 ns/hit against 0.1051 without (BENCHMARKS.md, issue 27)
@@ -347,44 +351,52 @@ def _device_ref(ctx: Context, ref: RefBin) -> DeviceRef:
     return dev
 
 
+def _on_bin(qry: QueryBin, name: str, key: str | None, make: Callable[[], Any]) -> Any:
+    """make()'s device arrays, made once per query bin and key (a strand, or None) and kept on
+    the host bin as qry.<name>: every group of the bin reads them."""
+    made = qry.__dict__.setdefault(name, {})
+    if key not in made:
+        made[key] = make()
+    return made[key]
+
+
 def _device_nibbles(ctx: Context, qry: QueryBin, strand: str):
-    """One strand's device score codes packed two a byte, made once per query bin (every
-    group of the strand reads them)."""
-    made = qry.__dict__.setdefault("_device_nib", {})
-    if strand not in made:
-        made[strand] = _nibbles(
+    """One strand's device score codes packed two a byte."""
+    return _on_bin(
+        qry,
+        "_device_nib",
+        strand,
+        lambda: _nibbles(
             ctx.shape, _device_query(ctx, qry)[strand][1], qry.packed[strand].block_len
-        )
-    return made[strand]
+        ),
+    )
 
 
 def _seed_bounds(ctx: Context, qry: QueryBin, strand: str):
     """One strand's bounds of a walk over the seed's bases before each anchor
-    (`xdrop.seed_bound_table`, uint16), made once per query bin: filter_seed's input."""
-    made = qry.__dict__.setdefault("_device_seed", {})
-    if strand not in made:
-        n = qry.packed[strand].block_len
-        codes = _device_query(ctx, qry)[strand][1][:n]
-        made[strand] = xdrop.seed_bound_table(
-            cp, codes, xdrop.best_scores(ctx.matrix), ctx.shape.size
-        )
-    return made[strand]
+    (`xdrop.seed_bound_table`, uint16): filter_seed's input."""
+
+    def make():
+        codes = _device_query(ctx, qry)[strand][1][: qry.packed[strand].block_len]
+        return xdrop.seed_bound_table(cp, codes, xdrop.best_scores(ctx.matrix), ctx.shape.size)
+
+    return _on_bin(qry, "_device_seed", strand, make)
 
 
 def _device_query(ctx: Context, qry: QueryBin) -> dict:
-    """Each strand's device (seed codes, score codes), made once per query bin.  With
-    MINUS_ON_DEVICE the plus strand's bytes go up once and the minus strand's are made from
-    them on the device (`_minus_bytes`), not uploaded as a second copy."""
-    dev = getattr(qry, "_device", None)
-    if dev is None:
+    """Each strand's device (seed codes, score codes).  With MINUS_ON_DEVICE the plus strand's
+    bytes go up once and the minus strand's are made from them on the device (`_minus_bytes`),
+    not uploaded as a second copy."""
+
+    def make():
         if MINUS_ON_DEVICE and "minus" in qry.packed:
             plus = cp.asarray(qry.packed["plus"].buf)
             bufs = {"plus": plus, "minus": _minus_bytes(plus, qry.packed["plus"].block_len)}
         else:
             bufs = {strand: packed.buf for strand, packed in qry.packed.items()}
-        dev = {strand: _codes(ctx.shape, buf) for strand, buf in bufs.items()}
-        qry._device = dev  # type: ignore[attr-defined]  # rides on the host bin
-    return dev
+        return {strand: _codes(ctx.shape, buf) for strand, buf in bufs.items()}
+
+    return _on_bin(qry, "_device", None, make)
 
 
 def _minus_bytes(plus, block_len: int):
@@ -411,9 +423,12 @@ def _device_seeds(ctx: Context, dref: DeviceRef, codes, first: int, end: int):
     counts = cp.empty(n * variants, cp.uint32)
     valid = cp.empty(n, cp.uint8)
     if n:
-        _kernel(ctx.shape, "seed", "query_seeds")(
-            _grid(n),
-            (BLOCK,),
+        kernel, threads = (
+            ("query_seeds_staged", STAGE_THREADS) if SEEDS_STAGED else ("query_seeds", BLOCK)
+        )
+        _kernel(ctx.shape, "seed", kernel)(
+            (-(-n // threads),),
+            (threads,),
             (
                 codes,
                 np.int64(first),
@@ -647,11 +662,9 @@ class _Group:
             *out,
         )
         grid = (-(-_grid(n)[0] // per_thread),)
-        if stream is None:
-            function(grid, (BLOCK,), args)
-            return args
-        stream.wait_event(_mark(cp.cuda.get_current_stream()))
-        with stream:
+        if stream is not None:
+            stream.wait_event(_mark(cp.cuda.get_current_stream()))
+        with contextlib.nullcontext() if stream is None else stream:
             function(grid, (BLOCK,), args)
         return args
 
@@ -693,9 +706,7 @@ class _Group:
                 per_thread=per_thread,
                 stream=stream,
             )
-        if stream is None:
-            return _Filtered(n, cand, cand_tag, count, None, ())
-        return _Filtered(n, cand, cand_tag, count, _mark(stream), held)
+        return _Filtered(n, cand, cand_tag, count, None if stream is None else _mark(stream), held)
 
     def walk(self, pairs, tags, cap: int, size: int):
         """The exact first_pass kernel over hits `pairs` (tags `tags`): (finished survivors as
@@ -1180,12 +1191,12 @@ def run_unit(
     _state["filter"] = k.gpu_filter
     dref = _device_ref(ctx, ref)
     if not AHEAD:
-        return _unit_on_streams(ctx, ref, qry, ordinal, progress, k, dref, None)
+        return _unit_pipeline(ctx, ref, qry, ordinal, progress, k, dref, None)
     launch, filters = _streams()
     launch.wait_event(_mark(cp.cuda.get_current_stream()))  # what made the bins
     try:
         with launch:
-            return _unit_on_streams(ctx, ref, qry, ordinal, progress, k, dref, filters)
+            return _unit_pipeline(ctx, ref, qry, ordinal, progress, k, dref, filters)
     except BaseException:
         # no filter left running on arrays the raise frees (the raise's error is the one told)
         with contextlib.suppress(cp.cuda.runtime.CUDARuntimeError):
@@ -1213,7 +1224,7 @@ def _streams() -> tuple:
     return made[key]
 
 
-def _unit_on_streams(
+def _unit_pipeline(
     ctx: Context,
     ref: RefBin,
     qry: QueryBin,
@@ -1230,7 +1241,9 @@ def _unit_on_streams(
     t0 = time.perf_counter()
     start.record()
     jobs = unit_seed_batches(ctx, qry)
-    groups, piece = seed_batch_groups(jobs, _group_bases(ctx)), _piece_hits()
+    bases = _group_bases(ctx)
+    groups = seed_batch_groups(jobs, bases, max(1, bases // HEAD))
+    piece = _piece_hits()
     if _use_device_seeder():
         seeds = iter([None] * len(jobs))
     else:  # the CPU seeder runs ahead of the device on host threads; it needs counts only

@@ -76,6 +76,37 @@ extern "C" __global__ void query_seeds(const u8* __restrict__ codes, i64 first, 
     else window_slots<WEIGHT + 1>(k, ok, index_table, i, lo, counts);
 }
 
+// query_seeds with the block's slots staged in shared memory, then stored in order: thread i's
+// WEIGHT + 1 slots lie WEIGHT + 1 words apart, so a warp's store of one variant wrote 32 sectors
+// for 128 bytes (at 12of19, 13 variants, 520 M slots of simM: half of the kernel's L2 traffic).
+// Launched with STAGE_THREADS threads a block (WEIGHT <= 16: 34 KB of shared memory at most).
+#define STAGE_THREADS 256
+extern "C" __global__ void __launch_bounds__(STAGE_THREADS)
+query_seeds_staged(const u8* __restrict__ codes, i64 first, i64 n,
+                   const u32* __restrict__ index_table, int variants, u32* __restrict__ lo,
+                   u32* __restrict__ counts, u8* __restrict__ valid)
+{
+    constexpr int V = WEIGHT + 1;
+    __shared__ u32 stage_lo[STAGE_THREADS * V];
+    __shared__ u32 stage_n[STAGE_THREADS * V];
+    i64 base = blockIdx.x * (i64)STAGE_THREADS;
+    i64 i = base + threadIdx.x;
+    u32 k = 0;
+    bool ok = i < n && window_kmer(codes, first + i, &k);
+    if (i < n) valid[i] = ok;
+    if (variants == 1) {  // one slot a window: already in order
+        if (i < n) window_slots<1>(k, ok, index_table, i, lo, counts);
+        return;
+    }
+    window_slots<V>(k, ok, index_table, threadIdx.x, stage_lo, stage_n);
+    __syncthreads();
+    i64 m = min((i64)STAGE_THREADS, n - base) * V;
+    for (int j = threadIdx.x; j < m; j += STAGE_THREADS) {
+        lo[base * V + j] = stage_lo[j];
+        counts[base * V + j] = stage_n[j];
+    }
+}
+
 // Seed and score codes of packed bytes through the two 256-entry tables.  score has `pad` spare
 // bytes of code 7 on each side (the walks read whole 8-byte words); the grid covers max(n, pad).
 extern "C" __global__ void codes_of(const u8* __restrict__ buf, i64 n,
