@@ -161,25 +161,17 @@ class _FakeRun:
 
 
 @pytest.mark.parametrize("ahead", [0, 1, 2, 5])
-@pytest.mark.parametrize("even, late", [(False, False), (True, False), (True, True)])
-def test_run_groups_launches_each_filter_ahead_and_finishes_groups_in_order(
-    monkeypatch, ahead, even, late
-):
+def test_run_groups_launches_each_filter_ahead_and_finishes_groups_in_order(monkeypatch, ahead):
     """The pieces of all groups as one sequence: piece i is walked only after the filters of
     pieces i + 1 .. i + ahead were launched (or there are none), a group is finished once its
-    last piece is walked, before any later piece is walked (with FINISH_LATE, once the next
-    piece's filter is launched too), and groups come out in order; a group without hits among
-    them is finished when made (it holds no piece) and comes out in its turn.  Pieces of at
-    most 10 hits, of one size a group with EVEN_PIECES."""
+    last piece is walked, before any later piece is walked, and groups come out in order; a
+    group without hits among them is finished when made (it holds no piece) and comes out in
+    its turn."""
     monkeypatch.setattr(gpu, "_GroupRun", _FakeRun)
-    monkeypatch.setattr(gpu, "EVEN_PIECES", even)
-    monkeypatch.setattr(gpu, "FINISH_LATE", late)
     _FakeRun.log = log = []
     groups = [(("a", 25), None), (("b", 0), None), (("c", 10), None), (("d", 31), None)]
     out = list(gpu.run_groups(None, None, None, groups, False, None, None, 10, ahead))
     pieces = {"a": [0, 10, 20], "b": [], "c": [0], "d": [0, 10, 20, 30]}
-    if even:
-        pieces.update(a=[0, 9, 18], d=[0, 8, 16, 24])
     assert out == [[(g, [(g, h0) for h0 in pieces[g]])] for g in "abcd"]
     launches = [e[1:] for e in log if e[0] == "launch"]
     walks = [e[1:] for e in log if e[0] == "walk"]
@@ -193,9 +185,3 @@ def test_run_groups_launches_each_filter_ahead_and_finishes_groups_in_order(
     for g in "acd":  # finished right after its last walk
         last = log.index(("walk", g, pieces[g][-1]))
         assert [e for e in log[last + 1 :] if e[0] != "launch"][0] == ("finish", g)
-        launched = log[last + 1 : log.index(("finish", g))]
-        after = launches.index((g, pieces[g][-1])) + 1 + ahead  # launched before its walk
-        if late and ahead and after < len(launches):  # and the next piece's launch
-            assert launched == [("launch", *launches[after])]
-        else:
-            assert launched == []

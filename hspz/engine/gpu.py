@@ -156,10 +156,6 @@ AHEAD = 1  # pieces whose filter is launched before a piece is walked (`run_grou
 # 0.0724), L100 0.0588 against 0.0752 (BENCHMARKS.md, issue 27, eighteenth session)
 SEEDS_STAGED = True  # query_seeds' slots stored in order through shared memory (seed.cu)
 STAGE_THREADS = 256  # query_seeds_staged's block: seed.cu's STAGE_THREADS
-EVEN_PIECES = True  # a group's hits in pieces of one size (at most PIECE), not PIECE and a
-# remainder: a small last piece's filter is too short to cover the walks and finish before it
-FINISH_LATE = True  # a group finished once the next piece's filter is launched, not before: the
-# filter stream then has work queued while the finish's small launches and syncs run
 HEAD = 8  # the first group takes at most 1/HEAD of a group's window starts: nothing overlaps
 # its seed stream, which the first filter waits for (`seed_batch_groups`)
 FUSED = True  # `_pack`, `_unpack` and `by_diagonal`'s key and gathers as one kernel each (fewer
@@ -1111,11 +1107,9 @@ def run_groups(
     """Device halves of groups of seed batches ((jobs, the CPU seeder's streams or None) each),
     in order: per group what `_GroupRun.finish` returns.
 
-    The pieces of all groups form one sequence (a group's hits cut into pieces of at most
-    `piece`, of one size with EVEN_PIECES).  Each piece's filter is launched (on
+    The pieces of all groups form one sequence.  Each piece's filter is launched (on
     `filter_stream`, or the current stream) `ahead` pieces before the piece is walked, and a
-    group is finished once its last piece is walked (with FINISH_LATE and ahead > 0, once the
-    piece after that has its filter launched too); the next group's seed stream is made when
+    group is finished once its last piece is walked; the next group's seed stream is made when
     its first piece is launched.  With a filter stream and ahead > 0, the device runs the next
     filter while this one thread walks, sorts and finishes on the current stream, whose small
     launches and synchronisations would otherwise leave it idle.  ahead = 0: each piece is
@@ -1123,34 +1117,25 @@ def run_groups(
     # (group, its piece's launched filter, what to yield once the piece is walked: its group
     # finished, after its last piece, and the finished groups without hits launched after it)
     queue: deque = deque()
-    late: list = []  # with FINISH_LATE, what to yield once the next piece's filter is launched
 
     def walked(keep: int) -> Iterator[list]:
-        yield from (out() for out in late)
-        late.clear()
         while len(queue) > keep:
             run, filtered, after = queue.popleft()
             run.pieces.append(run.g.survivors(filtered))
             del run, filtered  # held by no name while the next piece is walked
-            if FINISH_LATE and keep:
-                late.extend(after)
-            else:
-                yield from (out() for out in after)
+            yield from (out() for out in after)
 
     for jobs, host_seeds in groups:
         run = _GroupRun(ctx, ref, qry, jobs, walk_full, host_seeds)
         total = run.g.total
         if not total:  # finished now (no device work), its seed stream freed; yielded in turn
             outs = run.finish(submit)
-            if queue:
-                queue[-1][2].append(lambda outs=outs: outs)
-            elif late:
-                late.append(lambda outs=outs: outs)
-            else:
+            if not queue:
                 yield outs
-        size = -(-total // -(-total // piece)) if EVEN_PIECES and total else piece
-        for h0 in range(0, total, size):
-            h1 = min(h0 + size, total)
+            else:
+                queue[-1][2].append(lambda outs=outs: outs)
+        for h0 in range(0, total, piece):
+            h1 = min(h0 + piece, total)
             after = [functools.partial(run.finish, submit)] if h1 == total else []
             queue.append((run, run.g.launch_filter(h0, h1, buckets, filter_stream), after))
             yield from walked(ahead)
