@@ -465,12 +465,10 @@ def test_gpu_long_identical_hsp_uses_the_sweep_and_matches(tmp_path):
 
 
 @pytest.mark.parametrize("seed", ["12of19", "14of22", "1111"])
-def test_gpu_query_seeds_staged_and_scanned_equal_the_plain_kernel(monkeypatch, seed):
-    """gpu.SEEDS_STAGED and gpu.SEEDS_SCAN: query_seeds' slots stored through shared memory,
-    and their prefix sum from its block sums (slot_prefix), give the plain kernel's seed stream
-    (lo, counts, valid windows) and CuPy's cumsum of its counts, with and without transitions,
-    over window counts that end inside a block, windows with N, and a poly-A pair whose sums
-    pass 2**32."""
+def test_gpu_query_seeds_staged_equal_the_plain_kernel(monkeypatch, seed):
+    """gpu.SEEDS_STAGED: query_seeds' slots stored through shared memory give the plain
+    kernel's seed stream (lo, counts, valid windows), with and without transitions, over
+    window counts that end inside a block and windows with N."""
     import cupy as cp
 
     from hspz.core.options import Options
@@ -480,35 +478,23 @@ def test_gpu_query_seeds_staged_and_scanned_equal_the_plain_kernel(monkeypatch, 
 
     rng = np.random.default_rng(41)
     seq = rng.choice(np.frombuffer(b"ACGTN", np.uint8), 70_000, p=[0.24] * 4 + [0.04])
-    poly = np.full(120_000, ord("A"), np.uint8)
-    pairs = [(seq[: 1 << 15], seq, ((0, 60_001), (5, 5 + 256), (1000, 1001), (7, 7)))]
-    pairs.append((poly, poly[:70_000], ((0, 69_000), (3, 40_000))))
     for transition in (True, False):
         ctx = Context.from_options(Options(seed=seed, transition=transition))
-        for r, q, spans in pairs:
-            ref = prepare_reference(ctx, 0, [Record("r", r.copy())])
-            qry = prepare_query(ctx, 0, [Record("q", q.copy())])
-            dref = gpu._device_ref(ctx, ref)
-            codes = gpu._device_query(ctx, qry)["plus"][0]
-            for first, end in spans:
-                got = []
-                for staged, scan in ((False, False), (True, False), (True, True)):
-                    monkeypatch.setattr(gpu, "SEEDS_STAGED", staged)
-                    monkeypatch.setattr(gpu, "SEEDS_SCAN", scan)
-                    lo, counts, _, variants, valid, cum = gpu._device_seeds(
-                        ctx, dref, codes, first, end
-                    )
-                    got.append([cp.asnumpy(x) for x in (lo, counts, valid, cum)])
-                assert variants == (len(ctx.shape.care) + 1 if transition else 1)
-                want = np.cumsum(got[0][1], dtype=np.int64)
-                assert got[0][3].dtype == np.int64 and np.array_equal(got[0][3], want)
-                for other in got[1:]:
-                    for a, b in zip(got[0], other, strict=True):
-                        assert a.dtype == b.dtype and np.array_equal(a, b)
-                if end - first > 30_000 and r is poly:
-                    assert want[-1] > 2**32
-                elif end - first > 50_000:
-                    assert want[-1] > 1000 and 0 < got[0][2].sum() < end - first
+        ref = prepare_reference(ctx, 0, [Record("r", seq[: 1 << 15].copy())])
+        qry = prepare_query(ctx, 0, [Record("q", seq.copy())])
+        dref = gpu._device_ref(ctx, ref)
+        codes = gpu._device_query(ctx, qry)["plus"][0]
+        for first, end in ((0, 60_001), (5, 5 + 256), (1000, 1001), (7, 7)):
+            got = {}
+            for staged in (False, True):
+                monkeypatch.setattr(gpu, "SEEDS_STAGED", staged)
+                lo, counts, _, variants, valid = gpu._device_seeds(ctx, dref, codes, first, end)
+                got[staged] = [cp.asnumpy(x) for x in (lo, counts, valid)]
+            assert variants == (len(ctx.shape.care) + 1 if transition else 1)
+            for a, b in zip(got[False], got[True], strict=True):
+                assert a.dtype == b.dtype and np.array_equal(a, b)
+            if end - first > 50_000:
+                assert got[True][1].sum() > 1000 and 0 < got[True][2].sum() < end - first
 
 
 def test_gpu_reference_order_is_the_seed_order_hits_sorted_by_window():

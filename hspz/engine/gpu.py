@@ -155,9 +155,7 @@ AHEAD = 1  # pieces whose filter is launched before a piece is walked (`run_grou
 # simM 0.0719 and 0.0743 ns/hit against 0.0998 and 0.0990 at 0 (H200, two calls; AHEAD 2:
 # 0.0724), L100 0.0588 against 0.0752 (BENCHMARKS.md, issue 27, eighteenth session)
 SEEDS_STAGED = True  # query_seeds' slots stored in order through shared memory (seed.cu)
-STAGE_THREADS = 256  # query_seeds_staged's and slot_prefix's block: seed.cu's STAGE_THREADS
-SEEDS_SCAN = True  # the seed stream's prefix sum from the staged kernel's block sums
-# (slot_prefix), not CuPy's cumsum, which first copies every count to int64
+STAGE_THREADS = 256  # query_seeds_staged's block: seed.cu's STAGE_THREADS
 HEAD = 8  # the first group takes at most 1/HEAD of a group's window starts: nothing overlaps
 # its seed stream, which the first filter waits for (`seed_batch_groups`)
 FUSED = True  # `_pack`, `_unpack` and `by_diagonal`'s key and gathers as one kernel each (fewer
@@ -418,32 +416,31 @@ def _minus_bytes(plus, block_len: int):
 
 def _device_seeds(ctx: Context, dref: DeviceRef, codes, first: int, end: int):
     """Dense seed stream of window starts [first, end) on the device: (lo, counts, qpos=None,
-    variants, valid window flags, cum: the inclusive prefix sum of counts, int64)."""
+    variants, valid window flags)."""
     variants = ctx.shape.weight + 1 if ctx.options.transition else 1
     n = max(end - first, 0)
     lo = cp.empty(n * variants, cp.uint32)
     counts = cp.empty(n * variants, cp.uint32)
     valid = cp.empty(n, cp.uint8)
-    if not n:
-        return lo, counts, None, variants, valid, cp.zeros(0, cp.int64)
-    blocks = -(-n // STAGE_THREADS)
-    scan = SEEDS_STAGED and SEEDS_SCAN
-    block_hits = cp.empty(blocks, cp.int64) if scan else None
-    kernel, threads = (
-        ("query_seeds_staged", STAGE_THREADS) if SEEDS_STAGED else ("query_seeds", BLOCK)
-    )
-    args = (codes, np.int64(first), np.int64(n), dref.index_table, np.int32(variants), lo, counts)
-    staged = (_ptr(block_hits),) if SEEDS_STAGED else ()
-    _kernel(ctx.shape, "seed", kernel)((-(-n // threads),), (threads,), (*args, valid, *staged))
-    if not scan:
-        return lo, counts, None, variants, valid, cp.cumsum(counts, dtype=cp.int64)
-    cum = cp.empty(n * variants, cp.int64)
-    _kernel(ctx.shape, "seed", "slot_prefix")(
-        (blocks,),
-        (STAGE_THREADS,),
-        (counts, np.int64(n), np.int32(variants), cp.cumsum(block_hits), cum),
-    )
-    return lo, counts, None, variants, valid, cum
+    if n:
+        kernel, threads = (
+            ("query_seeds_staged", STAGE_THREADS) if SEEDS_STAGED else ("query_seeds", BLOCK)
+        )
+        _kernel(ctx.shape, "seed", kernel)(
+            (-(-n // threads),),
+            (threads,),
+            (
+                codes,
+                np.int64(first),
+                np.int64(n),
+                dref.index_table,
+                np.int32(variants),
+                lo,
+                counts,
+                valid,
+            ),
+        )
+    return lo, counts, None, variants, valid
 
 
 def _host_seeds(ctx: Context, table: SeedTable, qry: QueryBin, strand: str, chunk):
@@ -538,15 +535,15 @@ class _Group:
         self.first = first
         if host_seeds is not None:
             self.lo, self.counts, self.qpos, self.variants, self.slots = _stacked(host_seeds)
-            self.cum = cp.cumsum(self.counts, dtype=cp.int64)
             seen = None
         else:
-            self.lo, self.counts, self.qpos, self.variants, valid, self.cum = _device_seeds(
+            self.lo, self.counts, self.qpos, self.variants, valid = _device_seeds(
                 ctx, dref, self.qcodes, first, end
             )
             starts = np.array([min(max(c[0], first), end) - first for c in chunks] + [end - first])
             self.slots = starts * self.variants
             seen = _sums_before(cp.cumsum(valid, dtype=cp.int64), starts)
+        self.cum = cp.cumsum(self.counts, dtype=cp.int64)
         edges = _sums_before(self.cum, self.slots)
         both = (edges if seen is None else cp.concatenate((edges, seen))).get()
         self.hit_edges = both[: len(chunks) + 1]
