@@ -154,10 +154,13 @@ AHEAD = 1  # pieces whose filter is launched before a piece is walked (`run_grou
 # and finishes the pieces before them on its stream.  0: one stream, each piece in turn.
 # simM 0.0719 and 0.0743 ns/hit against 0.0998 and 0.0990 at 0 (H200, two calls; AHEAD 2:
 # 0.0724), L100 0.0588 against 0.0752 (BENCHMARKS.md, issue 27, eighteenth session)
-SEEDS_STAGED = True  # query_seeds' slots stored in order through shared memory (seed.cu)
+SEEDS_STAGED = True  # query_seeds' slots stored in order through shared memory (seed.cu):
+# simM 0.0691 ns/hit against 0.0771 (H100, one process; False keeps the plain kernel, the GPU
+# test's reference)
 STAGE_THREADS = 256  # query_seeds_staged's block: seed.cu's STAGE_THREADS
 HEAD = 8  # the first group takes at most 1/HEAD of a group's window starts: nothing overlaps
-# its seed stream, which the first filter waits for (`seed_batch_groups`)
+# its seed stream, which the first filter waits for (`seed_batch_groups`; simM 0.0691 against
+# 0.0704 at 1, BENCHMARKS.md, issue 27, nineteenth session)
 FUSED = True  # `_pack`, `_unpack` and `by_diagonal`'s key and gathers as one kernel each (fewer
 # small launches, before each of which the device waited about 35 us).  False: CuPy expressions.
 # The two together: simM 0.1004 ns/hit against 0.1051 without (BENCHMARKS.md, issue 27)

@@ -78,8 +78,9 @@ extern "C" __global__ void query_seeds(const u8* __restrict__ codes, i64 first, 
 
 // query_seeds with the block's slots staged in shared memory, then stored in order: thread i's
 // WEIGHT + 1 slots lie WEIGHT + 1 words apart, so a warp's store of one variant wrote 32 sectors
-// for 128 bytes (at 12of19, 13 variants, 520 M slots of simM: half of the kernel's L2 traffic).
-// Launched with STAGE_THREADS threads a block (WEIGHT <= 16: 34 KB of shared memory at most).
+// for 128 bytes (12of19 with transitions: 7.9x the L2 write sectors and 2.5x the time by Nsight
+// Compute, BENCHMARKS.md).  Launched with STAGE_THREADS threads a block (a seed's weight is at
+// most 15: 32 KB of shared memory at most).
 #define STAGE_THREADS 256
 extern "C" __global__ void __launch_bounds__(STAGE_THREADS)
 query_seeds_staged(const u8* __restrict__ codes, i64 first, i64 n,
