@@ -10,7 +10,7 @@
 #            passes each, interleaved, plus a per-kernel breakdown; $OUT/variants_M.*
 #            (a variant: base or NAME=VALUE[+NAME=VALUE], gpu_variants.py)
 #   ncu      filter kernels (names filter_*) under ncu, NCU_COUNT (2) launches, for each of
-#            NCU_VARIANTS (default base); $OUT/ncu.txt
+#            NCU_VARIANTS (default base; a variant as in M); $OUT/ncu.txt
 #   L100     the variants on L100 at -B 250M (generated in the background from the start);
 #            $OUT/variants_L100.*
 #   tests    tests/test_gpu.py; $OUT/tests.log
@@ -74,11 +74,13 @@ if has ncu; then
   if [ -n "$NCU" ]; then
     for v in ${NCU_VARIANTS:-base}; do
       echo "===== $v" >> "$OUT/ncu.txt"
-      env $([ "$v" = base ] || echo "${v//+/ }") timeout "${NCU_TIMEOUT:-100}" "$NCU" --clock-control none \
+      # the variant's settings (environment or gpu.X, gpu_variants.apply), then the run
+      timeout "${NCU_TIMEOUT:-100}" "$NCU" --clock-control none \
         -k regex:filter_ -c "${NCU_COUNT:-2}" --section SpeedOfLight --section MemoryWorkloadAnalysis \
         --section Occupancy --section SchedulerStats --section WarpStateStats \
         --metrics lts__t_sector_hit_rate.pct,dram__bytes_read.sum,smsp__thread_inst_executed_per_inst_executed.ratio,smsp__inst_executed.sum \
-        python3 -m hspz run -r "$MREF" -q "$MQRY" -o "/tmp/ncu_$v" >> "$OUT/ncu.txt" 2>&1
+        python3 -c 'import sys; from benchmarks.gpu_variants import apply; apply(sys.argv[1]); from hspz.cli import main; sys.exit(main(sys.argv[2:]))' \
+        "$v" run -r "$MREF" -q "$MQRY" -o "/tmp/ncu_$v" >> "$OUT/ncu.txt" 2>&1
     done
     grep -E "=====|filter_|smsp__|Duration|DRAM Throughput|L2 Hit|lts__t_sector_hit_rate|dram__bytes|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Registers|No Eligible|Issued Warp" "$OUT/ncu.txt" | head -80
   fi

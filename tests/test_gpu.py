@@ -250,19 +250,33 @@ def test_gpu_filter_variants_never_change_bytes(tmp_path, monkeypatch, variant):
         ("1", 5000, ("-x", "40000")),  # past the halves: filter_seed
     ],
 )
-def test_gpu_seed_filter_never_changes_bytes(tmp_path, monkeypatch, seeds, piece, args):
+@pytest.mark.parametrize("lean", [False, True])
+def test_gpu_seed_filter_never_changes_bytes(tmp_path, monkeypatch, seeds, piece, args, lean):
     """filter_seed16 and filter_seed (the left side bounded beyond the seed first, from the
     query's seed bounds) on related pairs with repeats, N, lowercase and sequence ends, with
-    either seeder, on both strands or the minus alone, N and IUPAC scored."""
+    either seeder, on both strands or the minus alone, N and IUPAC scored; each as its plain
+    and its LEAN kernel (gpu.LEAN_HITS: pieces of 97 hits end blocks inside a chunk, and the
+    chunks of a block's first and last hit differ where a seed batch ends inside it)."""
     from hspz.engine import gpu
 
     monkeypatch.setattr(gpu, "PIECE", piece)
+    monkeypatch.setattr(gpu, "LEAN_HITS", lean)
+    launched = set()
+    kernel = gpu._kernel
+
+    def spy(shape, module, name):
+        launched.add(name)
+        return kernel(shape, module, name)
+
+    monkeypatch.setattr(gpu, "_kernel", spy)
     rng = np.random.default_rng(RNG_SEED + 28 + piece)
     pairs = [related_pair(rng, int(rng.integers(3000, 12000))) for _ in range(3)]
     r = write_fasta(tmp_path / "r.fa", [(f"r{i}", a) for i, (a, _) in enumerate(pairs)])
     q = write_fasta(tmp_path / "q.fa", [(f"q{i}", b) for i, (_, b) in enumerate(pairs)])
     env = {"HSPZ_GPU_FILTER": "seed16", "HSPZ_DEVICE_SEEDS": seeds}
     run_both(tmp_path, r, q, "-m", "500", *args, env=env)
+    ran = launched & {"filter_seed16", "filter_seed", "filter_seed16_lean", "filter_seed_lean"}
+    assert ran and all(name.endswith("_lean") == lean for name in ran)
 
 
 @pytest.mark.parametrize("xdrop", ["31990", "40000"])

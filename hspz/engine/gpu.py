@@ -133,7 +133,14 @@ FILTERS = {
     "seed16": ("filter_seed16", 1),  # the same on 16-bit halves
 }
 # the filters over nibble-packed codes
-NIBBLE_KERNELS = ("filter_nib", "filter_nib16", "filter_seed", "filter_seed16")
+NIBBLE_KERNELS = (
+    "filter_nib",
+    "filter_nib16",
+    "filter_seed",
+    "filter_seed16",
+    "filter_seed_lean",
+    "filter_seed16_lean",
+)
 HALF = 32000  # filter_nib16's 16-bit halves: cap x best score and xdrop stay under it
 # a filter on 16-bit halves -> where they do not fit
 WIDE = {"filter_nib16": "filter_nib", "filter_seed16": "filter_seed"}
@@ -143,6 +150,9 @@ SEED_KERNELS = {"filter_seed": "filter_nib", "filter_seed16": "filter_nib16"}
 # simM 0.0948 ns/hit against nib16's 0.1085 in one call (H100; its candidates for the exact walk
 # fewer too: first_pass 4.3 against 12.1 ms), the same digest (BENCHMARKS.md, issue 27)
 DEFAULT_FILTER = "seed16"
+LEAN_HITS = False  # a seed filter over hits in seed order as its LEAN kernel (extend.cu): a
+# hit's chunk tag looked up only once it is kept, its slot divided by a multiply-high (trial)
+LEAN = {"filter_seed16": "filter_seed16_lean", "filter_seed": "filter_seed_lean"}
 PAD = 16  # spare bytes around the score codes: the walks read whole aligned 8-byte words
 SWEEP_BLOCK = 32  # one thread per diagonal, each a long serial walk: spread them over the SMs
 CHAIN_CAP = 1 << 12  # bases a chain walk may take; a diagonal with a longer one is swept serially
@@ -694,6 +704,8 @@ class _Group:
             if kernel in SEED_KERNELS:
                 span = np.int32(self.ctx.shape.size)
                 seed = (_seed_bounds(self.ctx, self.qry, self.strand), span)
+            if LEAN_HITS and pairs is None:
+                kernel = LEAN.get(kernel, kernel)
             held = self._launch(
                 kernel,
                 pairs,

@@ -49,16 +49,21 @@ __device__ __forceinline__ i64 owner(const i64* __restrict__ cum, const i64* __r
     return lo;
 }
 
-// The semantic chunk of hit h: the last c with chunk_start[c] <= h (chunk_start[0] = 0).
-__device__ __forceinline__ u32 chunk_of(const i64* __restrict__ chunk_start, int n_chunks, i64 h)
+// The semantic chunk of hit h: the last c in [lo, hi] with chunk_start[c] <= h (chunk_start[0]
+// = 0; chunk_of searches every chunk).
+__device__ __forceinline__ u32 chunk_in(const i64* __restrict__ chunk_start, int lo, int hi, i64 h)
 {
-    int lo = 0, hi = n_chunks - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) >> 1;
         if (chunk_start[mid] <= h) lo = mid;
         else hi = mid - 1;
     }
     return (u32)lo;
+}
+
+__device__ __forceinline__ u32 chunk_of(const i64* __restrict__ chunk_start, int n_chunks, i64 h)
+{
+    return chunk_in(chunk_start, 0, n_chunks - 1, h);
 }
 
 // Where hit h (seed order) lies: its reference and query positions.
@@ -713,12 +718,62 @@ __device__ __forceinline__ bool nib_side(Bases A, Bases B, int end, u32 row, u32
 // the walk from the anchor, whose drawdown there is no smaller, stops no later.  Only a hit that
 // bound does not reject is walked again from its anchor.  The CPU's first pass does the same
 // (xdrop._reject_pass); about a third of a left walk's bases are the seed's.
-template <bool HALVES, bool SEED>
+// LEAN (filter_seed16_lean, filter_seed_lean; gpu.LEAN_HITS, issue 27): nib_filter's hit in seed
+// order found with less work a thread.  A hit's chunk tag is looked up only once the filter
+// keeps it (about 2% of hits), between the chunks of its block's first and last hit (mostly
+// one: no search); and its seed slot is divided by `variants` (q = first + s / variants) with
+// one multiply-high by m = ceil(2^32 / variants), exact while s * e < 2^32 (e = m * variants -
+// 2^32: s = k * variants + j gives floor(s * m / 2^32) = k + floor((j + s * e / 2^32) /
+// variants)).  Lanes 0-2 of the block find these before the table's barrier.  Seed order
+// only: gpu.py launches the plain kernel over reference-order pairs.
+struct LeanBlock {
+    u32 c0, c1, magic;  // magic 0: divide
+};
+
+__device__ __forceinline__ void lean_block(LeanBlock* lb, const i64* __restrict__ chunk_start,
+                                           int n_chunks, const i64* __restrict__ bseed, i64 h0,
+                                           i64 n, int variants)
+{
+    int k = threadIdx.x;
+    if (k < 2) {
+        i64 t = min((i64)blockIdx.x * blockDim.x + (k ? blockDim.x - 1 : 0), n - 1);
+        u32 c = chunk_of(chunk_start, n_chunks, h0 + t);
+        if (k) lb->c1 = c;
+        else lb->c0 = c;
+    } else if (k == 2) {
+        u32 magic = 0;
+        u64 smax = (u64)bseed[blockIdx.x + 1];  // every owner() of the block is at most this
+        if (variants > 1 && smax < (1ull << 32)) {
+            u64 m = 0xFFFFFFFFull / (u64)variants + 1;
+            if (smax * (m * (u64)variants - (1ull << 32)) < (1ull << 32)) magic = (u32)m;
+        }
+        lb->magic = magic;
+    }
+}
+
+// thread_hit's (r, q) for hit h in seed order, by LeanBlock's division.
+__device__ __forceinline__ void lean_hit(const LeanBlock& lb, const u32* __restrict__ pos_table,
+                                         const u32* __restrict__ lo, const i64* __restrict__ cum,
+                                         const u32* __restrict__ counts,
+                                         const i64* __restrict__ bseed,
+                                         const i64* __restrict__ qpos, i64 h, i64 first,
+                                         int variants, i64* r, i64* q)
+{
+    i64 s = owner(cum, bseed, h);
+    *r = (i64)pos_table[lo[s] + h - (cum[s] - counts[s])];
+    *q = qpos ? qpos[s]
+              : first + (lb.magic ? (i64)__umulhi((u32)s, lb.magic) : s / variants);
+}
+
+template <bool HALVES, bool SEED, bool LEAN = false>
 __device__ __forceinline__ void nib_filter(WALK_PARAMS, const unsigned short* __restrict__ sb,
                                            int span, u64* __restrict__ cand,
                                            u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
 {
     __shared__ __align__(256) u32 tab[64 * 64];
+    __shared__ LeanBlock lb;
+    const bool lean = LEAN;  // LEAN kernels take hits in seed order only (pairs unused)
+    if (lean) lean_block(&lb, chunk_start, n_chunks, bseed, h0, n, variants);
     if (HALVES) lane_table16(tab, mat_g, -((32000 - xdrop) >> 3));
     else lane_table((int*)tab, mat_g);
     // the table's shared address, a multiple of 256 below 64 KB - 16 KB (48 KB of static
@@ -726,8 +781,16 @@ __device__ __forceinline__ void nib_filter(WALK_PARAMS, const unsigned short* __
     u32 row = ((u32)__cvta_generic_to_shared(tab) >> 8) * 0x01010101u;
     u32 lane4 = (threadIdx.x & 31) << 2;
     i64 r, q;
-    u32 tag;
-    if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) return;
+    u32 tag = 0;
+    i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
+    if (lean) {
+        if (t >= n) return;
+        lean_hit(lb, pos_table, lo, cum, counts, bseed, qpos, h0 + t, first, variants, &r, &q);
+        r += size;
+        q += size;
+    } else if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) {
+        return;
+    }
     int br, bl = 0;
     i64 lim = min(ref_len - r, qry_len - q);
     int end = (int)min(lim, (i64)cap);
@@ -750,6 +813,8 @@ __device__ __forceinline__ void nib_filter(WALK_PARAMS, const unsigned short* __
                                          &bl)
                   || end == lim) && br + bl < thresh;
     }
+    if (lean && !reject)
+        tag = lb.c0 == lb.c1 ? lb.c0 : chunk_in(chunk_start, (int)lb.c0, (int)lb.c1, h0 + t);
     append_candidate(!reject, r, q, tag, cand, cand_tag, n_cand);
 }
 
@@ -784,4 +849,22 @@ extern "C" __global__ void filter_seed16(WALK_PARAMS, const unsigned short* __re
 {
     nib_filter<true, true>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap,
                            HIT_SOURCE_ALL, sb, span, cand, cand_tag, n_cand);
+}
+
+// filter_seed16 and filter_seed with nib_filter's LEAN hits (gpu.LEAN_HITS).
+extern "C" __global__ void filter_seed16_lean(WALK_PARAMS, const unsigned short* __restrict__ sb,
+                                              int span, u64* __restrict__ cand,
+                                              u32* __restrict__ cand_tag,
+                                              u32* __restrict__ n_cand)
+{
+    nib_filter<true, true, true>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap,
+                                 HIT_SOURCE_ALL, sb, span, cand, cand_tag, n_cand);
+}
+
+extern "C" __global__ void filter_seed_lean(WALK_PARAMS, const unsigned short* __restrict__ sb,
+                                            int span, u64* __restrict__ cand,
+                                            u32* __restrict__ cand_tag, u32* __restrict__ n_cand)
+{
+    nib_filter<false, true, true>(ref, qry, ref_len, qry_len, mat_g, xdrop, thresh, cap,
+                                  HIT_SOURCE_ALL, sb, span, cand, cand_tag, n_cand);
 }
