@@ -336,12 +336,13 @@ def run_many_groups(tmp_path: Path, rng: np.random.Generator, seeds: str, maxhit
         run_both(tmp_path, r, q, *flags, env={"HSPZ_DEVICE_SEEDS": seeds})
 
 
-@pytest.mark.parametrize("group, head", [(1, 8), (3000, 1), (3000, 8), (1 << 24, 8)])
+@pytest.mark.parametrize("group, head", [(1, 8), (3000, 1), (1 << 24, 8)])
 @pytest.mark.parametrize("seeds", ["0", "1"])
 def test_gpu_batch_groups_never_change_bytes(tmp_path, monkeypatch, group, head, seeds):
     """One seed batch a group, a few (3000 window starts: -C 700 batches four or so), every
     one of an interval; semantic chunks and pieces cutting across them; a first group as
-    large as the rest (gpu.HEAD 1) or smaller (8: one seed batch at 3000)."""
+    large as the rest (gpu.HEAD 1).  A smaller one (HEAD 8, one seed batch) at 3000 window
+    starts is the AHEAD test's default case."""
     from hspz.engine import gpu
 
     monkeypatch.setattr(gpu, "GROUP_BASES", group)
@@ -481,8 +482,9 @@ def test_gpu_long_identical_hsp_uses_the_sweep_and_matches(tmp_path):
 @pytest.mark.parametrize("seed", ["12of19", "14of22", "1111"])
 def test_gpu_query_seeds_staged_equal_the_plain_kernel(monkeypatch, seed):
     """gpu.SEEDS_STAGED: query_seeds' slots stored through shared memory give the plain
-    kernel's seed stream (lo, counts, valid windows), with and without transitions, over
-    window counts that end inside a block and windows with N."""
+    kernel's seed stream (lo, counts, valid windows), with transitions (without, one slot a
+    window, both launch the plain kernel), over window counts that end inside a block and
+    windows with N."""
     import cupy as cp
 
     from hspz.core.options import Options

@@ -439,8 +439,9 @@ def _device_seeds(ctx: Context, dref: DeviceRef, codes, first: int, end: int):
     counts = cp.empty(n * variants, cp.uint32)
     valid = cp.empty(n, cp.uint8)
     if n:
+        staged = SEEDS_STAGED and variants > 1  # one slot a window is stored in order anyway
         kernel, threads = (
-            ("query_seeds_staged", STAGE_THREADS) if SEEDS_STAGED else ("query_seeds", BLOCK)
+            ("query_seeds_staged", STAGE_THREADS) if staged else ("query_seeds", BLOCK)
         )
         _kernel(ctx.shape, "seed", kernel)(
             (-(-n // threads),),
@@ -1071,7 +1072,6 @@ class _GroupRun:
         walk_full: bool,
         host_seeds: list | None,
     ):
-        self.ctx = ctx
         self.g = _Group(
             ctx,
             _device_ref(ctx, ref),
@@ -1096,7 +1096,7 @@ class _GroupRun:
             else (*[empty] * 5, np.empty((0, 4), np.int64), empty)
         )
         self.pieces = []  # the survivors' device arrays go before the next group is made
-        done = submit(host_finish, self.ctx, rows, sum(map(len, per_seed_batch)))
+        done = submit(host_finish, g.ctx, rows, sum(map(len, per_seed_batch)))
         out, c = [], 0
         for b, chunks in enumerate(per_seed_batch):
             hits = int(g.hit_edges[b + 1] - g.hit_edges[b])

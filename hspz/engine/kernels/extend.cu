@@ -66,16 +66,17 @@ __device__ __forceinline__ u32 chunk_of(const i64* __restrict__ chunk_start, int
     return chunk_in(chunk_start, 0, n_chunks - 1, h);
 }
 
-// Where hit h (seed order) lies: its reference and query positions.
+// Where hit h (seed order) lies: its reference and query positions.  magic, where not 0, divides
+// the seed slot by `variants` (nib_filter's LEAN, which proves it exact for the block's slots).
 __device__ __forceinline__ void hit_at(i64 h, const u32* __restrict__ pos_table,
                                        const u32* __restrict__ lo, const i64* __restrict__ cum,
                                        const u32* __restrict__ counts,
                                        const i64* __restrict__ bseed, const i64* __restrict__ qpos,
-                                       i64 first, int variants, i64* r, i64* q)
+                                       i64 first, int variants, i64* r, i64* q, u32 magic = 0)
 {
     i64 s = owner(cum, bseed, h);
     *r = (i64)pos_table[lo[s] + h - (cum[s] - counts[s])];
-    *q = qpos ? qpos[s] : first + s / variants;
+    *q = qpos ? qpos[s] : first + (magic ? (i64)__umulhi((u32)s, magic) : s / variants);
 }
 
 // Reference order, a counting sort of one piece's hits by reference window (2^shift bases):
@@ -751,20 +752,6 @@ __device__ __forceinline__ void lean_block(LeanBlock* lb, const i64* __restrict_
     }
 }
 
-// thread_hit's (r, q) for hit h in seed order, by LeanBlock's division.
-__device__ __forceinline__ void lean_hit(const LeanBlock& lb, const u32* __restrict__ pos_table,
-                                         const u32* __restrict__ lo, const i64* __restrict__ cum,
-                                         const u32* __restrict__ counts,
-                                         const i64* __restrict__ bseed,
-                                         const i64* __restrict__ qpos, i64 h, i64 first,
-                                         int variants, i64* r, i64* q)
-{
-    i64 s = owner(cum, bseed, h);
-    *r = (i64)pos_table[lo[s] + h - (cum[s] - counts[s])];
-    *q = qpos ? qpos[s]
-              : first + (lb.magic ? (i64)__umulhi((u32)s, lb.magic) : s / variants);
-}
-
 template <bool HALVES, bool SEED, bool LEAN = false>
 __device__ __forceinline__ void nib_filter(WALK_PARAMS, const unsigned short* __restrict__ sb,
                                            int span, u64* __restrict__ cand,
@@ -785,7 +772,8 @@ __device__ __forceinline__ void nib_filter(WALK_PARAMS, const unsigned short* __
     i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
     if (lean) {
         if (t >= n) return;
-        lean_hit(lb, pos_table, lo, cum, counts, bseed, qpos, h0 + t, first, variants, &r, &q);
+        hit_at(h0 + t, pos_table, lo, cum, counts, bseed, qpos, first, variants, &r, &q,
+               lb.magic);
         r += size;
         q += size;
     } else if (!thread_hit(n, HIT_SOURCE, &r, &q, &tag)) {

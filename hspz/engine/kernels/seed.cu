@@ -80,7 +80,8 @@ extern "C" __global__ void query_seeds(const u8* __restrict__ codes, i64 first, 
 // WEIGHT + 1 slots lie WEIGHT + 1 words apart, so a warp's store of one variant wrote 32 sectors
 // for 128 bytes (12of19 with transitions: 7.9x the L2 write sectors and 2.5x the time by Nsight
 // Compute, BENCHMARKS.md).  Launched with STAGE_THREADS threads a block (a seed's weight is at
-// most 15: 32 KB of shared memory at most).
+// most 15: 32 KB of shared memory at most), for variants = WEIGHT + 1 only (with one slot a
+// window, query_seeds' stores are already in order: gpu.py launches it instead).
 #define STAGE_THREADS 256
 extern "C" __global__ void __launch_bounds__(STAGE_THREADS)
 query_seeds_staged(const u8* __restrict__ codes, i64 first, i64 n,
@@ -95,10 +96,6 @@ query_seeds_staged(const u8* __restrict__ codes, i64 first, i64 n,
     u32 k = 0;
     bool ok = i < n && window_kmer(codes, first + i, &k);
     if (i < n) valid[i] = ok;
-    if (variants == 1) {  // one slot a window: already in order
-        if (i < n) window_slots<1>(k, ok, index_table, i, lo, counts);
-        return;
-    }
     window_slots<V>(k, ok, index_table, threadIdx.x, stage_lo, stage_n);
     __syncthreads();
     i64 m = min((i64)STAGE_THREADS, n - base) * V;
