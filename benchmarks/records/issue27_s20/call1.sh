@@ -3,7 +3,7 @@
 # filter keeps it, its seed slot divided by a multiply-high) against filter_seed16 on simM in one
 # process, with Nsight Compute's count of each filter's instructions; the winner by more than
 # 1.5% written into gpu.py (pick.py); on that tree the GPU tests and simM against the issue's
-# starting code (d6fbc62, .device/alt).
+# starting code (d6fbc62, .device/alt).  .device/pick.py is benchmarks/records/issue27_s19/pick.py.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source benchmarks/device_env.sh
