@@ -759,8 +759,7 @@ __device__ __forceinline__ void nib_filter(WALK_PARAMS, const unsigned short* __
 {
     __shared__ __align__(256) u32 tab[64 * 64];
     __shared__ LeanBlock lb;
-    const bool lean = LEAN;  // LEAN kernels take hits in seed order only (pairs unused)
-    if (lean) lean_block(&lb, chunk_start, n_chunks, bseed, h0, n, variants);
+    if (LEAN) lean_block(&lb, chunk_start, n_chunks, bseed, h0, n, variants);
     if (HALVES) lane_table16(tab, mat_g, -((32000 - xdrop) >> 3));
     else lane_table((int*)tab, mat_g);
     // the table's shared address, a multiple of 256 below 64 KB - 16 KB (48 KB of static
@@ -770,7 +769,7 @@ __device__ __forceinline__ void nib_filter(WALK_PARAMS, const unsigned short* __
     i64 r, q;
     u32 tag = 0;
     i64 t = blockIdx.x * (i64)blockDim.x + threadIdx.x;
-    if (lean) {
+    if (LEAN) {  // seed order only (pairs unused)
         if (t >= n) return;
         hit_at(h0 + t, pos_table, lo, cum, counts, bseed, qpos, first, variants, &r, &q,
                lb.magic);
@@ -801,7 +800,7 @@ __device__ __forceinline__ void nib_filter(WALK_PARAMS, const unsigned short* __
                                          &bl)
                   || end == lim) && br + bl < thresh;
     }
-    if (lean && !reject)
+    if (LEAN && !reject)
         tag = lb.c0 == lb.c1 ? lb.c0 : chunk_in(chunk_start, (int)lb.c0, (int)lb.c1, h0 + t);
     append_candidate(!reject, r, q, tag, cand, cand_tag, n_cand);
 }
