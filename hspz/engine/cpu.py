@@ -15,7 +15,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -42,7 +41,7 @@ from hspz.io.records import Record
 from hspz.stages import chunks as plan
 from hspz.stages import hsp
 from hspz.stages.seed import hit_seeds, query_seeds, start_codegen
-from hspz.stages.xdrop import Workspace, extend_hits, first_pass
+from hspz.stages.xdrop import Workspace, first_pass, sweep_late
 
 _threads = [1]
 PIECE = 1 << 18  # most hits extended at once per thread: ~28 MiB (`plan.unit_bytes`), not bytes
@@ -76,6 +75,7 @@ class PhaseClock:
     def __init__(self):
         self.lock = threading.Lock()
         self.threads: dict[int, dict[str, list[float]]] = {}
+        self.local = threading.local()
 
     def mine(self) -> dict[str, list[float]]:
         ident = threading.get_ident()
@@ -85,20 +85,35 @@ class PhaseClock:
                 got = self.threads.setdefault(ident, {p: [0.0, 0.0] for p in PHASES})
         return got
 
-    @contextmanager
-    def __call__(self, phase: str) -> Iterator[None]:
-        w, c = time.perf_counter(), time.thread_time()
-        try:
-            yield
-        finally:
-            acc = self.mine()[phase]
-            acc[0] += time.perf_counter() - w
-            acc[1] += time.thread_time() - c
+    def __call__(self, phase: str) -> Lap:
+        """The context that adds its time to this thread's `phase` (one object a thread and
+        phase: a piece passes through four of them, so no generator is made each time)."""
+        laps = getattr(self.local, "laps", None)
+        if laps is None:
+            laps = self.local.laps = {p: Lap(acc) for p, acc in self.mine().items()}
+        return laps[phase]
 
     def table(self) -> dict[str, list[tuple[float, float]]]:
         """Per phase, (wall, CPU) seconds of each thread, in the order the threads started."""
         rows = list(self.threads.values())
         return {p: [(r[p][0], r[p][1]) for r in rows] for p in PHASES}
+
+
+class Lap:
+    """`with lap:` adds the block's wall and CPU seconds to `acc` (not reentrant)."""
+
+    __slots__ = ("acc", "cpu", "wall")
+
+    def __init__(self, acc: list[float]):
+        self.acc = acc
+        self.wall = self.cpu = 0.0
+
+    def __enter__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.thread_time()
+
+    def __exit__(self, *exc: object) -> None:
+        self.acc[0] += time.perf_counter() - self.wall
+        self.acc[1] += time.thread_time() - self.cpu
 
 
 _local = threading.local()
@@ -127,8 +142,9 @@ def chunk_hsps(
     o, clock = ctx.options, clock or PhaseClock()
     r, q = ref.score, qry.score[strand]
     r_len, q_len = ref.packed.block_len, qry.packed[strand].block_len
+    work = workspace()
     with clock("first pass"):
-        done, (late_r, late_q) = first_pass(
+        done, late = first_pass(
             r,
             q,
             r_len,
@@ -141,12 +157,12 @@ def chunk_hsps(
             counts,
             ctx.shape.size,
             o.hspthresh,
-            workspace(),
+            work,
         )
     with clock("sweep"):
-        swept = extend_hits(r, q, r_len, q_len, ctx.matrix, o.xdrop, late_r, late_q)
-        keep = swept[0] >= o.hspthresh
-        total, rs, qs, ln = (np.concatenate((a, b[keep])) for a, b in zip(done, swept, strict=True))
+        total, rs, qs, ln = sweep_late(
+            r, q, r_len, q_len, ctx.matrix, o.xdrop, done, late, o.hspthresh, work
+        )
     with clock("gate"):
         return hsp.gate(r, q, total, rs, qs, ln, o.hspthresh, o.entropy)
 

@@ -80,26 +80,25 @@ def gate(
     entropy: bool,
 ) -> np.ndarray:
     """HSP records (HSP_DTYPE) of the extended hits that pass the score and entropy gate."""
-    keep, score = _gated(ref, qry, total, rs, qs, ln, hspthresh, entropy)
-    return _records(keep, score, rs, qs, ln)
+    out = np.empty(len(total), HSP_DTYPE)
+    if not len(total):
+        return out
+    fields = (out["ref_start"], out["query_start"], out["len"], out["score"])
+    return out[: _gate_into(ref, qry, total, rs, qs, ln, hspthresh, entropy, *fields)]
 
 
-def _gated(
-    ref: np.ndarray,
-    qry: np.ndarray,
-    total: np.ndarray,
-    rs: np.ndarray,
-    qs: np.ndarray,
-    ln: np.ndarray,
-    hspthresh: int,
-    entropy: bool,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(passes the gate, entropy-adjusted score) per extended hit."""
+@njit
+def _gate_into(ref, qry, total, rs, qs, ln, thresh, use_entropy, out_rs, out_qs, out_ln, out_score):
+    """`_gate`, its passing hits written in order into the out arrays; returns how many."""
     keep = np.empty(len(total), np.bool_)
     score = np.empty(len(total), np.int64)
-    if len(total):
-        _gate(ref, qry, total, rs, qs, ln, hspthresh, entropy, keep, score)
-    return keep, score
+    _gate(ref, qry, total, rs, qs, ln, thresh, use_entropy, keep, score)
+    m = 0
+    for i in range(len(total)):
+        if keep[i]:
+            out_rs[m], out_qs[m], out_ln[m], out_score[m] = rs[i], qs[i], ln[i], score[i]
+            m += 1
+    return m
 
 
 def gate_by_counts(

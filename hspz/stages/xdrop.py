@@ -213,42 +213,74 @@ def extend_hits(
     Q: np.ndarray,
 ) -> tuple[np.ndarray, ...]:
     """Same results as `extend_plain`, walking each diagonal stretch once (sorts by diagonal)."""
-    R = np.asarray(R, np.int64)
-    Q = np.asarray(Q, np.int64)
+    R = np.ascontiguousarray(R, np.int64)
+    Q = np.ascontiguousarray(Q, np.int64)
+    return _in_hit_order(ref, qry, ref_len, qry_len, _flat32(mat), int(xdrop), R, Q)
+
+
+@njit
+def _in_hit_order(ref, qry, ref_len, qry_len, mat, xdrop, R, Q):
+    """`extend_hits` in one compiled call: sorted by diagonal, swept, put back in R's order."""
     n = len(R)
+    score = np.empty(n, np.int64)
+    rs = np.empty(n, np.int64)
+    qs = np.empty(n, np.int64)
+    ln = np.empty(n, np.int64)
     if n == 0:
-        e = np.empty(0, np.int64)
-        return e, e, e, e
-    order = diagonal_order(R, Q)
-    score, rs, qs, ln = extend_sorted(
-        ref,
-        qry,
-        ref_len,
-        qry_len,
-        mat,
-        xdrop,
-        R[order],
-        Q[order],
-        diagonal_starts(R[order] - Q[order]),
-    )
-    out = [np.empty(n, np.int64) for _ in range(4)]
-    for dst, src in zip(out, (score, rs, qs, ln), strict=True):
-        dst[order] = src
-    return tuple(out)
+        return score, rs, qs, ln
+    order = _diagonal_order(R, Q)
+    Rs = R[order]
+    Qs = Q[order]
+    starts = _group_starts(Rs - Qs)
+    s, a, b, c = _sorted_sweep(ref, qry, ref_len, qry_len, mat, xdrop, Rs, Qs, starts)
+    for k in range(n):
+        i = order[k]
+        score[i], rs[i], qs[i], ln[i] = s[k], a[k], b[k], c[k]
+    return score, rs, qs, ln
+
+
+@njit
+def _late_sweep(ref, qry, ref_len, qry_len, mat, xdrop, R, Q, keep_from, score, rs, qs, ln, n):
+    """`extend_hits` of R, Q, the rows scoring at least keep_from appended in R's order after
+    row n of (score, rs, qs, ln); returns the rows there then."""
+    s, a, b, c = _in_hit_order(ref, qry, ref_len, qry_len, mat, xdrop, R, Q)
+    for i in range(len(R)):
+        if s[i] >= keep_from:
+            score[n], rs[n], qs[n], ln[n] = s[i], a[i], b[i], c[i]
+            n += 1
+    return n
 
 
 def diagonal_order(R: np.ndarray, Q: np.ndarray) -> np.ndarray:
-    """Permutation sorting hits by (diagonal, R): one int64 key when the ranges allow it."""
+    """Permutation sorting hits by (diagonal, R), stable: one int64 key when the ranges allow it."""
+    return _diagonal_order(np.ascontiguousarray(R, np.int64), np.ascontiguousarray(Q, np.int64))
+
+
+@njit
+def _diagonal_order(R, Q):
     diag = R - Q
-    lo, span = int(diag.min()), int(R.max()) + 1
-    if (int(diag.max()) - lo + 1) * span < 2**62:
-        return np.argsort((diag - lo) * span + R, kind="stable")
-    return np.lexsort((R, diag))
+    lo, hi, span = diag.min(), diag.max(), R.max() + 1
+    if hi - lo + 1 <= (2**62 - 1) // span:  # (hi - lo + 1) * span < 2**62, without overflow
+        return np.argsort((diag - lo) * span + R, kind="mergesort")
+    by_r = np.argsort(R, kind="mergesort")  # then by diagonal: a stable sort keeps R's order
+    return by_r[np.argsort(diag[by_r], kind="mergesort")]
 
 
 def diagonal_starts(diag: np.ndarray) -> np.ndarray:
     """Group boundaries of a diagonal-sorted array (first index of each group, then len)."""
-    return np.flatnonzero(np.concatenate(([True], diag[1:] != diag[:-1], [True])))
+    return _group_starts(np.ascontiguousarray(diag, np.int64))
+
+
+@njit
+def _group_starts(diag):
+    n = len(diag)
+    starts = np.empty(n + 1, np.int64)
+    g = 0
+    for i in range(n + 1):
+        if i == 0 or i == n or diag[i] != diag[i - 1]:
+            starts[g] = i
+            g += 1
+    return starts[:g]
 
 
 def extend_sorted(
@@ -263,19 +295,18 @@ def extend_sorted(
     starts: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Extension of hits already sorted by (diagonal, R); results in that order."""
-    mr, pr, ml, pl = _extend_groups(
-        ref,
-        qry,
-        ref_len,
-        qry_len,
-        mat.ravel().astype(np.int32),
-        int(xdrop),
-        Rs,
-        Qs,
-        Rs - Qs,
-        starts,
-    )
+    Rs, Qs = np.ascontiguousarray(Rs, np.int64), np.ascontiguousarray(Qs, np.int64)
+    return _sorted_sweep(ref, qry, ref_len, qry_len, _flat32(mat), int(xdrop), Rs, Qs, starts)
+
+
+@njit
+def _sorted_sweep(ref, qry, ref_len, qry_len, mat, xdrop, Rs, Qs, starts):
+    mr, pr, ml, pl = _extend_groups(ref, qry, ref_len, qry_len, mat, xdrop, Rs, Qs, Rs - Qs, starts)
     return mr + ml, Rs - pl, Qs - pl, pr + pl
+
+
+def _flat32(mat: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(mat, np.int32).ravel()
 
 
 CAP = 128  # bases a side a first walk may take before a hit is handed to the diagonal sweep
@@ -358,6 +389,8 @@ def _bound(rp, qp, ts, tc, xdrop, r, q, step, blocks):
 @njit
 def _reject_pass(
     ref,
+    qry,
+    best,
     rp,
     qp,
     ts,
@@ -392,7 +425,9 @@ def _reject_pass(
     A walk that has not stopped by the cap sends its hit to the sweep, unless the sequences
     end before the cap: then the exact walk decides.  A hit within CAP query bases of the last
     such hit on its diagonal is inside the same long HSP as likely as not: it goes to the sweep
-    unwalked (the sweep is exact for any hit, and walks that stretch once anyway)."""
+    unwalked (the sweep is exact for any hit, and walks that stretch once anyway).
+    seed_best is filled here first, from the query's codes `qry` and `best_scores`."""
+    _seed_bounds_into(qry, best, q0, size, seed_best)
     rb = np.empty((2, AHEAD), np.int64)
     qb = np.empty((2, AHEAD), np.int64)
     seen_d = np.full(RECENT, -(2**62), np.int64)  # diagonal -> query position of its last late hit
@@ -583,10 +618,12 @@ class Workspace:
             a = self.arrays[name] = np.empty(max(n, grown), dtype)
         return a[:n]
 
-
-@functools.cache
-def _pair_tables_of(key: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return pair_tables(np.frombuffer(key, np.int64))
+    def room(self, name: str, n: int) -> np.ndarray:
+        """The first n elements of the array under `name`, as they are: it must hold n already."""
+        a = self.arrays[name]
+        if len(a) < n:
+            raise AssertionError(f"workspace array {name!r} holds {len(a)}, not {n}")
+        return a[:n]
 
 
 def first_pass(
@@ -613,20 +650,19 @@ def first_pass(
     two-base blocks, drops them (`_reject_pass`).  The few left that finish within `CAP` bases
     a side are walked exactly; the rest, the hits inside long HSPs, are left over."""
     work = work or Workspace()
-    total = int(counts.sum())
+    total, q_min, q_max = _span(qpos, counts)
     cand_r, cand_q, late_r, late_q = (
         work.take(name, total) for name in ("cand_r", "cand_q", "late_r", "late_q")
     )
-    ts, tcr, tcl = _pair_tables_of(np.asarray(mat, np.int64).tobytes())
-    # the piece's own query span: `min(initial=0)` made it start at the query's first base, so
-    # the bounds of every piece spanned the query up to its seed batch (late seed batches of a
-    # 20 Mbp query: 160 MB and 20 M sums a piece)
-    q0 = (int(qpos.min()) if len(qpos) else 0) + size
-    last = (int(qpos.max()) if len(qpos) else -1) + size
-    seed_best = work.take("seed_best", max(last - q0 + 1, 0))
-    _seed_bounds_into(qry, best_scores(mat), q0, size, seed_best)
+    ts, tcr, tcl, best, flat = _walk_tables(np.asarray(mat, np.int64).tobytes())
+    # the piece's own query span: from the query's first base, the bounds of every piece
+    # spanned the query up to its seed batch (late seed batches of a 20 Mbp query: 160 MB and
+    # 20 M sums a piece)
+    seed_best = work.take("seed_best", q_max - q_min + 1)
     n_cand, n_late = _reject_pass(
         ref,
+        qry,
+        best,
         pair_view(ref),
         pair_view(qry),
         ts,
@@ -641,15 +677,16 @@ def first_pass(
         counts,
         size,
         seed_best,
-        q0,
+        q_min + size,
         keep_from,
         cand_r,
         cand_q,
         late_r,
         late_q,
     )
-    score, rs, qs, ln = (work.take(name, n_cand) for name in ("score", "rs", "qs", "ln"))
-    flat = np.asarray(mat, np.int32).ravel()
+    # room for every late hit after the finished ones: `sweep_late` appends the swept there
+    room = n_cand + n_late
+    score, rs, qs, ln = (work.take(name, room) for name in ("score", "rs", "qs", "ln"))
     n, n_late = _exact_pass(
         ref,
         qry,
@@ -672,6 +709,51 @@ def first_pass(
     return (score[:n], rs[:n], qs[:n], ln[:n]), (late_r[:n_late], late_q[:n_late])
 
 
+def sweep_late(
+    ref: np.ndarray,
+    qry: np.ndarray,
+    ref_len: int,
+    qry_len: int,
+    mat: np.ndarray,
+    xdrop: int,
+    done: tuple[np.ndarray, ...],
+    late: tuple[np.ndarray, np.ndarray],
+    keep_from: int,
+    work: Workspace,
+) -> tuple[np.ndarray, ...]:
+    """`first_pass`'s finished hits (`done`) and, after them, those of its late hits (`late`)
+    that score at least `keep_from` once swept (`extend_hits`, in one compiled call): (score,
+    ref_start, query_start, len), in `work`, where `first_pass` left room for every late hit."""
+    n = len(done[0])
+    full = [work.room(name, n + len(late[0])) for name in ("score", "rs", "qs", "ln")]
+    flat = _walk_tables(np.asarray(mat, np.int64).tobytes())[4]
+    n = _late_sweep(ref, qry, ref_len, qry_len, flat, int(xdrop), *late, keep_from, *full, n)
+    return tuple(a[:n] for a in full)
+
+
+@njit
+def _span(qpos, counts):
+    """(hits, smallest query position, largest) of a piece's seeds; (0, 0, -1) without seeds."""
+    total = 0
+    for c in counts:
+        total += np.int64(c)
+    if len(qpos) == 0:
+        return total, 0, -1
+    lo = hi = np.int64(qpos[0])
+    for x in qpos:
+        lo = min(lo, np.int64(x))
+        hi = max(hi, np.int64(x))
+    return total, lo, hi
+
+
+@functools.cache
+def _walk_tables(key: bytes) -> tuple[np.ndarray, ...]:
+    """The first pass's tables of the flat 8x8 int64 matrix in `key`: `pair_tables`, then
+    `best_scores`, then the matrix as int32."""
+    mat = np.frombuffer(key, np.int64)
+    return (*pair_tables(mat), best_scores(mat), mat.astype(np.int32))
+
+
 def extend_seeds(
     ref: np.ndarray,
     qry: np.ndarray,
@@ -689,12 +771,11 @@ def extend_seeds(
     """Extend every hit of these seeds; return (score, ref_start, query_start, len) of the hits
     scoring at least `keep_from` (in no particular order: dedup sorts fully): `first_pass`,
     then the diagonal sweep of the hits inside long HSPs.  Both are exact."""
-    done, (late_r, late_q) = first_pass(
-        ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size, keep_from
+    work = Workspace()
+    done, late = first_pass(
+        ref, qry, ref_len, qry_len, mat, xdrop, pos_table, lo, qpos, counts, size, keep_from, work
     )
-    swept = extend_hits(ref, qry, ref_len, qry_len, mat, xdrop, late_r, late_q)
-    keep = swept[0] >= keep_from
-    return tuple(np.concatenate((a, b[keep])) for a, b in zip(done, swept, strict=True))
+    return sweep_late(ref, qry, ref_len, qry_len, mat, xdrop, done, late, keep_from, work)
 
 
 def resolve_chains(
