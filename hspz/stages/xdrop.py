@@ -734,7 +734,7 @@ def sweep_late(
 @njit
 def _span(qpos, counts):
     """(hits, smallest query position, largest) of a piece's seeds; (0, 0, -1) without seeds."""
-    total = 0
+    total = np.int64(0)
     for c in counts:
         total += np.int64(c)
     if len(qpos) == 0:
