@@ -639,7 +639,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
     # numba on a thread only where the engine runs in this process: one worker (a parent of
     # worker processes stays without it: its memory estimate has no numba), and not for -u
     with warming(
-        "cpu" if ns.cpu_only else options.backend, numba=options.gpus == 1 and not ns.cpu_only
+        "cpu" if ns.cpu_only else options.backend,
+        numba=options.gpus == 1 and not ns.cpu_only,
+        options=options,
     ):
         return _run(ns, options)
 

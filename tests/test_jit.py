@@ -321,6 +321,47 @@ def test_the_cpu_backend_starts_numba_on_a_thread_while_the_run_reads():
     assert out == ["None", "False", "Thread", "True", "True", "CPUDispatcher", "1"]
 
 
+@pytest.mark.parametrize("strand", ["both", "minus"])
+def test_the_preload_takes_every_loop_a_units_seed_batches_call(strand):
+    """Given the run's options, the CPU preload (issue 24) runs a tiny seed batch a strand
+    (`cpu.warm_loops`), so that a unit's engine threads take nothing more from numba's cache:
+    at -t 16 they otherwise queued on numba's compiler lock at their first piece.  Fails when a
+    loop's argument types in the warm-up drift from a real unit's (say a seed array's dtype),
+    or when the engine calls a loop the warm-up does not."""
+    out = _python(f"""
+        import numpy as np
+        from numba.core import dispatcher
+        from hspz.core.options import Options
+        from hspz.engine import cpu
+        from hspz.engine.contract import Context, prepare_query, prepare_reference
+        from hspz.io.records import Record
+
+        options = Options(backend="cpu", strand="{strand}")
+        cpu.preload(options)
+        loads = []
+        inner = dispatcher.Dispatcher.compile
+
+        def compile(self, sig):
+            loads.append(self.py_func.__name__)
+            return inner(self, sig)
+
+        dispatcher.Dispatcher.compile = compile
+        rng = np.random.default_rng(5)
+        ref = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, 30_000)]
+        back = np.frombuffer(ref[20_000:24_000][::-1].tobytes().translate(bytes.maketrans(
+            b"ACGT", b"TGCA")), np.uint8)  # the reference's reverse complement: minus strand HSPs
+        qry = np.concatenate((ref[5_000:9_000], back, ref[:3_000]))
+        qry[::17] = np.frombuffer(b"A", np.uint8)  # diverged copies: short HSPs beside long ones
+        ctx = Context.from_options(options)
+        cpu.set_threads(3)
+        r = prepare_reference(ctx, 0, [Record("r", ref)])
+        q = prepare_query(ctx, 0, [Record("q", qry.copy())])
+        result = cpu.run_unit(ctx, r, q, 0)
+        print(result.hsps > 0, result.raw_hsps > result.hsps, len(loads), *loads)
+    """)
+    assert out == ["True", "True", "0"]
+
+
 @pytest.mark.parametrize("text", [b"\n", b"a", b"a\n", b"b\na\n\n\n", b"\n\nx\n\nyy", b"zz\n" * 3])
 def test_digest_rows_are_the_same_either_way(monkeypatch, text):
     """The digest's lines of a chunk: split in Python, or copied into rows by numba; interior

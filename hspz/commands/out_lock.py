@@ -9,12 +9,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from hspz.core.options import Options
 from hspz.run import outdir
 from hspz.run.request import Request
 
 
 @contextmanager
-def warming(backend: str, numba: bool = True, engine: bool = True) -> Iterator[None]:
+def warming(
+    backend: str, numba: bool = True, engine: bool = True, options: Options | None = None
+) -> Iterator[None]:
     """The backend started in the background while the block reads and plans
     (`engine.backends.warm`; `numba`: the CPU backend's too; without `engine`, a plan's: the
     CUDA driver alone), and joined when it ends normally.
@@ -23,7 +26,7 @@ def warming(backend: str, numba: bool = True, engine: bool = True) -> Iterator[N
     input, and from stopping, for as long as the start took."""
     from hspz.engine import backends
 
-    thread = backends.warm(backend, numba, engine)
+    thread = backends.warm(backend, numba, engine, options)
     yield  # an exception raised in the block leaves here, past the join
     if thread is not None:
         thread.join()

@@ -43,7 +43,9 @@ def gpu_available(engine: bool = True) -> bool:
         return False
 
 
-def warm(backend: str, numba: bool = True, engine: bool = True) -> threading.Thread | None:
+def warm(
+    backend: str, numba: bool = True, engine: bool = True, options: Options | None = None
+) -> threading.Thread | None:
     """Unless the CPU backend is asked for, import CuPy (and cupyx, `hspz.core.lean`) now, then
     start CUDA on a thread: device 0's context, which the memory preflight reads first.  The
     caller meanwhile imports the stages and reads the inputs.  Only CUDA's start runs beside
@@ -51,11 +53,12 @@ def warm(backend: str, numba: bool = True, engine: bool = True) -> threading.Thr
     the caller's imports more than it saved (every file an import reads hands the GIL over;
     E. coli on the H200).  With the CPU backend asked for (and `numba`), numba is loaded on a
     thread instead (`engine.cpu.preload`): the engine's first loop would otherwise wait for it
-    after the inputs are read and planned.  Without `engine` (a plan), the CUDA driver and
-    device 0's context are started on the thread instead, and CuPy is not imported at all
-    (`engine.cuda_driver`)."""
+    after the inputs are read and planned; given the run's `options`, that thread then takes
+    the engine's loops from numba's cache too (`engine.cpu.warm_loops`).  Without `engine` (a
+    plan), the CUDA driver and device 0's context are started on the thread instead, and CuPy
+    is not imported at all (`engine.cuda_driver`)."""
     if backend == "cpu":
-        return _thread(_start_numba) if numba else None
+        return _thread(_start_numba, options) if numba else None
     if not engine:
         from hspz.engine import cuda_driver
 
@@ -75,11 +78,11 @@ def _thread(target: Callable[..., None], *args: object) -> threading.Thread:
     return thread
 
 
-def _start_numba() -> None:
+def _start_numba(options: Options | None) -> None:
     try:
         from hspz.engine import cpu
 
-        cpu.preload()
+        cpu.preload(options)
     except Exception:  # the engine's own first loop reports what is wrong
         pass
 

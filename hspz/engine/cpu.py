@@ -10,6 +10,7 @@ dedup sorts the chunk's gated HSPs whole, so the pieces never change bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from hspz.core import jit
+from hspz.core.options import Options
 from hspz.engine.contract import (
     Capabilities,
     Context,
@@ -40,7 +42,7 @@ from hspz.engine.contract import (
 from hspz.io.records import Record
 from hspz.stages import chunks as plan
 from hspz.stages import hsp
-from hspz.stages.seed import hit_seeds, query_seeds, start_codegen
+from hspz.stages.seed import SeedShape, hit_seeds, query_seeds, start_codegen
 from hspz.stages.xdrop import Workspace, first_pass, sweep_late
 
 _threads = [1]
@@ -58,11 +60,44 @@ def warm_worker(worker: int) -> None:
     jit.load()
 
 
-def preload() -> None:
+def preload(options: Options | None = None) -> None:
     """Load numba and start its code generator (`stages.seed.start_codegen`), on a thread while
-    the caller reads and plans (`engine.backends.warm`)."""
+    the caller reads and plans (`engine.backends.warm`); given the run's options, then take the
+    engine's loops from numba's cache too (`warm_loops`)."""
     jit.load()
     start_codegen()
+    if options is not None:
+        ctx = Context.from_options(options)
+        warm_loops(dataclasses.replace(ctx, shape=SeedShape.from_pattern(WARM_SEED)))
+
+
+WARM_BASES = 3_000  # the warm-up's reference; its query is it and its reverse complement
+# the warm-up's seed: the loops' argument types do not depend on the seed, and a weight of 8 keeps
+# its table at 256 KiB (12of19's is 64 MiB, which a run's peak would have held twice)
+WARM_SEED = "11011011011"
+_COMPLEMENT = bytes.maketrans(b"ACGT", b"TGCA")
+_seeding = threading.Event()  # a unit's first seed batch has begun
+
+
+def warm_loops(ctx: Context) -> None:
+    """One tiny seed batch a strand through the engine with the options of `ctx` (a random
+    sequence against itself and its reverse complement: on either strand hits, a long HSP
+    whose hits go to the sweep, records to gate and collapse), unless a unit's seed batches
+    have begun: every loop a seed batch calls is taken from numba's cache by this thread, with
+    the argument types a real seed batch passes.  Each loop's first call loads it under numba's
+    compiler lock, so at -t 16 the engine's threads otherwise queued there at their first piece
+    (0.11 s of a 3.4 s run, BENCHMARKS.md)."""
+    if _seeding.is_set():
+        return
+    rng = np.random.default_rng(24)
+    seq = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, WARM_BASES)]
+    back = np.frombuffer(seq[::-1].tobytes().translate(_COMPLEMENT), np.uint8)
+    ref = prepare_reference(ctx, 0, [Record("warm", seq)])
+    qry = prepare_query(ctx, 0, [Record("warm", np.concatenate((seq, back)))])  # HSPs both ways
+    _ = ref.table.occupied
+    firsts = {strand: chunk for _, strand, chunk in reversed(unit_seed_batches(ctx, qry))}
+    for strand, chunk in firsts.items():
+        run_seed_batch(ctx, ref, qry, strand, chunk)
 
 
 PHASES = ("table", "seed", "first pass", "sweep", "gate", "dedup")
@@ -177,6 +212,7 @@ def run_seed_batch(
 ) -> SeedBatchOut:
     """One seed batch (wga chunk): seeds, hits, semantic chunks, each extended and deduped."""
     o, clock = ctx.options, clock or PhaseClock()
+    _seeding.set()
     with clock("seed"):
         n_seeds, qpos, lo, counts, at, hits = hit_seeds(
             qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition, ref.table, workspace()
@@ -480,6 +516,7 @@ class PieceQueue:
     def seed(self, index: int, mine: list) -> None:
         o, clock = self.ctx.options, self.clock
         _, strand, chunk = self.jobs[index]
+        _seeding.set()
         with clock("seed"):
             work = workspace()
             n_seeds, qpos, lo, counts, at, hits = hit_seeds(
