@@ -66,8 +66,8 @@ def preload(options: Options | None = None) -> None:
     engine's loops from numba's cache too (`warm_loops`)."""
     jit.load()
     start_codegen()
-    if options is not None:
-        ctx = Context.from_options(options)
+    if options is not None:  # HOXD70 whatever --scoring says: the preload reads no user file
+        ctx = Context.from_options(dataclasses.replace(options, scoring=None))
         warm_loops(dataclasses.replace(ctx, shape=SeedShape.from_pattern(WARM_SEED)))
 
 
