@@ -8,9 +8,14 @@ The expected matrix is written out per symbol pair from the rules of docs/algori
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
+import threading
 
 import numpy as np
 import pytest
+from helpers import mutate, random_dna, write_fasta
 from scorefiles import HOXD70 as FULL
 
 from hspz.core.errors import InputError, UsageError
@@ -234,3 +239,36 @@ def test_the_score_bounds_keep_every_int32_sum_of_the_gpu_capped_walks():
     assert MAX_BIN_BP * s < 2**53  # a maximal HSP: exact in float64, far inside int64
     assert options.MAX_BP == MAX_BIN_BP and options.HSPTHRESH_MAX == top
     assert build_matrix(x).min() == -10 * x  # the largest x-drop still builds an int32 matrix
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_score_file_on_a_pipe_is_read_once_and_the_run_ends(tmp_path):
+    """`--scoring <(...)`: a pipe gives its bytes once, and a run reads its scores several
+    times (the flags' check, the plan, the engine); the second read waited forever for a
+    writer.  The run ends with the same digest as from a regular file of the same text."""
+    rng = np.random.default_rng(3)
+    ref = random_dna(rng, 20_000)
+    qry = mutate(rng, ref[2_000:12_000], 0.05)
+    write_fasta(tmp_path / "r.fa", [("r", ref)])
+    write_fasta(tmp_path / "q.fa", [("q", qry)])
+    (tmp_path / "s.txt").write_text(FULL)
+    os.mkfifo(tmp_path / "s.fifo")
+    digests = []
+    for scores in ("s.txt", "s.fifo"):
+        writer = None
+        if scores.endswith("fifo"):  # one writer, once, as `<(cat s.txt)` gives
+            writer = threading.Thread(target=(tmp_path / scores).write_text, args=(FULL,))
+            writer.start()
+        done = subprocess.run(
+            [sys.executable, "-m", "hspz", "run", "-r", "r.fa", "-q", "q.fa", "-o", scores + ".out"]
+            + ["--backend", "cpu", "-t", "2", "--scoring", scores],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if writer is not None:
+            writer.join()
+        assert done.returncode == 0, done.stderr
+        digests.append(done.stdout.split("digest: ")[-1].split()[0])
+    assert digests[0] == digests[1]

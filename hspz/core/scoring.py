@@ -7,6 +7,7 @@ both backends use.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -105,11 +106,19 @@ def read_score_file(path: str | Path) -> np.ndarray:
 def _content_lines(path: str | Path) -> list[tuple[int, str]]:
     """(line number, text) of every line that holds more than a comment."""
     try:
-        text = Path(path).read_text()
+        text = _score_text(str(path))
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"--scoring: cannot read {path}: {exc}") from None
     lines = [(n, raw.split("#", 1)[0].strip()) for n, raw in enumerate(text.splitlines(), 1)]
     return [(n, line) for n, line in lines if line]
+
+
+@functools.lru_cache(maxsize=8)
+def _score_text(path: str) -> str:
+    """A score file's text, read once a process: a FIFO (`--scoring <(...)`) gives its bytes
+    once, and a run reads its scores several times (the flags' check, the plan, the engine);
+    the second read of a FIFO waited forever for a writer."""
+    return Path(path).read_text()
 
 
 def _read_settings(path: str | Path, lines: list) -> tuple[dict, int]:
