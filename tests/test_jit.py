@@ -337,7 +337,7 @@ def test_the_preload_takes_every_loop_a_units_seed_batches_call(strand):
         from hspz.io.records import Record
 
         options = Options(backend="cpu", strand="{strand}")
-        cpu.preload(options)
+        cpu.preload(options).join()
         loads = []
         inner = dispatcher.Dispatcher.compile
 

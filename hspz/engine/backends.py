@@ -53,8 +53,9 @@ def warm(
     the caller's imports more than it saved (every file an import reads hands the GIL over;
     E. coli on the H200).  With the CPU backend asked for (and `numba`), numba is loaded on a
     thread instead (`engine.cpu.preload`): the engine's first loop would otherwise wait for it
-    after the inputs are read and planned; given the run's `options`, that thread then takes
-    the engine's loops from numba's cache too (`engine.cpu.warm_loops`).  Without `engine` (a
+    after the inputs are read and planned; given the run's `options`, that thread then starts
+    one more, which nothing waits for, that takes the engine's loops from numba's cache too
+    (`engine.cpu.warm_loops`).  Without `engine` (a
     plan), the CUDA driver and device 0's context are started on the thread instead, and CuPy
     is not imported at all (`engine.cuda_driver`)."""
     if backend == "cpu":

@@ -60,15 +60,29 @@ def warm_worker(worker: int) -> None:
     jit.load()
 
 
-def preload(options: Options | None = None) -> None:
+def preload(options: Options | None = None) -> threading.Thread | None:
     """Load numba and start its code generator (`stages.seed.start_codegen`), on a thread while
-    the caller reads and plans (`engine.backends.warm`); given the run's options, then take the
-    engine's loops from numba's cache too (`warm_loops`)."""
+    the caller reads and plans (`engine.backends.warm`); given the run's options, then start
+    taking the engine's loops from numba's cache too (`warm_loops`), on a daemon thread of its
+    own, which is returned: nothing waits for it (with numba's cache empty it compiles the
+    engine, seconds that a run without seeds never needed)."""
     jit.load()
     start_codegen()
-    if options is not None:  # HOXD70 whatever --scoring says: the preload reads no user file
-        ctx = Context.from_options(dataclasses.replace(options, scoring=None))
-        warm_loops(dataclasses.replace(ctx, shape=SeedShape.from_pattern(WARM_SEED)))
+    if options is None:
+        return None
+    # HOXD70 whatever --scoring says: the warm-up reads no user file
+    ctx = Context.from_options(dataclasses.replace(options, scoring=None))
+    ctx = dataclasses.replace(ctx, shape=SeedShape.from_pattern(WARM_SEED))
+    thread = threading.Thread(target=_warm_quietly, args=(ctx,), daemon=True, name="hspz-warm")
+    thread.start()
+    return thread
+
+
+def _warm_quietly(ctx: Context) -> None:
+    try:
+        warm_loops(ctx)
+    except Exception:  # the engine's own first loop reports what is wrong
+        pass
 
 
 WARM_BASES = 3_000  # the warm-up's reference; its query is it and its reverse complement
