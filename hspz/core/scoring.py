@@ -8,6 +8,8 @@ both backends use.
 from __future__ import annotations
 
 import functools
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -105,19 +107,29 @@ def read_score_file(path: str | Path) -> np.ndarray:
 
 def _content_lines(path: str | Path) -> list[tuple[int, str]]:
     """(line number, text) of every line that holds more than a comment."""
-    try:
-        text = _score_text(str(path))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--scoring: cannot read {path}: {exc}") from None
+    text = score_text(path)
     lines = [(n, raw.split("#", 1)[0].strip()) for n, raw in enumerate(text.splitlines(), 1)]
     return [(n, line) for n, line in lines if line]
 
 
+def score_text(path: str | Path) -> str:
+    """A score file's text, read once a process while the file stays the same: a pipe
+    (`--scoring <(...)`) gives its bytes once, and a run reads its scores several times (the
+    flags' check, the plan, the engine); the second read of a pipe waited forever for a writer.
+    A regular file is read again once its inode, size or modification time differ, a pipe once
+    it is another pipe."""
+    try:
+        info = os.stat(path)
+        same: tuple[int, ...] = (info.st_dev, info.st_ino)  # `<(...)`: a new pipe each time
+        if stat.S_ISREG(info.st_mode):
+            same += (info.st_size, info.st_mtime_ns)
+        return _read_text(str(path), same)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--scoring: cannot read {path}: {exc}") from None
+
+
 @functools.lru_cache(maxsize=8)
-def _score_text(path: str) -> str:
-    """A score file's text, read once a process: a FIFO (`--scoring <(...)`) gives its bytes
-    once, and a run reads its scores several times (the flags' check, the plan, the engine);
-    the second read of a FIFO waited forever for a writer."""
+def _read_text(path: str, same: tuple[int, ...]) -> str:
     return Path(path).read_text()
 
 
