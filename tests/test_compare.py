@@ -17,12 +17,14 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scorefiles import HOXD70
 
 from hspz.cli import main
 from hspz.io.fasta import write_fasta
@@ -587,6 +589,20 @@ def tiny_pair(tmp_path) -> tuple[Path, Path]:
     write_fasta(tmp_path / "ref.fa", [Record("r", seq)])
     write_fasta(tmp_path / "qry.fa", [Record("q", seq[500:2500].copy())])
     return tmp_path / "ref.fa", tmp_path / "qry.fa"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_compare_hands_lastz_the_scores_it_read_from_a_pipe(capsys, tiny_pair, tmp_path):
+    """`hspZ compare -c <(...)`: a pipe gives its text once; lastz gets that text in a file of
+    its own (it failed on the spent pipe, after hspZ's whole run)."""
+    ref, qry = tiny_pair
+    fifo = tmp_path / "scores.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=(HOXD70,))
+    writer.start()
+    result = hspz_compare(capsys, tmp_path / "keep", ref, qry, "-c", str(fifo))
+    writer.join()
+    assert result.verdict == "EXACT" and result.hspz > 0, result.summary()
 
 
 def _bad_lastz_run(capsys, tiny_pair, lastz: str, keep: Path) -> tuple[int, str, list[str]]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from hspz.core import durable
 from hspz.core.errors import RunError, UsageError
 from hspz.core.options import Options
+from hspz.core.scoring import score_text
 from hspz.engine import backends
 from hspz.io.fasta import write_fasta
 from hspz.planning.inputs import read_inputs
@@ -26,8 +27,9 @@ from hspz.run.driver import drive_given
 FORMAT = "general-:name1,start1,end1,name2,start2,end2,strand2,score"
 
 
-def lastz_args(options: Options) -> list[str]:
-    """The lastz flags that match these options."""
+def lastz_args(options: Options, scores: Path | None = None) -> list[str]:
+    """The lastz flags that match these options (`scores`: the score file lastz reads in place
+    of --scoring's path)."""
     o = options
     args = [
         "--nogapped",
@@ -45,7 +47,7 @@ def lastz_args(options: Options) -> list[str]:
     if o.ambiguous:
         args.append(f"--ambiguous={o.ambiguous}")
     if o.scoring:
-        args.append(f"--scores={o.scoring}")
+        args.append(f"--scores={scores or o.scoring}")
     return args
 
 
@@ -54,9 +56,11 @@ def check_lastz(lastz: str) -> None:
         raise UsageError(f"--lastz: '{lastz}' is not an executable on PATH")
 
 
-def run_lastz(lastz: str, options: Options, ref_fa: Path, qry_fa: Path) -> list[bytes]:
+def run_lastz(
+    lastz: str, options: Options, ref_fa: Path, qry_fa: Path, scores: Path | None = None
+) -> list[bytes]:
     cmd = [lastz, f"{ref_fa}[multiple,nameparse=darkspace]", f"{qry_fa}[nameparse=darkspace]"]
-    proc = subprocess.run(cmd + lastz_args(options), capture_output=True)
+    proc = subprocess.run(cmd + lastz_args(options, scores), capture_output=True)
     if proc.returncode != 0:
         msg = proc.stderr.decode(errors="replace").strip().splitlines()
         raise RunError(f"lastz failed: {msg[0] if msg else proc.returncode}")
@@ -139,7 +143,11 @@ def main(options: Options, reference: str, query: str, lastz: str, keep: str | N
         ours = sorted(b"".join(p.read_bytes() for p in (t / "out").glob("*.segments")).splitlines())
         write_fasta(t / "ref.fa", inputs.reference)
         write_fasta(t / "qry.fa", inputs.query)
-        theirs = run_lastz(lastz, options, t / "ref.fa", t / "qry.fa")
+        scores = None
+        if options.scoring:  # the text hspZ scored with: a pipe (-c <(...)) is read only once
+            scores = t / "scores.txt"
+            scores.write_text(score_text(options.scoring))
+        theirs = run_lastz(lastz, options, t / "ref.fa", t / "qry.fa", scores)
     name, only_o, only_t = verdict(ours, theirs)
     shared = len(ours) - len(only_o)
     print(f"compare: hspZ {len(ours)} lines, lastz {len(theirs)} lines, shared {shared}")
