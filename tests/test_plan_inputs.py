@@ -88,7 +88,9 @@ def test_an_error_while_the_backend_starts_is_not_held_until_it_has_started(monk
     release = threading.Event()
     started: list[threading.Thread] = []
 
-    def warm(backend: str, numba: bool = True, engine: bool = True) -> threading.Thread:
+    def warm(
+        backend: str, numba: bool = True, engine: bool = True, options: object = None
+    ) -> threading.Thread:
         thread = threading.Thread(target=release.wait, daemon=True)
         thread.start()
         started.append(thread)
