@@ -55,9 +55,9 @@ def warm(
     thread instead (`engine.cpu.preload`): the engine's first loop would otherwise wait for it
     after the inputs are read and planned; given the run's `options`, that thread then starts
     one more, which nothing waits for, that takes the engine's loops from numba's cache too
-    (`engine.cpu.warm_loops`).  Without `engine` (a
-    plan), the CUDA driver and device 0's context are started on the thread instead, and CuPy
-    is not imported at all (`engine.cuda_driver`)."""
+    (`engine.cpu.warm_loops`).  Without `engine` (a plan), the CUDA driver and device 0's
+    context are started on the thread instead, and CuPy is not imported at all
+    (`engine.cuda_driver`)."""
     if backend == "cpu":
         return _thread(_start_numba, options) if numba else None
     if not engine:

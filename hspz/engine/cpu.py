@@ -90,7 +90,7 @@ WARM_BASES = 3_000  # the warm-up's reference; its query is it and its reverse c
 # its table at 256 KiB (12of19's is 64 MiB, which a run's peak would have held twice)
 WARM_SEED = "11011011011"
 _COMPLEMENT = bytes.maketrans(b"ACGT", b"TGCA")
-_seeding = threading.Event()  # a unit's first seed batch has begun
+_seeding = threading.Event()  # a unit's seed batches begin (its table is built)
 
 
 def warm_loops(ctx: Context) -> None:
@@ -226,7 +226,6 @@ def run_seed_batch(
 ) -> SeedBatchOut:
     """One seed batch (wga chunk): seeds, hits, semantic chunks, each extended and deduped."""
     o, clock = ctx.options, clock or PhaseClock()
-    _seeding.set()
     with clock("seed"):
         n_seeds, qpos, lo, counts, at, hits = hit_seeds(
             qry.seed[strand], ctx.shape, chunk[0], chunk[1], o.transition, ref.table, workspace()
@@ -413,6 +412,7 @@ def run_unit(
     clock = PhaseClock()
     with clock("table"):  # the table and its occupancy bits, once, before the seed batches
         _ = ref.build_table(_threads[0]).occupied
+    _seeding.set()
     tally = SeedBatchTally(len(jobs), progress)
 
     def one(job: tuple) -> SeedBatchOut:
@@ -530,7 +530,6 @@ class PieceQueue:
     def seed(self, index: int, mine: list) -> None:
         o, clock = self.ctx.options, self.clock
         _, strand, chunk = self.jobs[index]
-        _seeding.set()
         with clock("seed"):
             work = workspace()
             n_seeds, qpos, lo, counts, at, hits = hit_seeds(

@@ -654,7 +654,7 @@ def first_pass(
     cand_r, cand_q, late_r, late_q = (
         work.take(name, total) for name in ("cand_r", "cand_q", "late_r", "late_q")
     )
-    ts, tcr, tcl, best, flat = _walk_tables(np.asarray(mat, np.int64).tobytes())
+    ts, tcr, tcl, best, flat = walk_tables(mat)
     # the piece's own query span: from the query's first base, the bounds of every piece
     # spanned the query up to its seed batch (late seed batches of a 20 Mbp query: 160 MB and
     # 20 M sums a piece)
@@ -726,7 +726,7 @@ def sweep_late(
     ref_start, query_start, len), in `work`, where `first_pass` left room for every late hit."""
     n = len(done[0])
     full = [work.room(name, n + len(late[0])) for name in ("score", "rs", "qs", "ln")]
-    flat = _walk_tables(np.asarray(mat, np.int64).tobytes())[4]
+    flat = walk_tables(mat)[4]
     n = _late_sweep(ref, qry, ref_len, qry_len, flat, int(xdrop), *late, keep_from, *full, n)
     return tuple(a[:n] for a in full)
 
@@ -746,12 +746,17 @@ def _span(qpos, counts):
     return total, lo, hi
 
 
+def walk_tables(mat: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`_walk_tables` of the 8x8 matrix `mat` (made once a matrix)."""
+    return _walk_tables(np.asarray(mat, np.int64).tobytes())
+
+
 @functools.cache
 def _walk_tables(key: bytes) -> tuple[np.ndarray, ...]:
     """The first pass's tables of the flat 8x8 int64 matrix in `key`: `pair_tables`, then
     `best_scores`, then the matrix as int32."""
     mat = np.frombuffer(key, np.int64)
-    return (*pair_tables(mat), best_scores(mat), mat.astype(np.int32))
+    return (*pair_tables(mat), best_scores(mat), _flat32(mat))
 
 
 def extend_seeds(
