@@ -8,6 +8,8 @@ care position in the most significant bits.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -314,6 +316,46 @@ def test_table_built_on_threads_with_one_kmer_range_holding_most_windows(monkeyp
     assert np.array_equal(many.index_table, one.index_table)
     assert np.array_equal(many.pos_table, one.pos_table)
     assert np.array_equal(many.occupied, one.occupied)
+
+
+def _huge_page_advised(a: np.ndarray) -> bool:
+    """Whether the mapping holding a's second MiB is advised for transparent huge pages (the
+    "hg" VmFlag of /proc/self/smaps; numpy advises from an array's first whole page on)."""
+    at = a.__array_interface__["data"][0] + (1 << 20)
+    inside = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()
+            if "-" in head[0] and ":" not in head[0]:
+                lo, hi = (int(x, 16) for x in head[0].split("-"))
+                inside = lo <= at < hi
+            elif inside and head[0] == "VmFlags:":
+                return "hg" in head[1:]
+    raise AssertionError("no mapping holds the array")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="Linux's smaps")
+def test_the_parallel_tables_kmers_are_on_ordinary_pages(monkeypatch):
+    """`plain_pages`, where the parallel build writes its transient k-mers, is a writable
+    uint32 array that the kernel is not asked to back with huge pages (whose first touch may
+    compact memory), where numpy asks it for a large array of its own."""
+    from hspz.stages import seed
+
+    kmers = seed.plain_pages(1 << 22)
+    assert kmers.dtype == np.uint32 and len(kmers) == 1 << 22 and kmers.flags.writeable
+    kmers[:] = 7
+    assert not _huge_page_advised(kmers)
+    if np._core.multiarray._get_madvise_hugepage():
+        assert _huge_page_advised(np.empty(1 << 22, np.uint32))
+    assert len(seed.plain_pages(0)) == 0
+    made = []
+    monkeypatch.setattr(seed, "PARALLEL_MIN", 0)
+    monkeypatch.setattr(seed, "plain_pages", lambda n: made.append(n) or np.empty(n, np.uint32))
+    packed = _buffer(seed=5, n_records=2, length=900, alphabet=b"ACGT")
+    table = build_seed_table(
+        seed_codes(packed.buf), packed.block_len, SeedShape(4, (0, 1, 2, 3)), 1, 4
+    )
+    assert made == [len(table.pos_table)]
 
 
 def test_the_memory_model_knows_when_the_table_is_built_on_threads():

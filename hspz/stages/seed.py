@@ -11,6 +11,7 @@ stream emits, per valid window j in order, `(kmer, j)` and then, with transition
 from __future__ import annotations
 
 import functools
+import mmap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -138,6 +139,17 @@ def build_seed_table(
     return SeedTable(table, pos_table)
 
 
+def plain_pages(n: int) -> np.ndarray:
+    """An uninitialised uint32 array of n on the kernel's ordinary pages.  numpy asks for
+    transparent huge pages for every large array; on a host whose memory is fragmented (one up
+    for long) the kernel may compact memory at each first touch of such a page, which made the
+    first writes of `_parallel_table`'s transient k-mers cost more than their counting (a 30
+    Mbp bin at -t 2 on the dev machine: the table 0.58 s against 0.44 s, BENCHMARKS.md).
+    The arrays that the first pass reads at random keep numpy's huge pages."""
+    buf = mmap.mmap(-1, max(4 * n, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return np.frombuffer(buf, np.uint32, n)
+
+
 RANGES_PER_THREAD = 32  # k-mer ranges per thread in `_parallel_table` (a range's table: L2)
 
 
@@ -184,7 +196,7 @@ def _parallel_table(
         np.cumsum(sizes, out=starts[1:])
         n = int(starts[-1])
         places = starts[:-1][None, :] + np.cumsum(hist, axis=0) - hist
-        kmers, pos_table = np.empty(n, np.uint32), np.empty(n, np.uint32)
+        kmers, pos_table = plain_pages(n), np.empty(n, np.uint32)
         list(
             pool.map(
                 lambda i: _share_scatter(
