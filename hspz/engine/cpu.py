@@ -39,6 +39,7 @@ from hspz.engine.contract import (
     settle_chunks,
     unit_seed_batches,
 )
+from hspz.io.packing import COMPLEMENT
 from hspz.io.records import Record
 from hspz.stages import chunks as plan
 from hspz.stages import hsp
@@ -89,7 +90,6 @@ WARM_BASES = 3_000  # the warm-up's reference; its query is it and its reverse c
 # the warm-up's seed: the loops' argument types do not depend on the seed, and a weight of 8 keeps
 # its table at 256 KiB (12of19's is 64 MiB, which a run's peak would have held twice)
 WARM_SEED = "11011011011"
-_COMPLEMENT = bytes.maketrans(b"ACGT", b"TGCA")
 _seeding = threading.Event()  # a unit's seed batches begin (its table is built)
 
 
@@ -105,7 +105,7 @@ def warm_loops(ctx: Context) -> None:
         return
     rng = np.random.default_rng(24)
     seq = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, WARM_BASES)]
-    back = np.frombuffer(seq[::-1].tobytes().translate(_COMPLEMENT), np.uint8)
+    back = COMPLEMENT[seq[::-1]]
     ref = prepare_reference(ctx, 0, [Record("warm", seq)])
     qry = prepare_query(ctx, 0, [Record("warm", np.concatenate((seq, back)))])  # HSPs both ways
     _ = ref.table.occupied
