@@ -20,6 +20,7 @@ and nothing is written.  No traceback reaches the user unless HSPZ_DEBUG=1.
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import os
 import shlex
@@ -444,7 +445,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ns = build_parser().parse_args(argv)
         ns.command_line = shlex.join(["hspZ", *argv])  # the OUT lock's holder record
         return COMMANDS[ns.command](ns)
-    except (HspzError, OSError) as exc:  # an OSError: one the stages did not word themselves
+    # an OSError: one the stages did not word themselves; a MemoryError: numpy's, under a ulimit
+    # or an overcommit limit
+    except (HspzError, OSError, MemoryError) as exc:
         if os.environ.get("HSPZ_DEBUG") == "1":
             traceback.print_exc()
         print(f"hspZ: {_one_line(exc)}", file=sys.stderr)
@@ -461,10 +464,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, before)
 
 
-def _one_line(exc: HspzError | OSError) -> str:
+OUT_OF_MEMORY = " (a smaller -B bin, or fewer -t threads on the CPU, needs less)"
+
+
+def _one_line(exc: HspzError | OSError | MemoryError) -> str:
     """The message, kept to one line whatever it quotes (a path or value with a newline)."""
     if isinstance(exc, HspzError):
         text = str(exc)
+    elif isinstance(exc, MemoryError) or getattr(exc, "errno", None) == errno.ENOMEM:
+        said = str(exc) if isinstance(exc, MemoryError) else ""  # numpy's names the array
+        text = f"out of memory{': ' + said if said else ''}{OUT_OF_MEMORY}"
     else:
         where = f"{exc.filename}: " if exc.filename else ""
         text = f"{where}{exc.strerror or exc}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 from catalogues import flags, frozen, inputs, outputs, trust
 
@@ -69,3 +70,45 @@ def test_a_derived_reserved_or_foreign_path_is_refused_and_nothing_changes(
     tmp_path, capfd, monkeypatch, setup, pattern
 ):
     trust.check(tmp_path, capfd, monkeypatch, setup, pattern, "run")
+
+
+OUT_OF_MEMORY_RUN = """
+import resource, sys
+import hspz.cli
+argv = sys.argv[1:]
+# the same run first, into another OUT: numba and LLVM take their memory before the limit
+# (LLVM aborts the process when it cannot)
+assert hspz.cli.main(argv[:-1] + [argv[-1] + "0"]) == 0
+with open("/proc/self/status") as status:
+    size = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+limit = (size << 10) + (40 << 20)  # room for threads, not for a 12of19 table's 64 MiB
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+sys.exit(hspz.cli.main(argv))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux's VmSize")
+def test_a_run_out_of_memory_is_one_line_exit_1_and_leaves_no_out(tmp_path):
+    """An allocation that fails (here numpy's, under an address-space limit set 40 MiB above
+    what the process holds after the same run) is one `hspZ: out of memory:` line naming
+    the array and what needs less, exit status 1, no traceback, and no OUT."""
+    import subprocess
+    import sys
+
+    from helpers import write_fasta
+
+    rng = np.random.default_rng(24)
+    seq = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, 20_000)]
+    ref = write_fasta(tmp_path / "ref.fa", [("r", seq)])
+    qry = write_fasta(tmp_path / "qry.fa", [("q", seq[5_000:9_000])])
+    out = tmp_path / "out"
+    argv = ["run", "-r", str(ref), "-q", str(qry), "--backend", "cpu", "-t", "1", "-o", str(out)]
+    got = subprocess.run(
+        [sys.executable, "-c", OUT_OF_MEMORY_RUN, *argv], capture_output=True, text=True
+    )
+    lines = got.stderr.splitlines()
+    assert got.returncode == 1, got.stderr
+    assert lines[-1].startswith("hspZ: out of memory: Unable to allocate 64.0 MiB"), got.stderr
+    assert lines[-1].endswith("(a smaller -B bin, or fewer -t threads on the CPU, needs less)")
+    assert "Traceback" not in got.stderr
+    assert not out.exists()
