@@ -140,11 +140,11 @@ def build_seed_table(
 
 
 def plain_pages(n: int) -> np.ndarray:
-    """An uninitialised uint32 array of n on the kernel's ordinary pages.  numpy asks for
+    """A uint32 array of n (the kernel's zeros) on its ordinary pages.  numpy asks for
     transparent huge pages for every large array; on a host whose memory is fragmented (one up
     for long) the kernel may compact memory at each first touch of such a page, which made the
     first writes of `_parallel_table`'s transient k-mers cost more than their counting (a 30
-    Mbp bin at -t 2 on the dev machine: the table 0.58 s against 0.44 s, BENCHMARKS.md).
+    Mbp bin at -t 2 on the dev machine: the table 0.53 s against 0.42 s, BENCHMARKS.md).
     The arrays that the first pass reads at random keep numpy's huge pages."""
     buf = mmap.mmap(-1, max(4 * n, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     return np.frombuffer(buf, np.uint32, n)
