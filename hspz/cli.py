@@ -446,8 +446,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         ns.command_line = shlex.join(["hspZ", *argv])  # the OUT lock's holder record
         return COMMANDS[ns.command](ns)
     # an OSError: one the stages did not word themselves; a MemoryError: numpy's, under a ulimit
-    # or an overcommit limit
-    except (HspzError, OSError, MemoryError) as exc:
+    # or an overcommit limit; a RuntimeError: a thread that could not start (no other)
+    except (HspzError, OSError, MemoryError, RuntimeError) as exc:
+        if isinstance(exc, RuntimeError) and str(exc) != NO_THREAD:
+            raise  # a bug: its traceback
         if os.environ.get("HSPZ_DEBUG") == "1":
             traceback.print_exc()
         print(f"hspZ: {_one_line(exc)}", file=sys.stderr)
@@ -465,15 +467,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 OUT_OF_MEMORY = " (a smaller -B bin, or fewer -t threads on the CPU, needs less)"
+NO_THREAD = "can't start new thread"  # threading's RuntimeError when the system refuses one
 
 
-def _one_line(exc: HspzError | OSError | MemoryError) -> str:
+def _one_line(exc: HspzError | OSError | MemoryError | RuntimeError) -> str:
     """The message, kept to one line whatever it quotes (a path or value with a newline)."""
     if isinstance(exc, HspzError):
         text = str(exc)
-    elif isinstance(exc, MemoryError) or getattr(exc, "errno", None) == errno.ENOMEM:
-        said = str(exc) if isinstance(exc, MemoryError) else ""  # numpy's names the array
-        text = f"out of memory{': ' + said if said else ''}{OUT_OF_MEMORY}"
+    elif isinstance(exc, MemoryError | RuntimeError):  # numpy's names the array
+        text = f"out of memory: {exc or 'an allocation failed'}{OUT_OF_MEMORY}"
+    elif exc.errno == errno.ENOMEM:
+        text = f"out of memory{OUT_OF_MEMORY}"
     else:
         where = f"{exc.filename}: " if exc.filename else ""
         text = f"{where}{exc.strerror or exc}"

@@ -112,3 +112,41 @@ def test_a_run_out_of_memory_is_one_line_exit_1_and_leaves_no_out(tmp_path):
     assert lines[-1].endswith("(a smaller -B bin, or fewer -t threads on the CPU, needs less)")
     assert "Traceback" not in got.stderr
     assert not out.exists()
+
+
+NO_THREAD_RUN = """
+import resource, sys, threading
+import hspz.cli
+with open("/proc/self/status") as status:
+    size = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+limit = (size << 10) + (1 << 30)
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+threading.stack_size(1 << 31)  # every new thread's stack: more than the limit leaves
+sys.exit(hspz.cli.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux's VmSize")
+def test_a_thread_the_system_refuses_is_one_line_exit_1_and_leaves_no_out(tmp_path):
+    """A thread that cannot start (its stack cannot be mapped under an address-space limit)
+    is threading's RuntimeError: one `hspZ: out of memory:` line, exit 1, no traceback, no
+    OUT.  Any other RuntimeError is a bug and keeps its traceback (the other tests)."""
+    import subprocess
+    import sys
+
+    from helpers import write_fasta
+
+    seq = np.frombuffer(b"ACGT", np.uint8)[np.random.default_rng(7).integers(0, 4, 5_000)]
+    ref = write_fasta(tmp_path / "ref.fa", [("r", seq)])
+    out = tmp_path / "out"
+    argv = ["run", "-r", str(ref), "-q", str(ref), "--backend", "cpu", "-t", "2", "-o", str(out)]
+    got = subprocess.run(
+        [sys.executable, "-c", NO_THREAD_RUN, *argv], capture_output=True, text=True
+    )
+    assert got.returncode == 1, got.stderr
+    assert got.stderr.splitlines()[-1] == (
+        "hspZ: out of memory: can't start new thread"
+        " (a smaller -B bin, or fewer -t threads on the CPU, needs less)"
+    ), got.stderr
+    assert "Traceback" not in got.stderr
+    assert not out.exists()
