@@ -20,7 +20,6 @@ and nothing is written.  No traceback reaches the user unless HSPZ_DEBUG=1.
 from __future__ import annotations
 
 import argparse
-import errno
 import functools
 import os
 import shlex
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from hspz import __version__
-from hspz.core.errors import HspzError, Terminated, UsageError, on_sigterm
+from hspz.core.errors import HspzError, Terminated, UsageError, on_sigterm, out_of_memory
 from hspz.core.options import (
     HSPTHRESH_MAX,
     MAX_BP,
@@ -440,19 +439,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     durable.reset_inputs()  # each command registers its own (`outdir.check_disjoint`)
     if "hspz.planning.joblist" in sys.modules:  # a list is read once per command
         sys.modules["hspz.planning.joblist"].forget_lists()
+    command = ""  # the command parsed, whose -B and -t a refused allocation names
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         ns = build_parser().parse_args(argv)
+        command = ns.command
         ns.command_line = shlex.join(["hspZ", *argv])  # the OUT lock's holder record
-        return COMMANDS[ns.command](ns)
+        return COMMANDS[command](ns)
     # an OSError: one the stages did not word themselves; a MemoryError: numpy's, under a ulimit
     # or an overcommit limit; a RuntimeError: a thread that could not start (no other)
     except (HspzError, OSError, MemoryError, RuntimeError) as exc:
-        if isinstance(exc, RuntimeError) and str(exc) != NO_THREAD:
+        if isinstance(exc, RuntimeError) and out_of_memory(exc) is None:
             raise  # a bug: its traceback
         if os.environ.get("HSPZ_DEBUG") == "1":
             traceback.print_exc()
-        print(f"hspZ: {_one_line(exc)}", file=sys.stderr)
+        hint = out_of_memory(exc) is not None and command in ("run", "work", "benchmark")
+        print(f"hspZ: {_one_line(exc)}{OUT_OF_MEMORY if hint else ''}", file=sys.stderr)
         return getattr(exc, "status", 1)
     except KeyboardInterrupt:
         print("hspZ: interrupted", file=sys.stderr)
@@ -467,20 +469,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 OUT_OF_MEMORY = " (a smaller -B bin, or fewer -t threads on the CPU, needs less)"
-NO_THREAD = "can't start new thread"  # threading's RuntimeError when the system refuses one
 
 
 def _one_line(exc: HspzError | OSError | MemoryError | RuntimeError) -> str:
     """The message, kept to one line whatever it quotes (a path or value with a newline)."""
     if isinstance(exc, HspzError):
         text = str(exc)
-    elif isinstance(exc, MemoryError | RuntimeError):  # numpy's names the array
-        text = f"out of memory: {exc or 'an allocation failed'}{OUT_OF_MEMORY}"
-    elif exc.errno == errno.ENOMEM:
-        text = f"out of memory{OUT_OF_MEMORY}"
-    else:
+    elif (refused := out_of_memory(exc)) is not None:
+        text = refused
+    elif isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         text = f"{where}{exc.strerror or exc}"
+    else:  # not reached: `main` raises any other RuntimeError again
+        text = str(exc)
     return shown(text, len(text))[1:-1]
 
 

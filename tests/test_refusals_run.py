@@ -145,8 +145,54 @@ def test_a_thread_the_system_refuses_is_one_line_exit_1_and_leaves_no_out(tmp_pa
     )
     assert got.returncode == 1, got.stderr
     assert got.stderr.splitlines()[-1] == (
-        "hspZ: out of memory: can't start new thread"
+        "hspZ: out of memory or of threads: can't start new thread"
         " (a smaller -B bin, or fewer -t threads on the CPU, needs less)"
     ), got.stderr
     assert "Traceback" not in got.stderr
     assert not out.exists()
+
+
+def test_out_of_memory_words_what_the_system_refused_and_nothing_else():
+    """The one line of an allocation or a thread the system refused (the CLI's, and a worker
+    process's report): numpy's text, CPython's bare MemoryError, ENOMEM, "can't start new
+    thread"; None for any other error, whose traceback a bug keeps."""
+    import errno
+
+    from hspz.core.errors import out_of_memory
+
+    numpy_says = "Unable to allocate 64.0 MiB for an array with shape (16777216,)"
+    assert out_of_memory(MemoryError(numpy_says)) == f"out of memory: {numpy_says}"
+    assert out_of_memory(MemoryError()) == "out of memory: an allocation failed"
+    assert out_of_memory(OSError(errno.ENOMEM, "Cannot allocate memory")) == "out of memory"
+    assert out_of_memory(OSError(errno.ENOMEM, "x", "/dev/shm/a")) == "out of memory: /dev/shm/a"
+    assert out_of_memory(RuntimeError("can't start new thread")) == (
+        "out of memory or of threads: can't start new thread"
+    )
+    assert out_of_memory(RuntimeError("dictionary changed size during iteration")) is None
+    assert out_of_memory(OSError(errno.ENOSPC, "No space left on device")) is None
+    assert out_of_memory(ValueError("x")) is None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux's VmSize")
+def test_k_mers_that_cannot_be_mapped_are_a_memory_error_naming_their_size():
+    """`plain_pages` refused by the kernel (an address-space limit) raises MemoryError naming
+    the MiB, as numpy's own allocations do, not a bare ENOMEM."""
+    import subprocess
+    import sys
+
+    code = """
+import resource
+from hspz.stages.seed import plain_pages
+with open("/proc/self/status") as status:
+    size = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+limit = (size << 10) + (64 << 20)
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+assert len(plain_pages(1 << 20)) == 1 << 20
+try:
+    plain_pages(1 << 26)
+except MemoryError as exc:
+    print(exc)
+"""
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == "Unable to map 256.0 MiB for the table's k-mers\n"

@@ -7,6 +7,7 @@ exception, so that a terminated run cleans up as an interrupted one does (exit s
 `sigterm_held` keeps it out of a block that must not stop half-way (publishing the files).
 """
 
+import errno
 import sys
 import threading
 from collections.abc import Iterator
@@ -41,6 +42,22 @@ class RunError(HspzError):
 class Terminated(BaseException):
     """SIGTERM arrived.  A BaseException, like KeyboardInterrupt, so that no `except Exception`
     stops it on its way to the CLI; the stages' cleanup (`except BaseException`, `with`) runs."""
+
+
+NO_THREAD = "can't start new thread"  # threading's RuntimeError when the system refuses one
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """The one line for a resource the system refused: an allocation (numpy's MemoryError names
+    the array; CPython's own has no text; an OSError ENOMEM) or a thread (threading's
+    RuntimeError); None for any other exception."""
+    if isinstance(exc, MemoryError):
+        return f"out of memory: {str(exc) or 'an allocation failed'}"
+    if isinstance(exc, RuntimeError) and str(exc) == NO_THREAD:
+        return f"out of memory or of threads: {NO_THREAD}"
+    if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
+        return "out of memory" + (f": {exc.filename}" if exc.filename else "")
+    return None
 
 
 _held = {"depth": 0, "pending": False}

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hspz.core.errors import HspzError, InputError, RunError
+from hspz.core.errors import HspzError, InputError, RunError, out_of_memory
 from hspz.engine.contract import Backend, UnitResult
 from hspz.io.records import Record
 from hspz.run.libc import die_with_parent
@@ -124,7 +124,11 @@ def _child(job: WorkerJob, ref: SharedRecords, qry: SharedRecords, out: Queue) -
         out.put(("done", job.worker, run_worker(job, ref, qry, send, tell)))
     except BaseException as exc:  # reported to the parent, which turns it into one line
         detail = traceback.format_exc() if os.environ.get("HSPZ_DEBUG") == "1" else ""
-        message = str(exc) if isinstance(exc, HspzError) else f"{type(exc).__name__}: {exc}"
+        message = (
+            str(exc)
+            if isinstance(exc, HspzError)
+            else out_of_memory(exc) or f"{type(exc).__name__}: {exc}"
+        )
         out.put(("error", job.worker, message, detail, getattr(exc, "status", 1)))
 
 

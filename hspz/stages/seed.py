@@ -146,7 +146,10 @@ def plain_pages(n: int) -> np.ndarray:
     first writes of `_parallel_table`'s transient k-mers cost more than their counting (a 30
     Mbp bin at -t 2 on the dev machine: the table 0.53 s against 0.42 s, BENCHMARKS.md).
     The arrays that the first pass reads at random keep numpy's huge pages."""
-    buf = mmap.mmap(-1, max(4 * n, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        buf = mmap.mmap(-1, max(4 * n, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except OSError as exc:  # said as numpy says it, naming the size
+        raise MemoryError(f"Unable to map {4 * n / 2**20:.1f} MiB for the table's k-mers") from exc
     return np.frombuffer(buf, np.uint32, n)
 
 
