@@ -439,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     durable.reset_inputs()  # each command registers its own (`outdir.check_disjoint`)
     if "hspz.planning.joblist" in sys.modules:  # a list is read once per command
         sys.modules["hspz.planning.joblist"].forget_lists()
-    command = ""  # the command parsed, whose -B and -t a refused allocation names
+    command = ""  # the command parsed: run, work and benchmark name -B and -t when memory is short
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         ns = build_parser().parse_args(argv)
@@ -449,12 +449,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # an OSError: one the stages did not word themselves; a MemoryError: numpy's, under a ulimit
     # or an overcommit limit; a RuntimeError: a thread that could not start (no other)
     except (HspzError, OSError, MemoryError, RuntimeError) as exc:
-        if isinstance(exc, RuntimeError) and out_of_memory(exc) is None:
+        refused = out_of_memory(exc) is not None
+        if isinstance(exc, RuntimeError) and not refused:
             raise  # a bug: its traceback
         if os.environ.get("HSPZ_DEBUG") == "1":
             traceback.print_exc()
-        hint = out_of_memory(exc) is not None and command in ("run", "work", "benchmark")
-        print(f"hspZ: {_one_line(exc)}{OUT_OF_MEMORY if hint else ''}", file=sys.stderr)
+        hint = LESS_MEMORY if refused and command in ("run", "work", "benchmark") else ""
+        print(f"hspZ: {_one_line(exc)}{hint}", file=sys.stderr)
         return getattr(exc, "status", 1)
     except KeyboardInterrupt:
         print("hspZ: interrupted", file=sys.stderr)
@@ -468,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, before)
 
 
-OUT_OF_MEMORY = " (a smaller -B bin, or fewer -t threads on the CPU, needs less)"
+LESS_MEMORY = " (a smaller -B bin, or fewer -t threads on the CPU, needs less)"
 
 
 def _one_line(exc: HspzError | OSError | MemoryError | RuntimeError) -> str:

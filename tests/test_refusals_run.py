@@ -72,17 +72,45 @@ def test_a_derived_reserved_or_foreign_path_is_refused_and_nothing_changes(
     trust.check(tmp_path, capfd, monkeypatch, setup, pattern, "run")
 
 
-OUT_OF_MEMORY_RUN = """
+# the child's prelude: limit_above(extra) sets an address-space limit `extra` bytes above what
+# the process holds now
+LIMIT_ABOVE = """
 import resource, sys
+def limit_above(extra):
+    with open("/proc/self/status") as status:
+        size = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    limit = (size << 10) + extra
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+"""
+
+
+def _child(code: str, *argv: str):
+    """`code` after LIMIT_ABOVE in a fresh Python, given argv."""
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-c", LIMIT_ABOVE + code, *argv], capture_output=True, text=True
+    )
+
+
+def _run_argv(tmp_path, ref: np.ndarray, qry: np.ndarray, threads: str) -> list[str]:
+    """`hspZ run` of these sequences into tmp_path/out on the CPU."""
+    from helpers import write_fasta
+
+    r = write_fasta(tmp_path / "ref.fa", [("r", ref)])
+    q = write_fasta(tmp_path / "qry.fa", [("q", qry)])
+    out = str(tmp_path / "out")
+    return ["run", "-r", str(r), "-q", str(q), "--backend", "cpu", "-t", threads, "-o", out]
+
+
+OUT_OF_MEMORY_RUN = """
 import hspz.cli
 argv = sys.argv[1:]
 # the same run first, into another OUT: numba and LLVM take their memory before the limit
 # (LLVM aborts the process when it cannot)
 assert hspz.cli.main(argv[:-1] + [argv[-1] + "0"]) == 0
-with open("/proc/self/status") as status:
-    size = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
-limit = (size << 10) + (40 << 20)  # room for threads, not for a 12of19 table's 64 MiB
-resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+limit_above(40 << 20)  # room for threads, not for a 12of19 table's 64 MiB
 sys.exit(hspz.cli.main(argv))
 """
 
@@ -92,35 +120,21 @@ def test_a_run_out_of_memory_is_one_line_exit_1_and_leaves_no_out(tmp_path):
     """An allocation that fails (here numpy's, under an address-space limit set 40 MiB above
     what the process holds after the same run) is one `hspZ: out of memory:` line naming
     the array and what needs less, exit status 1, no traceback, and no OUT."""
-    import subprocess
-    import sys
-
-    from helpers import write_fasta
-
     rng = np.random.default_rng(24)
     seq = np.frombuffer(b"ACGT", np.uint8)[rng.integers(0, 4, 20_000)]
-    ref = write_fasta(tmp_path / "ref.fa", [("r", seq)])
-    qry = write_fasta(tmp_path / "qry.fa", [("q", seq[5_000:9_000])])
-    out = tmp_path / "out"
-    argv = ["run", "-r", str(ref), "-q", str(qry), "--backend", "cpu", "-t", "1", "-o", str(out)]
-    got = subprocess.run(
-        [sys.executable, "-c", OUT_OF_MEMORY_RUN, *argv], capture_output=True, text=True
-    )
+    got = _child(OUT_OF_MEMORY_RUN, *_run_argv(tmp_path, seq, seq[5_000:9_000], "1"))
     lines = got.stderr.splitlines()
     assert got.returncode == 1, got.stderr
     assert lines[-1].startswith("hspZ: out of memory: Unable to allocate 64.0 MiB"), got.stderr
     assert lines[-1].endswith("(a smaller -B bin, or fewer -t threads on the CPU, needs less)")
     assert "Traceback" not in got.stderr
-    assert not out.exists()
+    assert not (tmp_path / "out").exists()
 
 
 NO_THREAD_RUN = """
-import resource, sys, threading
+import threading
 import hspz.cli
-with open("/proc/self/status") as status:
-    size = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
-limit = (size << 10) + (1 << 30)
-resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+limit_above(1 << 30)
 threading.stack_size(1 << 31)  # every new thread's stack: more than the limit leaves
 sys.exit(hspz.cli.main(sys.argv[1:]))
 """
@@ -131,25 +145,15 @@ def test_a_thread_the_system_refuses_is_one_line_exit_1_and_leaves_no_out(tmp_pa
     """A thread that cannot start (its stack cannot be mapped under an address-space limit)
     is threading's RuntimeError: one `hspZ: out of memory:` line, exit 1, no traceback, no
     OUT.  Any other RuntimeError is a bug and keeps its traceback (the other tests)."""
-    import subprocess
-    import sys
-
-    from helpers import write_fasta
-
     seq = np.frombuffer(b"ACGT", np.uint8)[np.random.default_rng(7).integers(0, 4, 5_000)]
-    ref = write_fasta(tmp_path / "ref.fa", [("r", seq)])
-    out = tmp_path / "out"
-    argv = ["run", "-r", str(ref), "-q", str(ref), "--backend", "cpu", "-t", "2", "-o", str(out)]
-    got = subprocess.run(
-        [sys.executable, "-c", NO_THREAD_RUN, *argv], capture_output=True, text=True
-    )
+    got = _child(NO_THREAD_RUN, *_run_argv(tmp_path, seq, seq, "2"))
     assert got.returncode == 1, got.stderr
     assert got.stderr.splitlines()[-1] == (
         "hspZ: out of memory or of threads: can't start new thread"
         " (a smaller -B bin, or fewer -t threads on the CPU, needs less)"
     ), got.stderr
     assert "Traceback" not in got.stderr
-    assert not out.exists()
+    assert not (tmp_path / "out").exists()
 
 
 def test_out_of_memory_words_what_the_system_refused_and_nothing_else():
@@ -177,22 +181,15 @@ def test_out_of_memory_words_what_the_system_refused_and_nothing_else():
 def test_k_mers_that_cannot_be_mapped_are_a_memory_error_naming_their_size():
     """`plain_pages` refused by the kernel (an address-space limit) raises MemoryError naming
     the MiB, as numpy's own allocations do, not a bare ENOMEM."""
-    import subprocess
-    import sys
-
     code = """
-import resource
 from hspz.stages.seed import plain_pages
-with open("/proc/self/status") as status:
-    size = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
-limit = (size << 10) + (64 << 20)
-resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+limit_above(64 << 20)
 assert len(plain_pages(1 << 20)) == 1 << 20
 try:
     plain_pages(1 << 26)
 except MemoryError as exc:
     print(exc)
 """
-    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    got = _child(code)
     assert got.returncode == 0, got.stderr
     assert got.stdout == "Unable to map 256.0 MiB for the table's k-mers\n"
