@@ -15,17 +15,12 @@ timeout 330 python3 benchmarks/run.py mammal30x6 --arms cpu1 --sweep 1,16 --alt-
 tail -n 7 "$OUT/t24.log"; echo "ratio done $SECONDS s"
 for r in 1 2 3 4 5; do for v in base sync sync2 early; do
   rm -rf /tmp/o4; a=$(date +%s.%N)
-  if [ $v = prior ]; then
-    (cd .device/var/prior && PYTHONPATH=$PWD python3 -m hspz run -r $R -q $Q -o /tmp/o4 --backend cpu -t 16 --time 2>&1)
-  else
-    python3 $P/variant.py $v run -r $R -q $Q -o /tmp/o4 --backend cpu -t 16 --time 2>&1
-  fi | grep -E "engine: (table|first pass)|time: wall|digest" | cut -c1-52 | tr '\n' ' '
+  python3 $P/variant.py $v run -r $R -q $Q -o /tmp/o4 --backend cpu -t 16 --time 2>&1 \
+    | grep -E "engine: (table|first pass)|time: wall|digest" | cut -c1-52 | tr '\n' ' '
   echo " $v process $(python3 -c "print(round($(date +%s.%N) - $a, 3))")"
 done; done > "$OUT/variants.txt" 2>&1
 cp "$OUT/variants.txt" /tmp/variants.txt; cat "$OUT/variants.txt"; echo "variants done $SECONDS s"
-for mode in default; do for i in 1; do
-  env $( [ $mode = SYNC ] && echo PROBE_SYNC=2 ) timeout 30 python3 $P/startup_timeline.py $R $Q 16 "$PWD" 2>&1 \
-    | grep -v "^progress\|^time: engine\|unit ledger\|^#\|^schedule\|^lifecycle" | sed "s/^/[$mode $i] /"
-done; done > "$OUT/timeline.txt" 2>&1
+timeout 30 python3 $P/startup_timeline.py $R $Q 16 "$PWD" 2>&1 \
+  | grep -v "^progress\|^time: engine\|unit ledger\|^#\|^schedule\|^lifecycle" > "$OUT/timeline.txt"
 grep -E "_parallel_table|first start|exit|_load_locked|start_codegen|time: wall|read_both|prepare_|main" "$OUT/timeline.txt" | grep -v hspz-warm
 echo "all done $SECONDS s"

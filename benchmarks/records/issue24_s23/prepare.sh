@@ -4,7 +4,8 @@
 #   bash benchmarks/records/issue24_s23/prepare.sh REF.2bit QUERY.2bit
 # REF and QUERY: the mammal30x6 pair that `benchmarks/run.py mammal30x6 ...` makes in its workdir
 # (ref-ebe1db514fe65216.2bit, query-e76c334c11bb5a81.2bit; digest 5f54398c77a6c3a9).
-#   var/prior  a1faed9            (the parallel table's k-mers on numpy's huge pages)
+#   var/prior  a1faed9            (the parallel table's k-mers on numpy's huge pages; call1.sh
+#              measured it beside HEAD until it was trimmed, see there)
 #   var/sync   HEAD + ../issue24_s22/sync.diff   (numba loaded on the main thread before the reads)
 #   var/sync2  HEAD + ../issue24_s22/sync2.diff  (that, and its code generator started there too)
 #   var/early  HEAD + early.diff  (numba loaded on a thread before the CLI's imports)
@@ -18,7 +19,7 @@ cp "$1" .device/pair/ref30.2bit
 cp "$2" .device/pair/qry6.2bit
 cp "$S22/startup_timeline.py.txt" .device/probe/startup_timeline.py
 for f in variant table_touch; do cp "$HERE/$f.py.txt" ".device/probe/$f.py"; done
-cp "$HERE/call1.sh" "$HERE/call2.sh" .device/
+cp "$HERE/call1.sh" "$HERE/call2.sh" "$HERE/call_ratio.sh" .device/
 for v in prior sync sync2 early; do
   rm -rf ".device/var/$v"; mkdir -p ".device/var/$v"
   git archive "$( [ $v = prior ] && echo a1faed9 || echo HEAD )" hspz | tar -x -C ".device/var/$v"
