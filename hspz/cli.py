@@ -449,13 +449,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # an OSError: one the stages did not word themselves; a MemoryError: numpy's, under a ulimit
     # or an overcommit limit; a RuntimeError: a thread that could not start (no other)
     except (HspzError, OSError, MemoryError, RuntimeError) as exc:
-        refused = out_of_memory(exc) is not None
-        if isinstance(exc, RuntimeError) and not refused:
+        refused = out_of_memory(exc)
+        if isinstance(exc, RuntimeError) and refused is None:
             raise  # a bug: its traceback
         if os.environ.get("HSPZ_DEBUG") == "1":
             traceback.print_exc()
         hint = LESS_MEMORY if refused and command in ("run", "work", "benchmark") else ""
-        print(f"hspZ: {_one_line(exc)}{hint}", file=sys.stderr)
+        print(f"hspZ: {_one_line(exc, refused)}{hint}", file=sys.stderr)
         return getattr(exc, "status", 1)
     except KeyboardInterrupt:
         print("hspZ: interrupted", file=sys.stderr)
@@ -472,16 +472,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 LESS_MEMORY = " (a smaller -B bin, or fewer -t threads on the CPU, needs less)"
 
 
-def _one_line(exc: HspzError | OSError | MemoryError | RuntimeError) -> str:
-    """The message, kept to one line whatever it quotes (a path or value with a newline)."""
-    if isinstance(exc, HspzError):
-        text = str(exc)
-    elif (refused := out_of_memory(exc)) is not None:
+def _one_line(exc: Exception, refused: str | None) -> str:
+    """The message (`refused`: `out_of_memory`'s line for exc), kept to one line whatever it
+    quotes (a path or value with a newline)."""
+    if refused is not None:
         text = refused
     elif isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         text = f"{where}{exc.strerror or exc}"
-    else:  # not reached: `main` raises any other RuntimeError again
+    else:  # an HspzError (an HspzError is never an OSError or a MemoryError)
         text = str(exc)
     return shown(text, len(text))[1:-1]
 
