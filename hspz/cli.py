@@ -455,7 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("HSPZ_DEBUG") == "1":
             traceback.print_exc()
         hint = LESS_MEMORY if refused and command in ("run", "work", "benchmark") else ""
-        print(f"hspZ: {_one_line(exc, refused)}{hint}", file=sys.stderr)
+        print(f"hspZ: {_one_line(exc)}{hint}", file=sys.stderr)
         return getattr(exc, "status", 1)
     except KeyboardInterrupt:
         print("hspZ: interrupted", file=sys.stderr)
@@ -472,10 +472,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 LESS_MEMORY = " (a smaller -B bin, or fewer -t threads on the CPU, needs less)"
 
 
-def _one_line(exc: Exception, refused: str | None) -> str:
-    """The message (`refused`: `out_of_memory`'s line for exc), kept to one line whatever it
-    quotes (a path or value with a newline)."""
-    if refused is not None:
+def _one_line(exc: Exception) -> str:
+    """The message (`out_of_memory`'s line for a refused resource), kept to one line whatever
+    it quotes (a path or value with a newline)."""
+    if (refused := out_of_memory(exc)) is not None:
         text = refused
     elif isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
