@@ -27,7 +27,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -650,19 +650,20 @@ def cmd_run(ns: argparse.Namespace) -> int:
     from hspz.commands.out_lock import warming
 
     options = options_from_args(ns)
-    # numba on a thread only where the engine runs in this process: one worker (a parent of
-    # worker processes stays without it: its memory estimate has no numba), and not for -u
+    # numba loaded only where the engine runs in this process: one worker (a parent of worker
+    # processes stays without it: its memory estimate has no numba), and not for -u
     with warming(
         "cpu" if ns.cpu_only else options.backend,
         numba=options.gpus == 1 and not ns.cpu_only,
         options=options,
-    ):
-        return _run(ns, options)
+    ) as start:
+        return _run(ns, options, start)
 
 
-def _run(ns: argparse.Namespace, options: Options) -> int:
+def _run(ns: argparse.Namespace, options: Options, start: Callable[[], None]) -> int:
     """Every output path checked against every input; the request handed to `run_in_out`,
-    with the checks of the output files that may lie in OUT (run once OUT is locked)."""
+    with the checks of the output files that may lie in OUT (run once OUT is locked), after
+    which the backend's `start` (`commands.out_lock.warming`) runs before the reads."""
     from hspz.commands.out_lock import run_in_out
     from hspz.engine import backends
     from hspz.run import outdir
@@ -698,13 +699,12 @@ def _run(ns: argparse.Namespace, options: Options) -> int:
         ns.cpu_only,
     )
     dumps = ("--dump-plan", "--dump-manifest") + (() if ns.cpu_only else ("--dump-raw",))
-    return run_in_out(
-        req,
-        ns.wait,
-        ns.command_line,
-        lambda: backends.select(options),
-        lambda: _writable_files(ns, *dumps),
-    )
+
+    def ready() -> None:
+        _writable_files(ns, *dumps)
+        start()
+
+    return run_in_out(req, ns.wait, ns.command_line, lambda: backends.select(options), ready)
 
 
 def _writable_files(ns: argparse.Namespace, *flags: str) -> None:
@@ -752,7 +752,8 @@ def cmd_work(ns: argparse.Namespace) -> int:
         if getattr(ns, flag[2:].replace("-", "_")) == "":
             raise UsageError(f"{flag}: an empty path")
     options = Options(backend=backend, threads=threads)
-    with warming(backend):
+    with warming(backend) as start:
+        start()
         return work_command(
             ns.plan,
             worker,

@@ -303,22 +303,43 @@ def test_load_hands_every_decorated_function_to_numba_at_once():
     assert out == ["False", "False", "True", "True", "CPUDispatcher"]
 
 
-def test_the_cpu_backend_starts_numba_on_a_thread_while_the_run_reads():
-    """`--backend cpu` (issue 24): `backends.warm` loads numba and one cached loop on a thread
-    (the engine's table build no longer waits 0.5 s for it on 16 cores); -u, which may never call
-    a loop, starts nothing, and the GPU's warm-up never loads numba."""
-    out = _python("""
-        import sys
+def test_the_cpu_backend_loads_numba_before_the_run_reads_and_after_its_path_checks(tmp_path):
+    """`--backend cpu` (issue 24): numba and its code generator are loaded on the main thread
+    once the paths are checked and before the inputs are read (`backends.start_cpu`; on a thread
+    beside the reads its import took twice as long on 16 cores, and the table build waited for
+    it).  A refusal of the paths loads no numba; -u, which may never call a loop, loads none;
+    the warm-up starts no thread for the CPU backend."""
+    ref, qry = tmp_path / "r.fa", tmp_path / "q.fa"
+    ref.write_text(">r\n" + "ACGTTGCAAGGCTTAC" * 40 + "\n")
+    qry.write_text(">q\n" + "ACGTTGCAAGGCTTAC" * 20 + "\n")
+    out = _python(f"""
+        import sys, threading
+        from hspz import cli
+        from hspz.commands import out_lock, run
         from hspz.core import jit
         from hspz.engine import backends
-        print(backends.warm("cpu", numba=False), jit.loaded())
-        thread = backends.warm("cpu")
-        print(type(thread).__name__, thread.daemon)
-        thread.join()
-        from hspz.stages import seed
-        print(jit.loaded(), type(seed._running_sum).__name__, len(seed._running_sum.signatures))
+
+        print(backends.warm("cpu"), threading.active_count())
+        real = run.read_both
+        def spy(*paths):
+            print("read", jit.loaded(), threading.current_thread() is threading.main_thread())
+            return real(*paths)
+        run.read_both = spy
+        base = ["run", "--backend", "cpu", "-r", "{ref}", "-q", "{qry}"]
+        rc = cli.main(base + ["-o", "{tmp_path}/o", "--dump-plan", "{ref}"])
+        print("refused", rc, jit.loaded())
+        with out_lock.warming("cpu", numba=False) as start:  # -u's, and a parent of workers'
+            start()
+        print("no numba", jit.loaded())
+        print("ran", cli.main(base + ["-o", "{tmp_path}/o"]), jit.loaded())
     """)
-    assert out == ["None", "False", "Thread", "True", "True", "CPUDispatcher", "1"]
+    digest = out.index("digest:")  # the run's own line
+    assert out[:digest] + out[digest + 2 :] == [
+        "None", "1",
+        "refused", "2", "False",
+        "no", "numba", "False",
+        "read", "True", "True", "ran", "0", "True",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("strand", ["both", "minus"])
