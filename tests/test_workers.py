@@ -527,12 +527,13 @@ def test_a_rerun_with_another_layout_leaves_only_its_own_files(
 
 @pytest.fixture(scope="module")
 def longer_pair(tmp_path_factory):
-    """A simulated 6 x 3 Mbp pair: 7-10 s on the CPU backend at -B 1.5M on two cores, long
-    enough to be stopped while its workers run."""
+    """A simulated 12 x 3 Mbp pair: on the CPU backend at -B 1.5M and -t 1, 1.9 s (--gpus 2) to
+    2.8 s (--gpus 1) past its schedule line on two cores, long enough to be stopped while its
+    workers run (6 x 3 Mbp at -t 2 took 1.0-1.3 s, and one run ended within the test's wait)."""
     from benchmarks.simulate import PairSpec, write_pair_2bit
 
     d = tmp_path_factory.mktemp("longer")
-    spec = PairSpec(ref_mbp=6, query_mbp=3, chromosomes=4, divergence=0.2, seed=3)
+    spec = PairSpec(ref_mbp=12, query_mbp=3, chromosomes=4, divergence=0.2, seed=3)
     write_pair_2bit(spec, d / "ref.2bit", d / "qry.2bit")
     return d / "ref.2bit", d / "qry.2bit"
 
@@ -567,6 +568,8 @@ def test_sigterm_stops_the_workers_and_leaves_nothing(longer_pair, tmp_path, gpu
             "cpu",
             "--gpus",
             str(gpus),
+            "-t",
+            "1",
             "-o",
             tmp_path / "out",
         ],
@@ -577,7 +580,7 @@ def test_sigterm_stops_the_workers_and_leaves_nothing(longer_pair, tmp_path, gpu
     for line in proc.stderr:
         if line.startswith("schedule: device mapping"):
             break
-    time.sleep(1.0)  # the workers are in their first units
+    time.sleep(0.5)  # the workers are in their first units
     assert proc.poll() is None, "the run ended before it could be stopped"
     proc.send_signal(signal.SIGTERM)
     err = proc.stderr.read()
