@@ -27,7 +27,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -656,14 +656,13 @@ def cmd_run(ns: argparse.Namespace) -> int:
         "cpu" if ns.cpu_only else options.backend,
         numba=options.gpus == 1 and not ns.cpu_only,
         options=options,
-    ) as start:
-        return _run(ns, options, start)
+    ):
+        return _run(ns, options)
 
 
-def _run(ns: argparse.Namespace, options: Options, start: Callable[[], None]) -> int:
+def _run(ns: argparse.Namespace, options: Options) -> int:
     """Every output path checked against every input; the request handed to `run_in_out`,
-    with the checks of the output files that may lie in OUT (run once OUT is locked), after
-    which the backend's `start` (`commands.out_lock.warming`) runs before the reads."""
+    with the checks of the output files that may lie in OUT (run once OUT is locked)."""
     from hspz.commands.out_lock import run_in_out
     from hspz.engine import backends
     from hspz.run import outdir
@@ -699,12 +698,13 @@ def _run(ns: argparse.Namespace, options: Options, start: Callable[[], None]) ->
         ns.cpu_only,
     )
     dumps = ("--dump-plan", "--dump-manifest") + (() if ns.cpu_only else ("--dump-raw",))
-
-    def ready() -> None:
-        _writable_files(ns, *dumps)
-        start()
-
-    return run_in_out(req, ns.wait, ns.command_line, lambda: backends.select(options), ready)
+    return run_in_out(
+        req,
+        ns.wait,
+        ns.command_line,
+        lambda: backends.select(options),
+        lambda: _writable_files(ns, *dumps),
+    )
 
 
 def _writable_files(ns: argparse.Namespace, *flags: str) -> None:
@@ -752,8 +752,7 @@ def cmd_work(ns: argparse.Namespace) -> int:
         if getattr(ns, flag[2:].replace("-", "_")) == "":
             raise UsageError(f"{flag}: an empty path")
     options = Options(backend=backend, threads=threads)
-    with warming(backend) as start:
-        start()
+    with warming(backend):
         return work_command(
             ns.plan,
             worker,

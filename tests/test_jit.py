@@ -303,42 +303,40 @@ def test_load_hands_every_decorated_function_to_numba_at_once():
     assert out == ["False", "False", "True", "True", "CPUDispatcher"]
 
 
-def test_the_cpu_backend_loads_numba_before_the_run_reads_and_after_its_path_checks(tmp_path):
+def test_the_cpu_backend_loads_numba_before_the_run_imports_its_stages_and_reads(tmp_path):
     """`--backend cpu` (issue 24): numba and its code generator are loaded on the main thread
-    once the paths are checked and before the inputs are read (`backends.start_cpu`; on a thread
-    beside the reads its import took twice as long on 16 cores, and the table build waited for
-    it).  A refusal of the paths loads no numba; -u, which may never call a loop, loads none;
-    the warm-up starts no thread for the CPU backend."""
+    before the run imports its stages and reads its inputs (`backends.warm`, which returns no
+    thread for the CPU backend; on a thread beside them numba's import took twice as long on
+    16 cores, and the table build waited for it); -u and a parent of worker processes
+    (`numba=False`), which may never call a loop, load none."""
     ref, qry = tmp_path / "r.fa", tmp_path / "q.fa"
     ref.write_text(">r\n" + "ACGTTGCAAGGCTTAC" * 40 + "\n")
     qry.write_text(">q\n" + "ACGTTGCAAGGCTTAC" * 20 + "\n")
     out = _python(f"""
         import sys, threading
         from hspz import cli
-        from hspz.commands import out_lock, run
         from hspz.core import jit
         from hspz.engine import backends
+        from hspz.io import readers
 
-        print(backends.warm("cpu"), threading.active_count())
-        real = run.read_both
+        print(backends.warm("cpu", numba=False), jit.loaded(), threading.active_count())
+        print(backends.warm("cpu"), jit.loaded(), threading.active_count())  # loaded on return
+        real = readers.read_both
         def spy(*paths):
             print("read", jit.loaded(), threading.current_thread() is threading.main_thread())
             return real(*paths)
-        run.read_both = spy
-        base = ["run", "--backend", "cpu", "-r", "{ref}", "-q", "{qry}"]
-        rc = cli.main(base + ["-o", "{tmp_path}/o", "--dump-plan", "{ref}"])
-        print("refused", rc, jit.loaded())
-        with out_lock.warming("cpu", numba=False) as start:  # -u's, and a parent of workers'
-            start()
-        print("no numba", jit.loaded())
-        print("ran", cli.main(base + ["-o", "{tmp_path}/o"]), jit.loaded())
+        readers.read_both = spy  # before `commands.run` imports it
+        print("stages", "hspz.commands.run" in sys.modules)
+        print("ran", cli.main(["run", "--backend", "cpu", "-r", "{ref}", "-q", "{qry}",
+                               "-o", "{tmp_path}/o"]))
     """)
     digest = out.index("digest:")  # the run's own line
     assert out[:digest] + out[digest + 2 :] == [
-        "None", "1",
-        "refused", "2", "False",
-        "no", "numba", "False",
-        "read", "True", "True", "ran", "0", "True",
+        "None", "False", "1",
+        "None", "True", "1",
+        "stages", "False",
+        "read", "True", "True",
+        "ran", "0",
     ]  # fmt: skip
 
 

@@ -17,21 +17,18 @@ from hspz.run.request import Request
 @contextmanager
 def warming(
     backend: str, numba: bool = True, engine: bool = True, options: Options | None = None
-) -> Iterator[Callable[[], None]]:
+) -> Iterator[None]:
     """The backend started in the background while the block reads and plans
     (`engine.backends.warm`; without `engine`, a plan's: the CUDA driver alone), and joined
-    when it ends normally.  The block is given `start`, which it calls once its paths are
-    checked and before it reads: with the CPU backend asked for (and `numba`), that loads numba
-    on the block's thread (`engine.backends.start_cpu`, given `options`); else it does nothing.
+    when it ends normally; the CPU backend's numba (`numba`) is loaded before the block, on
+    this thread.
     An error, Ctrl-C or SIGTERM in the block is not held until the start ends (the thread is a
     daemon; the exit ends it): a slow or hung CUDA driver kept `hspZ plan` from reporting a bad
     input, and from stopping, for as long as the start took."""
     from hspz.engine import backends
 
-    thread = backends.warm(backend, engine)
-    cpu = backend == "cpu" and numba
-    yield (lambda: backends.start_cpu(options)) if cpu else (lambda: None)
-    # an exception raised in the block left at the yield, past the join
+    thread = backends.warm(backend, numba, engine, options)
+    yield  # an exception raised in the block leaves here, past the join
     if thread is not None:
         thread.join()
 

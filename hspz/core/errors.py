@@ -4,10 +4,12 @@
 itself failed).  The CLI catches `HspzError` and prints `hspZ: <message>` without a traceback unless
 `HSPZ_DEBUG=1`.  `Terminated` is SIGTERM (a scheduler's time limit, `kill`) turned into an
 exception, so that a terminated run cleans up as an interrupted one does (exit status 143);
-`sigterm_held` keeps it out of a block that must not stop half-way (publishing the files).
+`sigterm_held` keeps it out of a block that must not stop half-way (publishing the files);
+`interrupts_held` keeps SIGTERM and SIGINT out of C code that would discard what they raise.
 """
 
 import errno
+import signal
 import sys
 import threading
 from collections.abc import Iterator
@@ -88,6 +90,28 @@ def sigterm_held() -> Iterator[None]:
     if not _held["depth"] and _held["pending"]:
         _held["pending"] = False
         raise Terminated()
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """A SIGTERM or Ctrl-C (SIGINT) arriving inside the block raises once the block has
+    finished (`sigterm_held`; SIGINT through the handler it had before), for a block that runs
+    C code which calls back into Python and discards what the callback raises: llvmlite's
+    object-cache callbacks, which numba's load runs.  A signal handled inside one was printed
+    as "Exception ignored", and the run went on to its end with status 0.  Only in the main
+    thread, where the handlers run."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    before = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        with sigterm_held():
+            yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+    if caught and callable(before):
+        before(signal.SIGINT, None)
 
 
 def in_flight() -> bool:

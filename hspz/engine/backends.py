@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from hspz.core import lean
-from hspz.core.errors import UsageError
+from hspz.core.errors import UsageError, interrupts_held
 from hspz.core.options import Options
 from hspz.engine.contract import Backend
 
@@ -43,17 +43,25 @@ def gpu_available(engine: bool = True) -> bool:
         return False
 
 
-def warm(backend: str, engine: bool = True) -> threading.Thread | None:
+def warm(
+    backend: str, numba: bool = True, engine: bool = True, options: Options | None = None
+) -> threading.Thread | None:
     """Unless the CPU backend is asked for, import CuPy (and cupyx, `hspz.core.lean`) now, then
     start CUDA on a thread: device 0's context, which the memory preflight reads first.  The
     caller meanwhile imports the stages and reads the inputs.  Only CUDA's start runs beside
     them: it waits in the driver without the GIL, whereas importing CuPy on the thread slowed
     the caller's imports more than it saved (every file an import reads hands the GIL over;
-    E. coli on the H200).  The CPU backend asked for starts nothing here: it starts once the
-    inputs are checked (`start_cpu`).  Without `engine` (a plan), the CUDA driver and device
-    0's context are started on the thread instead, and CuPy is not imported at all
+    E. coli on the H200).  With the CPU backend asked for (and `numba`), numba is loaded and its
+    code generator started here instead, on the caller's thread, and nothing is returned
+    (`engine.cpu.preload`): on a thread beside the caller's imports and reads, numba's import
+    took twice as long, and the table build waited for it (16 cores, BENCHMARKS.md); given the
+    run's `options`, a daemon thread that nothing waits for then takes the engine's loops from
+    numba's cache (`engine.cpu.warm_loops`).  Without `engine` (a plan), the CUDA driver and
+    device 0's context are started on the thread instead, and CuPy is not imported at all
     (`engine.cuda_driver`)."""
     if backend == "cpu":
+        if numba:
+            _start_numba(options)
         return None
     if not engine:
         from hspz.engine import cuda_driver
@@ -74,17 +82,12 @@ def _thread(target: Callable[..., None], *args: object) -> threading.Thread:
     return thread
 
 
-def start_cpu(options: Options | None = None) -> None:
-    """Load numba and start its code generator now, on the caller's thread: once the paths are
-    checked (a refusal does not wait for numba) and before the inputs are read
-    (`engine.cpu.preload`).  On a thread beside the reads, numba's import took twice as long,
-    and the table build waited for it (16 cores, BENCHMARKS.md).  Given the run's `options`,
-    a daemon thread that nothing waits for then takes the engine's loops from numba's cache
-    (`engine.cpu.warm_loops`)."""
+def _start_numba(options: Options | None) -> None:
     try:
         from hspz.engine import cpu
 
-        cpu.preload(options)
+        with interrupts_held():  # a Ctrl-C or SIGTERM inside numba's load was ignored
+            cpu.preload(options)
     except Exception:  # the engine's own first loop reports what is wrong
         pass
 

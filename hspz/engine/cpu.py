@@ -62,8 +62,8 @@ def warm_worker(worker: int) -> None:
 
 
 def preload(options: Options | None = None) -> threading.Thread | None:
-    """Load numba and start its code generator (`stages.seed.start_codegen`), before the
-    caller reads and plans (`engine.backends.start_cpu`); given the run's options, then start
+    """Load numba and start its code generator (`stages.seed.start_codegen`), before the caller
+    imports the stages and reads (`engine.backends.warm`); given the run's options, then start
     taking the engine's loops from numba's cache too (`warm_loops`), on a daemon thread of its
     own, which is returned: nothing waits for it (with numba's cache empty it compiles the
     engine, seconds that a run without seeds never needed)."""
