@@ -123,3 +123,37 @@ def test_a_removal_stopped_half_way_leaves_the_mark(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "unlink", unlink)
     assert durable.is_marked(stage)
     assert durable.remove_marked(stage) and not stage.exists()
+
+
+@pytest.mark.parametrize(
+    ("sig", "raised"), [("SIGTERM", "Terminated"), ("SIGINT", "KeyboardInterrupt")]
+)
+@pytest.mark.parametrize("where", ["make_folder", "open_lock"])
+def test_a_signal_while_the_lock_is_taken_leaves_no_out(tmp_path, monkeypatch, sig, raised, where):
+    """A SIGTERM or Ctrl-C that arrives just after OUT's mkdir, or just after the lock file's
+    creation, is held until both are recorded, then stops the command: OUT (made here) is
+    gone.  Before, one of 168 killed runs left an empty OUT, and one its `.hspz.lock`."""
+    import signal
+
+    from hspz.core import durable, errors
+    from hspz.run import outdir
+
+    real = getattr(outdir, where) if where == "make_folder" else durable.open_lock
+
+    def then_signal(*args):
+        got = real(*args)
+        os.kill(os.getpid(), getattr(signal, sig))  # its handler runs at the next line
+        return got
+
+    if where == "make_folder":
+        monkeypatch.setattr(outdir, "make_folder", then_signal)
+    else:
+        monkeypatch.setattr(outdir.durable, "open_lock", then_signal)
+    before = signal.signal(signal.SIGTERM, errors.on_sigterm)
+    try:
+        with pytest.raises(BaseException) as caught, outdir.OutLock(tmp_path / "a" / "out"):
+            pass
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert type(caught.value).__name__ == raised
+    assert not (tmp_path / "a").exists()

@@ -38,6 +38,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +46,7 @@ from types import TracebackType
 
 from hspz.core import durable, faults
 from hspz.core.durable import fsync_dir, same_file
-from hspz.core.errors import RunError, UsageError
+from hspz.core.errors import RunError, UsageError, interrupts_held
 from hspz.run.report import say
 
 DEFAULT_TARBALL = "segments.tar.gz"
@@ -262,9 +263,13 @@ class OutLock:
         self.fd: int | None = None
 
     def __enter__(self) -> OutLock:
-        self.created = make_folder(self.path, self.flag)
         try:
-            self.fd = self._acquire()
+            # a SIGTERM or Ctrl-C between a mkdir, or the lock file's creation, and their
+            # records here left OUT behind: held until both are recorded (not while --wait waits)
+            with interrupts_held():
+                self.created = make_folder(self.path, self.flag)
+            with nullcontext() if self.wait else interrupts_held():
+                self.fd = self._acquire()
             self._record(self.fd)
             say(complete(self.root))  # may remove a query-list run's stale job folders
             say(sweep(self.root))
