@@ -15,7 +15,7 @@ def test_a_signal_inside_a_c_callback_is_held_not_lost(sig, raised):
     """`errors.interrupts_held`, around numba's load on the main thread (`backends.warm`): a
     SIGTERM or Ctrl-C whose handler runs inside a ctypes callback (as llvmlite's object-cache
     callbacks are) raises once the block ends.  Unheld, ctypes printed "Exception ignored" and
-    dropped it: the run went on to its end with status 0 (2 of 72 runs killed at 0.2-0.65 s)."""
+    dropped it: the run went on to its end with status 0 (2 of 72 runs killed at 0.26-0.55 s)."""
     import ctypes
     import signal
 
