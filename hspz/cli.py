@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from hspz import __version__
-from hspz.core.errors import HspzError, Terminated, UsageError, on_sigterm, out_of_memory
+from hspz.core.errors import (
+    HspzError,
+    Terminated,
+    UsageError,
+    on_sigterm,
+    out_of_memory,
+    resending_hook,
+)
 from hspz.core.options import (
     HSPTHRESH_MAX,
     MAX_BP,
@@ -436,6 +443,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hspz.core import durable
 
     before = _raise_on_sigterm()
+    unraisable = sys.unraisablehook
+    if before is not None:  # the main thread: an interrupt that C code discarded is sent again
+        sys.unraisablehook = resending_hook(unraisable)
     durable.reset_inputs()  # each command registers its own (`outdir.check_disjoint`)
     if "hspz.planning.joblist" in sys.modules:  # a list is read once per command
         sys.modules["hspz.planning.joblist"].forget_lists()
@@ -465,6 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 143
     finally:
         durable.reset_inputs()
+        sys.unraisablehook = unraisable
         if before is not None:
             signal.signal(signal.SIGTERM, before)
 

@@ -9,12 +9,14 @@ exception, so that a terminated run cleans up as an interrupted one does (exit s
 """
 
 import errno
+import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 
 class HspzError(Exception):
@@ -112,6 +114,29 @@ def interrupts_held() -> Iterator[None]:
         signal.signal(signal.SIGINT, before)
     if caught and callable(before):
         before(signal.SIGINT, None)
+
+
+def resending_hook(before: Callable[[Any], object]) -> Callable[[Any], None]:
+    """A `sys.unraisablehook` that sends a SIGTERM or Ctrl-C whose exception C code discarded
+    again 10 ms later: one handled inside a ctypes callback (llvmlite's, when numba takes a loop
+    from its cache on the main thread, outside `interrupts_held`) was printed as "Exception
+    ignored" and the run went on.  Sent again, it is raised outside the callback.  Any other
+    exception goes to `before`."""
+
+    def hook(unraisable: Any) -> None:
+        kind = unraisable.exc_type
+        if issubclass(kind, Terminated):
+            sig = signal.SIGTERM
+        elif issubclass(kind, KeyboardInterrupt):
+            sig = signal.SIGINT
+        else:
+            before(unraisable)
+            return
+        timer = threading.Timer(0.01, os.kill, (os.getpid(), sig))
+        timer.daemon = True
+        timer.start()
+
+    return hook
 
 
 def in_flight() -> bool:
